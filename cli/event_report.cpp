@@ -1,0 +1,806 @@
+// event_report.cpp — event file reader and per-(op, backend) aggregation; see event_report.h and
+// docs/report-schema.md for the rules implemented here.
+#include "event_report.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <tuple>
+
+namespace fumi::report {
+
+using nlohmann::json;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Typed field access. A field that is absent or null reads as "not given"; a field of the wrong
+// type makes the whole line malformed (FieldError carries the message).
+
+struct FieldError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void badField(const char* key, const char* expected) {
+  throw FieldError(std::string("field \"") + key + "\": expected " + expected);
+}
+
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<std::string> getString(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) badField(key, "a string");
+  return v->get<std::string>();
+}
+
+std::optional<int64_t> getInt(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) badField(key, "an integer");
+    return static_cast<int64_t>(u);
+  }
+  if (!v->is_number_integer()) badField(key, "an integer");
+  return v->get<int64_t>();
+}
+
+std::optional<uint64_t> getCount(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) return v->get<uint64_t>();
+  if (v->is_number_integer() && v->get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(v->get<int64_t>());
+  }
+  badField(key, "a non-negative integer");
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A number, or one of the strings a writer may use for non-finite values.
+std::optional<double> numberValue(const json& v, const char* key) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    std::string s = lower(v.get<std::string>());
+    if (s == "nan" || s == "-nan" || s == "+nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf" || s == "+inf" || s == "infinity" || s == "+infinity") {
+      return std::numeric_limits<double>::infinity();
+    }
+    if (s == "-inf" || s == "-infinity") return -std::numeric_limits<double>::infinity();
+  }
+  badField(key, "a number");
+}
+
+std::optional<double> getNumber(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  return numberValue(*v, key);
+}
+
+std::vector<std::string> getStringArray(const json& obj, const char* key) {
+  std::vector<std::string> out;
+  const json* v = field(obj, key);
+  if (!v) return out;
+  if (!v->is_array()) badField(key, "an array of strings");
+  for (const json& e : *v) {
+    if (!e.is_string()) badField(key, "an array of strings");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// NaN is worse than anything; otherwise larger is worse.
+bool worse(double a, double b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return a > b;
+}
+
+void mergeWorst(std::map<std::string, double>& worst, const std::string& key, double v) {
+  auto [it, inserted] = worst.emplace(key, v);
+  if (!inserted && worse(v, it->second)) it->second = v;
+}
+
+std::string worstKey(const std::string& check, const std::string& metric) {
+  if (check.empty()) return metric.empty() ? std::string("?") : metric;
+  if (metric.empty()) return check;
+  return check + "." + metric;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregation state.
+
+using OpKey = std::pair<std::string, std::string>;  // (op, backend)
+
+struct SummaryCounts {
+  uint64_t calls = 0, checked = 0, skipped = 0, violations = 0;
+};
+
+// Counts reconstructed from check/violation events, for processes without a summary.
+struct DerivedCounts {
+  std::set<uint64_t> checked_calls;  // distinct call_index values seen
+  uint64_t unindexed_checks = 0;     // events without call_index (each counted as one call)
+  uint64_t violations = 0;
+  std::optional<uint64_t> max_index;
+};
+
+struct SegmentOp {
+  std::optional<SummaryCounts> summary;
+  DerivedCounts derived;
+};
+
+struct Segment {
+  ProcessInfo info;
+  bool has_content = false;  // any start/check/violation/summary attributed to it
+  bool has_summary = false;
+  std::map<OpKey, SegmentOp> ops;
+};
+
+// Ordering key for choosing the first violation: events with a time come first, by time
+// ("...:00Z" is compared as "...:00" so that "...:00.5Z" sorts after it), then processing order.
+struct FirstKey {
+  bool no_time = true;
+  std::string time;
+  uint64_t seq = 0;
+  bool operator<(const FirstKey& o) const {
+    return std::tie(no_time, time, seq) < std::tie(o.no_time, o.time, o.seq);
+  }
+};
+
+FirstKey firstKey(const std::string& time, uint64_t seq) {
+  FirstKey k;
+  k.no_time = time.empty();
+  k.time = time;
+  if (!k.time.empty() && (k.time.back() == 'Z' || k.time.back() == 'z')) k.time.pop_back();
+  k.seq = seq;
+  return k;
+}
+
+struct GlobalOp {
+  std::map<std::string, double> worst;
+  std::optional<ViolationInfo> first;
+  FirstKey first_key;
+};
+
+// A parsed check/violation event.
+struct CheckEvent {
+  OpKey key;
+  ViolationInfo info;
+};
+
+CheckEvent parseCheckEvent(const json& obj, bool violation) {
+  CheckEvent ev;
+  auto op = getString(obj, "op");
+  if (!op || op->empty()) throw FieldError("field \"op\": missing");
+  ev.key.first = *op;
+  ev.key.second = getString(obj, "backend").value_or("");
+  ViolationInfo& v = ev.info;
+  if (auto ci = getCount(obj, "call_index")) v.call_index = *ci;
+  v.check = getString(obj, "check").value_or("");
+  v.metric = getString(obj, "metric").value_or("");
+  v.value = getNumber(obj, "value");
+  v.tolerance = getNumber(obj, "tolerance");
+  v.rule = getString(obj, "rule").value_or("");
+  v.dtype = getString(obj, "dtype").value_or("");
+  v.detail = getString(obj, "detail").value_or("");
+  v.time = getString(obj, "time").value_or("");
+  if (const json* s = field(obj, "shape")) {
+    if (!s->is_object()) badField("shape", "an object");
+    v.shape = *s;
+  }
+  if (const json* e = field(obj, "extra")) {
+    if (!e->is_object()) badField("extra", "an object");
+    v.extra = *e;
+  }
+  if (violation) v.stack = getStringArray(obj, "stack");
+  return ev;
+}
+
+struct SummaryOpEvent {
+  OpKey key;
+  SummaryCounts counts;
+  std::vector<std::pair<std::string, double>> worst;
+};
+
+struct SummaryEvent {
+  std::optional<double> elapsed_s;
+  std::vector<SummaryOpEvent> ops;
+};
+
+SummaryEvent parseSummaryEvent(const json& obj) {
+  SummaryEvent ev;
+  ev.elapsed_s = getNumber(obj, "elapsed_s");
+  const json* ops = field(obj, "ops");
+  if (!ops) return ev;
+  if (!ops->is_array()) badField("ops", "an array");
+  for (const json& o : *ops) {
+    if (!o.is_object()) badField("ops", "an array of objects");
+    SummaryOpEvent so;
+    auto op = getString(o, "op");
+    if (!op || op->empty()) throw FieldError("field \"ops[].op\": missing");
+    so.key.first = *op;
+    so.key.second = getString(o, "backend").value_or("");
+    so.counts.calls = getCount(o, "calls").value_or(0);
+    so.counts.checked = getCount(o, "checked").value_or(0);
+    so.counts.skipped = getCount(o, "skipped").value_or(0);
+    so.counts.violations = getCount(o, "violations").value_or(0);
+    if (const json* w = field(o, "worst")) {
+      if (!w->is_object()) badField("worst", "an object");
+      for (auto it = w->begin(); it != w->end(); ++it) {
+        if (it->is_null()) continue;
+        auto v = numberValue(*it, "worst");
+        so.worst.emplace_back(it.key(), *v);
+      }
+    }
+    ev.ops.push_back(std::move(so));
+  }
+  return ev;
+}
+
+class Aggregator {
+ public:
+  void addFile(const EventFile& file) {
+    std::optional<int64_t> file_pid = pidFromFileName(file.path);
+    std::map<int64_t, size_t> current;  // pid -> index of its current segment in segments_
+    std::istringstream in(file.contents);
+    std::string text;
+    int lineno = 0;
+    while (std::getline(in, text)) {
+      ++lineno;
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+      size_t b = 0;
+      while (b < text.size() && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+      if (b == text.size()) continue;
+      try {
+        addLine(file.path, lineno, std::string_view(text).substr(b), file_pid, current);
+      } catch (const FieldError& e) {
+        malformed(file.path, lineno, e.what());
+      } catch (const json::exception& e) {
+        malformed(file.path, lineno, e.what());
+      }
+    }
+  }
+
+  void addUnreadable(const std::string& path, const std::string& why) {
+    report_.malformed.push_back(MalformedLine{path, 0, why});
+  }
+
+  Report finish() {
+    std::map<OpKey, OpStats> stats;
+    for (auto& [key, g] : global_) {
+      OpStats& s = stats[key];
+      s.op = key.first;
+      s.backend = key.second;
+      s.worst = g.worst;
+      s.first_violation = g.first;
+    }
+    for (Segment& seg : segments_) {
+      seg.info.incomplete = !seg.has_summary;
+      for (auto& [key, so] : seg.ops) {
+        OpStats& s = stats[key];
+        s.op = key.first;
+        s.backend = key.second;
+        if (so.summary) {
+          s.calls += so.summary->calls;
+          s.checked += so.summary->checked;
+          s.skipped += so.summary->skipped;
+          s.violations += so.summary->violations;
+        } else {
+          const DerivedCounts& d = so.derived;
+          uint64_t checked = d.checked_calls.size() + d.unindexed_checks;
+          uint64_t calls = d.max_index ? *d.max_index + 1 : 0;
+          s.calls += std::max(calls, checked);
+          s.checked += checked;
+          s.violations += d.violations;
+          s.incomplete = true;
+        }
+      }
+      report_.processes.push_back(seg.info);
+    }
+    for (auto& [key, s] : stats) report_.ops.push_back(std::move(s));
+    std::stable_sort(report_.ops.begin(), report_.ops.end(), [](const OpStats& a, const OpStats& b) {
+      if (a.violations != b.violations) return a.violations > b.violations;
+      if (a.calls != b.calls) return a.calls > b.calls;
+      return std::tie(a.op, a.backend) < std::tie(b.op, b.backend);
+    });
+    return std::move(report_);
+  }
+
+ private:
+  void malformed(const std::string& file, int line, const std::string& message) {
+    report_.malformed.push_back(MalformedLine{file, line, message});
+  }
+
+  Segment& newSegment(const std::string& file, int64_t pid, std::map<int64_t, size_t>& current) {
+    segments_.emplace_back();
+    Segment& seg = segments_.back();
+    seg.info.pid = pid;
+    seg.info.file = file;
+    current[pid] = segments_.size() - 1;
+    return seg;
+  }
+
+  Segment& segmentFor(const std::string& file, int64_t pid, std::map<int64_t, size_t>& current) {
+    auto it = current.find(pid);
+    if (it != current.end()) return segments_[it->second];
+    return newSegment(file, pid, current);
+  }
+
+  void addLine(const std::string& file, int lineno, std::string_view text,
+               std::optional<int64_t> file_pid, std::map<int64_t, size_t>& current) {
+    json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (obj.is_discarded()) throw FieldError("not valid JSON");
+    if (!obj.is_object()) throw FieldError("not a JSON object");
+    auto event = getString(obj, "event");
+    if (!event) throw FieldError("no \"event\" field");
+    const std::string& type = *event;
+    if (type != "start" && type != "violation" && type != "check" && type != "summary" &&
+        type != "error") {
+      return;  // unknown event type: ignored (forward compatibility)
+    }
+    const uint64_t seq = ++seq_;
+    int64_t pid = getInt(obj, "pid").value_or(file_pid.value_or(0));
+
+    if (type == "error") {
+      ErrorEvent e;
+      e.pid = pid;
+      e.where = getString(obj, "where").value_or("");
+      e.location = getString(obj, "location").value_or("");
+      e.message = getString(obj, "message").value_or("");
+      e.file = file;
+      e.line = lineno;
+      report_.errors.push_back(std::move(e));
+      return;
+    }
+
+    if (type == "start") {
+      ProcessInfo info;
+      info.pid = pid;
+      info.ppid = getInt(obj, "ppid").value_or(0);
+      info.argv = getStringArray(obj, "argv");
+      info.policy = getString(obj, "policy").value_or("");
+      info.fumi_version = getString(obj, "fumi_version").value_or("");
+      info.start_time = getString(obj, "time").value_or("");
+      info.file = file;
+      info.has_start = true;
+      // A second start for the same pid (exec into another program that also loads libfumi)
+      // begins a new process record.
+      auto it = current.find(pid);
+      Segment& seg = (it == current.end() || segments_[it->second].has_content)
+                         ? newSegment(file, pid, current)
+                         : segments_[it->second];
+      seg.info = std::move(info);
+      seg.has_content = true;
+      return;
+    }
+
+    if (type == "summary") {
+      SummaryEvent ev = parseSummaryEvent(obj);
+      auto it = current.find(pid);
+      Segment* seg = nullptr;
+      if (it == current.end() || segments_[it->second].has_summary) {
+        seg = &newSegment(file, pid, current);
+      } else {
+        seg = &segments_[it->second];
+      }
+      seg->has_content = true;
+      seg->info.elapsed_s = ev.elapsed_s;
+      seg->has_summary = true;
+      for (SummaryOpEvent& so : ev.ops) {
+        SegmentOp& sop = seg->ops[so.key];
+        if (!sop.summary) sop.summary = SummaryCounts{};
+        sop.summary->calls += so.counts.calls;
+        sop.summary->checked += so.counts.checked;
+        sop.summary->skipped += so.counts.skipped;
+        sop.summary->violations += so.counts.violations;
+        GlobalOp& g = global_[so.key];
+        for (auto& [k, v] : so.worst) mergeWorst(g.worst, k, v);
+      }
+      return;
+    }
+
+    // check / violation
+    const bool violation = type == "violation";
+    CheckEvent ev = parseCheckEvent(obj, violation);
+    ev.info.pid = pid;
+    ev.info.file = file;
+    ev.info.line = lineno;
+    Segment& seg = segmentFor(file, pid, current);
+    seg.has_content = true;
+    DerivedCounts& d = seg.ops[ev.key].derived;
+    if (ev.info.call_index) {
+      d.checked_calls.insert(*ev.info.call_index);
+      d.max_index = std::max(d.max_index.value_or(0), *ev.info.call_index);
+    } else {
+      ++d.unindexed_checks;
+    }
+    GlobalOp& g = global_[ev.key];
+    if (ev.info.value) mergeWorst(g.worst, worstKey(ev.info.check, ev.info.metric), *ev.info.value);
+    if (violation) {
+      ++d.violations;
+      FirstKey k = firstKey(ev.info.time, seq);
+      if (!g.first || k < g.first_key) {
+        g.first = std::move(ev.info);
+        g.first_key = k;
+      }
+    }
+  }
+
+  std::vector<Segment> segments_;  // referred to by index while reading (it grows)
+  std::map<OpKey, GlobalOp> global_;
+  Report report_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::string MalformedLine::str() const {
+  if (line > 0) return file + ":" + std::to_string(line) + ": " + message;
+  return file + ": " + message;
+}
+
+Totals Report::totals() const {
+  Totals t;
+  for (const OpStats& s : ops) {
+    t.calls += s.calls;
+    t.checked += s.checked;
+    t.skipped += s.skipped;
+    t.violations += s.violations;
+  }
+  return t;
+}
+
+size_t Report::incompleteCount() const {
+  return static_cast<size_t>(std::count_if(processes.begin(), processes.end(),
+                                           [](const ProcessInfo& p) { return p.incomplete; }));
+}
+
+Report aggregate(const std::vector<EventFile>& files) {
+  Aggregator agg;
+  for (const EventFile& f : files) agg.addFile(f);
+  return agg.finish();
+}
+
+std::optional<int64_t> pidFromFileName(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  static const std::string kPrefix = "events-", kSuffix = ".jsonl";
+  if (name.size() <= kPrefix.size() + kSuffix.size()) return std::nullopt;
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return std::nullopt;
+  if (name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return std::nullopt;
+  std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.size() > 18) return std::nullopt;
+  int64_t pid = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
+
+std::vector<std::string> findEventFiles(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> found;  // (name, path)
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return {};
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    std::string name = it->path().filename().string();
+    if (name.size() < 13 || name.rfind("events-", 0) != 0 ||
+        name.compare(name.size() - 6, 6, ".jsonl") != 0) {
+      continue;
+    }
+    std::error_code sec;
+    if (!it->is_regular_file(sec)) continue;
+    found.emplace_back(name, it->path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    auto pa = pidFromFileName(a.first), pb = pidFromFileName(b.first);
+    // Names with a pid first, by pid; then the rest by name.
+    if (pa.has_value() != pb.has_value()) return pa.has_value();
+    if (pa && *pa != *pb) return *pa < *pb;
+    return a.first < b.first;
+  });
+  std::vector<std::string> paths;
+  for (auto& f : found) paths.push_back(std::move(f.second));
+  return paths;
+}
+
+Report readDirectory(const std::string& dir, size_t* nfiles) {
+  std::vector<std::string> paths = findEventFiles(dir);
+  if (nfiles) *nfiles = paths.size();
+  Aggregator agg;
+  for (const std::string& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+      agg.addUnreadable(p, "cannot read file");
+      continue;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    agg.addFile(EventFile{p, ss.str()});
+  }
+  return agg.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Renderings.
+
+namespace {
+
+json numberJson(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+json optNumberJson(const std::optional<double>& v) { return v ? numberJson(*v) : json(nullptr); }
+
+json violationJson(const ViolationInfo& v) {
+  json j = json::object();
+  j["pid"] = v.pid;
+  j["call_index"] = v.call_index ? json(*v.call_index) : json(nullptr);
+  j["check"] = v.check;
+  j["metric"] = v.metric;
+  j["value"] = optNumberJson(v.value);
+  j["tolerance"] = optNumberJson(v.tolerance);
+  j["rule"] = v.rule;
+  j["dtype"] = v.dtype;
+  j["shape"] = v.shape;
+  j["extra"] = v.extra;
+  j["detail"] = v.detail;
+  j["time"] = v.time;
+  j["stack"] = v.stack;
+  j["file"] = v.file;
+  j["line"] = v.line;
+  return j;
+}
+
+std::string joinArgv(const std::vector<std::string>& argv, size_t max_len = 60) {
+  std::string s;
+  for (const std::string& a : argv) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  if (s.size() > max_len) s = s.substr(0, max_len - 3) + "...";
+  return s;
+}
+
+std::string worstText(const std::map<std::string, double>& worst) {
+  std::string s;
+  for (const auto& [k, v] : worst) {
+    if (!s.empty()) s += "  ";
+    s += k + "=" + formatValue(v);
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::string padRight(const std::string& s, size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
+std::string padLeft(const std::string& s, size_t w) {
+  return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
+}
+
+}  // namespace
+
+std::string formatValue(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+json toJson(const Report& report) {
+  json j = json::object();
+  json procs = json::array();
+  for (const ProcessInfo& p : report.processes) {
+    json pj = json::object();
+    pj["pid"] = p.pid;
+    pj["ppid"] = p.ppid;
+    pj["argv"] = p.argv;
+    pj["policy"] = p.policy;
+    pj["fumi_version"] = p.fumi_version;
+    pj["start_time"] = p.start_time;
+    pj["file"] = p.file;
+    pj["incomplete"] = p.incomplete;
+    pj["elapsed_s"] = optNumberJson(p.elapsed_s);
+    procs.push_back(std::move(pj));
+  }
+  j["processes"] = std::move(procs);
+
+  json ops = json::array();
+  for (const OpStats& s : report.ops) {
+    json oj = json::object();
+    oj["op"] = s.op;
+    oj["backend"] = s.backend;
+    oj["calls"] = s.calls;
+    oj["checked"] = s.checked;
+    oj["skipped"] = s.skipped;
+    oj["violations"] = s.violations;
+    oj["incomplete"] = s.incomplete;
+    json w = json::object();
+    for (const auto& [k, v] : s.worst) w[k] = numberJson(v);
+    oj["worst"] = std::move(w);
+    oj["first_violation"] = s.first_violation ? violationJson(*s.first_violation) : json(nullptr);
+    ops.push_back(std::move(oj));
+  }
+  j["ops"] = std::move(ops);
+
+  json errors = json::array();
+  for (const ErrorEvent& e : report.errors) {
+    errors.push_back({{"kind", "event"},
+                      {"pid", e.pid},
+                      {"where", e.where},
+                      {"location", e.location},
+                      {"message", e.message},
+                      {"file", e.file},
+                      {"line", e.line}});
+  }
+  for (const MalformedLine& m : report.malformed) {
+    errors.push_back({{"kind", "malformed"},
+                      {"file", m.file},
+                      {"line", m.line},
+                      {"message", m.message}});
+  }
+  j["errors"] = std::move(errors);
+
+  Totals t = report.totals();
+  j["totals"] = {{"processes", report.processes.size()},
+                 {"incomplete_processes", report.incompleteCount()},
+                 {"calls", t.calls},
+                 {"checked", t.checked},
+                 {"skipped", t.skipped},
+                 {"violations", t.violations},
+                 {"error_events", report.errors.size()},
+                 {"malformed_lines", report.malformed.size()}};
+  return j;
+}
+
+std::string formatText(const Report& report, size_t stack_frames) {
+  std::ostringstream out;
+  const size_t nincomplete = report.incompleteCount();
+  out << "Processes: " << report.processes.size();
+  if (nincomplete) out << " (" << nincomplete << " incomplete: no summary, counts are lower bounds)";
+  out << "\n";
+  for (const ProcessInfo& p : report.processes) {
+    out << "  pid " << padRight(std::to_string(p.pid), 8);
+    if (p.incomplete) {
+      out << padRight("incomplete", 11);
+    } else if (p.elapsed_s) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f s", *p.elapsed_s);
+      out << padRight(buf, 11);
+    } else {
+      out << padRight("", 11);
+    }
+    out << (p.argv.empty() ? std::string("?") : joinArgv(p.argv)) << "\n";
+  }
+  out << "\n";
+
+  if (report.ops.empty()) {
+    out << "No intercepted calls recorded.\n";
+  } else {
+    const std::vector<std::string> head = {"OP", "BACKEND", "CALLS", "CHECKED", "SKIPPED",
+                                           "VIOLATIONS", "WORST"};
+    std::vector<std::vector<std::string>> rows;
+    for (const OpStats& s : report.ops) {
+      rows.push_back({s.op + (s.incomplete ? "*" : ""), s.backend.empty() ? "-" : s.backend,
+                      std::to_string(s.calls), std::to_string(s.checked),
+                      std::to_string(s.skipped), std::to_string(s.violations),
+                      worstText(s.worst)});
+    }
+    std::vector<size_t> width(head.size());
+    for (size_t c = 0; c < head.size(); ++c) {
+      width[c] = head[c].size();
+      for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    }
+    auto emit = [&](const std::vector<std::string>& r) {
+      std::string line;
+      for (size_t c = 0; c < r.size(); ++c) {
+        const bool numeric = c >= 2 && c <= 5;
+        if (c) line += "  ";
+        if (c + 1 == r.size()) {
+          line += r[c];
+        } else {
+          line += numeric ? padLeft(r[c], width[c]) : padRight(r[c], width[c]);
+        }
+      }
+      out << line << "\n";
+    };
+    emit(head);
+    for (const auto& r : rows) emit(r);
+    Totals t = report.totals();
+    out << "Total: " << t.calls << " calls, " << t.checked << " checked, " << t.skipped
+        << " skipped, " << t.violations << (t.violations == 1 ? " violation\n" : " violations\n");
+    if (std::any_of(report.ops.begin(), report.ops.end(),
+                    [](const OpStats& s) { return s.incomplete; })) {
+      out << "(* includes counts derived from events of incomplete processes)\n";
+    }
+  }
+
+  bool any_violation = false;
+  for (const OpStats& s : report.ops) {
+    if (!s.first_violation) continue;
+    if (!any_violation) out << "\nFirst violations:\n";
+    any_violation = true;
+    const ViolationInfo& v = *s.first_violation;
+    out << "  " << s.op << " (" << (s.backend.empty() ? "-" : s.backend) << "): pid " << v.pid;
+    if (v.call_index) out << ", call " << *v.call_index;
+    out << ", " << worstKey(v.check, v.metric) << " = " << (v.value ? formatValue(*v.value) : "?");
+    if (v.tolerance) out << " > " << formatValue(*v.tolerance);
+    if (!v.rule.empty()) out << ", rule " << v.rule;
+    if (!v.dtype.empty()) out << ", " << v.dtype;
+    out << "\n";
+    if (!v.detail.empty()) out << "      " << v.detail << "\n";
+    for (size_t i = 0; i < v.stack.size() && i < stack_frames; ++i) {
+      out << "      " << v.stack[i] << "\n";
+    }
+    if (v.stack.size() > stack_frames) {
+      out << "      ... " << (v.stack.size() - stack_frames) << " more frames (--format json)\n";
+    }
+  }
+
+  if (!report.errors.empty()) {
+    out << "\nErrors reported by libfumi:\n";
+    for (const ErrorEvent& e : report.errors) {
+      out << "  pid " << e.pid;
+      if (!e.where.empty()) out << " [" << e.where << "]";
+      if (!e.location.empty()) out << " " << e.location << ":";
+      out << " " << e.message << "\n";
+    }
+  }
+  if (!report.malformed.empty()) {
+    out << "\nMalformed lines skipped: " << report.malformed.size() << "\n";
+    for (const MalformedLine& m : report.malformed) out << "  " << m.str() << "\n";
+  }
+  return out.str();
+}
+
+std::string formatRunSummary(const Report& report, const std::string& dir, size_t top_ops) {
+  std::ostringstream out;
+  Totals t = report.totals();
+  const size_t nincomplete = report.incompleteCount();
+  out << "fumi: " << report.processes.size() << " process" << (report.processes.size() == 1 ? "" : "es");
+  if (nincomplete) out << " (" << nincomplete << " incomplete)";
+  out << ", " << t.calls << " calls intercepted, " << t.checked << " checked, " << t.violations
+      << " violation" << (t.violations == 1 ? "" : "s") << "\n";
+  size_t shown = 0;
+  for (const OpStats& s : report.ops) {
+    if (s.violations == 0 || shown >= top_ops) break;
+    if (shown == 0) out << "fumi: top ops by violations:\n";
+    ++shown;
+    out << "  " << s.op << " (" << (s.backend.empty() ? "-" : s.backend) << "): " << s.violations
+        << " violation" << (s.violations == 1 ? "" : "s") << " in " << s.checked << " checked of "
+        << s.calls << " calls; worst " << worstText(s.worst) << "\n";
+  }
+  if (!report.errors.empty()) {
+    out << "fumi: " << report.errors.size() << " error event" << (report.errors.size() == 1 ? "" : "s")
+        << " (see fumi report)\n";
+  }
+  if (!report.malformed.empty()) {
+    out << "fumi: " << report.malformed.size() << " malformed event line"
+        << (report.malformed.size() == 1 ? "" : "s") << " skipped\n";
+  }
+  out << "fumi: events in " << dir << " (details: fumi report " << dir << ")\n";
+  return out.str();
+}
+
+}  // namespace fumi::report

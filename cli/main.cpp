@@ -1,0 +1,113 @@
+// main.cpp — the `fumi` command line: parses arguments with CLI11 and dispatches to the
+// subcommands of commands.h. Usage and exit codes: docs/cli.md.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+#ifndef FUMI_VERSION_STRING
+#define FUMI_VERSION_STRING "unknown"
+#endif
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+// `fumi run [options] -- CMD...`: CLI11 does not split a subcommand's arguments at "--" the way
+// `run` needs, so find that "--" here. It counts only before the command's first word; a "--"
+// after it belongs to the command. Returns the index of the "--" in argv, or -1.
+int findRunSeparator(int argc, char** argv) {
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') ++i;  // top-level flags (--help, --version)
+  if (i >= argc || std::strcmp(argv[i], "run") != 0) return -1;
+  for (int j = i + 1; j < argc; ++j) {
+    const char* a = argv[j];
+    if (std::strcmp(a, "--") == 0) return j;
+    if (std::strcmp(a, "--policy") == 0 || std::strcmp(a, "--out") == 0) {
+      ++j;  // skip the option's value
+      continue;
+    }
+    if (a[0] != '-') return -1;  // the command starts here
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fumi — runtime precision checker for numerical libraries (LD_PRELOAD)", "fumi"};
+  app.set_version_flag("--version", std::string("fumi ") + FUMI_VERSION_STRING);
+  app.require_subcommand(1);
+
+  // fumi run
+  fumi::cli::RunOptions run_opts;
+  CLI::App* run = app.add_subcommand(
+      "run", "Run CMD with libfumi preloaded, then print a summary of its events");
+  run->add_option("--policy", run_opts.policy, "Policy YAML file (validated before running)");
+  run->add_option("--out", run_opts.out,
+                  "Output directory (default: $FUMI_OUT, else the policy's report.dir, else fumi-out)");
+  run->prefix_command();  // everything from the command's first word on is the command
+  run->footer("Everything after the options (or after --) is the command and its arguments.");
+
+  // fumi report
+  std::string report_dir, report_format = "text";
+  CLI::App* rep = app.add_subcommand("report", "Aggregate the event files of an output directory");
+  rep->add_option("DIR", report_dir, "Output directory of a run")->required();
+  rep->add_option("--format", report_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  // fumi policy check|default
+  std::string policy_file;
+  CLI::App* policy = app.add_subcommand("policy", "Validate or print policies");
+  policy->require_subcommand(1);
+  CLI::App* pcheck = policy->add_subcommand("check", "Validate a policy file");
+  pcheck->add_option("FILE", policy_file, "Policy YAML file")->required();
+  CLI::App* pdefault = policy->add_subcommand("default", "Print the embedded default policy");
+
+  // fumi plugins
+  std::vector<std::string> plugin_dirs;
+  CLI::App* plugins = app.add_subcommand("plugins", "List the check plugins that can be found");
+  plugins->add_option("--dir", plugin_dirs, "Extra plugin directory (repeatable)")
+      ->allow_extra_args(false);
+
+  // fumi env
+  CLI::App* env = app.add_subcommand("env", "List the environment variables fumi reads");
+
+  if (argc <= 1) {
+    std::cerr << app.help();
+    return kUsageError;
+  }
+
+  // Split `fumi run ... -- CMD...` before CLI11 sees it.
+  std::vector<std::string> after_separator;
+  int parse_argc = argc;
+  const int sep = findRunSeparator(argc, argv);
+  if (sep >= 0) {
+    parse_argc = sep;
+    for (int k = sep + 1; k < argc; ++k) after_separator.emplace_back(argv[k]);
+  }
+
+  try {
+    app.parse(parse_argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kUsageError;
+  }
+
+  if (run->parsed()) {
+    run_opts.command = sep >= 0 ? after_separator : run->remaining();
+    return fumi::cli::runCommand(run_opts);
+  }
+  if (rep->parsed()) return fumi::cli::reportCommand(report_dir, report_format);
+  if (pcheck->parsed()) return fumi::cli::policyCheckCommand(policy_file);
+  if (pdefault->parsed()) return fumi::cli::policyDefaultCommand();
+  if (plugins->parsed()) return fumi::cli::pluginsCommand(plugin_dirs);
+  if (env->parsed()) return fumi::cli::envCommand();
+  std::cerr << app.help();
+  return kUsageError;
+}

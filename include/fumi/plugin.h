@@ -1,0 +1,177 @@
+/* fumi/plugin.h — the C ABI between libfumi (the host) and check plugins.
+ *
+ * How to write a plugin:
+ *   1. Build a shared library named libfumi_<name>.so that exports one symbol,
+ *      `const fumi_plugin* fumi_plugin_entry(void)`, returning a static fumi_plugin whose
+ *      abi_version is FUMI_PLUGIN_ABI_VERSION and struct_size is sizeof(fumi_plugin).
+ *   2. `create` receives the host API and the parameters of one policy entry
+ *      (`- { plugin: <name>, tolerance: ..., key: value }`); reject unknown or bad parameters by
+ *      returning NULL and writing a message into `err`.
+ *   3. `check` runs after the intercepted call returned. Read tensors with host->gather (any
+ *      dtype, any layout, host or device memory -> dense fp64), build substitute inputs with
+ *      host->alloc_like + host->scatter, rerun the call with host->rerun, and report with
+ *      host->report. Scratch is freed by the host when `check` returns.
+ *   4. Never let a C++ exception escape; return a fumi_status instead. A plugin that returns
+ *      FUMI_ERROR (or throws anyway) is disabled for the rest of the run; the program goes on.
+ *
+ * Rules of this ABI: C only, every struct starts with struct_size (and abi_version where it is
+ * an entry point) so both sides can grow them by appending fields. Pointers handed to a plugin
+ * are valid only during the call that handed them over.
+ */
+#ifndef FUMI_PLUGIN_H
+#define FUMI_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FUMI_PLUGIN_ABI_VERSION 1u
+#define FUMI_MAX_DIMS 8
+#define FUMI_MAX_EXTRA_METRICS 8
+
+#if defined(__GNUC__)
+#define FUMI_EXPORT __attribute__((visibility("default")))
+#else
+#define FUMI_EXPORT
+#endif
+
+typedef enum fumi_status {
+  FUMI_OK = 0,
+  FUMI_SKIPPED = 1,         /* nothing to check for this call (e.g. empty problem) */
+  FUMI_NO_SCRATCH = 2,      /* scratch budget exhausted: counted as skipped */
+  FUMI_UNSUPPORTED = 3,     /* dtype / op / precision not supported: counted as skipped */
+  FUMI_ERROR = 4            /* plugin failure: the plugin is disabled for the run */
+} fumi_status;
+
+typedef enum fumi_dtype {
+  FUMI_DTYPE_F64 = 0,
+  FUMI_DTYPE_F32 = 1,
+  FUMI_DTYPE_F16 = 2,
+  FUMI_DTYPE_BF16 = 3,
+  FUMI_DTYPE_TF32 = 4,      /* compute precision only (fp32 storage, 10-bit mantissa) */
+  FUMI_DTYPE_UNKNOWN = 15
+} fumi_dtype;
+
+typedef enum fumi_memory { FUMI_MEMORY_HOST = 0, FUMI_MEMORY_DEVICE = 1 } fumi_memory;
+
+typedef enum fumi_role { FUMI_ROLE_INPUT = 1, FUMI_ROLE_OUTPUT = 2 } fumi_role;
+
+/* One operand of a call, as a logical N-d array. Element (i0..in-1) lives at
+ *   data + (base + sum_d i_d * strides[d]) * element_size
+ * where base = sum over dims with a negative stride of (shape[d]-1) * -strides[d], so `data`
+ * always points at the lowest address used. A BLAS operand op(A) of m x k with transpose and
+ * leading dimension is described exactly this way (shape {m,k}, strides {1,lda} or {lda,1}).
+ * An argument that is both read and written (BLAS C with beta != 0) appears twice: an INPUT
+ * pointing at a snapshot taken before the call, and an OUTPUT pointing at the user's buffer. */
+typedef struct fumi_tensor {
+  uint32_t struct_size;
+  const char* name;
+  fumi_dtype dtype;
+  fumi_memory memory;
+  fumi_role role;
+  int32_t ndim;
+  int64_t shape[FUMI_MAX_DIMS];
+  int64_t strides[FUMI_MAX_DIMS]; /* in elements; may be negative */
+  void* data;
+} fumi_tensor;
+
+typedef struct fumi_call_info {
+  uint32_t struct_size;
+  const char* op;          /* e.g. "sgemm_", "cblas_dgemm" */
+  const char* backend;     /* e.g. "blas" */
+  fumi_dtype dtype;        /* storage dtype of the floating operands */
+  fumi_dtype compute;      /* compute precision the call ran with */
+  uint64_t call_index;     /* 0-based index of this call among calls of this op in the process */
+  int32_t ntensors;
+  const fumi_tensor* tensors;
+} fumi_call_info;
+
+typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checked */
+
+typedef struct fumi_metric {
+  const char* name;
+  double value;
+} fumi_metric;
+
+/* The outcome of one check on one call. `value` is the check's primary metric, compared with
+ * `tolerance`; `violated` is the plugin's decision. Extra metrics go to the report as-is. */
+typedef struct fumi_verdict {
+  uint32_t struct_size;
+  const char* metric;
+  double value;
+  double tolerance;
+  int32_t violated;
+  int32_t nextra;
+  fumi_metric extra[FUMI_MAX_EXTRA_METRICS];
+  const char* detail; /* optional short text, e.g. "appeared" / "propagated" */
+} fumi_verdict;
+
+/* One `key: value` of a policy check entry, as text (the plugin parses numbers itself). */
+typedef struct fumi_param {
+  const char* key;
+  const char* value;
+} fumi_param;
+
+typedef struct fumi_params {
+  uint32_t struct_size;
+  int32_t count;
+  const fumi_param* items;
+  double tolerance;      /* the entry's `tolerance:`, or NaN when not given (use the dtype table) */
+  uint64_t seed;         /* deterministic seed for this check instance */
+} fumi_params;
+
+typedef enum fumi_log_level {
+  FUMI_LOG_DEBUG = 1, FUMI_LOG_INFO = 2, FUMI_LOG_WARN = 3, FUMI_LOG_ERROR = 4
+} fumi_log_level;
+
+/* Services the host offers to plugins. */
+typedef struct fumi_host_api {
+  uint32_t abi_version;
+  uint32_t struct_size;
+  const fumi_call_info* (*call_info)(fumi_call* call);
+  /* Scratch memory of `bytes` bytes in `memory`, counted against the policy's scratch budget;
+   * NULL when the budget is exhausted (return FUMI_NO_SCRATCH then). Freed after `check`. */
+  void* (*alloc)(fumi_call* call, size_t bytes, fumi_memory memory);
+  /* A scratch buffer laid out like tensor `index` (same shape and strides) holding `dtype`. */
+  void* (*alloc_like)(fumi_call* call, int32_t index, fumi_dtype dtype);
+  /* Number of logical elements of tensor `index` (product of its shape). */
+  int64_t (*numel)(fumi_call* call, int32_t index);
+  /* Copy the logical elements of tensor `index`, read from `buffer` (NULL: the call's own data)
+   * holding `dtype`, into `out` as dense row-major fp64. */
+  fumi_status (*gather)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
+                        double* out);
+  /* Write dense row-major fp64 `in` into `buffer` laid out like tensor `index`, as `dtype`
+   * (rounded to nearest even). */
+  fumi_status (*scatter)(fumi_call* call, int32_t index, const double* in, void* buffer,
+                         fumi_dtype dtype);
+  /* Rerun the call computing in `precision`. buffers[i] replaces tensor i's data (it must hold
+   * `precision` storage, laid out like tensor i); NULL keeps the original data, which is only
+   * valid for inputs when `precision` equals the call's dtype. Every OUTPUT needs a buffer. */
+  fumi_status (*rerun)(fumi_call* call, fumi_dtype precision, void* const* buffers);
+  void (*report)(fumi_call* call, const fumi_verdict* verdict);
+  void (*log)(fumi_log_level level, const char* message);
+} fumi_host_api;
+
+typedef struct fumi_plugin {
+  uint32_t abi_version;
+  uint32_t struct_size;
+  const char* name;
+  const char* description;
+  /* One instance per policy entry. Return NULL and fill `err` to reject the parameters. */
+  void* (*create)(const fumi_host_api* host, const fumi_params* params, char* err,
+                  size_t err_len);
+  fumi_status (*check)(void* instance, fumi_call* call);
+  void (*destroy)(void* instance);
+} fumi_plugin;
+
+typedef const fumi_plugin* (*fumi_plugin_entry_fn)(void);
+#define FUMI_PLUGIN_ENTRY_SYMBOL "fumi_plugin_entry"
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FUMI_PLUGIN_H */

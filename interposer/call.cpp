@@ -1,0 +1,45 @@
+// call.cpp — Call model bookkeeping.
+#include "call.h"
+
+#include "site.h"
+
+namespace fumi {
+
+Call::Call(OpSite& site, fumi_dtype dtype, fumi_dtype compute, int64_t size,
+           uint64_t call_index)
+    : site_(site), size_(size) {
+  info_.struct_size = sizeof(info_);
+  info_.op = site.name;
+  info_.backend = site.backend;
+  info_.dtype = dtype;
+  info_.compute = compute;
+  info_.call_index = call_index;
+  tensors_.reserve(6);
+}
+
+int Call::addTensor(const char* name, fumi_role role, fumi_dtype dtype, fumi_memory memory,
+                    std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides,
+                    void* data) {
+  fumi_tensor t{};
+  t.struct_size = sizeof(t);
+  t.name = name;
+  t.dtype = dtype;
+  t.memory = memory;
+  t.role = role;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int d = 0;
+  for (int64_t s : shape) t.shape[d++] = s;
+  d = 0;
+  for (int64_t s : strides) t.strides[d++] = s;
+  t.data = data;
+  tensors_.push_back(t);
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+const fumi_call_info& Call::info() {
+  info_.ntensors = static_cast<int32_t>(tensors_.size());
+  info_.tensors = tensors_.data();
+  return info_;
+}
+
+}  // namespace fumi

@@ -1,0 +1,44 @@
+// call.h — the backend-neutral Call model. A hook decodes an intercepted call into a Call
+// (operands as fumi_tensors, op identity, problem size) and implements rerun() for it; every
+// check works through this interface only. Later backends (PyTorch, cuBLAS, cuDNN) subclass it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "fumi/plugin.h"
+
+namespace fumi {
+
+struct OpSite;
+
+class Call {
+ public:
+  Call(OpSite& site, fumi_dtype dtype, fumi_dtype compute, int64_t size, uint64_t call_index);
+  virtual ~Call() = default;
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // Append an operand; returns its index. shape/strides in elements (see fumi_tensor).
+  int addTensor(const char* name, fumi_role role, fumi_dtype dtype, fumi_memory memory,
+                std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides,
+                void* data);
+
+  // Rerun the same operation computing in `precision`; buffers[i] replaces tensor i.
+  virtual fumi_status rerun(fumi_dtype precision, void* const* buffers) = 0;
+
+  // Info handed to plugins; valid while the Call lives.
+  const fumi_call_info& info();
+  const std::vector<fumi_tensor>& tensors() const { return tensors_; }
+  OpSite& site() const { return site_; }
+  int64_t size() const { return size_; }
+
+ private:
+  OpSite& site_;
+  fumi_call_info info_{};
+  std::vector<fumi_tensor> tensors_;
+  int64_t size_;
+};
+
+}  // namespace fumi

@@ -1,0 +1,402 @@
+// engine.cpp — compiled policy decisions, the plugin host API, and check execution.
+#include "engine.h"
+
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "call.h"
+#include "fumi/dtype.hpp"
+#include "report.h"
+#include "runtime.h"
+#include "site.h"
+#include "stack.h"
+
+// The opaque handle plugins receive: one check of one call.
+struct fumi_call {
+  fumi::Call* call;
+  fumi::Engine* engine;
+  fumi::Reporter* reporter;
+  const fumi::Rule* rule;
+  fumi::CheckInstance* check;
+  uint64_t budget;
+  uint64_t used = 0;
+  std::vector<void*> allocations;
+  bool violated = false;
+};
+
+namespace fumi {
+namespace {
+
+bool globMatch(const std::string& pattern, const char* text) {
+  return fnmatch(pattern.c_str(), text, 0) == 0;
+}
+
+bool staticMatch(const MatchSpec& m, const OpSite& site) {
+  if (!globMatch(m.op, site.name) || !globMatch(m.backend, site.backend)) return false;
+  if (m.dtypes.empty()) return true;
+  for (fumi_dtype d : m.dtypes)
+    if (d == site.dtype) return true;
+  return false;
+}
+
+bool hasSizeBounds(const MatchSpec& m) {
+  return m.min_size > 0 || m.max_size != std::numeric_limits<int64_t>::max();
+}
+
+// splitmix64: a stateless hash of (seed, index) so probability sampling is reproducible and
+// needs no shared RNG state between threads.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::string locationOf(const SourceLoc& loc) { return loc.line ? loc.str() : std::string(); }
+
+// ---- host API -------------------------------------------------------------------------------
+
+const fumi_call_info* hostCallInfo(fumi_call* c) { return &c->call->info(); }
+
+void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
+  if (memory != FUMI_MEMORY_HOST) return nullptr;  // device scratch: CUDA backend
+  if (bytes > c->budget - c->used) return nullptr;
+  void* p = std::calloc(1, bytes ? bytes : 1);
+  if (!p) return nullptr;
+  c->used += bytes;
+  c->allocations.push_back(p);
+  return p;
+}
+
+bool validIndex(fumi_call* c, int32_t i) {
+  return i >= 0 && static_cast<size_t>(i) < c->call->tensors().size();
+}
+
+void* hostAllocLike(fumi_call* c, int32_t index, fumi_dtype dtype) {
+  if (!validIndex(c, index) || dtypeBytes(dtype) == 0) return nullptr;
+  const fumi_tensor& t = c->call->tensors()[index];
+  return hostAlloc(c, static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), t.memory);
+}
+
+int64_t hostNumel(fumi_call* c, int32_t index) {
+  return validIndex(c, index) ? tensorNumel(c->call->tensors()[index]) : -1;
+}
+
+fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                       double* out) {
+  if (!validIndex(c, index) || !out) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[index];
+  if (t.memory != FUMI_MEMORY_HOST) return FUMI_UNSUPPORTED;
+  if (!buffer) {
+    buffer = t.data;
+    dtype = t.dtype;
+  }
+  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  forEachElement(t, [&](int64_t k, int64_t off) { out[k] = loadAsDouble(buffer, off, dtype); });
+  return FUMI_OK;
+}
+
+fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
+                        fumi_dtype dtype) {
+  if (!validIndex(c, index) || !in || !buffer) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[index];
+  if (t.memory != FUMI_MEMORY_HOST) return FUMI_UNSUPPORTED;
+  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  forEachElement(t, [&](int64_t k, int64_t off) { storeFromDouble(buffer, off, in[k], dtype); });
+  return FUMI_OK;
+}
+
+fumi_status hostRerun(fumi_call* c, fumi_dtype precision, void* const* buffers) {
+  if (!buffers) return FUMI_ERROR;
+  const auto& ts = c->call->tensors();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].role == FUMI_ROLE_OUTPUT && !buffers[i]) return FUMI_ERROR;
+    if (!buffers[i] && precision != c->call->info().dtype) return FUMI_ERROR;
+  }
+  InsideScope inside;  // the rerun goes straight to the real library
+  return c->call->rerun(precision, buffers);
+}
+
+nlohmann::json shapesOf(Call& call) {
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const fumi_tensor& t : call.tensors()) {
+    // An in/out operand appears twice; the output's shape is the one users think of.
+    if (shapes.contains(t.name) && t.role == FUMI_ROLE_INPUT) continue;
+    shapes[t.name] = std::vector<int64_t>(t.shape, t.shape + t.ndim);
+  }
+  return shapes;
+}
+
+void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev);
+
+void hostReport(fumi_call* c, const fumi_verdict* v) {
+  if (!v || v->struct_size < offsetof(fumi_verdict, detail)) return;
+  Call& call = *c->call;
+  const std::string check = c->check->name;
+  const std::string metric = v->metric ? v->metric : "value";
+  call.site().recordMetric(check + "." + metric, v->value, v->violated != 0);
+  Reporter& rep = *c->reporter;
+  if (!v->violated && !rep.settings().all_checks) return;
+
+  nlohmann::json ev;
+  ev["event"] = v->violated ? "violation" : "check";
+  ev["op"] = call.info().op;
+  ev["backend"] = call.info().backend;
+  ev["check"] = check;
+  ev["metric"] = metric;
+  ev["value"] = v->value;
+  ev["tolerance"] = v->tolerance;
+  ev["dtype"] = dtypeName(call.info().dtype);
+  ev["compute"] = dtypeName(call.info().compute);
+  ev["shape"] = shapesOf(call);
+  ev["call_index"] = call.info().call_index;
+  ev["rule"] = c->rule->name;
+  nlohmann::json extra = nlohmann::json::object();
+  for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
+    if (v->extra[i].name) extra[v->extra[i].name] = v->extra[i].value;
+  ev["extra"] = extra;
+  if (v->detail) ev["detail"] = v->detail;
+  if (v->violated) {
+    c->violated = true;
+    ev["action"] = c->rule->action == Action::kAbort  ? "abort"
+                   : c->rule->action == Action::kDump ? "dump"
+                                                      : "log";
+    ev["stack"] = captureStack(rep.settings().stack_depth);
+    rep.log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
+                   call.info().op, call.info().call_index, check, metric, v->value, v->tolerance,
+                   dtypeName(call.info().dtype), c->rule->name);
+    if (c->rule->action == Action::kDump) dumpCase(c, rep.dir(), ev);
+  }
+  rep.event(std::move(ev));
+}
+
+void hostLog(fumi_log_level level, const char* message) {
+  Reporter* r = activeReporter();
+  if (!r || !message) return;
+  spdlog::level::level_enum l = level >= FUMI_LOG_ERROR  ? spdlog::level::err
+                                : level == FUMI_LOG_WARN ? spdlog::level::warn
+                                : level == FUMI_LOG_INFO ? spdlog::level::info
+                                                         : spdlog::level::debug;
+  r->log().log(l, "plugin: {}", message);
+}
+
+const fumi_host_api kHostApi = {
+    FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
+    hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
+    hostLog};
+
+// Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
+void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
+  Call& call = *c->call;
+  const std::string cases = dir + "/cases";
+  const std::string path = cases + "/" + std::to_string(getpid()) + "-" + call.info().op + "-" +
+                           std::to_string(call.info().call_index);
+  ::mkdir(cases.c_str(), 0755);
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return;
+  nlohmann::json desc = ev;
+  desc.erase("stack");
+  desc["tensors"] = nlohmann::json::array();
+  for (size_t i = 0; i < call.tensors().size(); ++i) {
+    const fumi_tensor& t = call.tensors()[i];
+    const std::string file = "t" + std::to_string(i) + ".bin";
+    desc["tensors"].push_back({{"name", t.name},
+                               {"role", t.role == FUMI_ROLE_INPUT ? "input" : "output"},
+                               {"dtype", dtypeName(t.dtype)},
+                               {"shape", std::vector<int64_t>(t.shape, t.shape + t.ndim)},
+                               {"strides", std::vector<int64_t>(t.strides, t.strides + t.ndim)},
+                               {"file", file}});
+    if (t.memory != FUMI_MEMORY_HOST) continue;
+    std::ofstream out(path + "/" + file, std::ios::binary);
+    out.write(static_cast<const char*>(t.data),
+              static_cast<std::streamsize>(tensorSpan(t) * dtypeBytes(t.dtype)));
+  }
+  std::ofstream(path + "/call.json") << desc.dump(2) << "\n";
+}
+
+}  // namespace
+
+// ---- sampling and decisions -----------------------------------------------------------------
+
+bool sampleHit(const SampleSpec& s, uint64_t index) {
+  if (index < s.first) return true;
+  if (s.every && index % s.every == 0) return true;
+  if (s.probability > 0) {
+    if (s.probability >= 1) return true;
+    const double u = static_cast<double>(mix64(s.seed ^ mix64(index)) >> 11) * 0x1.0p-53;
+    return u < s.probability;
+  }
+  return false;
+}
+
+RuleSampler* OpDecision::select(int64_t size, uint64_t* match_index) {
+  for (auto& cand : candidates) {
+    const MatchSpec& m = cand->rule->rule->match;
+    if (size < m.min_size || size > m.max_size) continue;
+    // First matching rule decides, even when it checks nothing (an exclusion rule).
+    if (cand->rule->checks.empty()) return nullptr;
+    const uint64_t index = cand->matched.fetch_add(1, std::memory_order_relaxed);
+    if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
+    // Reserve one of max_checks; give it back if the cap is already reached.
+    const uint64_t max = cand->rule->rule->sample.max_checks;
+    if (cand->checked.fetch_add(1, std::memory_order_relaxed) >= max) return nullptr;
+    *match_index = index;
+    return cand.get();
+  }
+  return nullptr;
+}
+
+Engine::Engine(Policy policy, Reporter& reporter, std::vector<std::string> plugin_dirs)
+    : policy_(std::move(policy)), reporter_(reporter), plugin_dirs_(std::move(plugin_dirs)) {
+  instantiate();
+}
+
+Engine::~Engine() {
+  for (auto& r : rules_)
+    for (auto& ci : r->checks)
+      if (ci.instance && ci.slot->lib.plugin->destroy) {
+        try {
+          ci.slot->lib.plugin->destroy(ci.instance);
+        } catch (...) {
+        }
+      }
+}
+
+PluginSlot* Engine::pluginFor(const std::string& name, const SourceLoc& loc) {
+  for (auto& p : plugins_)
+    if (p->lib.name == name) return p->lib.plugin ? p.get() : nullptr;
+  auto slot = std::make_unique<PluginSlot>();
+  slot->lib = loadPlugin(name, plugin_dirs_);
+  PluginSlot* result = nullptr;
+  if (slot->lib.plugin) {
+    addOwnObject(reinterpret_cast<const void*>(slot->lib.plugin->check));
+    result = slot.get();
+  } else {
+    // Reported once per plugin name; every check entry naming it is skipped.
+    reporter_.error("plugin " + name, locationOf(loc), slot->lib.error);
+    internalError(("plugin " + name).c_str(), slot->lib.error.c_str());
+  }
+  slot->lib.name = name;
+  plugins_.push_back(std::move(slot));
+  return result;
+}
+
+void Engine::instantiate() {
+  for (const Rule& rule : policy_.rules) {
+    auto rr = std::make_unique<RuleRuntime>();
+    rr->rule = &rule;
+    for (const CheckSpec& spec : rule.checks) {
+      PluginSlot* slot = pluginFor(spec.plugin, spec.loc);
+      if (!slot) continue;
+      std::vector<fumi_param> items;
+      for (const auto& [k, v] : spec.params) items.push_back({k.c_str(), v.c_str()});
+      fumi_params params{};
+      params.struct_size = sizeof(params);
+      params.count = static_cast<int32_t>(items.size());
+      params.items = items.data();
+      params.tolerance = spec.tolerance;
+      params.seed = mix64(std::hash<std::string>{}(rule.name + "/" + spec.plugin));
+      char err[512] = "";
+      void* inst = nullptr;
+      try {
+        inst = slot->lib.plugin->create(&kHostApi, &params, err, sizeof err);
+      } catch (const std::exception& e) {
+        std::snprintf(err, sizeof err, "create threw: %s", e.what());
+      } catch (...) {
+        std::snprintf(err, sizeof err, "create threw an exception");
+      }
+      if (!inst) {
+        const std::string msg = err[0] ? err : "plugin rejected its parameters";
+        reporter_.error("plugin " + spec.plugin, locationOf(spec.loc), msg);
+        internalError(("plugin " + spec.plugin).c_str(), msg.c_str());
+        continue;
+      }
+      rr->checks.push_back({&spec, slot, inst, spec.plugin});
+    }
+    rules_.push_back(std::move(rr));
+  }
+}
+
+void Engine::compileAll() {
+  for (OpSite* s = firstSite(); s; s = s->next) compileSite(*s);
+}
+
+void Engine::compileSite(OpSite& site) {
+  auto dec = std::make_unique<OpDecision>();
+  bool any_checks = false;
+  for (auto& rr : rules_) {
+    if (!staticMatch(rr->rule->match, site)) continue;
+    auto sampler = std::make_unique<RuleSampler>();
+    sampler->rule = rr.get();
+    any_checks = any_checks || !rr->checks.empty();
+    const bool always = !hasSizeBounds(rr->rule->match);
+    dec->candidates.push_back(std::move(sampler));
+    if (always) break;  // later rules can never be reached for this op
+  }
+  if (!any_checks) return;  // fast path stays: decision == nullptr
+  site.decision.store(dec.get(), std::memory_order_release);
+  decisions_.push_back(std::move(dec));
+}
+
+void Engine::runChecks(Call& call, RuleSampler& sampler) {
+  InsideScope inside;
+  const Rule& rule = *sampler.rule->rule;
+  uint64_t checked = 0, skipped = 0;
+  bool violated = false;
+  for (CheckInstance& ci : sampler.rule->checks) {
+    if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
+    fumi_call handle{&call, this, &reporter_, &rule, &ci, policy_.scratch_budget, 0, {}, false};
+    fumi_status st = FUMI_ERROR;
+    std::string what;
+    try {
+      st = ci.slot->lib.plugin->check(ci.instance, &handle);
+    } catch (const std::exception& e) {
+      what = std::string("threw: ") + e.what();
+    } catch (...) {
+      what = "threw an unknown exception";
+    }
+    for (void* p : handle.allocations) std::free(p);
+    violated = violated || handle.violated;
+    switch (st) {
+      case FUMI_OK: ++checked; break;
+      case FUMI_SKIPPED:
+      case FUMI_UNSUPPORTED: ++skipped; break;
+      case FUMI_NO_SCRATCH: {
+        ++skipped;
+        static std::atomic<bool> warned{false};
+        if (!warned.exchange(true))
+          reporter_.log().warn("scratch budget of {} bytes too small for {} (check {}); "
+                               "such checks are skipped",
+                               policy_.scratch_budget, call.info().op, ci.name);
+        break;
+      }
+      default: {
+        if (what.empty()) what = "returned an error";
+        const std::string msg = "check on " + std::string(call.info().op) + " " + what +
+                                "; plugin disabled for the rest of the run";
+        if (!ci.slot->disabled.exchange(true)) {
+          reporter_.error("plugin " + ci.name, locationOf(ci.spec->loc), msg);
+          internalError(("plugin " + ci.name).c_str(), msg.c_str());
+        }
+        ++skipped;
+      }
+    }
+  }
+  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1);
+  if (violated && rule.action == Action::kAbort) {
+    reporter_.log().critical("rule '{}' says abort on violation: aborting", rule.name);
+    reporter_.summary();
+    std::abort();
+  }
+}
+
+}  // namespace fumi

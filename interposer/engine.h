@@ -1,0 +1,92 @@
+// engine.h — the compiled policy and check execution.
+//
+// compilePolicy() turns the Policy into one OpDecision per op site: the rules whose static
+// conditions (op glob, backend, dtype) match that op, in order. The hot path only reaches
+// select() for ops that some rule can check. runChecks() executes a rule's checks on a decoded
+// Call through the plugin host API, isolating plugin failures.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fumi/plugin.h"
+#include "plugin_loader.h"
+#include "policy.h"
+
+namespace fumi {
+
+class Call;
+struct OpSite;
+class Reporter;
+
+// One loaded plugin, shared by every check entry that names it.
+struct PluginSlot {
+  PluginLibrary lib;
+  std::atomic<bool> disabled{false};
+};
+
+// One `checks:` entry of one rule, instantiated.
+struct CheckInstance {
+  const CheckSpec* spec = nullptr;
+  PluginSlot* slot = nullptr;
+  void* instance = nullptr;
+  std::string name;  // plugin name, as reported
+};
+
+struct RuleRuntime {
+  const Rule* rule = nullptr;
+  std::vector<CheckInstance> checks;
+};
+
+// Per (rule, op) sampling state.
+struct RuleSampler {
+  RuleRuntime* rule = nullptr;
+  std::atomic<uint64_t> matched{0};
+  std::atomic<uint64_t> checked{0};
+};
+
+class OpDecision {
+ public:
+  // The sampler of the first rule matching a call of this size, if that rule checks this call.
+  RuleSampler* select(int64_t size, uint64_t* match_index);
+  std::vector<std::unique_ptr<RuleSampler>> candidates;
+};
+
+// Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?
+bool sampleHit(const SampleSpec& s, uint64_t index);
+
+class Engine {
+ public:
+  Engine(Policy policy, Reporter& reporter, std::vector<std::string> plugin_dirs);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Compile decisions for every registered site (and later for interned ones).
+  void compileAll();
+  void compileSite(OpSite& site);
+
+  // Run the checks of `sampler`'s rule on `call` (the original call already ran).
+  void runChecks(Call& call, RuleSampler& sampler);
+
+  const Policy& policy() const { return policy_; }
+
+ private:
+  void instantiate();
+  PluginSlot* pluginFor(const std::string& name, const SourceLoc& loc);
+
+  Policy policy_;
+  Reporter& reporter_;
+  std::vector<std::string> plugin_dirs_;
+  std::vector<std::unique_ptr<PluginSlot>> plugins_;
+  std::vector<std::unique_ptr<RuleRuntime>> rules_;
+  std::vector<std::unique_ptr<OpDecision>> decisions_;
+};
+
+// The engine of the running process (null until init succeeded).
+Engine* engine();
+
+}  // namespace fumi

@@ -1,0 +1,18 @@
+// known_ops.cpp — op names of every hook table, for policy validation.
+#include <string>
+#include <vector>
+
+#include "policy.h"
+
+namespace fumi {
+
+const std::vector<std::string>& knownOpNames() {
+  static const std::vector<std::string> kNames = {
+#define FUMI_HOOK(name, ...) #name,
+#include "hooks/blas.def"
+#undef FUMI_HOOK
+  };
+  return kNames;
+}
+
+}  // namespace fumi

@@ -1,0 +1,101 @@
+// policy.h — the YAML policy: what to check, how often, with which plugins, and what to do.
+// Parsing produces a Policy plus diagnostics carrying file:line:col; compile.h turns a Policy
+// into the per-op decisions used on the hot path. Keys are documented in docs/policy.md.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fumi/plugin.h"
+
+namespace fumi {
+
+struct SourceLoc {
+  std::string file;
+  int line = 0;  // 1-based; 0 when unknown
+  int col = 0;
+  std::string str() const;
+};
+
+struct Diagnostic {
+  enum class Severity { kWarning, kError };
+  Severity severity = Severity::kError;
+  SourceLoc loc;
+  std::string message;
+  std::string str() const;  // "file:line:col: error: message"
+};
+
+struct SampleSpec {
+  uint64_t first = 0;        // check the first N matching calls
+  uint64_t every = 0;        // check every Nth matching call (index % N == 0)
+  double probability = 0.0;  // check with this probability, decided by hash(seed, index)
+  uint64_t seed = 0;
+  uint64_t max_checks = std::numeric_limits<uint64_t>::max();
+};
+
+struct CheckSpec {
+  std::string plugin;
+  double tolerance = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::pair<std::string, std::string>> params;
+  SourceLoc loc;
+};
+
+enum class Action { kLog, kDump, kAbort };
+enum class OnError { kContinue, kAbort };
+
+struct MatchSpec {
+  std::string op = "*";       // glob over op names (fnmatch)
+  std::string backend = "*";  // glob over backend names
+  std::vector<fumi_dtype> dtypes;  // empty: any
+  int64_t min_size = 0;       // problem size = multiply-add count (GEMM: m*n*k)
+  int64_t max_size = std::numeric_limits<int64_t>::max();
+};
+
+struct Rule {
+  std::string name;  // `name:` or "rule[<index>]"
+  MatchSpec match;
+  SampleSpec sample;
+  std::vector<CheckSpec> checks;
+  Action action = Action::kLog;
+  SourceLoc loc;
+};
+
+struct ReportSettings {
+  std::string dir = "fumi-out";
+  int stack_depth = 32;
+  std::string log_level = "info";
+  bool all_checks = false;  // also write a `check` event for checks that pass
+};
+
+struct Policy {
+  int version = 1;
+  std::string source;  // file path or "<embedded default>"
+  std::vector<Rule> rules;
+  ReportSettings report;
+  std::vector<std::string> plugin_dirs;
+  uint64_t scratch_budget = 256ull << 20;  // bytes of scratch per check
+  OnError on_error = OnError::kContinue;
+};
+
+struct PolicyResult {
+  std::optional<Policy> policy;  // empty when an error was found
+  std::vector<Diagnostic> diagnostics;
+  bool ok() const { return policy.has_value(); }
+};
+
+PolicyResult parsePolicyText(const std::string& text, const std::string& source_name);
+PolicyResult parsePolicyFile(const std::string& path);
+// The default policy, embedded at build time from config/default_policy.yaml.
+const char* embeddedDefaultPolicy();
+// The policy named by FUMI_POLICY, or the embedded default when unset.
+PolicyResult loadConfiguredPolicy();
+
+// Names of the ops every built-in hook table knows; a rule whose op glob matches none of them
+// (and does not name a framework op such as "aten::*") gets a warning.
+const std::vector<std::string>& knownOpNames();
+
+}  // namespace fumi

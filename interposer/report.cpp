@@ -1,0 +1,162 @@
+// report.cpp — JSON Lines events, private spdlog logger, exit summary.
+#include "report.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "site.h"
+
+namespace fumi {
+
+std::string isoNow() {
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  const std::time_t t = system_clock::to_time_t(now);
+  const long ms = static_cast<long>(duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+double monotonicSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+void makeDirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos == path.size() || path[pos] == '/') ::mkdir(path.substr(0, pos).c_str(), 0755);
+  }
+}
+
+std::vector<std::string> processArgv() {
+  std::vector<std::string> argv;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  return argv;
+}
+
+}  // namespace
+
+Reporter::Reporter(const ReportSettings& settings, std::string out_dir, std::string log_level,
+                   std::string policy_source)
+    : settings_(settings),
+      dir_(std::move(out_dir)),
+      policy_source_(std::move(policy_source)),
+      level_(spdlog::level::from_str(log_level)) {
+  makeLogger(nullptr);
+}
+
+Reporter::~Reporter() {
+  if (events_) std::fclose(events_);
+}
+
+// A private logger, never registered in spdlog's registry: the host may use spdlog too.
+void Reporter::makeLogger(std::shared_ptr<spdlog::sinks::sink> file_sink) {
+  auto err_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  err_sink->set_pattern("[fumi] [%l] %v");
+  std::vector<spdlog::sink_ptr> sinks{err_sink};
+  if (file_sink) {
+    file_sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+    sinks.push_back(std::move(file_sink));
+  }
+  logger_ = std::make_shared<spdlog::logger>("fumi", sinks.begin(), sinks.end());
+  logger_->set_level(static_cast<spdlog::level::level_enum>(level_));
+  logger_->flush_on(spdlog::level::warn);
+}
+
+void Reporter::open() {
+  makeDirs(dir_);
+  const std::string pid = std::to_string(::getpid());
+  const std::string path = dir_ + "/events-" + pid + ".jsonl";
+  events_ = std::fopen(path.c_str(), "w");
+  if (!events_)
+    logger_->error("cannot write {}: {}; events go nowhere", path, std::strerror(errno));
+  try {
+    makeLogger(std::make_shared<spdlog::sinks::basic_file_sink_mt>(dir_ + "/fumi-" + pid + ".log",
+                                                                   /*truncate=*/true));
+  } catch (const spdlog::spdlog_ex& e) {
+    logger_->error("cannot open the log file in {}: {}", dir_, e.what());
+  }
+  start_time_ = monotonicSeconds();
+  nlohmann::json ev;
+  ev["event"] = "start";
+  ev["ppid"] = ::getppid();
+  ev["argv"] = processArgv();
+  ev["policy"] = policy_source_;
+  ev["fumi_version"] = FUMI_VERSION;
+  event(std::move(ev));
+}
+
+void Reporter::reopenInChild() {
+  if (events_) std::fclose(events_);
+  events_ = nullptr;
+  open();
+}
+
+void Reporter::event(nlohmann::json ev) {
+  ev["pid"] = ::getpid();
+  ev["time"] = isoNow();
+  const std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!events_) return;
+  std::fwrite(line.data(), 1, line.size(), events_);
+  std::fputc('\n', events_);
+  std::fflush(events_);  // events are rare (violations, errors): keep them even on a crash
+}
+
+void Reporter::error(const std::string& where, const std::string& location,
+                     const std::string& message) {
+  nlohmann::json ev;
+  ev["event"] = "error";
+  ev["where"] = where;
+  if (!location.empty()) ev["location"] = location;
+  ev["message"] = message;
+  event(std::move(ev));
+}
+
+void Reporter::summary() {
+  nlohmann::json ops = nlohmann::json::array();
+  uint64_t total_calls = 0, total_checked = 0, total_violations = 0;
+  for (OpSite* s = firstSite(); s; s = s->next) {
+    const uint64_t calls = s->calls.load();
+    if (calls == 0) continue;
+    OpStats st = s->statsSnapshot();
+    ops.push_back({{"op", s->name},
+                   {"backend", s->backend},
+                   {"calls", calls},
+                   {"checked", st.checked},
+                   {"skipped", st.skipped},
+                   {"violations", st.violations},
+                   {"worst", st.worst}});
+    total_calls += calls;
+    total_checked += st.checked;
+    total_violations += st.violations;
+  }
+  nlohmann::json ev;
+  ev["event"] = "summary";
+  ev["elapsed_s"] = monotonicSeconds() - start_time_;
+  ev["ops"] = std::move(ops);
+  event(std::move(ev));
+  logger_->info("{} calls intercepted, {} checked, {} violations; events in {}", total_calls,
+                total_checked, total_violations, dir_);
+  logger_->flush();
+}
+
+}  // namespace fumi

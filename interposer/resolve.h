@@ -1,0 +1,17 @@
+// resolve.h — finding the real implementation of a hooked symbol.
+#pragma once
+
+#include <atomic>
+
+namespace fumi {
+
+// The next definition of `name` that is not libfumi's own: dlsym(RTLD_NEXT), then the global
+// scope, then every loaded object one by one (a library loaded RTLD_LOCAL, e.g. libblas under
+// Python's torch, is invisible to the first two). nullptr when nothing defines it yet.
+void* resolveReal(const char* name);
+
+// resolveReal, cached in `slot`. A hook whose real function cannot be found has nothing it
+// could correctly call: print why and abort.
+void* resolveRealOrDie(const char* name, std::atomic<void*>& slot);
+
+}  // namespace fumi

@@ -1,0 +1,138 @@
+// runtime.cpp — lazy initialisation, fork handling, shutdown summary, internal-error policy.
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "engine.h"
+#include "plugin_loader.h"
+#include "policy.h"
+#include "report.h"
+#include "settings.h"
+#include "site.h"
+
+namespace fumi {
+
+std::atomic<int> g_state{kUninit};
+__thread bool t_inside_fumi __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+
+// Created once by init and deliberately never destroyed: other threads may still be inside
+// a check while the process exits.
+Reporter* g_reporter = nullptr;
+Engine* g_engine = nullptr;
+bool g_abort_on_error = false;
+
+std::string builtinPluginDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&builtinPluginDir), &info) == 0 || !info.dli_fname)
+    return {};
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
+         "/fumi/plugins";
+}
+
+void afterForkInChild() {
+  if (g_state.load() != kActive) return;
+  for (OpSite* s = firstSite(); s; s = s->next) {
+    s->calls.store(0);
+    std::lock_guard<std::mutex> lock(s->stats_mu);
+    s->stats = OpStats{};
+  }
+  g_reporter->reopenInChild();
+}
+
+void printDiagnostics(const PolicyResult& pr) {
+  for (const Diagnostic& d : pr.diagnostics) std::fprintf(stderr, "[fumi] %s\n", d.str().c_str());
+}
+
+bool initialise() {
+  const Settings settings = readSettings();
+  if (settings.disable == "1") return false;
+  PolicyResult pr = loadConfiguredPolicy();
+  printDiagnostics(pr);
+  g_abort_on_error = settings.on_error == "abort" ||
+                     (settings.on_error.empty() && pr.policy &&
+                      pr.policy->on_error == OnError::kAbort);
+  if (!pr.ok()) {
+    if (g_abort_on_error) {
+      std::fprintf(stderr, "[fumi] policy has errors and on_error is abort: aborting\n");
+      std::abort();
+    }
+    std::fprintf(stderr, "[fumi] policy has errors: fumi is disabled, the program runs unchecked\n");
+    return false;
+  }
+  Policy& policy = *pr.policy;
+  const std::string out = settings.out.empty() ? policy.report.dir : settings.out;
+  const std::string level = settings.log_level.empty() ? policy.report.log_level
+                                                        : settings.log_level;
+  g_reporter = new Reporter(policy.report, out, level, policy.source);
+  g_reporter->open();
+  for (const Diagnostic& d : pr.diagnostics)
+    g_reporter->error("policy", d.loc.str(), d.message);
+  auto dirs = pluginSearchPath(policy.plugin_dirs, builtinPluginDir());
+  g_engine = new Engine(std::move(policy), *g_reporter, std::move(dirs));
+  g_engine->compileAll();
+  pthread_atfork(nullptr, nullptr, afterForkInChild);
+  return true;
+}
+
+}  // namespace
+
+Engine* engine() { return g_engine; }
+Reporter* activeReporter() { return g_reporter; }
+
+bool initSlow() {
+  InsideScope inside;
+  int expected = kUninit;
+  if (!g_state.compare_exchange_strong(expected, kInitializing))
+    return false;  // another thread is initialising: this call passes through
+  bool ok = false;
+  try {
+    ok = initialise();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[fumi] initialisation failed: %s; the program runs unchecked\n",
+                 e.what());
+    if (g_abort_on_error) std::abort();
+  } catch (...) {
+    std::fprintf(stderr, "[fumi] initialisation failed; the program runs unchecked\n");
+    if (g_abort_on_error) std::abort();
+  }
+  g_state.store(ok ? kActive : kDisabled, std::memory_order_release);
+  return ok;  // the call that triggered init is intercepted like any other
+}
+
+void internalError(const char* where, const char* message) {
+  if (g_reporter) g_reporter->log().error("{}: {}", where, message);
+  else std::fprintf(stderr, "[fumi] error: %s: %s\n", where, message);
+  if (g_abort_on_error) {
+    std::fprintf(stderr, "[fumi] on_error is abort: aborting\n");
+    if (g_reporter) g_reporter->summary();
+    std::abort();
+  }
+}
+
+namespace {
+__attribute__((destructor)) void shutdownAtExit() {
+  int expected = kActive;
+  if (!g_state.compare_exchange_strong(expected, kDisabled)) return;
+  InsideScope inside;
+  try {
+    g_reporter->summary();
+  } catch (...) {
+  }
+}
+}  // namespace
+
+}  // namespace fumi

@@ -1,0 +1,49 @@
+// runtime.h — process-wide state of libfumi: lazy idempotent initialisation from whichever
+// hook runs first, the thread-local "inside fumi" guard, and shutdown at exit.
+//
+// Every hook starts with `if (!fumi::enter()) return REAL(...)`: calls made while fumi itself
+// (or a plugin rerun) is running, while init is in progress, or after fumi was disabled pass
+// straight through to the real function.
+#pragma once
+
+#include <atomic>
+
+namespace fumi {
+
+enum RuntimeState : int {
+  kUninit = 0,
+  kInitializing = 1,
+  kActive = 2,
+  kDisabled = 3,  // init failed, FUMI_DISABLE=1, or shut down: pass everything through
+};
+
+extern std::atomic<int> g_state;
+// __thread rather than thread_local: no TLS wrapper call on the hot path.
+extern __thread bool t_inside_fumi;
+
+bool initSlow();
+
+inline bool enter() {
+  if (t_inside_fumi) return false;
+  const int s = g_state.load(std::memory_order_acquire);
+  if (s == kActive) return true;
+  if (s == kUninit) return initSlow();
+  return false;
+}
+
+// Marks the current thread as inside fumi for the scope's lifetime (re-entrant).
+class InsideScope {
+ public:
+  InsideScope() : prev_(t_inside_fumi) { t_inside_fumi = true; }
+  ~InsideScope() { t_inside_fumi = prev_; }
+  InsideScope(const InsideScope&) = delete;
+  InsideScope& operator=(const InsideScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Internal failure: honours on_error (abort) or just logs and carries on.
+void internalError(const char* where, const char* message);
+
+}  // namespace fumi

@@ -1,0 +1,61 @@
+// site.cpp — the registry of op sites and their slow-path statistics.
+#include "site.h"
+
+#include <cmath>
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+namespace fumi {
+namespace {
+std::atomic<OpSite*> g_head{nullptr};
+
+void pushSite(OpSite* s) {
+  OpSite* head = g_head.load(std::memory_order_relaxed);
+  do {
+    s->next = head;
+  } while (!g_head.compare_exchange_weak(head, s, std::memory_order_release,
+                                         std::memory_order_relaxed));
+}
+}  // namespace
+
+OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtype)
+    : name(op_name), backend(backend_name), dtype(op_dtype) {
+  pushSite(this);
+}
+
+OpSite* firstSite() { return g_head.load(std::memory_order_acquire); }
+
+OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, OpSite*> sites;
+  static std::deque<std::string> names;  // stable storage for site names
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = sites.find(name);
+  if (it != sites.end()) return *it->second;
+  names.push_back(name);
+  auto* site = new OpSite(names.back().c_str(), backend, dtype);
+  sites.emplace(name, site);
+  return *site;
+}
+
+void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta) {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats.checked += checked_delta;
+  stats.skipped += skipped_delta;
+}
+
+void OpSite::recordMetric(const std::string& key, double value, bool violated) {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  if (violated) ++stats.violations;
+  auto [it, inserted] = stats.worst.emplace(key, value);
+  // NaN counts as worst: a metric that could not be computed is not a good sign.
+  if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
+}
+
+OpStats OpSite::statsSnapshot() {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  return stats;
+}
+
+}  // namespace fumi

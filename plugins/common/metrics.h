@@ -1,0 +1,513 @@
+// metrics.h — the arithmetic shared by fumi's check plugins: error metrics over dense fp64
+// arrays, dtype properties (from fumi/dtypes.def), a deterministic RNG and the parsing of a
+// policy entry's parameters. Header-only plain C++17 with no host calls, so unit tests exercise
+// every number here without libfumi.
+//
+// Conventions of the metrics:
+//   - Arrays are dense fp64 of length n, as host->gather produces them.
+//   - Comparison metrics skip an element where either side is NaN or Inf (the nan_inf check
+//     reports those) and count it in `*skipped` when that pointer is given.
+//   - Loops are plain and branch-light on purpose: ATen-style whole-array expressions cost 5x more
+//     per element here (see DESIGN.md, "Established facts").
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fumi/plugin.h"
+
+namespace fumi::metrics {
+
+// ---------------------------------------------------------------------------------------------
+// Dtype properties
+
+// One row of fumi/dtypes.def.
+struct DtypeInfo {
+  const char* name;
+  int bytes;
+  int mantissa_bits;     // explicit fraction bits; unit roundoff is 2^-(mantissa_bits+1)
+  double perturb_shift;  // FuMi's default relative input shift for the perturb check
+  double tolerance;      // FuMi's default tolerance of checks on this dtype
+};
+
+// Properties of `dtype`, or nullptr when it is not a floating dtype fumi knows.
+inline const DtypeInfo* dtypeInfo(fumi_dtype dtype) {
+  switch (dtype) {
+#define FUMI_DTYPE(suffix, name, bytes, mantissa_bits, perturb_shift, tolerance)     \
+  case FUMI_DTYPE_##suffix: {                                                         \
+    static constexpr DtypeInfo kInfo{name, bytes, mantissa_bits, perturb_shift, tolerance}; \
+    return &kInfo;                                                                    \
+  }
+#include "fumi/dtypes.def"
+#undef FUMI_DTYPE
+    default:
+      return nullptr;
+  }
+}
+
+// Exponent of the smallest normal number of `dtype` (INT_MIN when unknown). dtypes.def has no
+// exponent-range column, and it cannot be derived from `bytes` (TF32 has fp32's 8 exponent bits
+// in a 4-byte slot but a 10-bit mantissa), so the range lives here.
+inline int minNormalExponent(fumi_dtype dtype) {
+  switch (dtype) {
+    case FUMI_DTYPE_F64:
+      return -1022;
+    case FUMI_DTYPE_F32:
+    case FUMI_DTYPE_BF16:
+    case FUMI_DTYPE_TF32:
+      return -126;
+    case FUMI_DTYPE_F16:
+      return -14;
+    default:
+      return INT_MIN;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+namespace detail {
+
+// Loops below select with masks rather than `continue`, keeping their bodies straight-line;
+// on 1M elements they run near memory bandwidth (about 2 ms per pass over two arrays).
+
+inline bool finitePair(double a, double b) { return std::isfinite(a) & std::isfinite(b); }
+
+inline double maxOf(double a, double b) { return a > b ? a : b; }
+
+// 2^e for e in [-1022, 1023], built from its bits.
+inline double pow2Normal(int e) {
+  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// 2^e for e in [-1074, 1023], subnormal results included.
+inline double pow2(int e) { return e < -1022 ? std::ldexp(1.0, e) : pow2Normal(e); }
+
+// Unbiased exponent of a finite double (floor(log2|x|)) for normal x; -1023 for zero and
+// subnormals, which every caller clamps to a dtype's normal range anyway.
+inline int rawExponent(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+}
+
+// Exponent e such that m * 2^-e lies in [1, 2) for m > 0, clamped so that 2^-e stays a normal
+// double; 0 for m == 0.
+inline int scaleExponent(double m) {
+  if (!(m > 0)) return 0;
+  return std::max(std::ilogb(m), -1022);
+}
+
+// 1, or 1/2 when values up to `max_abs` could overflow in a sum or difference. A power of two:
+// scaling by it is exact except for subnormals, which only matter next to a huge maximum.
+inline double overflowScale(double max_abs) {
+  return max_abs <= std::numeric_limits<double>::max() * 0.5 ? 1.0 : 0.5;
+}
+
+}  // namespace detail
+
+// FuMi's ratio R = max_i |y_i - y'_i| / |y_i + y'_i|, over the elements whose |y_i + y'_i| is
+// above guard_rel times the largest such sum (and above zero): near-zero sums make the ratio
+// meaningless. 0 when no element qualifies. Under a perturbation of the inputs this is a lower
+// bound of the operation's maximal relative error.
+inline double fumiRatio(const double* y, const double* yp, size_t n, double guard_rel,
+                        size_t* skipped = nullptr) {
+  size_t nonfinite = 0;
+  double max_half_sum = 0.0, max_abs = 0.0;  // halves: |y + y'| / 2 cannot overflow
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i], b = yp[i];
+    const bool ok = detail::finitePair(a, b);
+    nonfinite += ok ? 0 : 1;
+    max_half_sum = detail::maxOf(max_half_sum, ok ? std::fabs(0.5 * a + 0.5 * b) : 0.0);
+    max_abs = detail::maxOf(max_abs, ok ? detail::maxOf(std::fabs(a), std::fabs(b)) : 0.0);
+  }
+  if (skipped) *skipped = nonfinite;
+  const double f = detail::overflowScale(max_abs);
+  const double threshold = guard_rel * (max_half_sum * (2.0 * f));
+  double ratio = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i] * f, b = yp[i] * f;
+    const double sum = std::fabs(a + b), diff = std::fabs(a - b);
+    const bool ok = detail::finitePair(a, b) & (sum > threshold) & (sum > 0.0);
+    ratio = detail::maxOf(ratio, ok ? diff / sum : 0.0);
+  }
+  return ratio;
+}
+
+// Normwise relative error ||y - ref||_2 / ||ref||_2: 0 when both norms are zero, +inf when only
+// ||ref|| is. Each norm is accumulated with its own power-of-two scale (exact), so neither
+// squares nor sums overflow or underflow for any finite input.
+inline double normwiseRel(const double* y, const double* ref, size_t n, size_t* skipped = nullptr) {
+  size_t nonfinite = 0;
+  double max_any = 0.0, max_ref = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i], b = ref[i];
+    const bool ok = detail::finitePair(a, b);
+    nonfinite += ok ? 0 : 1;
+    max_any = detail::maxOf(max_any, ok ? detail::maxOf(std::fabs(a), std::fabs(b)) : 0.0);
+    max_ref = detail::maxOf(max_ref, ok ? std::fabs(b) : 0.0);
+  }
+  if (skipped) *skipped = nonfinite;
+  // The difference is scaled by the largest magnitude on either side, so the scaled difference
+  // stays within [0, 4] and y - ref cannot overflow.
+  const int e_diff = detail::scaleExponent(max_any);
+  const int e_ref = detail::scaleExponent(max_ref);
+  const double s_diff = detail::pow2(-e_diff);
+  const double s_ref = detail::pow2(-e_ref);
+  // Two partial sums per norm: independent chains the CPU can overlap (the compiler does not
+  // reassociate fp additions by itself).
+  double diff0 = 0.0, diff1 = 0.0, ref0 = 0.0, ref1 = 0.0;
+  auto term = [&](size_t i, double* sum_diff, double* sum_ref) {
+    const double a = y[i], b = ref[i];
+    const bool ok = detail::finitePair(a, b);
+    const double d = ok ? a * s_diff - b * s_diff : 0.0;
+    const double r = ok ? b * s_ref : 0.0;
+    *sum_diff += d * d;
+    *sum_ref += r * r;
+  };
+  size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    term(i, &diff0, &ref0);
+    term(i + 1, &diff1, &ref1);
+  }
+  if (i < n) term(i, &diff0, &ref0);
+  const double total_diff = diff0 + diff1;
+  const double total_ref = ref0 + ref1;
+  if (total_ref == 0.0) return total_diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::ldexp(std::sqrt(total_diff) / std::sqrt(total_ref), e_diff - e_ref);
+}
+
+// Guarded elementwise relative error max_i |y_i - ref_i| / |ref_i| over the elements with
+// |ref_i| above guard_rel * max_j |ref_j| (and above zero). 0 when no element qualifies.
+inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
+                            size_t* skipped = nullptr) {
+  size_t nonfinite = 0;
+  double max_ref = 0.0, max_abs = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i], b = ref[i];
+    const bool ok = detail::finitePair(a, b);
+    nonfinite += ok ? 0 : 1;
+    max_ref = detail::maxOf(max_ref, ok ? std::fabs(b) : 0.0);
+    max_abs = detail::maxOf(max_abs, ok ? std::fabs(a) : 0.0);
+  }
+  if (skipped) *skipped = nonfinite;
+  const double f = detail::overflowScale(detail::maxOf(max_abs, max_ref));
+  const double threshold = guard_rel * (max_ref * f);
+  double worst = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i] * f, b = ref[i] * f;
+    const double m = std::fabs(b);
+    const bool ok = detail::finitePair(a, b) & (m > threshold) & (m > 0.0);
+    worst = detail::maxOf(worst, ok ? std::fabs(a - b) / m : 0.0);
+  }
+  return worst;
+}
+
+// Largest error in units in the last place of `dtype`: max_i |y_i - ref_i| / ulp(ref_i), where
+// ulp(r) = 2^(floor(log2|r|) - p) with p the dtype's mantissa bits and |r| clamped below to the
+// dtype's smallest normal. NaN for an unknown dtype. A difference beyond DBL_MAX (only between
+// values of opposite sign near the fp64 limit) reads as +inf ULPs.
+inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
+                     size_t* skipped = nullptr) {
+  const DtypeInfo* info = dtypeInfo(dtype);
+  if (!info) return std::numeric_limits<double>::quiet_NaN();
+  const int p = info->mantissa_bits;
+  const int emin = minNormalExponent(dtype);
+  // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
+  // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
+  // which case the ULP count would overflow too).
+  const double k_up = detail::pow2Normal(64);
+  size_t nonfinite = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = y[i], b = ref[i];
+    const bool ok = detail::finitePair(a, b);
+    nonfinite += ok ? 0 : 1;
+    const int e = std::max(detail::rawExponent(b), emin) - p;
+    const bool tiny = e < -1022;
+    const double ulp = detail::pow2Normal(tiny ? e + 64 : e);
+    const double d = std::fabs(a - b) * (tiny ? k_up : 1.0);
+    worst = detail::maxOf(worst, ok ? d / ulp : 0.0);
+  }
+  if (skipped) *skipped = nonfinite;
+  return worst;
+}
+
+// Largest |a_i - b_i| over the elements where both are finite (0 when none are).
+inline double maxAbsDiff(const double* a, const double* b, size_t n) {
+  double worst = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    worst = detail::maxOf(worst, detail::finitePair(a[i], b[i]) ? std::fabs(a[i] - b[i]) : 0.0);
+  return worst;
+}
+
+// Number of NaN or +-Inf elements.
+inline size_t countNonFinite(const double* x, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
+  return count;
+}
+
+// Number of NaN elements.
+inline size_t countNaN(const double* x, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) count += std::isnan(x[i]) ? 1 : 0;
+  return count;
+}
+
+// Number of elements whose bit patterns differ: +0 and -0 differ, two NaNs with the same bits
+// are equal.
+inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t x, y;
+    std::memcpy(&x, &a[i], sizeof x);
+    std::memcpy(&y, &b[i], sizeof y);
+    count += x != y ? 1 : 0;
+  }
+  return count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic random numbers
+
+// splitmix64: one 64-bit word of state, full period, good enough statistics for input noise,
+// and trivially reproducible from a seed. No global state: each check owns its generator.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  // Uniform in [0, 1), 53 random bits.
+  double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+  // Uniform in [-1, 1).
+  double uniformSym() { return 2.0 * uniform01() - 1.0; }
+
+ private:
+  uint64_t state_;
+};
+
+// A seed derived from `seed` and `salt` such that nearby inputs give unrelated streams.
+inline uint64_t mixSeed(uint64_t seed, uint64_t salt) {
+  Rng rng(seed ^ (salt * 0xd1342543de82ef95ULL));
+  return rng.next();
+}
+
+// FNV-1a of a C string (0 for nullptr), to fold names into seeds.
+inline uint64_t hashString(const char* s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (!s) return 0;
+  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ULL;
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters of a policy entry
+
+// A bad parameter. Thrown only inside a plugin's create and turned into its error message there.
+class ParamError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whole-string decimal/hex/exponent float, finite, no surrounding spaces or trailing garbage.
+inline bool parseDouble(const char* text, double* out) {
+  if (!text || !*text || std::isspace(static_cast<unsigned char>(*text))) return false;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v)) return false;
+  // ERANGE on underflow still gives the correctly rounded tiny value; only overflow is an error,
+  // and it shows as a non-finite result above.
+  *out = v;
+  return true;
+}
+
+// Whole-string base-10 integer in int64 range, no surrounding spaces or trailing garbage.
+inline bool parseInt(const char* text, int64_t* out) {
+  if (!text || !*text || std::isspace(static_cast<unsigned char>(*text))) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+// Comma-separated list; items are trimmed of spaces and must not be empty.
+inline bool parseList(const char* text, std::vector<std::string>* out) {
+  if (!text) return false;
+  std::vector<std::string> items;
+  const char* p = text;
+  for (;;) {
+    const char* end = std::strchr(p, ',');
+    const char* stop = end ? end : p + std::strlen(p);
+    const char* b = p;
+    while (b < stop && std::isspace(static_cast<unsigned char>(*b))) ++b;
+    const char* e = stop;
+    while (e > b && std::isspace(static_cast<unsigned char>(e[-1]))) --e;
+    if (b == e) return false;
+    items.emplace_back(b, e);
+    if (!end) break;
+    p = end + 1;
+  }
+  *out = std::move(items);
+  return true;
+}
+
+// Numeric bounds of a parameter, inclusive unless marked open.
+struct Bounds {
+  double lo;
+  double hi;
+  bool lo_open = false;
+  bool hi_open = false;
+};
+
+// The `key: value` parameters of one policy entry, checked against the keys a plugin knows.
+// Getters throw ParamError with a message naming the key and the plugin.
+class Params {
+ public:
+  // Keys handled by the host itself; accepted by every plugin.
+  static bool isReserved(const std::string& key) { return key == "plugin" || key == "tolerance"; }
+
+  Params(const fumi_params* params, const char* plugin, const std::vector<std::string>& known)
+      : plugin_(plugin ? plugin : "?") {
+    if (!params) return;
+    if (params->struct_size < sizeof(fumi_params))
+      throw ParamError("plugin '" + plugin_ + "': fumi_params too old (struct_size " +
+                       std::to_string(params->struct_size) + ")");
+    seed_ = params->seed;
+    tolerance_ = params->tolerance;
+    if (params->count < 0 || (params->count > 0 && !params->items))
+      throw ParamError("plugin '" + plugin_ + "': malformed parameter list");
+    for (int32_t i = 0; i < params->count; ++i) {
+      const fumi_param& item = params->items[i];
+      if (!item.key || !item.value)
+        throw ParamError("plugin '" + plugin_ + "': parameter without key or value");
+      const std::string key = item.key;
+      if (!isReserved(key) && std::find(known.begin(), known.end(), key) == known.end()) {
+        std::string list;
+        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+        throw ParamError("unknown parameter '" + key + "' for plugin '" + plugin_ +
+                         "' (known: " + (list.empty() ? "none" : list) + ")");
+      }
+      for (const auto& kv : items_)
+        if (kv.first == key)
+          throw ParamError("parameter '" + key + "' given twice for plugin '" + plugin_ + "'");
+      items_.emplace_back(key, item.value);
+    }
+    // The entry's tolerance normally arrives in fumi_params::tolerance; accept it as an item too.
+    if (std::isnan(tolerance_)) {
+      if (const char* t = find("tolerance")) tolerance_ = parseDoubleOrThrow("tolerance", t);
+    }
+    if (std::isnan(tolerance_)) return;
+    if (!(tolerance_ >= 0.0))
+      throw ParamError("parameter 'tolerance' of plugin '" + plugin_ + "' must be >= 0, got " +
+                       num(tolerance_));
+  }
+
+  // The raw text of `key`, or nullptr when the entry does not set it.
+  const char* find(const char* key) const {
+    for (const auto& kv : items_)
+      if (kv.first == key) return kv.second.c_str();
+    return nullptr;
+  }
+
+  double getDouble(const char* key, double fallback, Bounds bounds) const {
+    const char* text = find(key);
+    if (!text) return fallback;
+    const double v = parseDoubleOrThrow(key, text);
+    const bool lo_ok = bounds.lo_open ? v > bounds.lo : v >= bounds.lo;
+    const bool hi_ok = bounds.hi_open ? v < bounds.hi : v <= bounds.hi;
+    if (!lo_ok || !hi_ok)
+      throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                       "' must be in " + (bounds.lo_open ? "(" : "[") + num(bounds.lo) + ", " +
+                       num(bounds.hi) + (bounds.hi_open ? ")" : "]") + ", got '" + text + "'");
+    return v;
+  }
+
+  int64_t getInt(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
+    const char* text = find(key);
+    if (!text) return fallback;
+    int64_t v = 0;
+    if (!parseInt(text, &v))
+      throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                       "': expected an integer, got '" + text + "'");
+    if (v < lo || v > hi)
+      throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                       "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                       "], got '" + text + "'");
+    return v;
+  }
+
+  // One of `choices`; returns its index (0 when the key is absent).
+  size_t getChoice(const char* key, const std::vector<std::string>& choices) const {
+    const char* text = find(key);
+    if (!text) return 0;
+    for (size_t i = 0; i < choices.size(); ++i)
+      if (choices[i] == text) return i;
+    std::string list;
+    for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+    throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                     "' must be one of " + list + ", got '" + text + "'");
+  }
+
+  // Comma-separated names; empty when the key is absent.
+  std::vector<std::string> getList(const char* key) const {
+    std::vector<std::string> items;
+    const char* text = find(key);
+    if (text && !parseList(text, &items))
+      throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                       "': expected a comma-separated list of names, got '" + text + "'");
+    return items;
+  }
+
+  // The entry's tolerance, or NaN when it sets none (use the dtype table then).
+  double tolerance() const { return tolerance_; }
+  uint64_t seed() const { return seed_; }
+  const std::string& plugin() const { return plugin_; }
+
+ private:
+  double parseDoubleOrThrow(const char* key, const char* text) const {
+    double v = 0.0;
+    if (!parseDouble(text, &v))
+      throw ParamError("parameter '" + std::string(key) + "' of plugin '" + plugin_ +
+                       "': expected a finite number, got '" + text + "'");
+    return v;
+  }
+
+  static std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+
+  std::string plugin_;
+  std::vector<std::pair<std::string, std::string>> items_;
+  double tolerance_ = std::numeric_limits<double>::quiet_NaN();
+  uint64_t seed_ = 0;
+};
+
+}  // namespace fumi::metrics

@@ -1,0 +1,319 @@
+// plugin_host.h — what every check plugin does with the host API, written once: the C-ABI glue
+// that keeps C++ exceptions inside the plugin, a view of the call's tensors, dense fp64 copies in
+// scratch memory, rerun buffers, and verdicts. Header-only; each plugin is one .cpp that defines
+// a check class and exports it with FUMI_DEFINE_PLUGIN_ENTRY.
+//
+// How to write a check class (see plugins/nan_inf/nan_inf.cpp for the smallest one):
+//   class MyCheck {
+//    public:
+//     static constexpr const char* kName = "my";            // the policy's `plugin: my`
+//     static constexpr const char* kDescription = "...";
+//     static std::vector<std::string> knownParams();        // keys besides plugin/tolerance
+//     explicit MyCheck(const fumi::metrics::Params& p);     // throws ParamError on bad values
+//     fumi_status run(fumi::plugin::Context& ctx) const;    // const: may run on several threads
+//   };
+//   FUMI_DEFINE_PLUGIN_ENTRY(MyCheck)
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fumi/plugin.h"
+#include "metrics.h"
+
+// Returns the status of `expr` from the enclosing function unless it is FUMI_OK.
+#define FUMI_RETURN_IF_NOT_OK(expr)            \
+  do {                                         \
+    const fumi_status fumi_status_ = (expr);   \
+    if (fumi_status_ != FUMI_OK) return fumi_status_; \
+  } while (0)
+
+namespace fumi::plugin {
+
+// The narrower of a call's storage dtype and compute precision: what its results can be expected
+// to carry (fp32 storage with TF32 math -> TF32; fp16 storage with fp32 accumulation -> fp16).
+// Default tolerances, default shifts and ULP units follow it.
+inline fumi_dtype effectivePrecision(const fumi_call_info& info) {
+  const metrics::DtypeInfo* storage = metrics::dtypeInfo(info.dtype);
+  const metrics::DtypeInfo* compute = metrics::dtypeInfo(info.compute);
+  if (storage && compute && compute->mantissa_bits < storage->mantissa_bits) return info.compute;
+  return info.dtype;
+}
+
+// `configured` when the policy entry sets a tolerance, else the dtype table's default.
+inline double toleranceFor(double configured, fumi_dtype precision) {
+  if (!std::isnan(configured)) return configured;
+  const metrics::DtypeInfo* d = metrics::dtypeInfo(precision);
+  return d ? d->tolerance : std::numeric_limits<double>::quiet_NaN();
+}
+
+// One fumi_verdict being filled in. `violated` is decided as !(value <= tolerance), so a NaN
+// metric counts as a violation rather than passing silently.
+class Verdict {
+ public:
+  Verdict(const char* metric, double value, double tolerance) {
+    v_.struct_size = sizeof(v_);
+    v_.metric = metric;
+    v_.value = value;
+    v_.tolerance = tolerance;
+    v_.violated = !(value <= tolerance);
+  }
+  Verdict& extra(const char* name, double value) {
+    if (v_.nextra >= FUMI_MAX_EXTRA_METRICS) throw std::logic_error("too many extra metrics");
+    v_.extra[v_.nextra++] = fumi_metric{name, value};
+    return *this;
+  }
+  Verdict& detail(const char* text) {
+    v_.detail = text;
+    return *this;
+  }
+  const fumi_verdict& get() const { return v_; }
+
+ private:
+  fumi_verdict v_{};
+};
+
+// The call being checked, seen through the host API. Created by the glue for each `check`.
+class Context {
+ public:
+  Context(const fumi_host_api* host, fumi_call* call) : host_(host), call_(call) {}
+
+  // FUMI_OK when the call's description is usable; otherwise the status `check` returns.
+  fumi_status open() {
+    info_ = host_->call_info(call_);
+    if (!info_) return fail("call_info returned NULL");
+    if (info_->struct_size < sizeof(fumi_call_info)) return FUMI_UNSUPPORTED;
+    if (info_->ntensors < 0 || (info_->ntensors > 0 && !info_->tensors))
+      return fail("call_info has a malformed tensor list");
+    // The host's fumi_tensor may be newer (larger) than the one compiled here: step through the
+    // array by the size the host wrote, read only the fields we know.
+    stride_ = info_->ntensors > 0 ? info_->tensors[0].struct_size : sizeof(fumi_tensor);
+    if (stride_ < sizeof(fumi_tensor)) return FUMI_UNSUPPORTED;
+    return FUMI_OK;
+  }
+
+  const fumi_call_info& info() const { return *info_; }
+  int32_t tensorCount() const { return info_->ntensors; }
+  const fumi_tensor& tensor(int32_t i) const {
+    return *reinterpret_cast<const fumi_tensor*>(reinterpret_cast<const char*>(info_->tensors) +
+                                                 static_cast<size_t>(i) * stride_);
+  }
+  bool isFloating(int32_t i) const { return metrics::dtypeInfo(tensor(i).dtype) != nullptr; }
+
+  // Indices of the floating tensors with `role`, in call order.
+  std::vector<int32_t> floating(fumi_role role) const {
+    std::vector<int32_t> out;
+    for (int32_t i = 0; i < tensorCount(); ++i)
+      if (tensor(i).role == role && isFloating(i)) out.push_back(i);
+    return out;
+  }
+
+  size_t numel(int32_t i) const {
+    const int64_t n = host_->numel(call_, i);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+
+  // Dense fp64 scratch of n elements (host memory); nullptr when the budget is exhausted.
+  double* allocDense(size_t n) {
+    if (n > SIZE_MAX / sizeof(double)) return nullptr;
+    return static_cast<double*>(host_->alloc(call_, std::max<size_t>(n, 1) * sizeof(double),
+                                             FUMI_MEMORY_HOST));
+  }
+  void* allocLike(int32_t i, fumi_dtype dtype) { return host_->alloc_like(call_, i, dtype); }
+
+  fumi_status gather(int32_t i, const void* buffer, fumi_dtype dtype, double* out) {
+    return host_->gather(call_, i, buffer, dtype, out);
+  }
+  // The call's own data of tensor i, read as the tensor's dtype.
+  fumi_status gatherOriginal(int32_t i, double* out) {
+    return host_->gather(call_, i, nullptr, tensor(i).dtype, out);
+  }
+  fumi_status scatter(int32_t i, const double* in, void* buffer, fumi_dtype dtype) {
+    return host_->scatter(call_, i, in, buffer, dtype);
+  }
+  // `buffers` has one entry per tensor of the call.
+  fumi_status rerun(fumi_dtype precision, const std::vector<void*>& buffers) {
+    return host_->rerun(call_, precision, buffers.data());
+  }
+  // Scratch laid out like each of `tensors`, holding `dtype`, stored at buffers[tensor].
+  fumi_status allocLikeAll(const std::vector<int32_t>& tensors, fumi_dtype dtype,
+                           std::vector<void*>* buffers) {
+    buffers->resize(static_cast<size_t>(tensorCount()), nullptr);
+    for (int32_t i : tensors) {
+      void* b = allocLike(i, dtype);
+      if (!b) return FUMI_NO_SCRATCH;
+      (*buffers)[static_cast<size_t>(i)] = b;
+    }
+    return FUMI_OK;
+  }
+
+  void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
+  void log(fumi_log_level level, const std::string& message) const {
+    host_->log(level, message.c_str());
+  }
+
+  // A seed for this call: the check instance's seed mixed with the op and its call index, so
+  // noise is reproducible per call whatever the order threads check calls in.
+  uint64_t callSeed(uint64_t instance_seed) const {
+    return metrics::mixSeed(metrics::mixSeed(instance_seed, info_->call_index),
+                            metrics::hashString(info_->op));
+  }
+
+ private:
+  fumi_status fail(const char* why) const {
+    log(FUMI_LOG_ERROR, std::string("host error: ") + why);
+    return FUMI_ERROR;
+  }
+
+  const fumi_host_api* host_;
+  fumi_call* call_;
+  const fumi_call_info* info_ = nullptr;
+  size_t stride_ = sizeof(fumi_tensor);
+};
+
+// Dense fp64 copies of a set of tensors, allocated in scratch once and refilled by gather, so
+// repeated trials do not grow scratch use.
+class DenseSet {
+ public:
+  fumi_status allocate(Context& ctx, const std::vector<int32_t>& tensors) {
+    tensors_ = tensors;
+    data_.clear();
+    numel_.clear();
+    for (int32_t i : tensors) {
+      const size_t n = ctx.numel(i);
+      double* d = ctx.allocDense(n);
+      if (!d) return FUMI_NO_SCRATCH;
+      data_.push_back(d);
+      numel_.push_back(n);
+    }
+    return FUMI_OK;
+  }
+  // Each tensor's own data, read as its dtype.
+  fumi_status gatherOriginal(Context& ctx) {
+    for (size_t k = 0; k < size(); ++k)
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(tensors_[k], data_[k]));
+    return FUMI_OK;
+  }
+  // Each tensor read from buffers[tensor], which holds `dtype`.
+  fumi_status gatherFrom(Context& ctx, const std::vector<void*>& buffers, fumi_dtype dtype) {
+    for (size_t k = 0; k < size(); ++k)
+      FUMI_RETURN_IF_NOT_OK(
+          ctx.gather(tensors_[k], buffers[static_cast<size_t>(tensors_[k])], dtype, data_[k]));
+    return FUMI_OK;
+  }
+
+  size_t size() const { return tensors_.size(); }
+  int32_t tensor(size_t k) const { return tensors_[k]; }
+  double* data(size_t k) const { return data_[k]; }
+  size_t numel(size_t k) const { return numel_[k]; }
+
+ private:
+  std::vector<int32_t> tensors_;
+  std::vector<double*> data_;
+  std::vector<size_t> numel_;
+};
+
+// Sum and largest of the element counts of `tensors`.
+inline void countElements(const Context& ctx, const std::vector<int32_t>& tensors, size_t* total,
+                          size_t* largest) {
+  *total = 0;
+  *largest = 0;
+  for (int32_t i : tensors) {
+    const size_t n = ctx.numel(i);
+    *total += n;
+    *largest = std::max(*largest, n);
+  }
+}
+
+// Copies `msg` into a C buffer, truncated and always NUL-terminated.
+inline void copyMessage(char* dst, size_t len, const std::string& msg) {
+  if (dst && len > 0) std::snprintf(dst, len, "%s", msg.c_str());
+}
+
+// The C ABI of a check class: create / check / destroy with every exception caught.
+template <class Check>
+struct Glue {
+  struct Instance {
+    const fumi_host_api* host;
+    Check check;
+  };
+
+  static void* create(const fumi_host_api* host, const fumi_params* params, char* err,
+                      size_t err_len) noexcept {
+    try {
+      const std::string why = hostProblem(host);
+      if (!why.empty()) {
+        copyMessage(err, err_len, std::string("plugin '") + Check::kName + "': " + why);
+        return nullptr;
+      }
+      const metrics::Params p(params, Check::kName, Check::knownParams());
+      return new Instance{host, Check(p)};
+    } catch (const std::exception& e) {
+      copyMessage(err, err_len, e.what());
+    } catch (...) {
+      copyMessage(err, err_len, std::string("plugin '") + Check::kName + "': unknown error");
+    }
+    return nullptr;
+  }
+
+  static fumi_status check(void* instance, fumi_call* call) noexcept {
+    if (!instance) return FUMI_ERROR;
+    const Instance* self = static_cast<const Instance*>(instance);
+    try {
+      Context ctx(self->host, call);
+      FUMI_RETURN_IF_NOT_OK(ctx.open());
+      return self->check.run(ctx);
+    } catch (const std::bad_alloc&) {
+      logFailure(self->host, "out of memory");
+    } catch (const std::exception& e) {
+      logFailure(self->host, e.what());
+    } catch (...) {
+      logFailure(self->host, "unknown exception");
+    }
+    return FUMI_ERROR;
+  }
+
+  static void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
+
+  static constexpr fumi_plugin kPlugin = {FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_plugin),
+                                          Check::kName,           Check::kDescription,
+                                          &create,                &check,
+                                          &destroy};
+
+ private:
+  // Empty when the host API is one this plugin can use.
+  static std::string hostProblem(const fumi_host_api* host) {
+    if (!host) return "no host API";
+    if (host->abi_version != FUMI_PLUGIN_ABI_VERSION)
+      return "host ABI version " + std::to_string(host->abi_version) + ", plugin speaks " +
+             std::to_string(FUMI_PLUGIN_ABI_VERSION);
+    if (host->struct_size < sizeof(fumi_host_api)) return "host API struct too small";
+    if (!host->call_info || !host->alloc || !host->alloc_like || !host->numel || !host->gather ||
+        !host->scatter || !host->rerun || !host->report || !host->log)
+      return "host API has missing entry points";
+    return {};
+  }
+
+  static void logFailure(const fumi_host_api* host, const char* what) noexcept {
+    try {
+      host->log(FUMI_LOG_ERROR, (std::string("plugin '") + Check::kName + "': " + what).c_str());
+    } catch (...) {
+    }
+  }
+};
+
+}  // namespace fumi::plugin
+
+// Defines the one exported symbol of a plugin library for check class `Check`.
+#define FUMI_DEFINE_PLUGIN_ENTRY(Check)                               \
+  extern "C" FUMI_EXPORT const fumi_plugin* fumi_plugin_entry(void) { \
+    return &::fumi::plugin::Glue<Check>::kPlugin;                     \
+  }

@@ -1,0 +1,120 @@
+// highprec — reference by upcast rerun: the call is rerun with its floating inputs converted to
+// the next wider storage dtype (fp16/bf16/tf32 -> fp32, fp32 -> fp64) and computing there; the
+// original outputs are compared with that reference. fp64 calls have nothing wider to run in and
+// are counted as unsupported.
+//
+// An fp32 call computing in TF32 reruns in fp64, not fp32: rerun(fp32) is what "the call's own
+// dtype" means to the host, so it may well reproduce the TF32 math it is meant to check.
+//
+// Policy parameters:
+//   metric  primary metric: normwise_rel (default) | max_rel | ulp; the other two go to extra.
+//           ulp needs an explicit tolerance (the dtype table's are relative errors).
+//   guard   max_rel leaves out reference elements below guard·max|ref| (default 1e-3)
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "plugin_host.h"
+
+namespace {
+
+using fumi::metrics::Bounds;
+using fumi::metrics::Params;
+using fumi::plugin::Context;
+using fumi::plugin::Verdict;
+
+// The storage dtype the reference runs in; FUMI_DTYPE_UNKNOWN when there is none.
+fumi_dtype widerDtype(fumi_dtype storage) {
+  switch (storage) {
+    case FUMI_DTYPE_F16:
+    case FUMI_DTYPE_BF16:
+    case FUMI_DTYPE_TF32:
+      return FUMI_DTYPE_F32;
+    case FUMI_DTYPE_F32:
+      return FUMI_DTYPE_F64;
+    default:
+      return FUMI_DTYPE_UNKNOWN;
+  }
+}
+
+class HighprecCheck {
+ public:
+  static constexpr const char* kName = "highprec";
+  static constexpr const char* kDescription =
+      "rerun in the next wider dtype and report normwise, guarded elementwise and ULP errors "
+      "against it";
+  static std::vector<std::string> knownParams() { return {"metric", "guard"}; }
+
+  enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
+
+  explicit HighprecCheck(const Params& p)
+      : primary_(static_cast<Metric>(p.getChoice("metric", {"normwise_rel", "max_rel", "ulp"}))),
+        guard_(p.getDouble("guard", 1e-3, Bounds{0.0, 1.0, false, /*hi_open=*/true})),
+        tolerance_(p.tolerance()) {
+    if (primary_ == kUlp && std::isnan(tolerance_))
+      throw fumi::metrics::ParamError(
+          "plugin 'highprec': metric 'ulp' needs an explicit tolerance (in ULPs)");
+  }
+
+  fumi_status run(Context& ctx) const {
+    const fumi_dtype storage = ctx.info().dtype;
+    if (!fumi::metrics::dtypeInfo(storage)) return FUMI_UNSUPPORTED;
+    const fumi_dtype wider = widerDtype(storage);
+    if (wider == FUMI_DTYPE_UNKNOWN) return FUMI_UNSUPPORTED;
+    const fumi_dtype precision = fumi::plugin::effectivePrecision(ctx.info());
+    const double tolerance = fumi::plugin::toleranceFor(tolerance_, precision);
+
+    const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
+    const std::vector<int32_t> inputs = ctx.floating(FUMI_ROLE_INPUT);
+    size_t out_total = 0, out_largest = 0, in_total = 0, in_largest = 0;
+    fumi::plugin::countElements(ctx, outputs, &out_total, &out_largest);
+    fumi::plugin::countElements(ctx, inputs, &in_total, &in_largest);
+    if (out_total == 0) return FUMI_SKIPPED;
+
+    // Two dense arrays serve everything: `a` stages each input on its way to the wider dtype,
+    // then holds each original output; `ref` holds each reference output.
+    double* a = ctx.allocDense(std::max(in_largest, out_largest));
+    double* ref = ctx.allocDense(out_largest);
+    if (!a || !ref) return FUMI_NO_SCRATCH;
+    std::vector<void*> buffers;
+    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, wider, &buffers));
+    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, wider, &buffers));
+    for (int32_t i : inputs) {
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
+      FUMI_RETURN_IF_NOT_OK(ctx.scatter(i, a, buffers[static_cast<size_t>(i)], wider));
+    }
+    FUMI_RETURN_IF_NOT_OK(ctx.rerun(wider, buffers));
+
+    double metric[3] = {0.0, 0.0, 0.0};
+    size_t skipped_total = 0;
+    for (int32_t o : outputs) {
+      const size_t n = ctx.numel(o);
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
+      FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref));
+      size_t skipped = 0;
+      metric[kNormwise] = std::max(metric[kNormwise], fumi::metrics::normwiseRel(a, ref, n, &skipped));
+      metric[kMaxRel] = std::max(metric[kMaxRel], fumi::metrics::maxRelGuarded(a, ref, n, guard_));
+      metric[kUlp] = std::max(metric[kUlp], fumi::metrics::maxUlp(a, ref, n, precision));
+      skipped_total += skipped;
+    }
+
+    static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
+    const std::string detail =
+        std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun";
+    Verdict v(kNames[primary_], metric[primary_], tolerance);
+    for (size_t m = 0; m < 3; ++m)
+      if (m != primary_) v.extra(kNames[m], metric[m]);
+    v.extra("nonfinite_skipped", static_cast<double>(skipped_total)).detail(detail.c_str());
+    ctx.report(v);
+    return FUMI_OK;
+  }
+
+ private:
+  const Metric primary_;
+  const double guard_;
+  const double tolerance_;  // NaN: the dtype table's
+};
+
+}  // namespace
+
+FUMI_DEFINE_PLUGIN_ENTRY(HighprecCheck)

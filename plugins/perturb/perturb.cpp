@@ -1,0 +1,185 @@
+// perturb — FuMi's fuzz-and-check. Reruns the call on inputs x' = x·(1 + δu), u uniform in
+// [-1, 1], and compares the outputs with the original ones. FuMi's ratio
+// R = max|y - y'| / |y + y'| (guarded against near-zero sums), maximised over trials, is a lower
+// bound of the operation's maximal relative error: ill-conditioned calls amplify a last-bit
+// input change into a large output change. Costs `trials` reruns at the call's own precision.
+//
+// Policy parameters:
+//   trials  reruns with fresh noise (default 3)
+//   shift   relative input shift δ (default: dtypes.def's perturb_shift of the call's precision,
+//           raised to 2^-p of the storage dtype when it is too small to survive rounding)
+//   guard   sums below guard·max|y + y'| are left out of the ratio (default 1e-3)
+//   inputs  comma-separated input tensor names to perturb (default: every floating input)
+//   metric  primary metric: ratio (-> "fumi_ratio", default) | normwise (-> "normwise")
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "plugin_host.h"
+
+namespace {
+
+using fumi::metrics::Bounds;
+using fumi::metrics::Params;
+using fumi::plugin::Context;
+using fumi::plugin::DenseSet;
+using fumi::plugin::Verdict;
+
+class PerturbCheck {
+ public:
+  static constexpr const char* kName = "perturb";
+  static constexpr const char* kDescription =
+      "FuMi fuzz/check: rerun on inputs x(1+delta*u) and report max|y-y'|/|y+y'|, a lower bound "
+      "of the max relative error";
+  static std::vector<std::string> knownParams() {
+    return {"trials", "shift", "guard", "inputs", "metric"};
+  }
+
+  explicit PerturbCheck(const Params& p)
+      : trials_(static_cast<int>(p.getInt("trials", 3, 1, 1000))),
+        shift_(p.getDouble("shift", std::numeric_limits<double>::quiet_NaN(),
+                           Bounds{0.0, 1.0, /*lo_open=*/true})),
+        guard_(p.getDouble("guard", 1e-3, Bounds{0.0, 1.0, false, /*hi_open=*/true})),
+        inputs_(p.getList("inputs")),
+        normwise_primary_(p.getChoice("metric", {"ratio", "normwise"}) == 1),
+        tolerance_(p.tolerance()),
+        seed_(p.seed()) {}
+
+  fumi_status run(Context& ctx) const {
+    const fumi_dtype storage = ctx.info().dtype;
+    if (!fumi::metrics::dtypeInfo(storage)) return FUMI_UNSUPPORTED;
+    const fumi_dtype precision = fumi::plugin::effectivePrecision(ctx.info());
+    const double shift = std::isnan(shift_) ? defaultShift(precision, storage) : shift_;
+    const double tolerance = fumi::plugin::toleranceFor(tolerance_, precision);
+
+    const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
+    const std::vector<int32_t> inputs = selectInputs(ctx);
+    size_t out_total = 0, out_largest = 0, in_total = 0, in_largest = 0;
+    fumi::plugin::countElements(ctx, outputs, &out_total, &out_largest);
+    fumi::plugin::countElements(ctx, inputs, &in_total, &in_largest);
+    if (out_total == 0 || in_total == 0) return FUMI_SKIPPED;
+
+    // All scratch up front and reused across trials: originals y and x, perturbed y' and one
+    // staging array for x', and buffers for the rerun (inputs not perturbed stay NULL: the
+    // rerun runs at the call's own dtype, where the host keeps their original data).
+    DenseSet y, y_pert, x;
+    FUMI_RETURN_IF_NOT_OK(y.allocate(ctx, outputs));
+    FUMI_RETURN_IF_NOT_OK(y_pert.allocate(ctx, outputs));
+    FUMI_RETURN_IF_NOT_OK(x.allocate(ctx, inputs));
+    double* x_pert = ctx.allocDense(in_largest);
+    if (!x_pert) return FUMI_NO_SCRATCH;
+    std::vector<void*> buffers;
+    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, storage, &buffers));
+    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, storage, &buffers));
+    FUMI_RETURN_IF_NOT_OK(y.gatherOriginal(ctx));
+    FUMI_RETURN_IF_NOT_OK(x.gatherOriginal(ctx));
+
+    fumi::metrics::Rng rng(ctx.callSeed(seed_));
+    double ratio = 0.0, normwise = 0.0;
+    size_t changed = 0, skipped_max = 0;
+    for (int trial = 0; trial < trials_; ++trial) {
+      for (size_t k = 0; k < x.size(); ++k) {
+        const double* xs = x.data(k);
+        const size_t n = x.numel(k);
+        for (size_t j = 0; j < n; ++j) {
+          const double u = rng.uniformSym();
+          // x + x·δu rather than x·(1 + δu): 1 + δu would round δ away in fp64 for fp64 inputs.
+          // Zeros stay exactly as they are (no sign flip).
+          x_pert[j] = xs[j] == 0.0 ? xs[j] : xs[j] + xs[j] * (shift * u);
+        }
+        const int32_t t = x.tensor(k);
+        void* buf = buffers[static_cast<size_t>(t)];
+        FUMI_RETURN_IF_NOT_OK(ctx.scatter(t, x_pert, buf, storage));
+        // Read back what the rounding to `storage` left of the shift: a shift below half an ulp
+        // of the storage dtype perturbs nothing, and the report should say so.
+        FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buf, storage, x_pert));
+        changed += fumi::metrics::bitwiseMismatches(xs, x_pert, n);
+      }
+      FUMI_RETURN_IF_NOT_OK(ctx.rerun(storage, buffers));
+      FUMI_RETURN_IF_NOT_OK(y_pert.gatherFrom(ctx, buffers, storage));
+      size_t skipped_trial = 0;
+      for (size_t k = 0; k < y.size(); ++k) {
+        size_t skipped = 0;
+        ratio = std::max(ratio, fumi::metrics::fumiRatio(y.data(k), y_pert.data(k), y.numel(k),
+                                                         guard_, &skipped));
+        skipped_trial += skipped;
+        normwise = std::max(
+            normwise, fumi::metrics::normwiseRel(y_pert.data(k), y.data(k), y.numel(k)));
+      }
+      skipped_max = std::max(skipped_max, skipped_trial);
+    }
+
+    const double perturbed_fraction =
+        static_cast<double>(changed) / (static_cast<double>(in_total) * trials_);
+    if (changed == 0) warnIneffective(ctx, shift, storage);
+
+    Verdict v = normwise_primary_ ? Verdict("normwise", normwise, tolerance)
+                                  : Verdict("fumi_ratio", ratio, tolerance);
+    if (normwise_primary_)
+      v.extra("fumi_ratio", ratio).detail("normwise relative output change under perturbation");
+    else
+      v.extra("normwise", normwise).detail("lower bound of max relative error");
+    v.extra("trials", trials_)
+        .extra("shift", shift)
+        .extra("perturbed_fraction", perturbed_fraction)
+        .extra("nonfinite_skipped", static_cast<double>(skipped_max));
+    ctx.report(v);
+    return FUMI_OK;
+  }
+
+ private:
+  // The floating inputs named by `inputs`, or all of them when it is not set. Names that this
+  // call does not have are ignored: one policy entry may cover ops with different operands.
+  std::vector<int32_t> selectInputs(const Context& ctx) const {
+    std::vector<int32_t> all = ctx.floating(FUMI_ROLE_INPUT);
+    if (inputs_.empty()) return all;
+    std::vector<int32_t> chosen;
+    for (int32_t i : all) {
+      const char* name = ctx.tensor(i).name;
+      for (const std::string& want : inputs_)
+        if (name && want == name) {
+          chosen.push_back(i);
+          break;
+        }
+    }
+    return chosen;
+  }
+
+  // FuMi's shift for the call's precision, raised to 2^-p of the storage dtype (p mantissa bits).
+  // FuMi's fp32/fp16/bf16 shifts (1e-8, 1e-6, 1e-4) are below half an ulp of their own storage,
+  // so x·(1 + δu) rounded back to storage would equal x and the rerun would measure nothing. At
+  // 2^-p, 50-75% of the elements move by one ulp: last-bit noise, which is what the check needs.
+  // An explicit `shift` is taken literally.
+  static double defaultShift(fumi_dtype precision, fumi_dtype storage) {
+    const double table = fumi::metrics::dtypeInfo(precision)->perturb_shift;
+    const double last_bit = std::ldexp(1.0, -fumi::metrics::dtypeInfo(storage)->mantissa_bits);
+    return std::max(table, last_bit);
+  }
+
+  // Once per policy entry: the verdicts carry perturbed_fraction = 0 for every call anyway.
+  void warnIneffective(const Context& ctx, double shift, fumi_dtype storage) const {
+    if (warned_.exchange(true)) return;
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "perturb: shift %g changes no input of %s once rounded to %s; the check "
+                  "measures nothing there (raise `shift`)",
+                  shift, ctx.info().op ? ctx.info().op : "?",
+                  fumi::metrics::dtypeInfo(storage)->name);
+    ctx.log(FUMI_LOG_WARN, msg);
+  }
+
+  const int trials_;
+  const double shift_;  // NaN: the dtype table's
+  const double guard_;
+  const std::vector<std::string> inputs_;
+  const bool normwise_primary_;
+  const double tolerance_;  // NaN: the dtype table's
+  const uint64_t seed_;
+  mutable std::atomic<bool> warned_{false};
+};
+
+}  // namespace
+
+FUMI_DEFINE_PLUGIN_ENTRY(PerturbCheck)

@@ -1,0 +1,154 @@
+/* blas_demo.c — an ordinary program calling OpenBLAS (sgemm_, dgemm_, sgemv_, dgemv_,
+ * cblas_sgemm, cblas_dgemm). The preload tests run it with and without libfumi and compare its
+ * output bit for bit, and read fumi's events.
+ *   blas_demo ill      sgemm_ with catastrophic cancellation (exact result 1, fp32 gives 0)
+ *   blas_demo well     well-conditioned sgemm_ (positive data)
+ *   blas_demo layouts  every entry point, every transpose, padded leading dimensions, beta != 0,
+ *                      row- and column-major cblas, negative vector increments
+ *   blas_demo loop N   N small sgemm_ calls (sampling tests)
+ * Results are printed with %a so that any difference in any bit shows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
+            const float*, const int*, const float*, const int*, const float*, float*, const int*);
+void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*,
+            const double*, const int*, const double*, const int*, const double*, double*,
+            const int*);
+void sgemv_(const char*, const int*, const int*, const float*, const float*, const int*,
+            const float*, const int*, const float*, float*, const int*);
+void dgemv_(const char*, const int*, const int*, const double*, const double*, const int*,
+            const double*, const int*, const double*, double*, const int*);
+void cblas_sgemm(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
+                 float*, int);
+void cblas_dgemm(int, int, int, int, int, int, double, const double*, int, const double*, int,
+                 double, double*, int);
+
+static unsigned lcg_state = 12345u;
+static double next_uniform(void) { /* in [0.5, 1): positive data, no cancellation */
+  lcg_state = lcg_state * 1664525u + 1013904223u;
+  return 0.5 + 0.5 * (double)(lcg_state >> 8) / (double)(1u << 24);
+}
+static void fill_f(float* x, int n) { for (int i = 0; i < n; ++i) x[i] = (float)next_uniform(); }
+static void fill_d(double* x, int n) { for (int i = 0; i < n; ++i) x[i] = next_uniform(); }
+static void print_f(const char* tag, const float* x, int n) {
+  printf("%s", tag);
+  for (int i = 0; i < n; ++i) printf(" %a", (double)x[i]);
+  printf("\n");
+}
+static void print_d(const char* tag, const double* x, int n) {
+  printf("%s", tag);
+  for (int i = 0; i < n; ++i) printf(" %a", x[i]);
+  printf("\n");
+}
+
+static int ill(void) {
+  /* Every C(i,j) = sum_p A(i,p) * B(p,j) = 1e8*s + 1 - 1e8*s = 1 exactly; in fp32 1e8 + 1 rounds
+   * back to 1e8, so the computed result is 0: relative error 1. */
+  enum { M = 8, N = 8, K = 3 };
+  float a[M * K], b[K * N], c[M * N];
+  for (int i = 0; i < M; ++i) {
+    const float s = 1.0f + (float)i;
+    a[i + 0 * M] = 1e8f * s;
+    a[i + 1 * M] = 1.0f;
+    a[i + 2 * M] = -1e8f * s;
+  }
+  for (int i = 0; i < K * N; ++i) b[i] = 1.0f;
+  const int m = M, n = N, k = K;
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("N", "N", &m, &n, &k, &one, a, &m, b, &k, &zero, c, &m);
+  print_f("ill", c, M * N);
+  return 0;
+}
+
+static int well(void) {
+  enum { M = 32, N = 24, K = 40 };
+  float a[M * K], b[K * N], c[M * N];
+  fill_f(a, M * K);
+  fill_f(b, K * N);
+  const int m = M, n = N, k = K;
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("N", "N", &m, &n, &k, &one, a, &m, b, &k, &zero, c, &m);
+  print_f("well", c, M * N);
+  return 0;
+}
+
+static int layouts(void) {
+  enum { M = 7, N = 5, K = 6, LD = 11, BIG = LD * 12 };
+  const char* trans[2] = {"N", "T"};
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      const int m = M, n = N, k = K, ld = LD;
+      float a[BIG], b[BIG], c[BIG];
+      double da[BIG], db[BIG], dc[BIG];
+      fill_f(a, BIG); fill_f(b, BIG); fill_f(c, BIG);
+      fill_d(da, BIG); fill_d(db, BIG); fill_d(dc, BIG);
+      const float alpha = 0.75f, beta = 0.5f;
+      const double dalpha = 1.25, dbeta = -0.5;
+      sgemm_(trans[ta], trans[tb], &m, &n, &k, &alpha, a, &ld, b, &ld, &beta, c, &ld);
+      dgemm_(trans[ta], trans[tb], &m, &n, &k, &dalpha, da, &ld, db, &ld, &dbeta, dc, &ld);
+      char tag[32];
+      snprintf(tag, sizeof tag, "sgemm_%s%s", trans[ta], trans[tb]);
+      print_f(tag, c, BIG);
+      snprintf(tag, sizeof tag, "dgemm_%s%s", trans[ta], trans[tb]);
+      print_d(tag, dc, BIG);
+      for (int layout = 101; layout <= 102; ++layout) {
+        fill_f(c, BIG);
+        fill_d(dc, BIG);
+        cblas_sgemm(layout, 111 + ta, 111 + tb, M, N, K, alpha, a, LD, b, LD, beta, c, LD);
+        cblas_dgemm(layout, 111 + ta, 111 + tb, M, N, K, dalpha, da, LD, db, LD, 0.0, dc, LD);
+        snprintf(tag, sizeof tag, "cblas_sgemm_%d%s%s", layout, trans[ta], trans[tb]);
+        print_f(tag, c, BIG);
+        snprintf(tag, sizeof tag, "cblas_dgemm_%d%s%s", layout, trans[ta], trans[tb]);
+        print_d(tag, dc, BIG);
+      }
+    }
+  }
+  for (int t = 0; t < 2; ++t) {
+    const int m = M, n = N, ld = LD, incx = 2, incy = -1;
+    float a[BIG], x[BIG], y[BIG];
+    double da[BIG], dx[BIG], dy[BIG];
+    fill_f(a, BIG); fill_f(x, BIG); fill_f(y, BIG);
+    fill_d(da, BIG); fill_d(dx, BIG); fill_d(dy, BIG);
+    const float alpha = 1.5f, beta = 0.25f;
+    const double dalpha = 0.5, dbeta = 2.0;
+    sgemv_(trans[t], &m, &n, &alpha, a, &ld, x, &incx, &beta, y, &incy);
+    dgemv_(trans[t], &m, &n, &dalpha, da, &ld, dx, &incx, &dbeta, dy, &incy);
+    char tag[32];
+    snprintf(tag, sizeof tag, "sgemv_%s", trans[t]);
+    print_f(tag, y, BIG);
+    snprintf(tag, sizeof tag, "dgemv_%s", trans[t]);
+    print_d(tag, dy, BIG);
+  }
+  return 0;
+}
+
+static int loop(int iters) {
+  enum { S = 8 };
+  float a[S * S], b[S * S], c[S * S];
+  fill_f(a, S * S);
+  fill_f(b, S * S);
+  const int s = S;
+  const float one = 1.0f, zero = 0.0f;
+  float sum = 0;
+  for (int i = 0; i < iters; ++i) {
+    sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
+    sum += c[i % (S * S)];
+  }
+  printf("loop %d %a\n", iters, (double)sum);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s ill|well|layouts|loop N\n", argv[0]);
+    return 2;
+  }
+  if (!strcmp(argv[1], "ill")) return ill();
+  if (!strcmp(argv[1], "well")) return well();
+  if (!strcmp(argv[1], "layouts")) return layouts();
+  if (!strcmp(argv[1], "loop") && argc > 2) return loop(atoi(argv[2]));
+  fprintf(stderr, "unknown mode %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,241 @@
+"""Preload integration tests: real programs on real OpenBLAS under LD_PRELOAD=libfumi.so."""
+import os
+import signal
+import unittest
+
+from fumitest import BLAS_DEMO, run, write_policy
+
+CHECK_ALL = """
+version: 1
+report: { all_checks: true }
+rules:
+  - match: { op: "*" }
+    sample: { every: 1 }
+    checks:
+      - { plugin: highprec, tolerance: 1e-5 }
+      - { plugin: perturb, trials: 4 }
+      - { plugin: nan_inf }
+      - { plugin: determinism }
+"""
+
+
+class IllConditioned(unittest.TestCase):
+    def test_flagged_by_highprec_and_perturb_results_unchanged(self):
+        plain = run([BLAS_DEMO, "ill"], preload=False)
+        r = run([BLAS_DEMO, "ill"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)  # bit-identical results
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertIn(("sgemm_", "highprec"), flagged)
+        self.assertIn(("sgemm_", "perturb"), flagged)
+        self.assertNotIn(("sgemm_", "determinism"), flagged)
+        hp = next(v for v in r.of("violation") if v["check"] == "highprec")
+        self.assertGreater(hp["value"], 0.5)  # computed 0 where the exact result is 1
+        self.assertEqual(hp["dtype"], "f32")
+        self.assertEqual(hp["shape"]["A"], [8, 3])
+        self.assertEqual(hp["shape"]["C"], [8, 8])
+        self.assertEqual(hp["pid"], r.of("start")[0]["pid"])
+
+    def test_violation_stack_names_the_calling_line(self):
+        r = run([BLAS_DEMO, "ill"], policy=CHECK_ALL)
+        stack = r.of("violation")[0]["stack"]
+        self.assertTrue(stack, "violation has no stack")
+        self.assertIn("blas_demo.c", stack[0])  # fumi's own frames trimmed: the caller first
+        self.assertTrue(any(" in ill" in f for f in stack[:2]), stack)
+        self.assertFalse(any("fumi::" in f for f in stack), stack)
+
+    def test_summary_counts(self):
+        r = run([BLAS_DEMO, "ill"], policy=CHECK_ALL)
+        op = r.op("sgemm_")
+        self.assertEqual(op["calls"], 1)
+        self.assertEqual(op["checked"], 1)
+        self.assertGreaterEqual(op["violations"], 2)
+        self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
+
+
+class WellConditioned(unittest.TestCase):
+    def test_not_flagged(self):
+        plain = run([BLAS_DEMO, "well"], preload=False)
+        r = run([BLAS_DEMO, "well"], policy=CHECK_ALL)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.op("sgemm_")["checked"], 1)
+        checks = {c["check"] for c in r.of("check")}
+        self.assertEqual(checks, {"highprec", "perturb", "nan_inf", "determinism"})
+
+
+class Layouts(unittest.TestCase):
+    """Every entry point, transpose, padded leading dimension, beta != 0 and negative increment:
+    a wrong decode would make the rerun differ from the original (highprec, determinism)."""
+
+    def test_every_layout_decoded_exactly(self):
+        plain = run([BLAS_DEMO, "layouts"], preload=False)
+        r = run([BLAS_DEMO, "layouts"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertEqual(r.of("violation"), [], r.of("violation")[:2])
+        self.assertEqual(r.of("error"), [])
+        expected_calls = {"sgemm_": 4, "dgemm_": 4, "cblas_sgemm": 8, "cblas_dgemm": 8,
+                          "sgemv_": 2, "dgemv_": 2}
+        for op, n in expected_calls.items():
+            self.assertEqual(r.op(op)["calls"], n, op)
+            self.assertEqual(r.op(op)["checked"], n, op)
+        for c in r.of("check"):
+            if c["check"] == "highprec" and c["dtype"] == "f32":
+                self.assertLess(c["value"], 1e-6, c)
+            if c["check"] == "determinism":
+                self.assertEqual(c["value"], 0, c)
+        # f64 calls have no higher precision through BLAS: highprec skips them.
+        self.assertFalse([c for c in r.of("check")
+                          if c["check"] == "highprec" and c["dtype"] == "f64"])
+
+
+class Sampling(unittest.TestCase):
+    def test_first_and_every(self):
+        r = run([BLAS_DEMO, "loop", "100"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                sample: { first: 2, every: 10 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        op = r.op("sgemm_")
+        self.assertEqual(op["calls"], 100)
+        self.assertEqual(op["checked"], 11)  # 0, 1, 10, 20, ..., 90
+
+    def test_max_checks_and_exclusion_rule(self):
+        exclusion = """
+            version: 1
+            rules:
+              - match: { op: sgemm_, %s }
+                checks: []
+              - match: { op: sgemm_ }
+                checks: [ { plugin: nan_inf } ]
+            """
+        # The loop's calls are 8x8x8 = 512 multiply-adds: the first rule takes them and checks nothing.
+        r = run([BLAS_DEMO, "loop", "50"], policy=exclusion % "min_size: 100")
+        self.assertEqual(r.op("sgemm_")["checked"], 0)
+        r = run([BLAS_DEMO, "loop", "50"], policy=exclusion % "max_size: 100")
+        self.assertEqual(r.op("sgemm_")["checked"], 50)
+        r = run([BLAS_DEMO, "loop", "50"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 1, max_checks: 7 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.op("sgemm_")["checked"], 7)
+
+    def test_probability_is_reproducible(self):
+        policy = """
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                sample: { probability: 0.3, seed: 7 }
+                checks: [ { plugin: nan_inf } ]
+            """
+        a = run([BLAS_DEMO, "loop", "200"], policy=policy).op("sgemm_")["checked"]
+        b = run([BLAS_DEMO, "loop", "200"], policy=policy).op("sgemm_")["checked"]
+        self.assertEqual(a, b)
+        self.assertTrue(30 <= a <= 90, a)
+
+
+class FailOpen(unittest.TestCase):
+    def test_malformed_policy_runs_unchecked_with_location(self):
+        plain = run([BLAS_DEMO, "ill"], preload=False)
+        r = run([BLAS_DEMO, "ill"], policy="version: 1\nrules:\n  - match: { op: [\n")
+        self.assertEqual(r.rc, 0)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertRegex(r.stderr, r"fumi-policy-\w+\.yaml:\d+:\d+: error")
+        self.assertIn("runs unchecked", r.stderr)
+
+    def test_on_error_abort_fails_fast(self):
+        r = run([BLAS_DEMO, "ill"], policy="version: 1\nrules: 5\n", env={"FUMI_ON_ERROR": "abort"})
+        self.assertEqual(r.rc, -signal.SIGABRT)
+        self.assertIn("'rules' must be a list", r.stderr)
+
+    def test_missing_plugin_reported_once_other_checks_run(self):
+        r = run([BLAS_DEMO, "ill"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                checks:
+                  - { plugin: nosuchplugin }
+                  - { plugin: highprec }
+            """)
+        self.assertEqual(r.rc, 0)
+        errors = r.of("error")
+        self.assertEqual(len(errors), 1)
+        self.assertIn("nosuchplugin", errors[0]["message"])
+        self.assertRegex(errors[0]["location"], r"\.yaml:6:\d+$")
+        self.assertTrue(any(v["check"] == "highprec" for v in r.of("violation")))
+
+    def test_throwing_and_failing_plugins_disabled_program_unchanged(self):
+        plain = run([BLAS_DEMO, "loop", "5"], preload=False)
+        r = run([BLAS_DEMO, "loop", "5"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                checks:
+                  - { plugin: throwing }
+                  - { plugin: failing }
+                  - { plugin: nan_inf }
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        errors = r.of("error")
+        self.assertEqual(sorted(e["where"] for e in errors), ["plugin failing", "plugin throwing"])
+        self.assertTrue(any("planted failure" in e["message"] for e in errors))
+        self.assertEqual(r.op("sgemm_")["checked"], 5)  # nan_inf still ran every time
+
+    def test_plugin_rejecting_parameters_and_wrong_abi(self):
+        r = run([BLAS_DEMO, "loop", "2"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                checks:
+                  - { plugin: failing, reject: 1 }
+                  - { plugin: wrongabi }
+                  - { plugin: nan_inf, bogus: 3 }
+            """)
+        self.assertEqual(r.rc, 0)
+        msgs = " | ".join(e["message"] for e in r.of("error"))
+        self.assertIn("refusing", msgs)
+        self.assertIn("ABI", msgs)
+        self.assertIn("bogus", msgs)
+
+    def test_kill_switch(self):
+        r = run([BLAS_DEMO, "ill"], policy=CHECK_ALL, env={"FUMI_DISABLE": "1"})
+        self.assertEqual(r.events, [])
+
+
+class Actions(unittest.TestCase):
+    def test_abort_on_violation(self):
+        r = run([BLAS_DEMO, "ill"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                action: abort
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, -signal.SIGABRT)
+        self.assertEqual(len(r.of("violation")), 1)
+
+    def test_dump_writes_case(self):
+        r = run([BLAS_DEMO, "ill"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                action: dump
+                checks: [ { plugin: highprec } ]
+            """)
+        cases = os.listdir(os.path.join(r.dir, "cases"))
+        self.assertEqual(len(cases), 1)
+        case = os.path.join(r.dir, "cases", cases[0])
+        self.assertTrue(os.path.exists(os.path.join(case, "call.json")))
+        # A is 8x3 fp32 with lda 8: 24 floats.
+        self.assertEqual(os.path.getsize(os.path.join(case, "t0.bin")), 8 * 3 * 4)
+
+
+if __name__ == "__main__":
+    unittest.main()

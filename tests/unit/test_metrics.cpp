@@ -1,0 +1,410 @@
+// test_metrics.cpp — the arithmetic of plugins/common/metrics.h against values worked out by
+// hand: FuMi ratio, normwise and guarded relative errors, ULPs per dtype, counts, the RNG and
+// parameter parsing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "metrics.h"
+
+namespace fm = fumi::metrics;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- dtype table -----------------------------------------------------------------------------
+
+TEST(DtypeInfo, MatchesTheTableForEveryDtype) {
+  // Each row comes from dtypes.def; check the fields that the metrics depend on.
+  const fm::DtypeInfo* f32 = fm::dtypeInfo(FUMI_DTYPE_F32);
+  ASSERT_NE(f32, nullptr);
+  EXPECT_STREQ(f32->name, "f32");
+  EXPECT_EQ(f32->bytes, 4);
+  EXPECT_EQ(f32->mantissa_bits, 23);
+  const fm::DtypeInfo* f16 = fm::dtypeInfo(FUMI_DTYPE_F16);
+  ASSERT_NE(f16, nullptr);
+  EXPECT_EQ(f16->mantissa_bits, 10);
+  EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_BF16)->mantissa_bits, 7);
+  EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_TF32)->bytes, 4);
+  EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_TF32)->mantissa_bits, 10);
+  EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_F64)->mantissa_bits, 52);
+  // Default tolerance is coarser than the perturbation shift for every dtype.
+  for (fumi_dtype d : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16,
+                       FUMI_DTYPE_TF32}) {
+    ASSERT_NE(fm::dtypeInfo(d), nullptr) << d;
+    EXPECT_GT(fm::dtypeInfo(d)->tolerance, fm::dtypeInfo(d)->perturb_shift) << d;
+  }
+}
+
+TEST(DtypeInfo, UnknownIsNull) {
+  EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_UNKNOWN), nullptr);
+  EXPECT_EQ(fm::dtypeInfo(static_cast<fumi_dtype>(9)), nullptr);
+}
+
+// ---- FuMi ratio --------------------------------------------------------------------------------
+
+TEST(FumiRatio, KnownPairs) {
+  // |1 - 1.1| / |2.1| = 1/21 ; |2 - 2| / 4 = 0 ; |-3 - -3.6| / |-6.6| = 1/11: the max is 1/11.
+  const double y[] = {1.0, 2.0, -3.0};
+  const double yp[] = {1.1, 2.0, -3.6};
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 3, 0.0), 1.0 / 11.0, 1e-15);
+  // Symmetric in its arguments.
+  EXPECT_NEAR(fm::fumiRatio(yp, y, 3, 0.0), 1.0 / 11.0, 1e-15);
+  // Opposite signs give ratios above 1: |1 - -3| / |1 + -3| = 2.
+  const double a[] = {1.0};
+  const double b[] = {-3.0};
+  EXPECT_NEAR(fm::fumiRatio(a, b, 1, 0.0), 2.0, 1e-15);
+}
+
+TEST(FumiRatio, IdenticalIsZero) {
+  const double y[] = {1.0, -2.0, 3.5};
+  EXPECT_EQ(fm::fumiRatio(y, y, 3, 1e-3), 0.0);
+}
+
+TEST(FumiRatio, GuardExcludesNearZeroSums) {
+  // Element 1 has sum 2e-6 and ratio 0.5; the largest sum is 200, so guard 1e-3 (threshold 0.2)
+  // drops it and leaves element 0: |100 - 100.2| / 200.2.
+  const double y[] = {100.0, 1.5e-6};
+  const double yp[] = {100.2, 0.5e-6};
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 2, 1e-3), 0.2 / 200.2, 1e-15);
+  // Without the guard the near-zero element dominates.
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 2, 0.0), 0.5, 1e-12);
+}
+
+TEST(FumiRatio, ZeroSumsNeverQualify) {
+  // y + y' = 0 (opposite values) would divide by zero: left out even with guard 0.
+  const double y[] = {1.0, 3.0};
+  const double yp[] = {-1.0, 3.3};
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 2, 0.0), 0.3 / 6.3, 1e-15);
+  const double zy[] = {0.0, 0.0};
+  EXPECT_EQ(fm::fumiRatio(zy, zy, 2, 0.0), 0.0);
+}
+
+TEST(FumiRatio, NonFiniteSkippedAndCounted) {
+  const double y[] = {1.0, kNaN, kInf, 4.0};
+  const double yp[] = {1.5, 1.0, kInf, kNaN};
+  size_t skipped = 0;
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 4, 0.0, &skipped), 0.5 / 2.5, 1e-15);
+  EXPECT_EQ(skipped, 3u);
+}
+
+TEST(FumiRatio, NoOverflowNearDblMax) {
+  const double big = std::numeric_limits<double>::max() * 0.75;
+  const double y[] = {big};
+  const double yp[] = {big * 0.5};
+  // |big - big/2| / |big + big/2| = 1/3, although big + big/2 overflows.
+  EXPECT_NEAR(fm::fumiRatio(y, yp, 1, 0.0), 1.0 / 3.0, 1e-15);
+}
+
+// ---- normwise ----------------------------------------------------------------------------------
+
+TEST(NormwiseRel, KnownVector) {
+  // ref = (3, 4): ||ref|| = 5; y - ref = (0.3, 0.4): ||y - ref|| = 0.5; ratio 0.1.
+  const double ref[] = {3.0, 4.0};
+  const double y[] = {3.3, 4.4};
+  EXPECT_NEAR(fm::normwiseRel(y, ref, 2), 0.1, 1e-15);
+}
+
+TEST(NormwiseRel, ZeroCases) {
+  const double zero[] = {0.0, 0.0};
+  const double one[] = {0.0, 1.0};
+  EXPECT_EQ(fm::normwiseRel(zero, zero, 2), 0.0);
+  EXPECT_EQ(fm::normwiseRel(one, zero, 2), kInf);
+  EXPECT_EQ(fm::normwiseRel(zero, one, 2), 1.0);
+}
+
+TEST(NormwiseRel, HugeAndTinyValuesDoNotOverflowOrUnderflow) {
+  // Squares of 3e200 overflow and squares of 3e-200 underflow in fp64; the scaled sums do not.
+  const double ref_big[] = {3e200, 4e200};
+  const double y_big[] = {3.3e200, 4.4e200};
+  EXPECT_NEAR(fm::normwiseRel(y_big, ref_big, 2), 0.1, 1e-14);
+  const double ref_tiny[] = {3e-200, 4e-200};
+  const double y_tiny[] = {3.3e-200, 4.4e-200};
+  EXPECT_NEAR(fm::normwiseRel(y_tiny, ref_tiny, 2), 0.1, 1e-14);
+  // Differences of values near DBL_MAX overflow unless scaled first: ||(-M) - M|| / ||M|| = 2.
+  const double m = std::numeric_limits<double>::max();
+  const double ref_max[] = {m};
+  const double y_max[] = {-m};
+  EXPECT_NEAR(fm::normwiseRel(y_max, ref_max, 1), 2.0, 1e-15);
+}
+
+TEST(NormwiseRel, NonFiniteSkipped) {
+  const double ref[] = {3.0, kNaN, 4.0};
+  const double y[] = {3.3, 1.0, 4.4};
+  size_t skipped = 0;
+  EXPECT_NEAR(fm::normwiseRel(y, ref, 3, &skipped), 0.1, 1e-15);
+  EXPECT_EQ(skipped, 1u);
+}
+
+// ---- guarded elementwise relative error ----------------------------------------------------
+
+TEST(MaxRelGuarded, GuardDropsSmallReferences) {
+  // Element 1: |1e-6 - 2e-6| / 1e-6 = 1, but 1e-6 < 1e-3 * 10: excluded. Element 0: 0.01.
+  const double ref[] = {10.0, 1e-6, -2.0};
+  const double y[] = {10.1, 2e-6, -2.01};
+  EXPECT_NEAR(fm::maxRelGuarded(y, ref, 3, 1e-3), 0.01, 1e-13);
+  EXPECT_NEAR(fm::maxRelGuarded(y, ref, 3, 0.0), 1.0, 1e-12);
+}
+
+TEST(MaxRelGuarded, ZeroReferenceNeverDivides) {
+  const double ref[] = {0.0, 2.0};
+  const double y[] = {1.0, 3.0};
+  EXPECT_NEAR(fm::maxRelGuarded(y, ref, 2, 0.0), 0.5, 1e-15);
+  const double zero[] = {0.0};
+  const double one[] = {1.0};
+  EXPECT_EQ(fm::maxRelGuarded(one, zero, 1, 0.0), 0.0);
+}
+
+// ---- ULPs ---------------------------------------------------------------------------------------
+
+TEST(MaxUlp, OneUlpAboveOneInF32) {
+  const double ref[] = {1.0};
+  const double y[] = {1.0 + std::ldexp(1.0, -23)};
+  EXPECT_EQ(fm::maxUlp(y, ref, 1, FUMI_DTYPE_F32), 1.0);
+  // The same difference is 2^29 fp64 ULPs.
+  EXPECT_EQ(fm::maxUlp(y, ref, 1, FUMI_DTYPE_F64), std::ldexp(1.0, 29));
+}
+
+TEST(MaxUlp, Fp16UlpNearOneIsTwoToMinusTen) {
+  const double ref[] = {1.0, 1.5};
+  const double y[] = {1.0 + std::ldexp(1.0, -10), 1.5};
+  EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_F16), 1.0);
+  // bf16 has 7 mantissa bits: 2^-10 is 1/8 ULP; TF32 has 10 like fp16.
+  EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_BF16), 0.125);
+  EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_TF32), 1.0);
+}
+
+TEST(MaxUlp, UlpGrowsWithTheBinade) {
+  // In [2, 4) an fp32 ULP is 2^-22: a difference of 2^-22 at 3.0 is one ULP, at 1.0 two.
+  const double ref[] = {3.0};
+  const double y[] = {3.0 - std::ldexp(1.0, -22)};
+  EXPECT_EQ(fm::maxUlp(y, ref, 1, FUMI_DTYPE_F32), 1.0);
+  const double ref1[] = {1.0};
+  const double y1[] = {1.0 + std::ldexp(1.0, -22)};
+  EXPECT_EQ(fm::maxUlp(y1, ref1, 1, FUMI_DTYPE_F32), 2.0);
+}
+
+TEST(MaxUlp, ClampedToSmallestNormal) {
+  // Below 2^-126 an fp32 ULP stays 2^-149; below 2^-14 an fp16 ULP stays 2^-24.
+  const double ref[] = {0.0};
+  const double y32[] = {std::ldexp(1.0, -149)};
+  EXPECT_EQ(fm::maxUlp(y32, ref, 1, FUMI_DTYPE_F32), 1.0);
+  const double y16[] = {std::ldexp(3.0, -24)};
+  EXPECT_EQ(fm::maxUlp(y16, ref, 1, FUMI_DTYPE_F16), 3.0);
+  const double ref_sub[] = {std::ldexp(1.0, -20)};  // subnormal in fp16
+  const double y_sub[] = {std::ldexp(1.0, -20) + std::ldexp(1.0, -24)};
+  EXPECT_EQ(fm::maxUlp(y_sub, ref_sub, 1, FUMI_DTYPE_F16), 1.0);
+  // fp64: the ULP of 0 is the smallest subnormal 2^-1074.
+  const double y64[] = {std::ldexp(1.0, -1073)};
+  EXPECT_EQ(fm::maxUlp(y64, ref, 1, FUMI_DTYPE_F64), 2.0);
+}
+
+TEST(MaxUlp, UnknownDtypeIsNaNAndNonFiniteSkipped) {
+  const double ref[] = {1.0, kInf};
+  const double y[] = {1.0, 1.0};
+  EXPECT_TRUE(std::isnan(fm::maxUlp(y, ref, 2, FUMI_DTYPE_UNKNOWN)));
+  size_t skipped = 0;
+  EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_F32, &skipped), 0.0);
+  EXPECT_EQ(skipped, 1u);
+}
+
+// ---- counts -------------------------------------------------------------------------------------
+
+TEST(Counts, NonFiniteAndNaN) {
+  const double x[] = {1.0, kNaN, -kInf, kInf, 0.0, -kNaN, std::numeric_limits<double>::max()};
+  EXPECT_EQ(fm::countNonFinite(x, 7), 4u);
+  EXPECT_EQ(fm::countNaN(x, 7), 2u);
+  EXPECT_EQ(fm::countNonFinite(x, 0), 0u);
+}
+
+TEST(Counts, BitwiseMismatchesTreatsNaNByBits) {
+  const double nan_a = kNaN;
+  double nan_b;  // a NaN with a different payload
+  uint64_t bits;
+  std::memcpy(&bits, &nan_a, sizeof bits);
+  bits ^= 1;
+  std::memcpy(&nan_b, &bits, sizeof nan_b);
+  ASSERT_TRUE(std::isnan(nan_b));
+  const double a[] = {1.0, nan_a, 0.0, nan_a, 2.0};
+  const double b[] = {1.0, nan_a, -0.0, nan_b, std::nextafter(2.0, 3.0)};
+  // Same-bit NaNs are equal; +0/-0 differ; NaN payloads differ; 1-ulp differences count.
+  EXPECT_EQ(fm::bitwiseMismatches(a, b, 5), 3u);
+  EXPECT_EQ(fm::bitwiseMismatches(a, a, 5), 0u);
+}
+
+TEST(Counts, MaxAbsDiffIgnoresNonFinite) {
+  const double a[] = {1.0, kNaN, 5.0};
+  const double b[] = {1.5, 2.0, 3.0};
+  EXPECT_EQ(fm::maxAbsDiff(a, b, 3), 2.0);
+}
+
+// ---- RNG ----------------------------------------------------------------------------------------
+
+TEST(Rng, SameSeedSameStreamDifferentSeedDifferentStream) {
+  fm::Rng a(42), b(42), c(43);
+  bool differs = false;
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t va = a.next();
+    EXPECT_EQ(va, b.next());
+    differs |= va != c.next();
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(Rng, UniformSymInRangeAndCentred) {
+  fm::Rng rng(7);
+  double sum = 0.0, lo = 1.0, hi = -1.0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const double u = rng.uniformSym();
+    ASSERT_GE(u, -1.0);
+    ASSERT_LE(u, 1.0);
+    sum += u;
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+  }
+  // Mean of U[-1,1] is 0 with standard error 1/sqrt(3n) ~ 0.0018; both ends are reached.
+  EXPECT_NEAR(sum / n, 0.0, 0.01);
+  EXPECT_LT(lo, -0.99);
+  EXPECT_GT(hi, 0.99);
+}
+
+TEST(Rng, MixSeedSeparatesSalts) {
+  std::set<uint64_t> seeds;
+  for (uint64_t salt = 0; salt < 1000; ++salt) seeds.insert(fm::mixSeed(1, salt));
+  EXPECT_EQ(seeds.size(), 1000u);
+  EXPECT_EQ(fm::mixSeed(5, 6), fm::mixSeed(5, 6));
+  EXPECT_NE(fm::hashString("sgemm_"), fm::hashString("dgemm_"));
+}
+
+// ---- parameter parsing --------------------------------------------------------------------------
+
+TEST(ParseNumbers, RejectsGarbage) {
+  double d = 0.0;
+  EXPECT_TRUE(fm::parseDouble("1e-3", &d));
+  EXPECT_EQ(d, 1e-3);
+  EXPECT_TRUE(fm::parseDouble("-2.5", &d));
+  EXPECT_EQ(d, -2.5);
+  for (const char* bad : {"", "1e-3x", "abc", " 1", "1 ", "nan", "inf", "1e999", "0.5.5"})
+    EXPECT_FALSE(fm::parseDouble(bad, &d)) << "'" << bad << "'";
+  EXPECT_FALSE(fm::parseDouble(nullptr, &d));
+
+  int64_t i = 0;
+  EXPECT_TRUE(fm::parseInt("12", &i));
+  EXPECT_EQ(i, 12);
+  EXPECT_TRUE(fm::parseInt("-3", &i));
+  EXPECT_EQ(i, -3);
+  for (const char* bad : {"", "3.0", "3x", "0x10", " 3", "99999999999999999999"})
+    EXPECT_FALSE(fm::parseInt(bad, &i)) << "'" << bad << "'";
+}
+
+TEST(ParseList, TrimsAndRejectsEmptyItems) {
+  std::vector<std::string> items;
+  ASSERT_TRUE(fm::parseList(" A, B ,C", &items));
+  EXPECT_EQ(items, (std::vector<std::string>{"A", "B", "C"}));
+  EXPECT_FALSE(fm::parseList("A,,B", &items));
+  EXPECT_FALSE(fm::parseList("", &items));
+  EXPECT_FALSE(fm::parseList("A,", &items));
+}
+
+// A fumi_params over `items`, with the given tolerance and seed.
+struct ParamsFixture {
+  std::vector<fumi_param> items;
+  fumi_params params{};
+  explicit ParamsFixture(std::initializer_list<fumi_param> kv, double tolerance = kNaN,
+                         uint64_t seed = 9)
+      : items(kv) {
+    params.struct_size = sizeof(fumi_params);
+    params.count = static_cast<int32_t>(items.size());
+    params.items = items.data();
+    params.tolerance = tolerance;
+    params.seed = seed;
+  }
+};
+
+std::string errorOf(const fumi_params* p, const std::vector<std::string>& known) {
+  try {
+    fm::Params parsed(p, "perturb", known);
+  } catch (const fm::ParamError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Params, UnknownKeyNamesKeyPluginAndKnownKeys) {
+  ParamsFixture f({{"trials", "3"}, {"trails", "4"}});
+  EXPECT_EQ(errorOf(&f.params, {"trials", "shift"}),
+            "unknown parameter 'trails' for plugin 'perturb' (known: trials, shift)");
+  EXPECT_EQ(errorOf(&f.params, {}),
+            "unknown parameter 'trials' for plugin 'perturb' (known: none)");
+}
+
+TEST(Params, DuplicateKeyRejected) {
+  ParamsFixture f({{"trials", "3"}, {"trials", "4"}});
+  EXPECT_NE(errorOf(&f.params, {"trials"}).find("given twice"), std::string::npos);
+}
+
+TEST(Params, TypedGettersValidate) {
+  ParamsFixture f({{"trials", "5"}, {"shift", "1e-6"}, {"bad", "1e-6z"}, {"metric", "normwise"},
+                   {"inputs", "A,B"}},
+                  /*tolerance=*/0.25, /*seed=*/77);
+  const fm::Params p(&f.params, "perturb", {"trials", "shift", "bad", "metric", "inputs", "n"});
+  EXPECT_EQ(p.getInt("trials", 3, 1, 10), 5);
+  EXPECT_EQ(p.getInt("n", 3, 1, 10), 3);  // absent: fallback
+  EXPECT_EQ(p.getDouble("shift", 0.0, fm::Bounds{0.0, 1.0, true}), 1e-6);
+  EXPECT_THROW(p.getDouble("bad", 0.0, fm::Bounds{0.0, 1.0}), fm::ParamError);
+  EXPECT_THROW(p.getInt("trials", 3, 1, 4), fm::ParamError);  // out of range
+  EXPECT_THROW(p.getInt("shift", 3, 1, 4), fm::ParamError);   // not an integer
+  EXPECT_THROW(p.getDouble("shift", 0.0, fm::Bounds{1.0, 2.0}), fm::ParamError);
+  EXPECT_EQ(p.getChoice("metric", {"ratio", "normwise"}), 1u);
+  EXPECT_THROW(p.getChoice("metric", {"ratio", "ulp"}), fm::ParamError);
+  EXPECT_EQ(p.getList("inputs"), (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ(p.tolerance(), 0.25);
+  EXPECT_EQ(p.seed(), 77u);
+  try {
+    p.getDouble("bad", 0.0, fm::Bounds{0.0, 1.0});
+    FAIL() << "no exception";
+  } catch (const fm::ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "parameter 'bad' of plugin 'perturb': expected a finite number, got '1e-6z'");
+  }
+}
+
+TEST(Params, OpenBoundsExcludeTheirEnds) {
+  ParamsFixture f({{"shift", "0"}, {"guard", "1"}});
+  const fm::Params p(&f.params, "perturb", {"shift", "guard"});
+  EXPECT_THROW(p.getDouble("shift", 1.0, fm::Bounds{0.0, 1.0, true}), fm::ParamError);
+  EXPECT_EQ(p.getDouble("shift", 1.0, fm::Bounds{0.0, 1.0}), 0.0);
+  EXPECT_THROW(p.getDouble("guard", 0.0, fm::Bounds{0.0, 1.0, false, true}), fm::ParamError);
+}
+
+TEST(Params, ToleranceFromStructOrItemAndValidated) {
+  ParamsFixture none({});
+  EXPECT_TRUE(std::isnan(fm::Params(&none.params, "x", {}).tolerance()));
+  ParamsFixture item({{"tolerance", "0.5"}, {"plugin", "x"}});  // reserved keys are accepted
+  EXPECT_EQ(fm::Params(&item.params, "x", {}).tolerance(), 0.5);
+  ParamsFixture negative({}, -1.0);
+  EXPECT_NE(errorOf(&negative.params, {}).find("tolerance"), std::string::npos);
+  ParamsFixture bad_item({{"tolerance", "lots"}});
+  EXPECT_NE(errorOf(&bad_item.params, {}).find("'lots'"), std::string::npos);
+}
+
+TEST(Params, MalformedStructsRejected) {
+  ParamsFixture f({{"trials", "3"}});
+  f.params.struct_size = 4;
+  EXPECT_NE(errorOf(&f.params, {"trials"}), "");
+  ParamsFixture g({{"trials", nullptr}});
+  EXPECT_NE(errorOf(&g.params, {"trials"}), "");
+  EXPECT_EQ(errorOf(nullptr, {}), "");  // no parameters at all is fine
+}
+
+}  // namespace

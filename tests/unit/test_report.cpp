@@ -1,0 +1,349 @@
+// test_report.cpp — the event reader and aggregation behind `fumi report` (cli/event_report.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "event_report.h"
+
+namespace {
+
+using fumi::report::aggregate;
+using fumi::report::EventFile;
+using fumi::report::OpStats;
+using fumi::report::Report;
+
+const OpStats* findOp(const Report& r, const std::string& op, const std::string& backend) {
+  for (const OpStats& s : r.ops) {
+    if (s.op == op && s.backend == backend) return &s;
+  }
+  return nullptr;
+}
+
+std::string startLine(int pid, const std::string& time = "2026-11-21T20:00:00Z") {
+  return R"({"event":"start","pid":)" + std::to_string(pid) +
+         R"(,"ppid":1,"time":")" + time +
+         R"(","argv":["python3","x.py"],"policy":"<embedded default>","fumi_version":"0.1.0"})";
+}
+
+std::string violationLine(int pid, const std::string& op, int call_index, double value,
+                          const std::string& time = "2026-11-21T20:00:01Z",
+                          const std::string& first_frame = "#0 0x1 in main at /src/x.c:12") {
+  return R"({"event":"violation","op":")" + op +
+         R"(","backend":"blas","check":"highprec","metric":"normwise_rel","value":)" +
+         std::to_string(value) + R"(,"tolerance":1e-5,"dtype":"f32","shape":{"A":[64,32]},)" +
+         R"("call_index":)" + std::to_string(call_index) + R"(,"pid":)" + std::to_string(pid) +
+         R"(,"rule":"gemms","extra":{"max_rel":1.0},"detail":"d","stack":[")" + first_frame +
+         R"(","#1 0x2 in _start"],"time":")" + time + R"("})";
+}
+
+std::string checkLine(int pid, const std::string& op, int call_index, double value) {
+  return R"({"event":"check","op":")" + op +
+         R"(","backend":"blas","check":"highprec","metric":"normwise_rel","value":)" +
+         std::to_string(value) + R"(,"tolerance":1e-5,"call_index":)" +
+         std::to_string(call_index) + R"(,"pid":)" + std::to_string(pid) + "}";
+}
+
+// `ops_json` may be written over several source lines; the event itself is one line.
+std::string summaryLine(int pid, std::string ops_json) {
+  ops_json.erase(std::remove(ops_json.begin(), ops_json.end(), '\n'), ops_json.end());
+  return R"({"event":"summary","pid":)" + std::to_string(pid) + R"(,"elapsed_s":1.5,"ops":)" +
+         ops_json + "}";
+}
+
+std::string lines(const std::vector<std::string>& ls) {
+  std::string s;
+  for (const std::string& l : ls) s += l + "\n";
+  return s;
+}
+
+TEST(Report, AggregatesOpsAcrossTwoProcesses) {
+  EventFile a{"out/events-100.jsonl",
+              lines({startLine(100), violationLine(100, "sgemm_", 7, 0.5),
+                     summaryLine(100, R"([{"op":"sgemm_","backend":"blas","calls":100,"checked":10,
+                       "skipped":1,"violations":2,"worst":{"highprec.normwise_rel":0.5}},
+                       {"op":"dgemm_","backend":"blas","calls":3,"checked":3,"skipped":0,
+                       "violations":0,"worst":{}}])")})};
+  EventFile b{"out/events-200.jsonl",
+              lines({startLine(200),
+                     summaryLine(200, R"([{"op":"sgemm_","backend":"blas","calls":50,"checked":5,
+                       "skipped":2,"violations":1,"worst":{"highprec.normwise_rel":0.25}}])")})};
+  Report r = aggregate({a, b});
+
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_EQ(r.processes[0].pid, 100);
+  EXPECT_EQ(r.processes[1].pid, 200);
+  EXPECT_FALSE(r.processes[0].incomplete);
+  EXPECT_FALSE(r.processes[1].incomplete);
+  ASSERT_TRUE(r.processes[0].elapsed_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.processes[0].elapsed_s, 1.5);
+  EXPECT_TRUE(r.malformed.empty());
+
+  ASSERT_EQ(r.ops.size(), 2u);
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->calls, 150u);
+  EXPECT_EQ(s->checked, 15u);
+  EXPECT_EQ(s->skipped, 3u);
+  // Counts come from the summaries; the violation event of pid 100 is not counted again.
+  EXPECT_EQ(s->violations, 3u);
+  EXPECT_FALSE(s->incomplete);
+  // Most violations first.
+  EXPECT_EQ(r.ops[0].op, "sgemm_");
+  EXPECT_EQ(r.ops[1].op, "dgemm_");
+  EXPECT_EQ(r.ops[1].calls, 3u);
+
+  ASSERT_TRUE(s->first_violation.has_value());
+  EXPECT_EQ(s->first_violation->pid, 100);
+  EXPECT_EQ(s->first_violation->call_index, 7u);
+  EXPECT_EQ(s->first_violation->rule, "gemms");
+  ASSERT_EQ(s->first_violation->stack.size(), 2u);
+  EXPECT_EQ(s->first_violation->stack[0], "#0 0x1 in main at /src/x.c:12");
+
+  fumi::report::Totals t = r.totals();
+  EXPECT_EQ(t.calls, 153u);
+  EXPECT_EQ(t.violations, 3u);
+}
+
+TEST(Report, ProcessWithoutSummaryIsIncompleteAndCountsComeFromEvents) {
+  EventFile complete{"events-10.jsonl",
+                     lines({startLine(10),
+                            summaryLine(10, R"([{"op":"sgemm_","backend":"blas","calls":20,
+                              "checked":2,"skipped":0,"violations":0,"worst":{}}])")})};
+  // Killed: a start, two checks of call 5 (one failed), a violation at call 9, no summary.
+  EventFile killed{"events-11.jsonl",
+                   lines({startLine(11), checkLine(11, "sgemm_", 5, 1e-7),
+                          violationLine(11, "sgemm_", 5, 0.125),
+                          violationLine(11, "sgemm_", 9, 0.0625)})};
+  Report r = aggregate({complete, killed});
+
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_FALSE(r.processes[0].incomplete);
+  EXPECT_TRUE(r.processes[1].incomplete);
+  EXPECT_EQ(r.processes[1].pid, 11);
+  EXPECT_FALSE(r.processes[1].elapsed_s.has_value());
+  EXPECT_EQ(r.incompleteCount(), 1u);
+
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->incomplete);
+  EXPECT_EQ(s->violations, 2u);          // 0 from the summary + 2 violation events
+  EXPECT_EQ(s->checked, 2u + 2u);        // distinct call indices 5 and 9
+  EXPECT_EQ(s->calls, 20u + 10u);        // highest call index 9 -> at least 10 calls
+  EXPECT_DOUBLE_EQ(s->worst.at("highprec.normwise_rel"), 0.125);
+
+  nlohmann::json j = fumi::report::toJson(r);
+  ASSERT_EQ(j["processes"].size(), 2u);
+  EXPECT_EQ(j["processes"][1]["pid"], 11);
+  EXPECT_EQ(j["processes"][1]["incomplete"], true);
+  EXPECT_EQ(j["processes"][0]["incomplete"], false);
+  EXPECT_EQ(j["ops"][0]["incomplete"], true);
+}
+
+TEST(Report, MalformedLineIsReportedWithItsLineNumberAndSkipped) {
+  EventFile f{"dir/events-5.jsonl",
+              lines({startLine(5),
+                     R"({"event":"violation","op":"sgemm_",)",  // line 2: truncated JSON
+                     "",                                         // line 3: blank, ignored
+                     R"({"event":"summary","pid":5,"ops":[{"op":"sgemm_","calls":"many"}]})",
+                     R"([1,2,3])",                               // line 5: not an object
+                     R"({"op":"sgemm_"})",                       // line 6: no event
+                     summaryLine(5, R"([{"op":"sgemm_","backend":"blas","calls":4,"checked":1,
+                       "skipped":0,"violations":0,"worst":{}}])")})};
+  Report r = aggregate({f});
+
+  ASSERT_EQ(r.malformed.size(), 4u);
+  EXPECT_EQ(r.malformed[0].file, "dir/events-5.jsonl");
+  EXPECT_EQ(r.malformed[0].line, 2);
+  EXPECT_EQ(r.malformed[1].line, 4);
+  EXPECT_NE(r.malformed[1].message.find("calls"), std::string::npos) << r.malformed[1].message;
+  EXPECT_EQ(r.malformed[2].line, 5);
+  EXPECT_EQ(r.malformed[3].line, 6);
+  EXPECT_EQ(r.malformed[0].str().rfind("dir/events-5.jsonl:2: ", 0), 0u) << r.malformed[0].str();
+
+  // The rest of the file is still used; the bad summary on line 4 contributed nothing.
+  ASSERT_EQ(r.processes.size(), 1u);
+  EXPECT_FALSE(r.processes[0].incomplete);
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->calls, 4u);
+  EXPECT_EQ(s->violations, 0u);
+
+  nlohmann::json j = fumi::report::toJson(r);
+  ASSERT_EQ(j["errors"].size(), 4u);
+  EXPECT_EQ(j["errors"][0]["kind"], "malformed");
+  EXPECT_EQ(j["errors"][0]["line"], 2);
+}
+
+TEST(Report, UnknownEventsAndFieldsAreIgnored) {
+  EventFile f{"events-7.jsonl",
+              lines({R"({"event":"start","pid":7,"argv":["a"],"future_field":{"x":[1,2]}})",
+                     R"({"event":"heartbeat","pid":"not-a-number","op":42})",
+                     R"({"event":"violation","op":"sgemm_","backend":"blas","check":"perturb",)"
+                     R"("metric":"fumi_ratio","value":0.01,"call_index":0,"pid":7,"new":true})",
+                     R"({"event":"memory","calls":999})",
+                     summaryLine(7, R"([{"op":"sgemm_","backend":"blas","calls":1,"checked":1,
+                       "skipped":0,"violations":1,"worst":{"perturb.fumi_ratio":0.01},
+                       "future":"yes"}])")})};
+  Report r = aggregate({f});
+
+  EXPECT_TRUE(r.malformed.empty()) << r.malformed.front().str();
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.processes.size(), 1u);
+  ASSERT_EQ(r.ops.size(), 1u);
+  EXPECT_EQ(r.ops[0].calls, 1u);
+  EXPECT_EQ(r.ops[0].violations, 1u);
+  ASSERT_EQ(r.processes[0].argv.size(), 1u);
+  EXPECT_EQ(r.processes[0].argv[0], "a");
+}
+
+TEST(Report, WorstIsTheMaximumOverProcessesAndEvents) {
+  EventFile a{"events-1.jsonl",
+              lines({startLine(1),
+                     summaryLine(1, R"([{"op":"sgemm_","backend":"blas","calls":1,"checked":1,
+                       "skipped":0,"violations":1,"worst":{"highprec.normwise_rel":0.5,
+                       "perturb.fumi_ratio":0.01}}])")})};
+  EventFile b{"events-2.jsonl",
+              lines({startLine(2),
+                     summaryLine(2, R"([{"op":"sgemm_","backend":"blas","calls":1,"checked":1,
+                       "skipped":0,"violations":1,"worst":{"highprec.normwise_rel":0.75,
+                       "perturb.fumi_ratio":0.001}}])")})};
+  // A process without summary whose event value exceeds both summaries for fumi_ratio.
+  EventFile c{"events-3.jsonl",
+              lines({startLine(3),
+                     R"({"event":"violation","op":"sgemm_","backend":"blas","check":"perturb",)"
+                     R"("metric":"fumi_ratio","value":0.02,"call_index":0,"pid":3})"})};
+  Report r = aggregate({a, b, c});
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->worst.size(), 2u);
+  EXPECT_DOUBLE_EQ(s->worst.at("highprec.normwise_rel"), 0.75);
+  EXPECT_DOUBLE_EQ(s->worst.at("perturb.fumi_ratio"), 0.02);
+
+  // Order of the files does not matter, and NaN is worse than any number.
+  EventFile d{"events-4.jsonl",
+              lines({R"({"event":"check","op":"sgemm_","backend":"blas","check":"highprec",)"
+                     R"("metric":"normwise_rel","value":"nan","call_index":1,"pid":4})"})};
+  Report r2 = aggregate({d, c, b, a});
+  const OpStats* s2 = findOp(r2, "sgemm_", "blas");
+  ASSERT_NE(s2, nullptr);
+  EXPECT_TRUE(std::isnan(s2->worst.at("highprec.normwise_rel")));
+  EXPECT_DOUBLE_EQ(s2->worst.at("perturb.fumi_ratio"), 0.02);
+  EXPECT_EQ(fumi::report::toJson(r2)["ops"][0]["worst"]["highprec.normwise_rel"], "nan");
+}
+
+TEST(Report, FirstViolationIsTheEarliestByTime) {
+  EventFile a{"events-1.jsonl",
+              lines({startLine(1), violationLine(1, "sgemm_", 4, 0.5, "2026-11-21T20:00:09Z",
+                                                 "#0 late")})};
+  EventFile b{"events-2.jsonl",
+              lines({startLine(2), violationLine(2, "sgemm_", 8, 0.5, "2026-11-21T20:00:03Z",
+                                                 "#0 early")})};
+  Report r = aggregate({a, b});
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->first_violation.has_value());
+  EXPECT_EQ(s->first_violation->pid, 2);
+  ASSERT_FALSE(s->first_violation->stack.empty());
+  EXPECT_EQ(s->first_violation->stack[0], "#0 early");
+  EXPECT_EQ(s->first_violation->shape["A"][0], 64);
+}
+
+TEST(Report, SecondStartInOneFileIsANewProcess) {
+  // exec() keeps the pid: the first image never wrote its summary.
+  EventFile f{"events-9.jsonl",
+              lines({startLine(9), violationLine(9, "sgemm_", 0, 0.5), startLine(9),
+                     summaryLine(9, R"([{"op":"dgemm_","backend":"blas","calls":2,"checked":2,
+                       "skipped":0,"violations":0,"worst":{}}])")})};
+  Report r = aggregate({f});
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_TRUE(r.processes[0].incomplete);
+  EXPECT_FALSE(r.processes[1].incomplete);
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->violations, 1u);
+  EXPECT_TRUE(s->incomplete);
+}
+
+TEST(Report, ErrorEventsAreCollected) {
+  EventFile f{"events-3.jsonl",
+              lines({startLine(3),
+                     R"({"event":"error","pid":3,"where":"plugin highprec","location":"p.yaml:7:9",)"
+                     R"("message":"bad tolerance"})"})};
+  Report r = aggregate({f});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].where, "plugin highprec");
+  EXPECT_EQ(r.errors[0].location, "p.yaml:7:9");
+  EXPECT_EQ(r.errors[0].message, "bad tolerance");
+  EXPECT_EQ(r.errors[0].line, 2);
+  nlohmann::json j = fumi::report::toJson(r);
+  ASSERT_EQ(j["errors"].size(), 1u);
+  EXPECT_EQ(j["errors"][0]["kind"], "event");
+}
+
+TEST(Report, PidFromFileName) {
+  EXPECT_EQ(fumi::report::pidFromFileName("/a/b/events-1234.jsonl"), 1234);
+  EXPECT_FALSE(fumi::report::pidFromFileName("events-.jsonl").has_value());
+  EXPECT_FALSE(fumi::report::pidFromFileName("events-12x.jsonl").has_value());
+  EXPECT_FALSE(fumi::report::pidFromFileName("log-12.jsonl").has_value());
+}
+
+TEST(Report, ReadDirectorySortsFilesByPidAndIgnoresOtherFiles) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("fumi_test_report_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+  };
+  write("events-100.jsonl", lines({startLine(100)}));
+  write("events-20.jsonl", lines({startLine(20)}));
+  write("events-3.jsonl", lines({startLine(3)}));
+  write("fumi.log", "not events\n");
+  write("events-4.json", "{not read\n");
+
+  std::vector<std::string> files = fumi::report::findEventFiles(dir.string());
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(fs::path(files[0]).filename(), "events-3.jsonl");
+  EXPECT_EQ(fs::path(files[1]).filename(), "events-20.jsonl");
+  EXPECT_EQ(fs::path(files[2]).filename(), "events-100.jsonl");
+
+  size_t n = 0;
+  Report r = fumi::report::readDirectory(dir.string(), &n);
+  EXPECT_EQ(n, 3u);
+  ASSERT_EQ(r.processes.size(), 3u);
+  EXPECT_EQ(r.processes[0].pid, 3);
+  EXPECT_EQ(r.processes[2].pid, 100);
+  EXPECT_TRUE(r.malformed.empty());
+
+  fs::remove_all(dir);
+  size_t none = 99;
+  fumi::report::readDirectory(dir.string(), &none);
+  EXPECT_EQ(none, 0u);
+}
+
+TEST(Report, TextRenderingShowsTableAndFirstFrames) {
+  EventFile f{"events-1.jsonl",
+              lines({startLine(1), violationLine(1, "sgemm_", 7, 0.5),
+                     summaryLine(1, R"([{"op":"sgemm_","backend":"blas","calls":100,"checked":10,
+                       "skipped":0,"violations":2,"worst":{"highprec.normwise_rel":0.5}}])")})};
+  Report r = aggregate({f});
+  std::string text = fumi::report::formatText(r, 1);
+  EXPECT_NE(text.find("VIOLATIONS"), std::string::npos) << text;
+  EXPECT_NE(text.find("highprec.normwise_rel=0.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("#0 0x1 in main at /src/x.c:12"), std::string::npos) << text;
+  EXPECT_EQ(text.find("#1 0x2 in _start"), std::string::npos) << text;  // only 1 frame asked
+
+  std::string summary = fumi::report::formatRunSummary(r, "/tmp/out");
+  EXPECT_NE(summary.find("1 process,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("100 calls intercepted"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("2 violations"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("/tmp/out"), std::string::npos) << summary;
+}
+
+}  // namespace
