@@ -120,7 +120,10 @@ Report readDirectory(const std::string& dir, size_t* nfiles = nullptr);
 // "events-123.jsonl" -> 123; nullopt for any other name. Accepts a path.
 std::optional<int64_t> pidFromFileName(const std::string& path);
 
-// Renderings.
+// The key of a metric in OpStats::worst: "check.metric" ("highprec.normwise_rel").
+std::string metricKey(const std::string& check, const std::string& metric);
+
+// Renderings (event_report_format.cpp).
 nlohmann::json toJson(const Report& report);
 // The `fumi report` text: processes, an aligned table of ops, first violations with up to
 // `stack_frames` frames each, error events, malformed lines.

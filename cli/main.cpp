@@ -47,17 +47,23 @@ int main(int argc, char** argv) {
   fumi::cli::RunOptions run_opts;
   CLI::App* run = app.add_subcommand(
       "run", "Run CMD with libfumi preloaded, then print a summary of its events");
-  run->add_option("--policy", run_opts.policy, "Policy YAML file (validated before running)");
+  run->add_option("--policy", run_opts.policy, "Policy YAML file (validated before running)")
+      ->type_name("FILE");
   run->add_option("--out", run_opts.out,
-                  "Output directory (default: $FUMI_OUT, else the policy's report.dir, else fumi-out)");
+                  "Output directory (default: $FUMI_OUT, else the policy's report.dir, else fumi-out)")
+      ->type_name("DIR");
   run->prefix_command();  // everything from the command's first word on is the command
-  run->footer("Everything after the options (or after --) is the command and its arguments.");
+  run->footer(
+      "Usage: fumi run [--policy FILE] [--out DIR] [--] CMD ARGS...\n"
+      "Everything from CMD on (or after --) is the command and its arguments. Exit status: the\n"
+      "command's (128+N when killed by signal N); 2: bad policy or setup; 127: cannot execute.");
 
   // fumi report
   std::string report_dir, report_format = "text";
   CLI::App* rep = app.add_subcommand("report", "Aggregate the event files of an output directory");
   rep->add_option("DIR", report_dir, "Output directory of a run")->required();
   rep->add_option("--format", report_format, "text or json")
+      ->type_name("FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugin_dirs;
   CLI::App* plugins = app.add_subcommand("plugins", "List the check plugins that can be found");
   plugins->add_option("--dir", plugin_dirs, "Extra plugin directory (repeatable)")
+      ->type_name("DIR")
       ->allow_extra_args(false);
 
   // fumi env

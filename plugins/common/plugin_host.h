@@ -16,11 +16,11 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>

@@ -23,7 +23,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- dtype table -----------------------------------------------------------------------------
 
-TEST(DtypeInfo, MatchesTheTableForEveryDtype) {
+TEST(MetricsDtypeInfo, MatchesTheTableForEveryDtype) {
   // Each row comes from dtypes.def; check the fields that the metrics depend on.
   const fm::DtypeInfo* f32 = fm::dtypeInfo(FUMI_DTYPE_F32);
   ASSERT_NE(f32, nullptr);
@@ -45,14 +45,14 @@ TEST(DtypeInfo, MatchesTheTableForEveryDtype) {
   }
 }
 
-TEST(DtypeInfo, UnknownIsNull) {
+TEST(MetricsDtypeInfo, UnknownIsNull) {
   EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_UNKNOWN), nullptr);
   EXPECT_EQ(fm::dtypeInfo(static_cast<fumi_dtype>(9)), nullptr);
 }
 
 // ---- FuMi ratio --------------------------------------------------------------------------------
 
-TEST(FumiRatio, KnownPairs) {
+TEST(MetricsFumiRatio, KnownPairs) {
   // |1 - 1.1| / |2.1| = 1/21 ; |2 - 2| / 4 = 0 ; |-3 - -3.6| / |-6.6| = 1/11: the max is 1/11.
   const double y[] = {1.0, 2.0, -3.0};
   const double yp[] = {1.1, 2.0, -3.6};
@@ -65,12 +65,12 @@ TEST(FumiRatio, KnownPairs) {
   EXPECT_NEAR(fm::fumiRatio(a, b, 1, 0.0), 2.0, 1e-15);
 }
 
-TEST(FumiRatio, IdenticalIsZero) {
+TEST(MetricsFumiRatio, IdenticalIsZero) {
   const double y[] = {1.0, -2.0, 3.5};
   EXPECT_EQ(fm::fumiRatio(y, y, 3, 1e-3), 0.0);
 }
 
-TEST(FumiRatio, GuardExcludesNearZeroSums) {
+TEST(MetricsFumiRatio, GuardExcludesNearZeroSums) {
   // Element 1 has sum 2e-6 and ratio 0.5; the largest sum is 200, so guard 1e-3 (threshold 0.2)
   // drops it and leaves element 0: |100 - 100.2| / 200.2.
   const double y[] = {100.0, 1.5e-6};
@@ -80,7 +80,7 @@ TEST(FumiRatio, GuardExcludesNearZeroSums) {
   EXPECT_NEAR(fm::fumiRatio(y, yp, 2, 0.0), 0.5, 1e-12);
 }
 
-TEST(FumiRatio, ZeroSumsNeverQualify) {
+TEST(MetricsFumiRatio, ZeroSumsNeverQualify) {
   // y + y' = 0 (opposite values) would divide by zero: left out even with guard 0.
   const double y[] = {1.0, 3.0};
   const double yp[] = {-1.0, 3.3};
@@ -89,7 +89,7 @@ TEST(FumiRatio, ZeroSumsNeverQualify) {
   EXPECT_EQ(fm::fumiRatio(zy, zy, 2, 0.0), 0.0);
 }
 
-TEST(FumiRatio, NonFiniteSkippedAndCounted) {
+TEST(MetricsFumiRatio, NonFiniteSkippedAndCounted) {
   const double y[] = {1.0, kNaN, kInf, 4.0};
   const double yp[] = {1.5, 1.0, kInf, kNaN};
   size_t skipped = 0;
@@ -97,7 +97,7 @@ TEST(FumiRatio, NonFiniteSkippedAndCounted) {
   EXPECT_EQ(skipped, 3u);
 }
 
-TEST(FumiRatio, NoOverflowNearDblMax) {
+TEST(MetricsFumiRatio, NoOverflowNearDblMax) {
   const double big = std::numeric_limits<double>::max() * 0.75;
   const double y[] = {big};
   const double yp[] = {big * 0.5};
@@ -107,14 +107,14 @@ TEST(FumiRatio, NoOverflowNearDblMax) {
 
 // ---- normwise ----------------------------------------------------------------------------------
 
-TEST(NormwiseRel, KnownVector) {
+TEST(MetricsNormwiseRel, KnownVector) {
   // ref = (3, 4): ||ref|| = 5; y - ref = (0.3, 0.4): ||y - ref|| = 0.5; ratio 0.1.
   const double ref[] = {3.0, 4.0};
   const double y[] = {3.3, 4.4};
   EXPECT_NEAR(fm::normwiseRel(y, ref, 2), 0.1, 1e-15);
 }
 
-TEST(NormwiseRel, ZeroCases) {
+TEST(MetricsNormwiseRel, ZeroCases) {
   const double zero[] = {0.0, 0.0};
   const double one[] = {0.0, 1.0};
   EXPECT_EQ(fm::normwiseRel(zero, zero, 2), 0.0);
@@ -122,7 +122,7 @@ TEST(NormwiseRel, ZeroCases) {
   EXPECT_EQ(fm::normwiseRel(zero, one, 2), 1.0);
 }
 
-TEST(NormwiseRel, HugeAndTinyValuesDoNotOverflowOrUnderflow) {
+TEST(MetricsNormwiseRel, HugeAndTinyValuesDoNotOverflowOrUnderflow) {
   // Squares of 3e200 overflow and squares of 3e-200 underflow in fp64; the scaled sums do not.
   const double ref_big[] = {3e200, 4e200};
   const double y_big[] = {3.3e200, 4.4e200};
@@ -137,7 +137,7 @@ TEST(NormwiseRel, HugeAndTinyValuesDoNotOverflowOrUnderflow) {
   EXPECT_NEAR(fm::normwiseRel(y_max, ref_max, 1), 2.0, 1e-15);
 }
 
-TEST(NormwiseRel, NonFiniteSkipped) {
+TEST(MetricsNormwiseRel, NonFiniteSkipped) {
   const double ref[] = {3.0, kNaN, 4.0};
   const double y[] = {3.3, 1.0, 4.4};
   size_t skipped = 0;
@@ -147,7 +147,7 @@ TEST(NormwiseRel, NonFiniteSkipped) {
 
 // ---- guarded elementwise relative error ----------------------------------------------------
 
-TEST(MaxRelGuarded, GuardDropsSmallReferences) {
+TEST(MetricsMaxRelGuarded, GuardDropsSmallReferences) {
   // Element 1: |1e-6 - 2e-6| / 1e-6 = 1, but 1e-6 < 1e-3 * 10: excluded. Element 0: 0.01.
   const double ref[] = {10.0, 1e-6, -2.0};
   const double y[] = {10.1, 2e-6, -2.01};
@@ -155,7 +155,7 @@ TEST(MaxRelGuarded, GuardDropsSmallReferences) {
   EXPECT_NEAR(fm::maxRelGuarded(y, ref, 3, 0.0), 1.0, 1e-12);
 }
 
-TEST(MaxRelGuarded, ZeroReferenceNeverDivides) {
+TEST(MetricsMaxRelGuarded, ZeroReferenceNeverDivides) {
   const double ref[] = {0.0, 2.0};
   const double y[] = {1.0, 3.0};
   EXPECT_NEAR(fm::maxRelGuarded(y, ref, 2, 0.0), 0.5, 1e-15);
@@ -166,7 +166,7 @@ TEST(MaxRelGuarded, ZeroReferenceNeverDivides) {
 
 // ---- ULPs ---------------------------------------------------------------------------------------
 
-TEST(MaxUlp, OneUlpAboveOneInF32) {
+TEST(MetricsMaxUlp, OneUlpAboveOneInF32) {
   const double ref[] = {1.0};
   const double y[] = {1.0 + std::ldexp(1.0, -23)};
   EXPECT_EQ(fm::maxUlp(y, ref, 1, FUMI_DTYPE_F32), 1.0);
@@ -174,7 +174,7 @@ TEST(MaxUlp, OneUlpAboveOneInF32) {
   EXPECT_EQ(fm::maxUlp(y, ref, 1, FUMI_DTYPE_F64), std::ldexp(1.0, 29));
 }
 
-TEST(MaxUlp, Fp16UlpNearOneIsTwoToMinusTen) {
+TEST(MetricsMaxUlp, Fp16UlpNearOneIsTwoToMinusTen) {
   const double ref[] = {1.0, 1.5};
   const double y[] = {1.0 + std::ldexp(1.0, -10), 1.5};
   EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_F16), 1.0);
@@ -183,7 +183,7 @@ TEST(MaxUlp, Fp16UlpNearOneIsTwoToMinusTen) {
   EXPECT_EQ(fm::maxUlp(y, ref, 2, FUMI_DTYPE_TF32), 1.0);
 }
 
-TEST(MaxUlp, UlpGrowsWithTheBinade) {
+TEST(MetricsMaxUlp, UlpGrowsWithTheBinade) {
   // In [2, 4) an fp32 ULP is 2^-22: a difference of 2^-22 at 3.0 is one ULP, at 1.0 two.
   const double ref[] = {3.0};
   const double y[] = {3.0 - std::ldexp(1.0, -22)};
@@ -193,7 +193,7 @@ TEST(MaxUlp, UlpGrowsWithTheBinade) {
   EXPECT_EQ(fm::maxUlp(y1, ref1, 1, FUMI_DTYPE_F32), 2.0);
 }
 
-TEST(MaxUlp, ClampedToSmallestNormal) {
+TEST(MetricsMaxUlp, ClampedToSmallestNormal) {
   // Below 2^-126 an fp32 ULP stays 2^-149; below 2^-14 an fp16 ULP stays 2^-24.
   const double ref[] = {0.0};
   const double y32[] = {std::ldexp(1.0, -149)};
@@ -208,7 +208,7 @@ TEST(MaxUlp, ClampedToSmallestNormal) {
   EXPECT_EQ(fm::maxUlp(y64, ref, 1, FUMI_DTYPE_F64), 2.0);
 }
 
-TEST(MaxUlp, UnknownDtypeIsNaNAndNonFiniteSkipped) {
+TEST(MetricsMaxUlp, UnknownDtypeIsNaNAndNonFiniteSkipped) {
   const double ref[] = {1.0, kInf};
   const double y[] = {1.0, 1.0};
   EXPECT_TRUE(std::isnan(fm::maxUlp(y, ref, 2, FUMI_DTYPE_UNKNOWN)));
@@ -219,14 +219,14 @@ TEST(MaxUlp, UnknownDtypeIsNaNAndNonFiniteSkipped) {
 
 // ---- counts -------------------------------------------------------------------------------------
 
-TEST(Counts, NonFiniteAndNaN) {
+TEST(MetricsCounts, NonFiniteAndNaN) {
   const double x[] = {1.0, kNaN, -kInf, kInf, 0.0, -kNaN, std::numeric_limits<double>::max()};
   EXPECT_EQ(fm::countNonFinite(x, 7), 4u);
   EXPECT_EQ(fm::countNaN(x, 7), 2u);
   EXPECT_EQ(fm::countNonFinite(x, 0), 0u);
 }
 
-TEST(Counts, BitwiseMismatchesTreatsNaNByBits) {
+TEST(MetricsCounts, BitwiseMismatchesTreatsNaNByBits) {
   const double nan_a = kNaN;
   double nan_b;  // a NaN with a different payload
   uint64_t bits;
@@ -241,7 +241,7 @@ TEST(Counts, BitwiseMismatchesTreatsNaNByBits) {
   EXPECT_EQ(fm::bitwiseMismatches(a, a, 5), 0u);
 }
 
-TEST(Counts, MaxAbsDiffIgnoresNonFinite) {
+TEST(MetricsCounts, MaxAbsDiffIgnoresNonFinite) {
   const double a[] = {1.0, kNaN, 5.0};
   const double b[] = {1.5, 2.0, 3.0};
   EXPECT_EQ(fm::maxAbsDiff(a, b, 3), 2.0);
@@ -249,7 +249,7 @@ TEST(Counts, MaxAbsDiffIgnoresNonFinite) {
 
 // ---- RNG ----------------------------------------------------------------------------------------
 
-TEST(Rng, SameSeedSameStreamDifferentSeedDifferentStream) {
+TEST(MetricsRng, SameSeedSameStreamDifferentSeedDifferentStream) {
   fm::Rng a(42), b(42), c(43);
   bool differs = false;
   for (int i = 0; i < 100; ++i) {
@@ -260,7 +260,7 @@ TEST(Rng, SameSeedSameStreamDifferentSeedDifferentStream) {
   EXPECT_TRUE(differs);
 }
 
-TEST(Rng, UniformSymInRangeAndCentred) {
+TEST(MetricsRng, UniformSymInRangeAndCentred) {
   fm::Rng rng(7);
   double sum = 0.0, lo = 1.0, hi = -1.0;
   const int n = 100000;
@@ -278,7 +278,7 @@ TEST(Rng, UniformSymInRangeAndCentred) {
   EXPECT_GT(hi, 0.99);
 }
 
-TEST(Rng, MixSeedSeparatesSalts) {
+TEST(MetricsRng, MixSeedSeparatesSalts) {
   std::set<uint64_t> seeds;
   for (uint64_t salt = 0; salt < 1000; ++salt) seeds.insert(fm::mixSeed(1, salt));
   EXPECT_EQ(seeds.size(), 1000u);
@@ -288,7 +288,7 @@ TEST(Rng, MixSeedSeparatesSalts) {
 
 // ---- parameter parsing --------------------------------------------------------------------------
 
-TEST(ParseNumbers, RejectsGarbage) {
+TEST(MetricsParseNumbers, RejectsGarbage) {
   double d = 0.0;
   EXPECT_TRUE(fm::parseDouble("1e-3", &d));
   EXPECT_EQ(d, 1e-3);
@@ -307,7 +307,7 @@ TEST(ParseNumbers, RejectsGarbage) {
     EXPECT_FALSE(fm::parseInt(bad, &i)) << "'" << bad << "'";
 }
 
-TEST(ParseList, TrimsAndRejectsEmptyItems) {
+TEST(MetricsParseList, TrimsAndRejectsEmptyItems) {
   std::vector<std::string> items;
   ASSERT_TRUE(fm::parseList(" A, B ,C", &items));
   EXPECT_EQ(items, (std::vector<std::string>{"A", "B", "C"}));
@@ -340,7 +340,7 @@ std::string errorOf(const fumi_params* p, const std::vector<std::string>& known)
   return "";
 }
 
-TEST(Params, UnknownKeyNamesKeyPluginAndKnownKeys) {
+TEST(MetricsParams, UnknownKeyNamesKeyPluginAndKnownKeys) {
   ParamsFixture f({{"trials", "3"}, {"trails", "4"}});
   EXPECT_EQ(errorOf(&f.params, {"trials", "shift"}),
             "unknown parameter 'trails' for plugin 'perturb' (known: trials, shift)");
@@ -348,12 +348,12 @@ TEST(Params, UnknownKeyNamesKeyPluginAndKnownKeys) {
             "unknown parameter 'trials' for plugin 'perturb' (known: none)");
 }
 
-TEST(Params, DuplicateKeyRejected) {
+TEST(MetricsParams, DuplicateKeyRejected) {
   ParamsFixture f({{"trials", "3"}, {"trials", "4"}});
   EXPECT_NE(errorOf(&f.params, {"trials"}).find("given twice"), std::string::npos);
 }
 
-TEST(Params, TypedGettersValidate) {
+TEST(MetricsParams, TypedGettersValidate) {
   ParamsFixture f({{"trials", "5"}, {"shift", "1e-6"}, {"bad", "1e-6z"}, {"metric", "normwise"},
                    {"inputs", "A,B"}},
                   /*tolerance=*/0.25, /*seed=*/77);
@@ -379,7 +379,7 @@ TEST(Params, TypedGettersValidate) {
   }
 }
 
-TEST(Params, OpenBoundsExcludeTheirEnds) {
+TEST(MetricsParams, OpenBoundsExcludeTheirEnds) {
   ParamsFixture f({{"shift", "0"}, {"guard", "1"}});
   const fm::Params p(&f.params, "perturb", {"shift", "guard"});
   EXPECT_THROW(p.getDouble("shift", 1.0, fm::Bounds{0.0, 1.0, true}), fm::ParamError);
@@ -387,7 +387,7 @@ TEST(Params, OpenBoundsExcludeTheirEnds) {
   EXPECT_THROW(p.getDouble("guard", 0.0, fm::Bounds{0.0, 1.0, false, true}), fm::ParamError);
 }
 
-TEST(Params, ToleranceFromStructOrItemAndValidated) {
+TEST(MetricsParams, ToleranceFromStructOrItemAndValidated) {
   ParamsFixture none({});
   EXPECT_TRUE(std::isnan(fm::Params(&none.params, "x", {}).tolerance()));
   ParamsFixture item({{"tolerance", "0.5"}, {"plugin", "x"}});  // reserved keys are accepted
@@ -398,7 +398,7 @@ TEST(Params, ToleranceFromStructOrItemAndValidated) {
   EXPECT_NE(errorOf(&bad_item.params, {}).find("'lots'"), std::string::npos);
 }
 
-TEST(Params, MalformedStructsRejected) {
+TEST(MetricsParams, MalformedStructsRejected) {
   ParamsFixture f({{"trials", "3"}});
   f.params.struct_size = 4;
   EXPECT_NE(errorOf(&f.params, {"trials"}), "");

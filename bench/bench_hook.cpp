@@ -1,0 +1,153 @@
+// bench_hook.cpp — cost of one call to sgemm_ as the program sees it, in ns/call.
+//
+// Linked to libfumi_bench_nullblas (an sgemm_ that does nearly nothing), so that the time is
+// the call itself: run plainly it is the PLT call into nullblas; run under
+// LD_PRELOAD=libfumi.so it is libfumi's wrapper (guard, counter, decision pointer, maybe the
+// policy's sampling decision) plus the forwarded call. bench/run.sh runs it once per case and
+// subtracts the plain time.
+//
+// Method: a batch of --calls back-to-back calls is timed with steady_clock; --reps batches are
+// run and the minimum and median batch time per call are printed (min-of-N: the least
+// disturbed batch, the usual estimate of a short operation's own cost). With --threads T, T
+// threads run their batches at the same time (each with its own operands; a spin barrier
+// starts every batch together) and a batch's time is the slowest thread's.
+//
+// Output (one line): threads=T calls=N reps=R min_ns=X median_ns=Y
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" void sgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b,
+                       const int* ldb, const float* beta, float* c, const int* ldc, size_t la,
+                       size_t lb);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 1;
+  long calls = 200000;
+  int reps = 50;
+  long warmup = 20000;
+};
+
+// One thread's operands, on their own cache lines so threads share nothing but libfumi's state.
+struct alignas(64) Operands {
+  int m = 8, n = 8, k = 8, ld = 8;
+  float alpha = 1.0f, beta = 0.0f;
+  float a[64], b[64], c[64];
+  Operands() {
+    for (int i = 0; i < 64; ++i) {
+      a[i] = 1.0f;
+      b[i] = 1.0f;
+      c[i] = 0.0f;
+    }
+  }
+};
+
+void callBatch(Operands& o, long calls) {
+  for (long i = 0; i < calls; ++i)
+    sgemm_("N", "N", &o.m, &o.n, &o.k, &o.alpha, o.a, &o.ld, o.b, &o.ld, &o.beta, o.c, &o.ld, 1,
+           1);
+}
+
+double nsPerCall(Clock::duration d, long calls) {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) /
+         static_cast<double>(calls);
+}
+
+long parseLong(const char* flag, const char* text, long lo) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (!end || *end != '\0' || v < lo) {
+    std::fprintf(stderr, "bench_hook: %s needs an integer >= %ld, got '%s'\n", flag, lo, text);
+    std::exit(2);
+  }
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "usage: bench_hook [--threads T] [--calls N] [--reps R] [--warmup W]\n");
+      std::exit(2);
+    }
+    const char* v = argv[++i];
+    if (flag == "--threads") o.threads = static_cast<int>(parseLong("--threads", v, 1));
+    else if (flag == "--calls") o.calls = parseLong("--calls", v, 1);
+    else if (flag == "--reps") o.reps = static_cast<int>(parseLong("--reps", v, 1));
+    else if (flag == "--warmup") o.warmup = parseLong("--warmup", v, 0);
+    else {
+      std::fprintf(stderr, "bench_hook: unknown option %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  const auto nthreads = static_cast<size_t>(opt.threads);
+
+  // Warm-up on the main thread: the first call initialises libfumi (policy, plugins) and, with
+  // an every:N policy, is the one sampled call (index 0). None of it is timed.
+  std::vector<Operands> ops(nthreads);
+  callBatch(ops[0], opt.warmup);
+
+  std::vector<double> per_rep(static_cast<size_t>(opt.reps));
+  std::vector<Clock::duration> elapsed(nthreads);
+  // Per-rep barrier driven by the main thread: every worker reports ready, the main thread
+  // opens rep r, all threads time their batch, and the main thread waits for all of them.
+  std::atomic<int> ready{0};
+  std::atomic<int> start_rep{-1};
+  std::atomic<int> done{0};
+  const int workers = opt.threads - 1;
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < nthreads; ++t) {
+    pool.emplace_back([&, t] {
+      callBatch(ops[t], opt.warmup);  // this thread's own warm-up (TLS, cache lines)
+      for (int r = 0; r < opt.reps; ++r) {
+        ready.fetch_add(1, std::memory_order_acq_rel);
+        while (start_rep.load(std::memory_order_acquire) < r) {
+        }
+        const auto t0 = Clock::now();
+        callBatch(ops[t], opt.calls);
+        elapsed[t] = Clock::now() - t0;
+        done.fetch_add(1, std::memory_order_acq_rel);
+      }
+    });
+  }
+  for (int r = 0; r < opt.reps; ++r) {
+    while (ready.load(std::memory_order_acquire) < workers * (r + 1)) {
+    }
+    start_rep.store(r, std::memory_order_release);
+    const auto t0 = Clock::now();
+    callBatch(ops[0], opt.calls);
+    elapsed[0] = Clock::now() - t0;
+    // Wait for the other threads' rep r before the next rep starts.
+    while (done.load(std::memory_order_acquire) < workers * (r + 1)) {
+    }
+    Clock::duration slowest = elapsed[0];
+    for (size_t t = 1; t < nthreads; ++t) slowest = std::max(slowest, elapsed[t]);
+    per_rep[static_cast<size_t>(r)] = nsPerCall(slowest, opt.calls);
+  }
+  for (auto& th : pool) th.join();
+
+  std::sort(per_rep.begin(), per_rep.end());
+  const double median = per_rep[per_rep.size() / 2];
+  std::printf("threads=%d calls=%ld reps=%d min_ns=%.3f median_ns=%.3f\n", opt.threads,
+              opt.calls, opt.reps, per_rep.front(), median);
+  return 0;
+}

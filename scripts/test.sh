@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (dependencies + build) and run every test: unit, preload integration on real OpenBLAS,
+# CLI, export list, PyTorch training. Extra arguments go to ctest (e.g. -R preload).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cd "${FUMI_BUILD_DIR:-build}"
+ctest --output-on-failure -j"$(nproc)" "$@"

@@ -1,0 +1,63 @@
+"""PyTorch CPU training under fumi (real Debian python3-torch, /usr/bin/python3): its sgemm_
+calls are checked and every loss value is bit-identical with and without fumi."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
+from fumitest import FUMI, read_events, run  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                     "train_mlp.py")
+STEPS = ["--steps", "30", "--log-every", "1"]
+
+
+def losses(stdout):
+    return [line for line in stdout.splitlines() if line.startswith("step ")]
+
+
+class TorchTraining(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.baseline = run([PYTHON, TRAIN] + STEPS, preload=False)
+        assert cls.baseline.rc == 0, cls.baseline.stderr
+        assert len(losses(cls.baseline.stdout)) == 30
+
+    def test_default_policy_through_fumi_run(self):
+        out = tempfile.mkdtemp(prefix="fumi-torch-")
+        proc = subprocess.run([FUMI, "run", "--out", out, "--", PYTHON, TRAIN] + STEPS,
+                              capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(losses(proc.stdout), losses(self.baseline.stdout))
+        summaries = [e for e in read_events(out) if e["event"] == "summary"]
+        self.assertEqual(len(summaries), 1)
+        sgemm = next(o for o in summaries[0]["ops"] if o["op"] == "sgemm_")
+        self.assertGreater(sgemm["calls"], 6 * 30 - 1)  # 3 layers x (fwd + 2 bwd)
+        self.assertGreaterEqual(sgemm["checked"], 3)
+        self.assertIn("highprec.normwise_rel", sgemm["worst"])
+
+    def test_every_call_checked_losses_identical(self):
+        r = run([PYTHON, TRAIN] + STEPS, policy="""
+            version: 1
+            rules:
+              - match: { op: "sgemm_" }
+                sample: { every: 1 }
+                checks:
+                  - { plugin: highprec }
+                  - { plugin: perturb, trials: 2 }
+                  - { plugin: determinism }
+                  - { plugin: nan_inf }
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(losses(r.stdout), losses(self.baseline.stdout))
+        op = r.op("sgemm_")
+        self.assertEqual(op["checked"], op["calls"])
+        self.assertEqual(op["worst"]["determinism.mismatches"], 0)
+        self.assertLess(op["worst"]["highprec.normwise_rel"], 1e-5)
+
+
+if __name__ == "__main__":
+    unittest.main()

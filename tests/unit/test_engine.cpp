@@ -1,0 +1,221 @@
+// Engine: sampling arithmetic, compiled per-op decisions (first match, exclusion, size
+// bounds), plugin loading (missing, wrong ABI), and isolation of failing plugins and of the
+// scratch budget — on a small fake Call (y = 2x) so each behaviour is observable directly.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "call.h"
+#include "engine.h"
+#include "fumi/dtype.hpp"
+#include "plugin_loader.h"
+#include "report.h"
+#include "site.h"
+
+namespace fumi {
+namespace {
+
+TEST(Sampling, FirstEveryMax) {
+  SampleSpec s;
+  s.first = 2;
+  s.every = 10;
+  std::vector<uint64_t> hits;
+  for (uint64_t i = 0; i < 35; ++i)
+    if (sampleHit(s, i)) hits.push_back(i);
+  EXPECT_EQ(hits, (std::vector<uint64_t>{0, 1, 10, 20, 30}));
+  EXPECT_FALSE(sampleHit(SampleSpec{}, 0));  // nothing asked: nothing sampled
+}
+
+TEST(Sampling, ProbabilityIsSeededAndCalibrated) {
+  SampleSpec s;
+  s.probability = 0.1;
+  s.seed = 42;
+  int hits = 0;
+  for (uint64_t i = 0; i < 20000; ++i) hits += sampleHit(s, i);
+  EXPECT_NEAR(hits, 2000, 200);
+  SampleSpec t = s;
+  t.seed = 43;
+  int same = 0;
+  for (uint64_t i = 0; i < 2000; ++i) same += sampleHit(s, i) == sampleHit(t, i);
+  EXPECT_LT(same, 2000);  // another seed, another selection
+  s.probability = 1.0;
+  EXPECT_TRUE(sampleHit(s, 12345));
+}
+
+// y = 2 * x in f32 or f64; `wrong` plants an error in reruns.
+class DoubleCall final : public Call {
+ public:
+  DoubleCall(OpSite& site, std::vector<float>& x, std::vector<float>& y)
+      : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), 0) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    addTensor("x", FUMI_ROLE_INPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {n}, {1}, x.data());
+    addTensor("y", FUMI_ROLE_OUTPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {n}, {1}, y.data());
+  }
+  int reruns = 0;
+  fumi_status rerun(fumi_dtype p, void* const* buf) override {
+    ++reruns;
+    const fumi_tensor& x = tensors()[0];
+    const void* in = buf[0] ? buf[0] : x.data;
+    for (int64_t i = 0; i < x.shape[0]; ++i)
+      storeFromDouble(buf[1], i, 2 * loadAsDouble(in, i, p), p);
+    return FUMI_OK;
+  }
+};
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/fumi-unit-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::vector<std::string> readLines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+struct EngineFixture : ::testing::Test {
+  std::string dir = tempDir();
+  Reporter reporter{ReportSettings{}, dir, "off", "test"};
+  void SetUp() override { reporter.open(); }
+  std::string events() { return dir + "/events-" + std::to_string(getpid()) + ".jsonl"; }
+  std::unique_ptr<Engine> make(const std::string& yaml) {
+    PolicyResult r = parsePolicyText(yaml, "t.yaml");
+    EXPECT_TRUE(r.ok());
+    return std::make_unique<Engine>(*r.policy, reporter,
+                                     std::vector<std::string>{FUMI_TEST_PLUGIN_DIR,
+                                                              FUMI_BUILTIN_PLUGIN_DIR});
+  }
+};
+
+TEST_F(EngineFixture, FirstMatchingRuleAndExclusion) {
+  OpSite site("unit_op_a", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_a, dtype: f64 }
+    checks: [ { plugin: determinism } ]
+  - match: { op: "unit_op_*", min_size: 100 }
+    checks: []
+  - match: { op: "unit_*" }
+    checks: [ { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  OpDecision* d = site.decision.load();
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(d->candidates.size(), 2u);  // the f64 rule cannot match an f32 op
+  uint64_t index = 99;
+  EXPECT_EQ(d->select(500, &index), nullptr);  // excluded by the size-bounded empty rule
+  RuleSampler* s = d->select(50, &index);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->rule->checks.at(0).name, "nan_inf");
+  EXPECT_EQ(index, 0u);
+}
+
+TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
+  OpSite site("unit_op_b", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_b }
+    checks: []
+  - match: { op: "*" }
+    checks: [ { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  EXPECT_EQ(site.decision.load(), nullptr);
+}
+
+TEST_F(EngineFixture, ThrowingPluginDisabledOnceOthersContinue) {
+  OpSite site("unit_op_c", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_c }
+    checks: [ { plugin: throwing }, { plugin: determinism } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3}, y{2, 4, 6};
+  for (int i = 0; i < 3; ++i) {
+    DoubleCall call(site, x, y);
+    uint64_t index = 0;
+    RuleSampler* s = site.decision.load()->select(3, &index);
+    ASSERT_NE(s, nullptr);
+    e->runChecks(call, *s);
+    EXPECT_EQ(call.reruns, 1);  // determinism still reran
+  }
+  EXPECT_EQ((std::vector<float>{2, 4, 6}), y);  // the call's own output untouched
+  int errors = 0;
+  for (const auto& l : readLines(events()))
+    if (l.find("\"event\":\"error\"") != std::string::npos) {
+      ++errors;
+      EXPECT_NE(l.find("planted failure"), std::string::npos) << l;
+    }
+  EXPECT_EQ(errors, 1);
+  OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 3u);
+  EXPECT_EQ(st.violations, 0u);
+  EXPECT_EQ(st.worst.at("determinism.mismatches"), 0.0);
+}
+
+TEST_F(EngineFixture, ScratchBudgetSkipsInsteadOfFailing) {
+  OpSite site("unit_op_d", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+scratch_budget: 16
+rules:
+  - match: { op: unit_op_d }
+    checks: [ { plugin: highprec } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x(64, 1.0f), y(64, 2.0f);
+  DoubleCall call(site, x, y);
+  uint64_t index = 0;
+  e->runChecks(call, *site.decision.load()->select(64, &index));
+  EXPECT_EQ(call.reruns, 0);
+  OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 0u);
+  EXPECT_EQ(st.skipped, 1u);
+}
+
+TEST_F(EngineFixture, PlantedWrongResultIsAViolation) {
+  OpSite site("unit_op_e", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_e }
+    checks: [ { plugin: highprec, tolerance: 1e-6 } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f};  // last element wrong
+  DoubleCall call(site, x, y);
+  uint64_t index = 0;
+  e->runChecks(call, *site.decision.load()->select(4, &index));
+  OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.violations, 1u);
+  EXPECT_GT(st.worst.at("highprec.normwise_rel"), 0.03);
+}
+
+TEST(PluginLoader, MissingWrongAbiAndBuiltins) {
+  const std::vector<std::string> dirs{FUMI_TEST_PLUGIN_DIR, FUMI_BUILTIN_PLUGIN_DIR};
+  PluginLibrary missing = loadPlugin("nosuch", dirs);
+  EXPECT_EQ(missing.plugin, nullptr);
+  EXPECT_NE(missing.error.find("plugin 'nosuch' not found"), std::string::npos);
+  EXPECT_NE(missing.error.find(FUMI_TEST_PLUGIN_DIR), std::string::npos);
+  PluginLibrary wrong = loadPlugin("wrongabi", dirs);
+  EXPECT_EQ(wrong.plugin, nullptr);
+  EXPECT_NE(wrong.error.find("speaks plugin ABI 42"), std::string::npos) << wrong.error;
+  EXPECT_EQ(loadPlugin("../nan_inf", dirs).plugin, nullptr);  // names are not paths
+  PluginLibrary ok = loadPlugin("perturb", dirs);
+  ASSERT_NE(ok.plugin, nullptr) << ok.error;
+  EXPECT_EQ(ok.abi_version, FUMI_PLUGIN_ABI_VERSION);
+  std::vector<std::string> names;
+  for (const auto& p : discoverPlugins({FUMI_BUILTIN_PLUGIN_DIR})) {
+    EXPECT_TRUE(p.error.empty()) << p.error;
+    names.push_back(p.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"determinism", "highprec", "nan_inf", "perturb"}));
+}
+
+}  // namespace
+}  // namespace fumi

@@ -1,0 +1,193 @@
+// Policy parsing: valid policies, the embedded default, warnings for unknown keys and
+// operators, and a corpus of malformed files (tests/policies/bad/*.yaml), each declaring the
+// file:line:col and message it must produce in its first line: "# expect: L:C message".
+#include <dirent.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "policy.h"
+
+namespace fumi {
+namespace {
+
+bool hasDiagnostic(const PolicyResult& r, Diagnostic::Severity sev, const std::string& text) {
+  for (const auto& d : r.diagnostics)
+    if (d.severity == sev && d.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Policy, MinimalPolicyFromTheIssue) {
+  const PolicyResult r = parsePolicyText(R"(version: 1
+rules:
+  - match: { op: "sgemm*" }
+    sample: { every: 1 }
+    checks:
+      - { plugin: highprec, tolerance: 1e-5 }
+      - { plugin: perturb, trials: 4 }
+)",
+                                         "min.yaml");
+  ASSERT_TRUE(r.ok()) << (r.diagnostics.empty() ? "" : r.diagnostics[0].str());
+  EXPECT_TRUE(r.diagnostics.empty());
+  const Policy& p = *r.policy;
+  ASSERT_EQ(p.rules.size(), 1u);
+  const Rule& rule = p.rules[0];
+  EXPECT_EQ(rule.name, "rule[0]");
+  EXPECT_EQ(rule.match.op, "sgemm*");
+  EXPECT_EQ(rule.sample.every, 1u);
+  ASSERT_EQ(rule.checks.size(), 2u);
+  EXPECT_EQ(rule.checks[0].plugin, "highprec");
+  EXPECT_DOUBLE_EQ(rule.checks[0].tolerance, 1e-5);
+  EXPECT_TRUE(std::isnan(rule.checks[1].tolerance));
+  ASSERT_EQ(rule.checks[1].params.size(), 1u);
+  EXPECT_EQ(rule.checks[1].params[0].first, "trials");
+  EXPECT_EQ(rule.checks[1].params[0].second, "4");
+  EXPECT_EQ(rule.checks[1].loc.line, 7);
+  EXPECT_EQ(rule.checks[1].loc.col, 9);
+}
+
+TEST(Policy, EveryKey) {
+  const PolicyResult r = parsePolicyText(R"(version: 1
+on_error: abort
+scratch_budget: 64MiB
+plugin_dirs: [/opt/a, /opt/b]
+report: { dir: out, stack_depth: 8, log_level: debug, all_checks: true }
+defaults:
+  sample: { first: 2, every: 50 }
+  action: dump
+rules:
+  - name: big
+    match: { op: "*gemm*", backend: blas, dtype: [f32, f64], min_size: 10, max_size: 1000 }
+    sample: { probability: 0.25, seed: 9, max_checks: 3 }
+    action: abort
+    checks: [ { plugin: nan_inf }, { plugin: perturb, inputs: [A, B] } ]
+  - match: { op: sgemv_, dtype: f32 }
+    checks: []
+)",
+                                         "all.yaml");
+  ASSERT_TRUE(r.ok());
+  const Policy& p = *r.policy;
+  EXPECT_EQ(p.on_error, OnError::kAbort);
+  EXPECT_EQ(p.scratch_budget, 64ull << 20);
+  EXPECT_EQ(p.plugin_dirs, (std::vector<std::string>{"/opt/a", "/opt/b"}));
+  EXPECT_EQ(p.report.dir, "out");
+  EXPECT_EQ(p.report.stack_depth, 8);
+  EXPECT_EQ(p.report.log_level, "debug");
+  EXPECT_TRUE(p.report.all_checks);
+  const Rule& big = p.rules[0];
+  EXPECT_EQ(big.name, "big");
+  EXPECT_EQ(big.match.dtypes, (std::vector<fumi_dtype>{FUMI_DTYPE_F32, FUMI_DTYPE_F64}));
+  EXPECT_EQ(big.match.min_size, 10);
+  EXPECT_EQ(big.match.max_size, 1000);
+  EXPECT_DOUBLE_EQ(big.sample.probability, 0.25);
+  EXPECT_EQ(big.sample.seed, 9u);
+  EXPECT_EQ(big.sample.max_checks, 3u);
+  EXPECT_EQ(big.sample.every, 0u);  // a rule's own sample replaces the defaults entirely
+  EXPECT_EQ(big.action, Action::kAbort);
+  EXPECT_EQ(big.checks[1].params[0].second, "A,B");
+  const Rule& second = p.rules[1];
+  EXPECT_EQ(second.sample.first, 2u);  // defaults apply
+  EXPECT_EQ(second.sample.every, 50u);
+  EXPECT_EQ(second.action, Action::kDump);
+  EXPECT_TRUE(second.checks.empty());
+}
+
+TEST(Policy, UnknownKeysWarnWithLocation) {
+  const PolicyResult r = parsePolicyText(R"(version: 1
+colour: blue
+rules:
+  - match: { op: sgemm_, flavour: x }
+    checks: []
+)",
+                                         "w.yaml");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.diagnostics.size(), 2u);
+  EXPECT_EQ(r.diagnostics[0].str().rfind("w.yaml:2:1: warning: unknown key 'colour'", 0), 0u)
+      << r.diagnostics[0].str();
+  EXPECT_NE(r.diagnostics[1].str().find("w.yaml:4:26: warning: unknown key 'flavour'"),
+            std::string::npos)
+      << r.diagnostics[1].str();
+}
+
+TEST(Policy, UnknownOperatorWarns) {
+  const PolicyResult r = parsePolicyText(
+      "version: 1\nrules:\n  - match: { op: sgem }\n    checks: []\n"
+      "  - match: { op: \"aten::addmm\" }\n    checks: []\n",
+      "ops.yaml");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.diagnostics.size(), 1u);  // aten:: ops are known only at run time: no warning
+  EXPECT_EQ(r.diagnostics[0].loc.line, 3);
+  EXPECT_TRUE(hasDiagnostic(r, Diagnostic::Severity::kWarning, "'sgem' matches no operator"));
+}
+
+TEST(Policy, EmbeddedDefaultIsValidAndChecksGemm) {
+  const PolicyResult r = parsePolicyText(embeddedDefaultPolicy(), "<embedded default>");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.diagnostics.empty());
+  bool gemm = false;
+  for (const Rule& rule : r.policy->rules)
+    gemm = gemm || (rule.match.op.find("gemm") != std::string::npos && !rule.checks.empty());
+  EXPECT_TRUE(gemm);
+}
+
+TEST(Policy, MissingFileIsAnError) {
+  const PolicyResult r = parsePolicyFile("/nonexistent/p.yaml");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.diagnostics.at(0).str(), "/nonexistent/p.yaml: error: cannot read the policy file");
+}
+
+struct BadCase {
+  std::string file;
+  int line = 0, col = 0;
+  std::string message;
+};
+
+std::vector<BadCase> badCorpus() {
+  std::vector<BadCase> cases;
+  const std::string dir = std::string(FUMI_TEST_POLICY_DIR) + "/bad";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return cases;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".yaml") != 0) continue;
+    BadCase c;
+    c.file = dir + "/" + name;
+    std::ifstream in(c.file);
+    std::string first;
+    std::getline(in, first);
+    char msg[256] = "";
+    if (std::sscanf(first.c_str(), "# expect: %d:%d %255[^\n]", &c.line, &c.col, msg) == 3)
+      c.message = msg;
+    cases.push_back(c);
+  }
+  closedir(d);
+  return cases;
+}
+
+TEST(Policy, MalformedCorpus) {
+  const auto cases = badCorpus();
+  ASSERT_GE(cases.size(), 15u);
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.file);
+    ASSERT_FALSE(c.message.empty()) << "corpus file lacks '# expect: L:C message'";
+    const PolicyResult r = parsePolicyFile(c.file);
+    EXPECT_FALSE(r.ok());
+    bool found = false;
+    std::string all;
+    for (const auto& d : r.diagnostics) {
+      all += d.str() + "\n";
+      found = found || (d.severity == Diagnostic::Severity::kError && d.loc.file == c.file &&
+                        d.loc.line == c.line && d.loc.col == c.col &&
+                        d.message.find(c.message) != std::string::npos);
+    }
+    EXPECT_TRUE(found) << "expected " << c.line << ":" << c.col << " " << c.message << "\ngot:\n"
+                       << all;
+  }
+}
+
+}  // namespace
+}  // namespace fumi
