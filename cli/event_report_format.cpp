@@ -10,7 +10,6 @@
 namespace fumi::report {
 
 using nlohmann::json;
-// Renderings.
 
 namespace {
 

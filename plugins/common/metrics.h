@@ -45,10 +45,10 @@ struct DtypeInfo {
 // Properties of `dtype`, or nullptr when it is not a floating dtype fumi knows.
 inline const DtypeInfo* dtypeInfo(fumi_dtype dtype) {
   switch (dtype) {
-#define FUMI_DTYPE(suffix, name, bytes, mantissa_bits, perturb_shift, tolerance)     \
-  case FUMI_DTYPE_##suffix: {                                                         \
+#define FUMI_DTYPE(suffix, name, bytes, mantissa_bits, perturb_shift, tolerance)            \
+  case FUMI_DTYPE_##suffix: {                                                               \
     static constexpr DtypeInfo kInfo{name, bytes, mantissa_bits, perturb_shift, tolerance}; \
-    return &kInfo;                                                                    \
+    return &kInfo;                                                                          \
   }
 #include "fumi/dtypes.def"
 #undef FUMI_DTYPE

@@ -30,9 +30,9 @@
 #include "metrics.h"
 
 // Returns the status of `expr` from the enclosing function unless it is FUMI_OK.
-#define FUMI_RETURN_IF_NOT_OK(expr)            \
-  do {                                         \
-    const fumi_status fumi_status_ = (expr);   \
+#define FUMI_RETURN_IF_NOT_OK(expr)                   \
+  do {                                                \
+    const fumi_status fumi_status_ = (expr);          \
     if (fumi_status_ != FUMI_OK) return fumi_status_; \
   } while (0)
 
@@ -124,8 +124,8 @@ class Context {
   // Dense fp64 scratch of n elements (host memory); nullptr when the budget is exhausted.
   double* allocDense(size_t n) {
     if (n > SIZE_MAX / sizeof(double)) return nullptr;
-    return static_cast<double*>(host_->alloc(call_, std::max<size_t>(n, 1) * sizeof(double),
-                                             FUMI_MEMORY_HOST));
+    return static_cast<double*>(
+        host_->alloc(call_, std::max<size_t>(n, 1) * sizeof(double), FUMI_MEMORY_HOST));
   }
   void* allocLike(int32_t i, fumi_dtype dtype) { return host_->alloc_like(call_, i, dtype); }
 
@@ -283,9 +283,12 @@ struct Glue {
 
   static void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
 
-  static constexpr fumi_plugin kPlugin = {FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_plugin),
-                                          Check::kName,           Check::kDescription,
-                                          &create,                &check,
+  static constexpr fumi_plugin kPlugin = {FUMI_PLUGIN_ABI_VERSION,
+                                          sizeof(fumi_plugin),
+                                          Check::kName,
+                                          Check::kDescription,
+                                          &create,
+                                          &check,
                                           &destroy};
 
  private:

@@ -5,6 +5,8 @@
 // Policy parameters:
 //   runs  reruns per checked call (default 1); the verdict reports the worst one
 //   tolerance (default 0): mismatching elements allowed
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,9 @@ class DeterminismCheck {
         FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], storage, again));
         const size_t n = original.numel(k);
         const size_t diff = fumi::metrics::bitwiseMismatches(original.data(k), again, n);
-        if (diff) max_abs_diff = std::max(max_abs_diff, fumi::metrics::maxAbsDiff(original.data(k), again, n));
+        if (diff)
+          max_abs_diff =
+              std::max(max_abs_diff, fumi::metrics::maxAbsDiff(original.data(k), again, n));
         mismatches += diff;
       }
       worst = std::max(worst, mismatches);

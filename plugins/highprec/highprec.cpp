@@ -10,6 +10,7 @@
 //   metric  primary metric: normwise_rel (default) | max_rel | ulp; the other two go to extra.
 //           ulp needs an explicit tolerance (the dtype table's are relative errors).
 //   guard   max_rel leaves out reference elements below guard·max|ref| (default 1e-3)
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -92,7 +93,8 @@ class HighprecCheck {
       FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
       FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref));
       size_t skipped = 0;
-      metric[kNormwise] = std::max(metric[kNormwise], fumi::metrics::normwiseRel(a, ref, n, &skipped));
+      metric[kNormwise] =
+          std::max(metric[kNormwise], fumi::metrics::normwiseRel(a, ref, n, &skipped));
       metric[kMaxRel] = std::max(metric[kMaxRel], fumi::metrics::maxRelGuarded(a, ref, n, guard_));
       metric[kUlp] = std::max(metric[kUlp], fumi::metrics::maxUlp(a, ref, n, precision));
       skipped_total += skipped;

@@ -3,6 +3,8 @@
 // first is where a trainer wants to look.
 //
 // Policy parameters: none besides tolerance (default 0: any non-finite output is a violation).
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -21,7 +23,8 @@ class NanInfCheck {
       "NaN/Inf in outputs: appeared in this call (inputs finite) or propagated through it";
   static std::vector<std::string> knownParams() { return {}; }
 
-  explicit NanInfCheck(const Params& p) : tolerance_(std::isnan(p.tolerance()) ? 0.0 : p.tolerance()) {}
+  explicit NanInfCheck(const Params& p)
+      : tolerance_(std::isnan(p.tolerance()) ? 0.0 : p.tolerance()) {}
 
   fumi_status run(Context& ctx) const {
     const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);

@@ -11,8 +11,10 @@
 //   guard   sums below guard·max|y + y'| are left out of the ratio (default 1e-3)
 //   inputs  comma-separated input tensor names to perturb (default: every floating input)
 //   metric  primary metric: ratio (-> "fumi_ratio", default) | normwise (-> "normwise")
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -105,8 +107,8 @@ class PerturbCheck {
         ratio = std::max(ratio, fumi::metrics::fumiRatio(y.data(k), y_pert.data(k), y.numel(k),
                                                          guard_, &skipped));
         skipped_trial += skipped;
-        normwise = std::max(
-            normwise, fumi::metrics::normwiseRel(y_pert.data(k), y.data(k), y.numel(k)));
+        normwise =
+            std::max(normwise, fumi::metrics::normwiseRel(y_pert.data(k), y.data(k), y.numel(k)));
       }
       skipped_max = std::max(skipped_max, skipped_trial);
     }

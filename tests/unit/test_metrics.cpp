@@ -38,8 +38,8 @@ TEST(MetricsDtypeInfo, MatchesTheTableForEveryDtype) {
   EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_TF32)->mantissa_bits, 10);
   EXPECT_EQ(fm::dtypeInfo(FUMI_DTYPE_F64)->mantissa_bits, 52);
   // Default tolerance is coarser than the perturbation shift for every dtype.
-  for (fumi_dtype d : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16,
-                       FUMI_DTYPE_TF32}) {
+  for (fumi_dtype d :
+       {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16, FUMI_DTYPE_TF32}) {
     ASSERT_NE(fm::dtypeInfo(d), nullptr) << d;
     EXPECT_GT(fm::dtypeInfo(d)->tolerance, fm::dtypeInfo(d)->perturb_shift) << d;
   }
@@ -354,7 +354,10 @@ TEST(MetricsParams, DuplicateKeyRejected) {
 }
 
 TEST(MetricsParams, TypedGettersValidate) {
-  ParamsFixture f({{"trials", "5"}, {"shift", "1e-6"}, {"bad", "1e-6z"}, {"metric", "normwise"},
+  ParamsFixture f({{"trials", "5"},
+                   {"shift", "1e-6"},
+                   {"bad", "1e-6z"},
+                   {"metric", "normwise"},
                    {"inputs", "A,B"}},
                   /*tolerance=*/0.25, /*seed=*/77);
   const fm::Params p(&f.params, "perturb", {"trials", "shift", "bad", "metric", "inputs", "n"});
