@@ -12,7 +12,11 @@
 // threads run their batches at the same time (each with its own operands; a spin barrier
 // starts every batch together) and a batch's time is the slowest thread's.
 //
-// Output (one line): threads=T calls=N reps=R min_ns=X median_ns=Y
+// A multi-threaded batch counts only when the threads' timed loops overlapped for at least 90%
+// of the slowest one's time (on a busy machine they may not have run at the same time at all).
+//
+// Output (one line): threads=T calls=N reps=R overlapped=K min_ns=X median_ns=Y
+// (K: batches whose threads overlapped; all R with one thread.)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -106,8 +110,8 @@ int main(int argc, char** argv) {
   std::vector<Operands> ops(nthreads);
   callBatch(ops[0], opt.warmup);
 
-  std::vector<double> per_rep(static_cast<size_t>(opt.reps));
-  std::vector<Clock::duration> elapsed(nthreads);
+  std::vector<double> per_rep, apart;  // ns/call of batches run together / not together
+  std::vector<Clock::time_point> begin(nthreads), end(nthreads);
   // Per-rep barrier driven by the main thread: every worker reports ready, the main thread
   // opens rep r, all threads time their batch, and the main thread waits for all of them.
   std::atomic<int> ready{0};
@@ -122,9 +126,9 @@ int main(int argc, char** argv) {
         ready.fetch_add(1, std::memory_order_acq_rel);
         while (start_rep.load(std::memory_order_acquire) < r) {
         }
-        const auto t0 = Clock::now();
+        begin[t] = Clock::now();
         callBatch(ops[t], opt.calls);
-        elapsed[t] = Clock::now() - t0;
+        end[t] = Clock::now();
         done.fetch_add(1, std::memory_order_acq_rel);
       }
     });
@@ -133,21 +137,35 @@ int main(int argc, char** argv) {
     while (ready.load(std::memory_order_acquire) < workers * (r + 1)) {
     }
     start_rep.store(r, std::memory_order_release);
-    const auto t0 = Clock::now();
+    begin[0] = Clock::now();
     callBatch(ops[0], opt.calls);
-    elapsed[0] = Clock::now() - t0;
+    end[0] = Clock::now();
     // Wait for the other threads' rep r before the next rep starts.
     while (done.load(std::memory_order_acquire) < workers * (r + 1)) {
     }
-    Clock::duration slowest = elapsed[0];
-    for (size_t t = 1; t < nthreads; ++t) slowest = std::max(slowest, elapsed[t]);
-    per_rep[static_cast<size_t>(r)] = nsPerCall(slowest, opt.calls);
+    Clock::duration slowest{0};
+    Clock::time_point last_begin = begin[0], first_end = end[0];
+    for (size_t t = 0; t < nthreads; ++t) {
+      slowest = std::max(slowest, end[t] - begin[t]);
+      last_begin = std::max(last_begin, begin[t]);
+      first_end = std::min(first_end, end[t]);
+    }
+    // A batch counts only if the threads really ran at the same time (a loaded machine may run
+    // them one after the other): they must overlap for >= 90% of the slowest one's time.
+    const bool together =
+        nthreads == 1 || (first_end - last_begin) * 10 >= slowest * 9;
+    if (together) per_rep.push_back(nsPerCall(slowest, opt.calls));
+    else apart.push_back(nsPerCall(slowest, opt.calls));
   }
   for (auto& th : pool) th.join();
 
+  // If no batch overlapped (a very busy machine), fall back to all of them; `overlapped` says
+  // how many batches the figures come from.
+  const size_t overlapped = per_rep.size();
+  if (per_rep.empty()) per_rep = apart;
   std::sort(per_rep.begin(), per_rep.end());
   const double median = per_rep[per_rep.size() / 2];
-  std::printf("threads=%d calls=%ld reps=%d min_ns=%.3f median_ns=%.3f\n", opt.threads,
-              opt.calls, opt.reps, per_rep.front(), median);
+  std::printf("threads=%d calls=%ld reps=%d overlapped=%zu min_ns=%.3f median_ns=%.3f\n",
+              opt.threads, opt.calls, opt.reps, overlapped, per_rep.front(), median);
   return 0;
 }

@@ -5,11 +5,13 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -96,8 +98,17 @@ Reporter* activeReporter() { return g_reporter; }
 bool initSlow() {
   InsideScope inside;
   int expected = kUninit;
-  if (!g_state.compare_exchange_strong(expected, kInitializing))
-    return false;  // another thread is initialising: this call passes through
+  if (!g_state.compare_exchange_strong(expected, kInitializing)) {
+    // Another thread is initialising: wait for it, so that calls of a multi-threaded program
+    // are counted and sampled from the start. Bounded, because this thread might hold a lock
+    // init needs (e.g. the loader's, when BLAS is called from a library constructor): after
+    // the bound the call passes through unchecked.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (g_state.load(std::memory_order_acquire) == kInitializing &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    return g_state.load(std::memory_order_acquire) == kActive;
+  }
   bool ok = false;
   try {
     ok = initialise();

@@ -2,8 +2,8 @@
 // hook runs first, the thread-local "inside fumi" guard, and shutdown at exit.
 //
 // Every hook starts with `if (!fumi::enter()) return REAL(...)`: calls made while fumi itself
-// (or a plugin rerun) is running, while init is in progress, or after fumi was disabled pass
-// straight through to the real function.
+// (or a plugin rerun) is running, or after fumi was disabled, pass straight through to the real
+// function. A thread arriving while another initialises waits for it (bounded, runtime.cpp).
 #pragma once
 
 #include <atomic>

@@ -6,10 +6,16 @@
  *   blas_demo layouts  every entry point, every transpose, padded leading dimensions, beta != 0,
  *                      row- and column-major cblas, negative vector increments
  *   blas_demo loop N   N small sgemm_ calls (sampling tests)
+ *   blas_demo threads T N   T threads, each N small sgemm_ calls
+ *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
+ *                      the child (no exec), waited for by the parent
  * Results are printed with %a so that any difference in any bit shows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
             const float*, const int*, const float*, const int*, const float*, float*, const int*);
@@ -140,6 +146,40 @@ static int loop(int iters) {
   return 0;
 }
 
+static void* thread_main(void* arg) {
+  const int iters = *(const int*)arg;
+  enum { S = 8 };
+  float a[S * S], b[S * S], c[S * S];
+  for (int i = 0; i < S * S; ++i) a[i] = b[i] = 0.5f + (float)i / 128.0f;
+  const int s = S;
+  const float one = 1.0f, zero = 0.0f;
+  for (int i = 0; i < iters; ++i) sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
+  return NULL;
+}
+
+static int threads(int nthreads, int iters) {
+  pthread_t t[64];
+  if (nthreads > 64) nthreads = 64;
+  for (int i = 0; i < nthreads; ++i) pthread_create(&t[i], NULL, thread_main, &iters);
+  for (int i = 0; i < nthreads; ++i) pthread_join(t[i], NULL);
+  printf("threads %d x %d done\n", nthreads, iters);
+  return 0;
+}
+
+static int forked(void) {
+  well();
+  fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ill();
+    fflush(stdout);
+    exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s ill|well|layouts|loop N\n", argv[0]);
@@ -149,6 +189,8 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "well")) return well();
   if (!strcmp(argv[1], "layouts")) return layouts();
   if (!strcmp(argv[1], "loop") && argc > 2) return loop(atoi(argv[2]));
+  if (!strcmp(argv[1], "threads") && argc > 3) return threads(atoi(argv[2]), atoi(argv[3]));
+  if (!strcmp(argv[1], "fork")) return forked();
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;
 }

@@ -209,6 +209,44 @@ class FailOpen(unittest.TestCase):
         self.assertEqual(r.events, [])
 
 
+class Processes(unittest.TestCase):
+    def test_threads_counted_exactly(self):
+        r = run([BLAS_DEMO, "threads", "4", "250"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 10 }
+                checks: [ { plugin: nan_inf }, { plugin: determinism } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        op = r.op("sgemm_")
+        self.assertEqual(op["calls"], 1000)
+        self.assertEqual(op["checked"], 100)
+        self.assertEqual(op["violations"], 0)
+
+    def test_forked_child_reports_separately(self):
+        plain = run([BLAS_DEMO, "fork"], preload=False)
+        r = run([BLAS_DEMO, "fork"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        pids = {e["pid"] for e in r.of("summary")}
+        self.assertEqual(len(pids), 2)
+        starts = {e["pid"] for e in r.of("start")}
+        self.assertEqual(starts, pids)
+        violators = {v["pid"] for v in r.of("violation")}
+        self.assertEqual(len(violators), 1)  # only the child ran the ill-conditioned call
+        for s in r.of("summary"):
+            self.assertEqual(s["ops"][0]["calls"], 1, s)  # the child does not inherit counts
+
+    def test_library_in_local_dlopen_scope(self):
+        cmd = [os.environ["LOCAL_SCOPE"], os.environ["BLAS_USER"]]
+        plain = run(cmd, preload=False)
+        r = run(cmd, policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertTrue(any(v["check"] == "highprec" for v in r.of("violation")))
+
+
 class Actions(unittest.TestCase):
     def test_abort_on_violation(self):
         r = run([BLAS_DEMO, "ill"], policy="""

@@ -114,6 +114,14 @@ TEST(MetricsNormwiseRel, KnownVector) {
   EXPECT_NEAR(fm::normwiseRel(y, ref, 2), 0.1, 1e-15);
 }
 
+TEST(MetricsNormwiseRel, ErrorMuchLargerThanReference) {
+  // The two norms are scaled by different powers of two (2^-8 and 2^-2 here); the result must
+  // undo both: ||(300, 400)|| / ||(3, 4)|| = 100.
+  const double ref[] = {3.0, 4.0};
+  const double y[] = {303.0, 404.0};
+  EXPECT_NEAR(fm::normwiseRel(y, ref, 2), 100.0, 1e-12);
+}
+
 TEST(MetricsNormwiseRel, ZeroCases) {
   const double zero[] = {0.0, 0.0};
   const double one[] = {0.0, 1.0};

@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# bench/run.sh — measure what libfumi costs per intercepted call, and print one markdown table
+# per part. Not a test: it never fails on a slow number, it reports it.
+#
+#   Part 1  hook overhead on calls that are not checked (bench_hook on a no-op sgemm_), ns/call
+#   Part 2  checked-call cost on real OpenBLAS sgemm_, n = 64, 256, 512, per check set
+#   Part 3  the embedded default policy on a real PyTorch CPU training job (examples/train_mlp.py)
+#
+# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]
+#   --quick       fewer repetitions (a smoke run, about 30 s; numbers are rougher)
+#   --no-build    use the build as it is (default: configure if needed, then build the
+#                 `fumi_bench` target, a no-op when up to date)
+#   --skip-train  leave out part 3 (it also skips itself when torch cannot be imported)
+# Environment: FUMI_BUILD_DIR (default: <repo>/build), PYTHON (default: /usr/bin/python3).
+# Results are described in docs/benchmarks.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+QUICK=0
+BUILD_IT=1
+TRAIN=1
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 ;;
+    --no-build) BUILD_IT=0 ;;
+    --skip-train) TRAIN=0 ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+# ---- build ------------------------------------------------------------------------------------
+if [[ $BUILD_IT == 1 ]]; then
+  if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >/dev/null
+  elif ! grep -q '^FUMI_BUILD_BENCH:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >/dev/null
+  fi
+  cmake --build "$BUILD" --target fumi_bench -j"$(nproc)" >/dev/null
+fi
+LIBFUMI=$BUILD/lib/libfumi.so
+FUMI=$BUILD/bin/fumi
+HOOK=$BUILD/bench/bench_hook
+CHECKED=$BUILD/bench/bench_checked
+for f in "$LIBFUMI" "$FUMI" "$HOOK" "$CHECKED"; do
+  [[ -x $f || -f $f ]] || { echo "run.sh: $f is missing (build with -DFUMI_BUILD_BENCH=ON)" >&2; exit 2; }
+done
+BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fumi-bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+trap 'echo "run.sh: failed at line $LINENO (outputs in $TMP are removed on exit)" >&2' ERR
+
+# Environment without any fumi setting a caller may have exported.
+unset LD_PRELOAD FUMI_POLICY FUMI_OUT FUMI_DISABLE FUMI_LOG_LEVEL FUMI_PLUGIN_PATH FUMI_ON_ERROR
+
+# policy NAME RULE-YAML...: writes $TMP/NAME.yaml (one rule on sgemm_ or none).
+policy() {
+  local name=$1; shift
+  { printf 'version: 1\nreport: { log_level: warn }\nrules:\n'; printf '%s\n' "$@"; } >"$TMP/$name.yaml"
+}
+
+# events_check DIR: "calls checked skipped" of sgemm_ summed over the summaries in DIR.
+events_check() {
+  "$PYTHON" - "$1" <<'EOF'
+import glob, json, sys
+calls = checked = skipped = 0
+for path in glob.glob(sys.argv[1] + "/events-*.jsonl"):
+    for line in open(path):
+        e = json.loads(line) if line.strip() else {}
+        if e.get("event") == "summary":
+            for o in e["ops"]:
+                if o["op"] == "sgemm_":
+                    calls += o["calls"]; checked += o["checked"]; skipped += o["skipped"]
+print(calls, checked, skipped)
+EOF
+}
+
+# ---- machine ------------------------------------------------------------------------------------
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s)
+blas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo unknown)
+echo "# fumi benchmarks"
+echo
+echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs, ${os}, OpenBLAS ${blas}; build type ${BUILD_TYPE:-?}."
+[[ $BUILD_TYPE == Debug ]] && echo "**Warning: a Debug build; hot-path numbers are meaningless.**"
+read -r load1 _ </proc/loadavg
+echo "Load average at start: ${load1}."
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
+  echo "**Warning: the machine is busy; times below are inflated and noisy (part 1's best-batch figures least so).**"
+fi
+echo
+
+# ---- part 1: hook overhead, not sampled ---------------------------------------------------------
+policy nomatch '  - name: dgemm-only' '    match: { op: dgemm_ }' \
+               '    checks: [ { plugin: nan_inf } ]'
+policy every '  - name: sgemm-rarely' '    match: { op: sgemm_ }' \
+             '    sample: { every: 1000000000 }' '    checks: [ { plugin: nan_inf } ]'
+policy capped '  - name: sgemm-capped' '    match: { op: sgemm_ }' \
+              '    sample: { every: 1, max_checks: 0 }' '    checks: [ { plugin: nan_inf } ]'
+
+if [[ $QUICK == 1 ]]; then HOOK_ARGS=(--calls 100000 --reps 15); ROUNDS=1
+else HOOK_ARGS=(--calls 200000 --reps 40); ROUNDS=2; fi
+
+CASES=(plain nomatch every capped default disable)
+declare -A LABEL=(
+  [plain]="(a) plain: no LD_PRELOAD, PLT call into nullblas"
+  [nomatch]="(b) preloaded, no rule matches sgemm_ (decision null)"
+  [every]="(c) preloaded, rule matches, not sampled (every: 1e9)"
+  [capped]="(c') preloaded, rule matches, max_checks reached (every: 1, max_checks: 0)"
+  [default]="(c\") preloaded, embedded default policy past its 200 checks"
+  [disable]="(d) preloaded, FUMI_DISABLE=1"
+)
+declare -A MIN MED OVERLAP
+
+# hook_case CASE THREADS: prints "min median" ns/call of one bench_hook run.
+hook_case() {
+  local c=$1 t=$2 out=$TMP/out-hook-$1-$2-$round
+  local -a env=(env)
+  case $c in
+    plain) ;;
+    disable) env+=(LD_PRELOAD="$LIBFUMI" FUMI_DISABLE=1) ;;
+    default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_LOG_LEVEL=warn) ;;
+    *) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/$c.yaml") ;;
+  esac
+  "${env[@]}" "$HOOK" --threads "$t" "${HOOK_ARGS[@]}" 2>>"$TMP/stderr-hook" |
+    sed -n 's/.*overlapped=\([0-9]*\) min_ns=\([0-9.]*\) median_ns=\([0-9.]*\).*/\2 \3 \1/p'
+}
+
+# Rounds interleave the cases so that a slow spell of the machine does not hit one case only;
+# a case's figure is its smallest min (and smallest median) over the rounds.
+for ((round = 1; round <= ROUNDS; ++round)); do
+  for t in 1 2; do
+    for c in "${CASES[@]}"; do
+      read -r mn md ov < <(hook_case "$c" "$t")
+      key=$c/$t
+      OVERLAP[$key]=$(( ${OVERLAP[$key]:-0} + ov ))
+      if [[ -z ${MIN[$key]:-} ]] || awk -v a="$mn" -v b="${MIN[$key]}" 'BEGIN{exit !(a<b)}'; then
+        MIN[$key]=$mn
+      fi
+      if [[ -z ${MED[$key]:-} ]] || awk -v a="$md" -v b="${MED[$key]}" 'BEGIN{exit !(a<b)}'; then
+        MED[$key]=$md
+      fi
+    done
+  done
+done
+
+# The (b) run must not have checked anything; (c) only its warm-up index 0.
+read -r _ nb_checked _ < <(events_check "$TMP/out-hook-nomatch-1-1")
+read -r _ ev_checked _ < <(events_check "$TMP/out-hook-every-1-1")
+
+echo "## 1. Hook overhead per call that is not checked (sgemm_ on a no-op BLAS)"
+echo
+echo "bench_hook: batches of ${HOOK_ARGS[1]} back-to-back calls, ${HOOK_ARGS[3]} batches per run, ${ROUNDS} run(s) per case; ns/call = best batch (median batch in brackets). Overhead = case − (a) at the same thread count. With 2 threads both call at once, a batch counts the slower thread, and only batches during which the two threads overlapped ≥ 90% count (the number is shown; 0 means the machine was too busy and all batches were used)."
+echo
+echo "| case | threads | ns/call (median) | overhead ns/call | target ≤ 10 ns |"
+echo "|---|---|---:|---:|---|"
+for t in 1 2; do
+  for c in "${CASES[@]}"; do
+    key=$c/$t
+    if [[ $c == plain ]]; then
+      over="—"; verdict="(baseline)"
+    else
+      over=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{printf "%+.1f", a-b}')
+      verdict=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{print (a-b<=10) ? "met" : "**missed**"}')
+    fi
+    threads=$t
+    # With 2 threads, how many batches really ran concurrently (the others are not counted).
+    [[ $t -gt 1 ]] && threads+=" (${OVERLAP[$key]}/$(( ROUNDS * HOOK_ARGS[3] )) together)"
+    printf '| %s | %s | %.1f (%.1f) | %s | %s |\n' "${LABEL[$c]}" "$threads" "${MIN[$key]}" "${MED[$key]}" "$over" "$verdict"
+  done
+done
+echo
+echo "Sanity: (b) checked ${nb_checked} calls (expected 0); (c) checked ${ev_checked} (expected 1: warm-up index 0)."
+echo
+
+# Instruction counts do not depend on the machine's load: callgrind's total for two call counts,
+# differenced, gives instructions per call (the warm-up, libfumi's start-up and exit cancel out).
+if command -v valgrind >/dev/null 2>&1 && [[ $QUICK == 0 ]]; then
+  ir() {  # ir CASE CALLS: instructions executed by a 1-thread bench_hook run
+    local c=$1 n=$2
+    local -a env=(env)
+    case $c in
+      plain) ;;
+      disable) env+=(LD_PRELOAD="$LIBFUMI" FUMI_DISABLE=1) ;;
+      default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-ir" FUMI_LOG_LEVEL=warn) ;;
+      *) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-ir" FUMI_POLICY="$TMP/$c.yaml") ;;
+    esac
+    "${env[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+      "$HOOK" --calls "$n" --reps 1 --warmup 20000 2>&1 >/dev/null |
+      sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+  }
+  echo "Instructions per call (callgrind, 1 thread; independent of machine load):"
+  echo
+  echo "| case | instructions/call | added by libfumi |"
+  echo "|---|---:|---:|"
+  declare -A IR
+  for c in "${CASES[@]}"; do
+    lo=$(ir "$c" 10000); hi=$(ir "$c" 60000)
+    IR[$c]=$(( (hi - lo) / 50000 ))
+    if [[ $c == plain ]]; then added="—"; else added=$(printf '%+d' $(( IR[$c] - IR[plain] ))); fi
+    echo "| ${LABEL[$c]} | ${IR[$c]} | $added |"
+  done
+  echo
+fi
+
+# ---- part 2: checked calls on real OpenBLAS -------------------------------------------------------
+one_rule() {  # one_rule NAME CHECKS-YAML: a rule checking every sgemm_ call
+  policy "$1" '  - name: every-call' '    match: { op: sgemm_ }' '    sample: { every: 1 }' \
+              "    checks: $2"
+}
+one_rule nan_inf '[ { plugin: nan_inf } ]'
+one_rule highprec '[ { plugin: highprec } ]'
+one_rule perturb '[ { plugin: perturb, trials: 2 } ]'
+one_rule determinism '[ { plugin: determinism } ]'
+one_rule defaultset '[ { plugin: nan_inf }, { plugin: highprec, metric: normwise_rel }, { plugin: perturb, trials: 2 } ]'
+
+if [[ $QUICK == 1 ]]; then CHECKED_ARGS=(--min-time 0.1 --min-calls 3); else CHECKED_ARGS=(--min-time 1.0 --min-calls 7); fi
+SETS=(plain nan_inf highprec perturb determinism defaultset)
+declare -A SETLABEL=(
+  [plain]="plain (no LD_PRELOAD)"
+  [nan_inf]="nan_inf"
+  [highprec]="highprec"
+  [perturb]="perturb (trials 2)"
+  [determinism]="determinism"
+  [defaultset]="default set: nan_inf + highprec + perturb (trials 2)"
+)
+declare -A US
+notes=""
+for s in "${SETS[@]}"; do
+  out=$TMP/out-checked-$s
+  if [[ $s == plain ]]; then
+    "$CHECKED" "${CHECKED_ARGS[@]}" >"$TMP/checked-$s"
+  else
+    env LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/$s.yaml" \
+      "$CHECKED" "${CHECKED_ARGS[@]}" >"$TMP/checked-$s" 2>>"$TMP/stderr-checked"
+    read -r calls checked skipped < <(events_check "$out")
+    if [[ $calls != "$checked" || $skipped != 0 ]]; then
+      notes+="Warning: ${SETLABEL[$s]}: ${checked} of ${calls} calls checked, ${skipped} skipped."$'\n'
+    fi
+  fi
+  while read -r line; do
+    n=$(sed -n 's/^n=\([0-9]*\) .*/\1/p' <<<"$line")
+    US[$s/$n]=$(sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' <<<"$line")
+  done <"$TMP/checked-$s"
+done
+
+echo "## 2. Cost of a checked call (real OpenBLAS sgemm_, square n×n×n, every call checked)"
+echo
+echo "bench_checked: well-conditioned data (uniform in [0.5, 1)), alpha 1, beta 0; median µs per call over ≥ ${CHECKED_ARGS[1]} s and ≥ ${CHECKED_ARGS[3]} calls per size; factor = checked / plain. Policy \`sample: { every: 1 }\` with the one check set."
+echo
+echo "| checks | n=64 µs/call (×plain) | n=256 µs/call (×plain) | n=512 µs/call (×plain) |"
+echo "|---|---:|---:|---:|"
+for s in "${SETS[@]}"; do
+  row="| ${SETLABEL[$s]} |"
+  for n in 64 256 512; do
+    v=${US[$s/$n]:-}
+    p=${US[plain/$n]:-}
+    if [[ -z $v || -z $p ]]; then row+=" n/a |"; continue; fi
+    if [[ $s == plain ]]; then row+=$(printf ' %.1f (1×) |' "$v")
+    else row+=$(awk -v v="$v" -v p="$p" 'BEGIN{printf " %.1f (%.1f×) |", v, v/p}'); fi
+  done
+  echo "$row"
+done
+echo
+[[ -n $notes ]] && printf '%s\n' "$notes"
+grep -q "violation" "$TMP/stderr-checked" 2>/dev/null &&
+  echo "Note: some checks reported violations on this data (see the fumi log); times still count." && echo
+
+# ---- part 3: default policy on a training job -------------------------------------------------------
+echo "## 3. Embedded default policy on a real job (examples/train_mlp.py --steps 300)"
+echo
+if [[ $TRAIN == 1 ]] && ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+  echo "Skipped: $PYTHON cannot import torch."
+  TRAIN=0
+elif [[ $TRAIN == 0 ]]; then
+  echo "Skipped (--skip-train)."
+fi
+if [[ $TRAIN == 1 ]]; then
+  RUNS=5; [[ $QUICK == 1 ]] && RUNS=1
+  STEPS=300
+  job=("$PYTHON" "$ROOT/examples/train_mlp.py" --steps "$STEPS")
+  plain_w=() plain_c=() fumi_w=() fumi_c=()
+  # timed CMD...: "wall cpu" seconds (cpu = user + sys of the command and its children).
+  timed() {
+    local tf=$TMP/time
+    if [[ -x /usr/bin/time ]]; then
+      /usr/bin/time -f '%e %U %S' -o "$tf" "$@" >/dev/null 2>>"$TMP/stderr-train"
+    else  # bash's own: children's CPU is counted once they are waited for
+      { TIMEFORMAT='%R %U %S'; time "$@" >/dev/null 2>>"$TMP/stderr-train"; } 2>"$tf"
+    fi
+    awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$tf"
+  }
+  for ((i = 0; i < RUNS; ++i)); do  # alternating, so drift hits both sides alike
+    read -r w c < <(timed "${job[@]}"); plain_w+=("$w"); plain_c+=("$c")
+    read -r w c < <(timed "$FUMI" run --out "$TMP/out-train" -- "${job[@]}"); fumi_w+=("$w"); fumi_c+=("$c")
+  done
+  read -r tcalls tchecked _ < <(events_check "$TMP/out-train")
+  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+  pw=$(median "${plain_w[@]}"); pc=$(median "${plain_c[@]}")
+  fw=$(median "${fumi_w[@]}"); fc=$(median "${fumi_c[@]}")
+  echo "$RUNS runs each, alternating; median. \`fumi run\` includes libfumi's start-up, the checks and the CLI's summary. Last fumi run: ${tcalls} sgemm_ calls, ${tchecked} checked (first 3, every 100th, at most 200)."
+  echo
+  echo "| run | wall s (median) | CPU s user+sys (median) | wall runs | factor (wall) | factor (CPU) |"
+  echo "|---|---:|---:|---|---:|---:|"
+  printf '| plain | %.2f | %.2f | %s | 1.00 | 1.00 |\n' "$pw" "$pc" "${plain_w[*]}"
+  awk -v fw="$fw" -v fc="$fc" -v pw="$pw" -v pc="$pc" -v runs="${fumi_w[*]}" \
+    'BEGIN{printf "| fumi run (default policy) | %.2f | %.2f | %s | %.2f | %.2f |\n", fw, fc, runs, fw/pw, fc/pc}'
+fi
+exit 0
