@@ -147,37 +147,9 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   done
 done
 
-# The (b) run must not have checked anything; (c) only its warm-up index 0.
-read -r _ nb_checked _ < <(events_check "$TMP/out-hook-nomatch-1-1")
-read -r _ ev_checked _ < <(events_check "$TMP/out-hook-every-1-1")
-
-echo "## 1. Hook overhead per call that is not checked (sgemm_ on a no-op BLAS)"
-echo
-echo "bench_hook: batches of ${HOOK_ARGS[1]} back-to-back calls, ${HOOK_ARGS[3]} batches per run, ${ROUNDS} run(s) per case; ns/call = best batch (median batch in brackets). Overhead = case − (a) at the same thread count. With 2 threads both call at once, a batch counts the slower thread, and only batches during which the two threads overlapped ≥ 90% count (the number is shown; 0 means the machine was too busy and all batches were used)."
-echo
-echo "| case | threads | ns/call (median) | overhead ns/call | target ≤ 10 ns |"
-echo "|---|---|---:|---:|---|"
-for t in 1 2; do
-  for c in "${CASES[@]}"; do
-    key=$c/$t
-    if [[ $c == plain ]]; then
-      over="—"; verdict="(baseline)"
-    else
-      over=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{printf "%+.1f", a-b}')
-      verdict=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{print (a-b<=10) ? "met" : "**missed**"}')
-    fi
-    threads=$t
-    # With 2 threads, how many batches really ran concurrently (the others are not counted).
-    [[ $t -gt 1 ]] && threads+=" (${OVERLAP[$key]}/$(( ROUNDS * HOOK_ARGS[3] )) together)"
-    printf '| %s | %s | %.1f (%.1f) | %s | %s |\n' "${LABEL[$c]}" "$threads" "${MIN[$key]}" "${MED[$key]}" "$over" "$verdict"
-  done
-done
-echo
-echo "Sanity: (b) checked ${nb_checked} calls (expected 0); (c) checked ${ev_checked} (expected 1: warm-up index 0)."
-echo
-
 # Instruction counts do not depend on the machine's load: callgrind's total for two call counts,
 # differenced, gives instructions per call (the warm-up, libfumi's start-up and exit cancel out).
+declare -A IR
 if command -v valgrind >/dev/null 2>&1 && [[ $QUICK == 0 ]]; then
   ir() {  # ir CASE CALLS: instructions executed by a 1-thread bench_hook run
     local c=$1 n=$2
@@ -192,19 +164,44 @@ if command -v valgrind >/dev/null 2>&1 && [[ $QUICK == 0 ]]; then
       "$HOOK" --calls "$n" --reps 1 --warmup 20000 2>&1 >/dev/null |
       sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
   }
-  echo "Instructions per call (callgrind, 1 thread; independent of machine load):"
-  echo
-  echo "| case | instructions/call | added by libfumi |"
-  echo "|---|---:|---:|"
-  declare -A IR
   for c in "${CASES[@]}"; do
     lo=$(ir "$c" 10000); hi=$(ir "$c" 60000)
     IR[$c]=$(( (hi - lo) / 50000 ))
-    if [[ $c == plain ]]; then added="—"; else added=$(printf '%+d' $(( IR[$c] - IR[plain] ))); fi
-    echo "| ${LABEL[$c]} | ${IR[$c]} | $added |"
   done
-  echo
 fi
+
+# The (b) run must not have checked anything; (c) only its warm-up index 0.
+read -r _ nb_checked _ < <(events_check "$TMP/out-hook-nomatch-1-1")
+read -r _ ev_checked _ < <(events_check "$TMP/out-hook-every-1-1")
+
+echo "## 1. Hook overhead per call that is not checked (sgemm_ on a no-op BLAS)"
+echo
+echo "bench_hook: batches of ${HOOK_ARGS[1]} back-to-back calls, ${HOOK_ARGS[3]} batches per run, ${ROUNDS} run(s) per case; ns/call = best batch (median batch in brackets). Overhead = case − (a) at the same thread count. With 2 threads both call at once, a batch counts the slower thread, and only batches during which the two threads overlapped ≥ 90% count (the number is shown; 0 means the machine was too busy and all batches were used). Instructions/call: callgrind, 1 thread, independent of the machine's load (left out with --quick or without valgrind)."
+echo
+echo "| case | threads | ns/call (median) | overhead ns/call | instructions/call (added) | target ≤ 10 ns |"
+echo "|---|---|---:|---:|---:|---|"
+for t in 1 2; do
+  for c in "${CASES[@]}"; do
+    key=$c/$t
+    if [[ $c == plain ]]; then
+      over="—"; verdict="(baseline)"
+    else
+      over=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{printf "%+.1f", a-b}')
+      verdict=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{print (a-b<=10) ? "met" : "**missed**"}')
+    fi
+    threads=$t instr="—"
+    if [[ $t == 1 && -n ${IR[$c]:-} ]]; then
+      if [[ $c == plain ]]; then instr=${IR[$c]}
+      else instr="${IR[$c]} ($(printf '%+d' $(( IR[$c] - IR[plain] ))))"; fi
+    fi
+    # With 2 threads, how many batches really ran concurrently (the others are not counted).
+    [[ $t -gt 1 ]] && threads+=" (${OVERLAP[$key]}/$(( ROUNDS * HOOK_ARGS[3] )) together)"
+    printf '| %s | %s | %.1f (%.1f) | %s | %s | %s |\n' "${LABEL[$c]}" "$threads" "${MIN[$key]}" "${MED[$key]}" "$over" "$instr" "$verdict"
+  done
+done
+echo
+echo "Sanity: (b) checked ${nb_checked} calls (expected 0); (c) checked ${ev_checked} (expected 1: warm-up index 0)."
+echo
 
 # ---- part 2: checked calls on real OpenBLAS -------------------------------------------------------
 one_rule() {  # one_rule NAME CHECKS-YAML: a rule checking every sgemm_ call
@@ -282,7 +279,7 @@ if [[ $TRAIN == 1 ]]; then
   RUNS=5; [[ $QUICK == 1 ]] && RUNS=1
   STEPS=300
   job=("$PYTHON" "$ROOT/examples/train_mlp.py" --steps "$STEPS")
-  plain_w=() plain_c=() fumi_w=() fumi_c=()
+  plain_w=() plain_c=() bare_w=() bare_c=() fumi_w=() fumi_c=()
   # timed CMD...: "wall cpu" seconds (cpu = user + sys of the command and its children).
   timed() {
     local tf=$TMP/time
@@ -293,20 +290,30 @@ if [[ $TRAIN == 1 ]]; then
     fi
     awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$tf"
   }
-  for ((i = 0; i < RUNS; ++i)); do  # alternating, so drift hits both sides alike
+  for ((i = 0; i < RUNS; ++i)); do  # alternating, so drift hits every variant alike
     read -r w c < <(timed "${job[@]}"); plain_w+=("$w"); plain_c+=("$c")
+    read -r w c < <(timed env LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-train-bare" \
+                      FUMI_POLICY="$TMP/nomatch.yaml" "${job[@]}"); bare_w+=("$w"); bare_c+=("$c")
     read -r w c < <(timed "$FUMI" run --out "$TMP/out-train" -- "${job[@]}"); fumi_w+=("$w"); fumi_c+=("$c")
   done
   read -r tcalls tchecked _ < <(events_check "$TMP/out-train")
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
   pw=$(median "${plain_w[@]}"); pc=$(median "${plain_c[@]}")
+  bw=$(median "${bare_w[@]}"); bc=$(median "${bare_c[@]}")
   fw=$(median "${fumi_w[@]}"); fc=$(median "${fumi_c[@]}")
-  echo "$RUNS runs each, alternating; median. \`fumi run\` includes libfumi's start-up, the checks and the CLI's summary. Last fumi run: ${tcalls} sgemm_ calls, ${tchecked} checked (first 3, every 100th, at most 200)."
+  echo "$RUNS runs of each, alternating; median; factor = variant / plain. \`fumi run\` includes libfumi's start-up, the checks and the CLI's summary. Last fumi run: ${tcalls} sgemm_ calls, ${tchecked} checked (first 3, every 100th, at most 200)."
   echo
   echo "| run | wall s (median) | CPU s user+sys (median) | wall runs | factor (wall) | factor (CPU) |"
   echo "|---|---:|---:|---|---:|---:|"
-  printf '| plain | %.2f | %.2f | %s | 1.00 | 1.00 |\n' "$pw" "$pc" "${plain_w[*]}"
-  awk -v fw="$fw" -v fc="$fc" -v pw="$pw" -v pc="$pc" -v runs="${fumi_w[*]}" \
-    'BEGIN{printf "| fumi run (default policy) | %.2f | %.2f | %s | %.2f | %.2f |\n", fw, fc, runs, fw/pw, fc/pc}'
+  row() {  # row LABEL WALL CPU RUNS...: one table row, factors against plain
+    local label=$1 w=$2 c=$3; shift 3
+    awk -v l="$label" -v w="$w" -v c="$c" -v pw="$pw" -v pc="$pc" -v runs="$*" 'BEGIN{
+      n = split(runs, r, " "); list = ""
+      for (i = 1; i <= n; ++i) list = list (i > 1 ? " " : "") sprintf("%.2f", r[i])
+      printf "| %s | %.2f | %.2f | %s | %.2f | %.2f |\n", l, w, c, list, w/pw, c/pc}'
+  }
+  row "plain" "$pw" "$pc" "${plain_w[@]}"
+  row "libfumi preloaded, no rule for sgemm_ (start-up + hooks, no checks)" "$bw" "$bc" "${bare_w[@]}"
+  row "fumi run (embedded default policy)" "$fw" "$fc" "${fumi_w[@]}"
 fi
 exit 0

@@ -139,8 +139,19 @@ nlohmann::json shapesOf(Call& call) {
 
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev);
 
+// JSON has no Inf/NaN: write them as the strings "inf", "-inf", "nan".
+nlohmann::json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+// Does a verdict of `struct_size` bytes (an older plugin's may be shorter) hold `field`?
+#define FUMI_VERDICT_HAS(v, field) \
+  ((v)->struct_size >= offsetof(fumi_verdict, field) + sizeof((v)->field))
+
 void hostReport(fumi_call* c, const fumi_verdict* v) {
-  if (!v || v->struct_size < offsetof(fumi_verdict, detail)) return;
+  if (!v || !FUMI_VERDICT_HAS(v, violated)) return;
   Call& call = *c->call;
   const std::string check = c->check->name;
   const std::string metric = v->metric ? v->metric : "value";
@@ -154,18 +165,19 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["backend"] = call.info().backend;
   ev["check"] = check;
   ev["metric"] = metric;
-  ev["value"] = v->value;
-  ev["tolerance"] = v->tolerance;
+  ev["value"] = number(v->value);
+  ev["tolerance"] = number(v->tolerance);
   ev["dtype"] = dtypeName(call.info().dtype);
   ev["compute"] = dtypeName(call.info().compute);
   ev["shape"] = shapesOf(call);
   ev["call_index"] = call.info().call_index;
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();
-  for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
-    if (v->extra[i].name) extra[v->extra[i].name] = v->extra[i].value;
+  if (FUMI_VERDICT_HAS(v, extra))
+    for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
+      if (v->extra[i].name) extra[v->extra[i].name] = number(v->extra[i].value);
   ev["extra"] = extra;
-  if (v->detail) ev["detail"] = v->detail;
+  if (FUMI_VERDICT_HAS(v, detail) && v->detail) ev["detail"] = v->detail;
   if (v->violated) {
     c->violated = true;
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
@@ -238,7 +250,7 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
   return false;
 }
 
-RuleSampler* OpDecision::select(int64_t size, uint64_t* match_index) {
+RuleSampler* OpDecision::select(int64_t size) {
   for (auto& cand : candidates) {
     const MatchSpec& m = cand->rule->rule->match;
     if (size < m.min_size || size > m.max_size) continue;
@@ -246,10 +258,9 @@ RuleSampler* OpDecision::select(int64_t size, uint64_t* match_index) {
     if (cand->rule->checks.empty()) return nullptr;
     const uint64_t index = cand->matched.fetch_add(1, std::memory_order_relaxed);
     if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
-    // Reserve one of max_checks; give it back if the cap is already reached.
+    // Take one of max_checks; once the cap is reached the counter only grows, which is harmless.
     const uint64_t max = cand->rule->rule->sample.max_checks;
     if (cand->checked.fetch_add(1, std::memory_order_relaxed) >= max) return nullptr;
-    *match_index = index;
     return cand.get();
   }
   return nullptr;
@@ -345,6 +356,14 @@ void Engine::compileSite(OpSite& site) {
   if (!any_checks) return;  // fast path stays: decision == nullptr
   site.decision.store(dec.get(), std::memory_order_release);
   decisions_.push_back(std::move(dec));
+}
+
+void Engine::resetSamplingAfterFork() {
+  for (auto& d : decisions_)
+    for (auto& cand : d->candidates) {
+      cand->matched.store(0);
+      cand->checked.store(0);
+    }
 }
 
 void Engine::runChecks(Call& call, RuleSampler& sampler) {

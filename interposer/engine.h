@@ -51,7 +51,7 @@ struct RuleSampler {
 class OpDecision {
  public:
   // The sampler of the first rule matching a call of this size, if that rule checks this call.
-  RuleSampler* select(int64_t size, uint64_t* match_index);
+  RuleSampler* select(int64_t size);
   std::vector<std::unique_ptr<RuleSampler>> candidates;
 };
 
@@ -73,6 +73,9 @@ class Engine {
   void runChecks(Call& call, RuleSampler& sampler);
 
   const Policy& policy() const { return policy_; }
+
+  // In a forked child: sampling starts afresh (first N, max_checks) like in any new process.
+  void resetSamplingAfterFork();
 
  private:
   void instantiate();

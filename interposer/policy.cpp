@@ -183,6 +183,8 @@ class Parser {
                }
              }
            });
+    if (n.IsMap() && s->first == 0 && s->every == 0 && s->probability == 0)
+      warn(n, "sample selects no call (give first, every or probability): nothing will be checked");
   }
 
   void dtypes(const YAML::Node& n, std::vector<fumi_dtype>* out) {

@@ -85,7 +85,9 @@ void Reporter::open() {
   makeDirs(dir_);
   const std::string pid = std::to_string(::getpid());
   const std::string path = dir_ + "/events-" + pid + ".jsonl";
-  events_ = std::fopen(path.c_str(), "w");
+  // Append: a process that exec()s keeps its pid, and its new image must not erase the old
+  // image's events (`fumi run` clears the directory of earlier runs).
+  events_ = std::fopen(path.c_str(), "a");
   if (!events_)
     logger_->error("cannot write {}: {}; events go nowhere", path, std::strerror(errno));
   try {
@@ -121,10 +123,10 @@ void Reporter::event(nlohmann::json ev) {
   std::fflush(events_);  // events are rare (violations, errors): keep them even on a crash
 }
 
-void Reporter::error(const std::string& where, const std::string& location,
-                     const std::string& message) {
+void Reporter::diagnostic(const char* kind, const std::string& where,
+                          const std::string& location, const std::string& message) {
   nlohmann::json ev;
-  ev["event"] = "error";
+  ev["event"] = kind;
   ev["where"] = where;
   if (!location.empty()) ev["location"] = location;
   ev["message"] = message;

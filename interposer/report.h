@@ -35,7 +35,16 @@ class Reporter {
   void reopenInChild();
 
   void event(nlohmann::json ev);  // adds pid/time, writes one line
-  void error(const std::string& where, const std::string& location, const std::string& message);
+  void error(const std::string& where, const std::string& location, const std::string& message) {
+    diagnostic("error", where, location, message);
+  }
+  void warning(const std::string& where, const std::string& location, const std::string& message) {
+    diagnostic("warning", where, location, message);
+  }
+
+  // Held across fork() so the child never inherits it locked (see runtime.cpp).
+  void lockForFork() { mu_.lock(); }
+  void unlockAfterFork() { mu_.unlock(); }
   void summary();  // summary event over every op site
 
   spdlog::logger& log() { return *logger_; }
@@ -43,6 +52,8 @@ class Reporter {
   const ReportSettings& settings() const { return settings_; }
 
  private:
+  void diagnostic(const char* kind, const std::string& where, const std::string& location,
+                  const std::string& message);
   void makeLogger(std::shared_ptr<spdlog::sinks::sink> file_sink);
 
   ReportSettings settings_;

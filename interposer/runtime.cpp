@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -45,13 +46,25 @@ std::string builtinPluginDir() {
          "/fumi/plugins";
 }
 
+// fork() copies memory, not threads: a mutex another thread held at that moment stays locked
+// in the child forever. The reporter's lock is taken across fork (prepare/parent/child); the
+// sites' statistics mutexes are re-created in the child, where they are unused by anyone else.
+void beforeFork() {
+  if (g_reporter) g_reporter->lockForFork();
+}
+void afterForkInParent() {
+  if (g_reporter) g_reporter->unlockAfterFork();
+}
 void afterForkInChild() {
+  if (!g_reporter) return;
+  g_reporter->unlockAfterFork();
   if (g_state.load() != kActive) return;
   for (OpSite* s = firstSite(); s; s = s->next) {
     s->calls.store(0);
-    std::lock_guard<std::mutex> lock(s->stats_mu);
+    new (&s->stats_mu) std::mutex();
     s->stats = OpStats{};
   }
+  g_engine->resetSamplingAfterFork();
   g_reporter->reopenInChild();
 }
 
@@ -81,12 +94,11 @@ bool initialise() {
                                                         : settings.log_level;
   g_reporter = new Reporter(policy.report, out, level, policy.source);
   g_reporter->open();
-  for (const Diagnostic& d : pr.diagnostics)
-    g_reporter->error("policy", d.loc.str(), d.message);
+  for (const Diagnostic& d : pr.diagnostics) g_reporter->warning("policy", d.loc.str(), d.message);
   auto dirs = pluginSearchPath(policy.plugin_dirs, builtinPluginDir());
   g_engine = new Engine(std::move(policy), *g_reporter, std::move(dirs));
   g_engine->compileAll();
-  pthread_atfork(nullptr, nullptr, afterForkInChild);
+  pthread_atfork(beforeFork, afterForkInParent, afterForkInChild);
   return true;
 }
 

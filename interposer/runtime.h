@@ -27,7 +27,7 @@ inline bool enter() {
   if (t_inside_fumi) return false;
   const int s = g_state.load(std::memory_order_acquire);
   if (s == kActive) return true;
-  if (s == kUninit) return initSlow();
+  if (s == kUninit || s == kInitializing) return initSlow();  // init, or wait for it
   return false;
 }
 

@@ -28,8 +28,9 @@ struct OpSite {
   OpSite& operator=(const OpSite&) = delete;
 
   // Hot path. Plain atomics, no locks or allocation: this runs on every intercepted call.
-  OpDecision* onCall() {
-    calls.fetch_add(1, std::memory_order_relaxed);
+  // `index` receives the call's 0-based index among all calls of this op in the process.
+  OpDecision* onCall(uint64_t& index) {
+    index = calls.fetch_add(1, std::memory_order_relaxed);
     return decision.load(std::memory_order_acquire);
   }
 

@@ -15,8 +15,11 @@
  *      FUMI_ERROR (or throws anyway) is disabled for the rest of the run; the program goes on.
  *
  * Rules of this ABI: C only, every struct starts with struct_size (and abi_version where it is
- * an entry point) so both sides can grow them by appending fields. Pointers handed to a plugin
- * are valid only during the call that handed them over.
+ * an entry point) so both sides can grow them by appending fields; a reader uses only the
+ * fields that struct_size covers, and steps through arrays of structs (fumi_call_info.tensors)
+ * by the first element's struct_size. Pointers handed to a plugin are valid only during the
+ * call that handed them over. `check` may run on one instance from several threads at once
+ * (calls of a multi-threaded program): keep per-call state on the stack or in host scratch.
  */
 #ifndef FUMI_PLUGIN_H
 #define FUMI_PLUGIN_H

@@ -129,40 +129,38 @@ class GemvCall final : public Call {
 // first, then build the Call and run the checks. Any failure inside fumi leaves the original
 // call's effect untouched.
 template <class Forward, class Build>
-void checkedCall(OpSite& site, OpDecision& decision, int64_t size, const void* inout,
-                 int64_t inout_span, size_t elem_bytes, Forward&& forward, Build&& build) {
-  uint64_t index = 0;
-  RuleSampler* sampler = decision.select(size, &index);
+void checkedCall(const CallSite& cs, int64_t size, const void* inout, int64_t inout_span,
+                 size_t elem_bytes, Forward&& forward, Build&& build) {
   Engine* eng = engine();
-  if (!sampler || !eng || size == 0) {
-    forward();
-    return;
-  }
-  bool forwarded = false;
-  try {
-    std::vector<unsigned char> snapshot;
-    const size_t bytes = inout ? static_cast<size_t>(inout_span) * elem_bytes : 0;
+  // Empty problems are not checked and take no sampling slot.
+  RuleSampler* sampler = eng && size > 0 ? cs.decision.select(size) : nullptr;
+  std::vector<unsigned char> snapshot;
+  if (sampler && inout) {
+    const size_t bytes = static_cast<size_t>(inout_span) * elem_bytes;
     if (bytes > eng->policy().scratch_budget) {
-      site.addStats(0, 1);  // snapshot alone exceeds the scratch budget
-      forward();
-      return;
+      cs.site.addStats(0, 1);  // the snapshot alone exceeds the scratch budget
+      sampler = nullptr;
+    } else {
+      try {
+        InsideScope inside;
+        snapshot.assign(static_cast<const unsigned char*>(inout),
+                        static_cast<const unsigned char*>(inout) + bytes);
+      } catch (const std::bad_alloc&) {
+        cs.site.addStats(0, 1);
+        sampler = nullptr;
+      }
     }
-    {
-      InsideScope inside;
-      if (inout) snapshot.assign(static_cast<const unsigned char*>(inout),
-                                 static_cast<const unsigned char*>(inout) + bytes);
-    }
-    forward();
-    forwarded = true;
-    InsideScope inside;
-    auto call = build(index, inout ? snapshot.data() : nullptr);
+  }
+  forward();  // outside any try: what the real function does is the caller's business
+  if (!sampler) return;
+  InsideScope inside;
+  try {
+    auto call = build(cs.call_index, inout ? snapshot.data() : nullptr);
     eng->runChecks(*call, *sampler);
   } catch (const std::exception& e) {
-    internalError(site.name, e.what());
-    if (!forwarded) forward();
+    internalError(cs.site.name, e.what());
   } catch (...) {
-    internalError(site.name, "unknown exception");
-    if (!forwarded) forward();
+    internalError(cs.site.name, "unknown exception");
   }
 }
 
@@ -203,17 +201,17 @@ int64_t gemmSpanC(int m, int n, int ldc, bool row_major) {
 }
 
 template <class T, class Real>
-void fortranGemm(OpSite& site, OpDecision& decision, Real real, const char* ta, const char* tb,
+void fortranGemm(const CallSite& cs, Real real, const char* ta, const char* tb,
                  const int* m, const int* n, const int* k, const T* alpha, const T* a,
                  const int* lda, const T* b, const int* ldb, const T* beta, T* c, const int* ldc,
                  size_t la, size_t lb) {
   auto forward = [&] { real(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, la, lb); };
   const Gemm g{upper(ta), upper(tb), *m, *n, *k, *lda, *ldb, *ldc, double(*alpha), double(*beta)};
   if (!g.valid()) return forward();  // the real library reports the bad argument
-  checkedCall(site, decision, int64_t{g.m} * g.n * g.k, *beta != 0 ? c : nullptr,
+  checkedCall(cs, int64_t{g.m} * g.n * g.k, *beta != 0 ? c : nullptr,
               gemmSpanC(g.m, g.n, g.ldc, false), sizeof(T), forward,
               [&](uint64_t index, void* snap) {
-                return describeGemm<T>(site, index, false, g.ta, g.tb, g.m, g.n, g.k, a, g.lda,
+                return describeGemm<T>(cs.site, index, false, g.ta, g.tb, g.m, g.n, g.k, a, g.lda,
                                        b, g.ldb, g.beta, c, g.ldc, snap, g);
               });
 }
@@ -226,8 +224,7 @@ char cblasTrans(int t) {
 }
 
 template <class T, class Real>
-void cblasGemm(OpSite& site, OpDecision& decision, Real real, int layout, int ta, int tb, int m,
-               int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
+void cblasGemm(const CallSite& cs, Real real, int layout, int ta, int tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
                int ldc) {
   auto forward = [&] { real(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); };
   const char cta = cblasTrans(ta), ctb = cblasTrans(tb);
@@ -237,15 +234,15 @@ void cblasGemm(OpSite& site, OpDecision& decision, Real real, int layout, int ta
   const Gemm g = row ? Gemm{ctb, cta, n, m, k, ldb, lda, ldc, double(alpha), double(beta)}
                      : Gemm{cta, ctb, m, n, k, lda, ldb, ldc, double(alpha), double(beta)};
   if (!g.valid()) return forward();
-  checkedCall(site, decision, int64_t{m} * n * k, beta != 0 ? c : nullptr,
-              gemmSpanC(m, n, ldc, row), sizeof(T), forward, [&](uint64_t index, void* snap) {
-                return describeGemm<T>(site, index, row, cta, ctb, m, n, k, a, lda, b, ldb,
+  checkedCall(cs, int64_t{m} * n * k, beta != 0 ? c : nullptr, gemmSpanC(m, n, ldc, row),
+              sizeof(T), forward, [&](uint64_t index, void* snap) {
+                return describeGemm<T>(cs.site, index, row, cta, ctb, m, n, k, a, lda, b, ldb,
                                        double(beta), c, ldc, snap, g);
               });
 }
 
 template <class T, class Real>
-void fortranGemv(OpSite& site, OpDecision& decision, Real real, const char* t, const int* m,
+void fortranGemv(const CallSite& cs, Real real, const char* t, const int* m,
                  const int* n, const T* alpha, const T* a, const int* lda, const T* x,
                  const int* incx, const T* beta, T* y, const int* incy, size_t lt) {
   auto forward = [&] { real(t, m, n, alpha, a, lda, x, incx, beta, y, incy, lt); };
@@ -256,10 +253,10 @@ void fortranGemv(OpSite& site, OpDecision& decision, Real real, const char* t, c
   const bool trans = isTrans(tr);
   const int rows = trans ? *n : *m, cols = trans ? *m : *n;
   const int64_t span_y = rows ? int64_t{rows - 1} * std::abs(*incy) + 1 : 0;
-  checkedCall(site, decision, int64_t{*m} * *n, *beta != 0 ? y : nullptr, span_y, sizeof(T),
-              forward, [&](uint64_t index, void* snap) {
+  checkedCall(cs, int64_t{*m} * *n, *beta != 0 ? y : nullptr, span_y, sizeof(T), forward,
+              [&](uint64_t index, void* snap) {
                 const fumi_dtype dt = dtypeOf<T>();
-                auto call = std::make_unique<GemvCall>(site, dt, int64_t{*m} * *n, index, tr,
+                auto call = std::make_unique<GemvCall>(cs.site, dt, int64_t{*m} * *n, index, tr,
                                                        *m, *n, double(*alpha), *lda, *incx,
                                                        double(*beta), *incy);
                 const int64_t ld = *lda;

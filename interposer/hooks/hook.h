@@ -5,8 +5,8 @@
 // and a <lib>.cpp that defines the handlers (namespace fumi::hooks) and then expands the table
 // twice: FUMI_HOOK_STATE (real pointer + op site + typed accessor) and FUMI_HOOK_WRAPPER (the
 // exported wrapper). The version script and knownOpNames() read the same table.
-// A handler is called only when the policy can check this op; it must forward the call to
-// `real` exactly once, whatever happens.
+// A handler(CallSite, real, args...) is called only when the policy can check this op; it must
+// forward the call to `real` exactly once, whatever happens.
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,15 @@
 #include "site.h"
 
 #define FUMI_EXPAND(...) __VA_ARGS__
+
+namespace fumi {
+// What a handler learns about the intercepted call besides its arguments.
+struct CallSite {
+  OpSite& site;
+  OpDecision& decision;
+  uint64_t call_index;  // among all calls of this op in the process
+};
+}  // namespace fumi
 
 #define FUMI_HOOK_STATE(name, backend, dtype, handler, ret, params, args)               \
   using name##_fn = ret(*) params;                                                     \
@@ -42,7 +51,9 @@
     using namespace fumi::hooks;                                                        \
     const name##_fn real = real_##name();                                               \
     if (!fumi::enter()) return real args;                                               \
-    fumi::OpDecision* decision = g_site_##name.onCall();                                \
+    uint64_t call_index;                                                                \
+    fumi::OpDecision* decision = g_site_##name.onCall(call_index);                      \
     if (__builtin_expect(decision == nullptr, 1)) return real args;                     \
-    return handler(g_site_##name, *decision, real, FUMI_EXPAND args);                   \
+    return handler(fumi::CallSite{g_site_##name, *decision, call_index}, real,          \
+                   FUMI_EXPAND args);                                                   \
   }

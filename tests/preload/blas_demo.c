@@ -7,6 +7,8 @@
  *                      row- and column-major cblas, negative vector increments
  *   blas_demo loop N   N small sgemm_ calls (sampling tests)
  *   blas_demo threads T N   T threads, each N small sgemm_ calls
+ *   blas_demo overflow sgemm_ with finite inputs whose products overflow fp32 (Inf appears)
+ *   blas_demo exec     a well-conditioned sgemm_, then exec() of itself in mode "ill" (same pid)
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
  * Results are printed with %a so that any difference in any bit shows. */
@@ -130,6 +132,25 @@ static int layouts(void) {
   return 0;
 }
 
+static int overflow(void) {
+  enum { S = 4 };
+  float a[S * S], b[S * S], c[S * S];
+  for (int i = 0; i < S * S; ++i) a[i] = b[i] = 1e30f;
+  const int s = S;
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
+  print_f("overflow", c, S * S);
+  return 0;
+}
+
+static int exec_self(const char* self) {
+  well();
+  fflush(stdout);
+  execl(self, self, "ill", (char*)NULL);
+  perror("execl");
+  return 1;
+}
+
 static int loop(int iters) {
   enum { S = 8 };
   float a[S * S], b[S * S], c[S * S];
@@ -191,6 +212,8 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "loop") && argc > 2) return loop(atoi(argv[2]));
   if (!strcmp(argv[1], "threads") && argc > 3) return threads(atoi(argv[2]), atoi(argv[3]));
   if (!strcmp(argv[1], "fork")) return forked();
+  if (!strcmp(argv[1], "overflow")) return overflow();
+  if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;
 }

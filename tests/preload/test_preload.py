@@ -209,7 +209,54 @@ class FailOpen(unittest.TestCase):
         self.assertEqual(r.events, [])
 
 
+class Events(unittest.TestCase):
+    def test_call_index_and_passing_checks(self):
+        r = run([BLAS_DEMO, "loop", "20"], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 5 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual([c["call_index"] for c in r.of("check")], [0, 5, 10, 15])
+
+    def test_overflow_appears_and_non_finite_metrics_are_strings(self):
+        r = run([BLAS_DEMO, "overflow"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        nan_inf = [v for v in r.of("violation") if v["check"] == "nan_inf"]
+        self.assertEqual(len(nan_inf), 1)
+        self.assertEqual(nan_inf[0]["detail"], "appeared")
+        self.assertEqual(nan_inf[0]["value"], 16)
+        values = [v["value"] for v in r.of("violation") + r.of("check")]
+        self.assertNotIn(None, values)
+
+    def test_policy_warnings_are_warning_events(self):
+        r = run([BLAS_DEMO, "well"], policy="""
+            version: 1
+            flavour: vanilla
+            rules:
+              - match: { op: sgemm_ }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.of("error"), [])
+        warnings = r.of("warning")
+        self.assertEqual(len(warnings), 1)
+        self.assertIn("unknown key 'flavour'", warnings[0]["message"])
+        self.assertRegex(warnings[0]["location"], r":3:1$")
+
+
 class Processes(unittest.TestCase):
+    def test_exec_keeps_the_earlier_image_events(self):
+        r = run([BLAS_DEMO, "exec"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(r.of("start")), 2)
+        self.assertEqual(len({e["pid"] for e in r.of("start")}), 1)  # exec keeps the pid
+        # exec() runs no destructors: only the new image writes a summary. The old image's
+        # violations are in the file already (events are written as they happen).
+        self.assertEqual(len(r.of("summary")), 1)
+        self.assertTrue(r.of("violation"))  # from the exec'd "ill" image
+
     def test_threads_counted_exactly(self):
         r = run([BLAS_DEMO, "threads", "4", "250"], policy="""
             version: 1
