@@ -9,10 +9,12 @@
 
 namespace fumi {
 
+// One row of fumi/dtypes.def (see there for the meaning of each column).
 struct DtypeInfo {
   const char* name;
   int bytes;
   int mantissa_bits;
+  int min_exponent;
   double perturb_shift;
   double tolerance;
 };
@@ -20,10 +22,10 @@ struct DtypeInfo {
 // Row of fumi/dtypes.def for `dt`, or nullptr (FUMI_DTYPE_UNKNOWN / out of range).
 inline const DtypeInfo* dtypeInfo(fumi_dtype dt) {
   switch (dt) {
-#define FUMI_DTYPE(e, name, bytes, bits, shift, tol) \
-  case FUMI_DTYPE_##e: {                             \
-    static const DtypeInfo k{name, bytes, bits, shift, tol}; \
-    return &k;                                        \
+#define FUMI_DTYPE(e, name, bytes, bits, emin, shift, tol)    \
+  case FUMI_DTYPE_##e: {                                      \
+    static constexpr DtypeInfo k{name, bytes, bits, emin, shift, tol}; \
+    return &k;                                                \
   }
 #include "fumi/dtypes.def"
 #undef FUMI_DTYPE

@@ -26,54 +26,14 @@
 #include <utility>
 #include <vector>
 
+#include "fumi/dtype.hpp"
 #include "fumi/plugin.h"
 
 namespace fumi::metrics {
 
-// ---------------------------------------------------------------------------------------------
-// Dtype properties
-
-// One row of fumi/dtypes.def.
-struct DtypeInfo {
-  const char* name;
-  int bytes;
-  int mantissa_bits;     // explicit fraction bits; unit roundoff is 2^-(mantissa_bits+1)
-  double perturb_shift;  // FuMi's default relative input shift for the perturb check
-  double tolerance;      // FuMi's default tolerance of checks on this dtype
-};
-
-// Properties of `dtype`, or nullptr when it is not a floating dtype fumi knows.
-inline const DtypeInfo* dtypeInfo(fumi_dtype dtype) {
-  switch (dtype) {
-#define FUMI_DTYPE(suffix, name, bytes, mantissa_bits, perturb_shift, tolerance)            \
-  case FUMI_DTYPE_##suffix: {                                                               \
-    static constexpr DtypeInfo kInfo{name, bytes, mantissa_bits, perturb_shift, tolerance}; \
-    return &kInfo;                                                                          \
-  }
-#include "fumi/dtypes.def"
-#undef FUMI_DTYPE
-    default:
-      return nullptr;
-  }
-}
-
-// Exponent of the smallest normal number of `dtype` (INT_MIN when unknown). dtypes.def has no
-// exponent-range column, and it cannot be derived from `bytes` (TF32 has fp32's 8 exponent bits
-// in a 4-byte slot but a 10-bit mantissa), so the range lives here.
-inline int minNormalExponent(fumi_dtype dtype) {
-  switch (dtype) {
-    case FUMI_DTYPE_F64:
-      return -1022;
-    case FUMI_DTYPE_F32:
-    case FUMI_DTYPE_BF16:
-    case FUMI_DTYPE_TF32:
-      return -126;
-    case FUMI_DTYPE_F16:
-      return -14;
-    default:
-      return INT_MIN;
-  }
-}
+// Dtype properties: the one table, fumi/dtypes.def, through fumi/dtype.hpp.
+using fumi::DtypeInfo;
+using fumi::dtypeInfo;
 
 // ---------------------------------------------------------------------------------------------
 // Metrics
@@ -237,7 +197,7 @@ inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dt
   const DtypeInfo* info = dtypeInfo(dtype);
   if (!info) return std::numeric_limits<double>::quiet_NaN();
   const int p = info->mantissa_bits;
-  const int emin = minNormalExponent(dtype);
+  const int emin = info->min_exponent;
   // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
   // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
   // which case the ULP count would overflow too).
