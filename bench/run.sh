@@ -6,8 +6,8 @@
 #   Part 2  checked-call cost on real OpenBLAS sgemm_, n = 64, 256, 512, per check set
 #   Part 3  the embedded default policy on a real PyTorch CPU training job (examples/train_mlp.py)
 #
-# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]
-#   --quick       fewer repetitions (a smoke run, about 30 s; numbers are rougher)
+# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]      (~50 s on 2 idle cores)
+#   --quick       fewer repetitions, no callgrind (a smoke run, ~15 s; numbers are rougher)
 #   --no-build    use the build as it is (default: configure if needed, then build the
 #                 `fumi_bench` target, a no-op when up to date)
 #   --skip-train  leave out part 3 (it also skips itself when torch cannot be imported)
@@ -26,7 +26,7 @@ for arg in "$@"; do
     --quick) QUICK=1 ;;
     --no-build) BUILD_IT=0 ;;
     --skip-train) TRAIN=0 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,11 +34,12 @@ done
 # ---- build ------------------------------------------------------------------------------------
 if [[ $BUILD_IT == 1 ]]; then
   if [[ ! -f $BUILD/CMakeCache.txt ]]; then
-    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >/dev/null
+    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >&2
   elif ! grep -q '^FUMI_BUILD_BENCH:BOOL=ON' "$BUILD/CMakeCache.txt"; then
-    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >/dev/null
+    cmake -S "$ROOT" -B "$BUILD" -DFUMI_BUILD_BENCH=ON >&2
   fi
-  cmake --build "$BUILD" --target fumi_bench -j"$(nproc)" >/dev/null
+  # Build output goes to stderr so that stdout is only the tables.
+  cmake --build "$BUILD" --target fumi_bench -j"$(nproc)" >&2
 fi
 LIBFUMI=$BUILD/lib/libfumi.so
 FUMI=$BUILD/bin/fumi
