@@ -46,13 +46,25 @@ struct RuleSampler {
   RuleRuntime* rule = nullptr;
   std::atomic<uint64_t> matched{0};
   std::atomic<uint64_t> checked{0};
+  std::atomic<bool> exhausted{false};
 };
 
 class OpDecision {
  public:
+  explicit OpDecision(OpSite& site) : site_(site) {}
   // The sampler of the first rule matching a call of this size, if that rule checks this call.
   RuleSampler* select(int64_t size);
   std::vector<std::unique_ptr<RuleSampler>> candidates;
+
+ private:
+  // A candidate reached its max_checks. Once every candidate that checks anything has, no call
+  // of this op can be checked again: the site goes back to the no-decision fast path.
+  void exhausted(RuleSampler& s);
+
+  OpSite& site_;
+  std::atomic<size_t> exhausted_{0};
+  size_t checking_ = 0;  // candidates with checks (set by compileSite)
+  friend class Engine;
 };
 
 // Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?

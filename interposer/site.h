@@ -34,11 +34,13 @@ struct OpSite {
     return decision.load(std::memory_order_acquire);
   }
 
-  const char* name;
+  // Hot fields on cache lines of their own: `calls` is written by every call of every thread;
+  // `decision` is read by every call and written once (or when the policy is exhausted).
+  alignas(64) std::atomic<uint64_t> calls{0};
+  alignas(64) std::atomic<OpDecision*> decision{nullptr};
+  alignas(64) const char* name;
   const char* backend;
   fumi_dtype dtype;
-  std::atomic<uint64_t> calls{0};
-  std::atomic<OpDecision*> decision{nullptr};
   OpSite* next = nullptr;  // registry list
 
   std::mutex stats_mu;

@@ -128,35 +128,42 @@ class GemvCall final : public Call {
 // Forward the original call exactly once; if a check can run, snapshot the in/out operand
 // first, then build the Call and run the checks. Any failure inside fumi leaves the original
 // call's effect untouched.
+// The sampling decision, taken before anything is decoded: a call that is not sampled should
+// cost as little as possible. Empty problems are never checked and take no sampling slot.
+RuleSampler* sampleCall(const CallSite& cs, int64_t size) {
+  return size > 0 && engine() ? cs.decision.select(size) : nullptr;
+}
+
+// A sampled call: snapshot the in/out operand, forward the original call exactly once, then
+// build the Call and run the checks. Any failure inside fumi leaves the call's effect as is.
 template <class Forward, class Build>
-void checkedCall(const CallSite& cs, int64_t size, const void* inout, int64_t inout_span,
-                 size_t elem_bytes, Forward&& forward, Build&& build) {
-  Engine* eng = engine();
-  // Empty problems are not checked and take no sampling slot.
-  RuleSampler* sampler = eng && size > 0 ? cs.decision.select(size) : nullptr;
+void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
+                 int64_t inout_span, size_t elem_bytes, Forward&& forward, Build&& build) {
+  Engine& eng = *engine();
   std::vector<unsigned char> snapshot;
-  if (sampler && inout) {
+  bool check = true;
+  if (inout) {
     const size_t bytes = static_cast<size_t>(inout_span) * elem_bytes;
-    if (bytes > eng->policy().scratch_budget) {
-      cs.site.addStats(0, 1);  // the snapshot alone exceeds the scratch budget
-      sampler = nullptr;
-    } else {
+    check = bytes <= eng.policy().scratch_budget;  // else the snapshot alone is over budget
+    if (check) {
       try {
         InsideScope inside;
         snapshot.assign(static_cast<const unsigned char*>(inout),
                         static_cast<const unsigned char*>(inout) + bytes);
       } catch (const std::bad_alloc&) {
-        cs.site.addStats(0, 1);
-        sampler = nullptr;
+        check = false;
       }
     }
   }
   forward();  // outside any try: what the real function does is the caller's business
-  if (!sampler) return;
+  if (!check) {
+    cs.site.addStats(0, 1);
+    return;
+  }
   InsideScope inside;
   try {
     auto call = build(cs.call_index, inout ? snapshot.data() : nullptr);
-    eng->runChecks(*call, *sampler);
+    eng.runChecks(*call, sampler);
   } catch (const std::exception& e) {
     internalError(cs.site.name, e.what());
   } catch (...) {
@@ -206,9 +213,11 @@ void fortranGemm(const CallSite& cs, Real real, const char* ta, const char* tb,
                  const int* lda, const T* b, const int* ldb, const T* beta, T* c, const int* ldc,
                  size_t la, size_t lb) {
   auto forward = [&] { real(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, la, lb); };
+  RuleSampler* sampler = sampleCall(cs, int64_t{*m} * *n * *k);
+  if (!sampler) return forward();
   const Gemm g{upper(ta), upper(tb), *m, *n, *k, *lda, *ldb, *ldc, double(*alpha), double(*beta)};
   if (!g.valid()) return forward();  // the real library reports the bad argument
-  checkedCall(cs, int64_t{g.m} * g.n * g.k, *beta != 0 ? c : nullptr,
+  checkedCall(cs, *sampler, *beta != 0 ? c : nullptr,
               gemmSpanC(g.m, g.n, g.ldc, false), sizeof(T), forward,
               [&](uint64_t index, void* snap) {
                 return describeGemm<T>(cs.site, index, false, g.ta, g.tb, g.m, g.n, g.k, a, g.lda,
@@ -227,6 +236,8 @@ template <class T, class Real>
 void cblasGemm(const CallSite& cs, Real real, int layout, int ta, int tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
                int ldc) {
   auto forward = [&] { real(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); };
+  RuleSampler* sampler = sampleCall(cs, int64_t{m} * n * k);
+  if (!sampler) return forward();
   const char cta = cblasTrans(ta), ctb = cblasTrans(tb);
   const bool row = layout == kCblasRowMajor;
   if (!row && layout != kCblasColMajor) return forward();
@@ -234,7 +245,7 @@ void cblasGemm(const CallSite& cs, Real real, int layout, int ta, int tb, int m,
   const Gemm g = row ? Gemm{ctb, cta, n, m, k, ldb, lda, ldc, double(alpha), double(beta)}
                      : Gemm{cta, ctb, m, n, k, lda, ldb, ldc, double(alpha), double(beta)};
   if (!g.valid()) return forward();
-  checkedCall(cs, int64_t{m} * n * k, beta != 0 ? c : nullptr, gemmSpanC(m, n, ldc, row),
+  checkedCall(cs, *sampler, beta != 0 ? c : nullptr, gemmSpanC(m, n, ldc, row),
               sizeof(T), forward, [&](uint64_t index, void* snap) {
                 return describeGemm<T>(cs.site, index, row, cta, ctb, m, n, k, a, lda, b, ldb,
                                        double(beta), c, ldc, snap, g);
@@ -246,6 +257,8 @@ void fortranGemv(const CallSite& cs, Real real, const char* t, const int* m,
                  const int* n, const T* alpha, const T* a, const int* lda, const T* x,
                  const int* incx, const T* beta, T* y, const int* incy, size_t lt) {
   auto forward = [&] { real(t, m, n, alpha, a, lda, x, incx, beta, y, incy, lt); };
+  RuleSampler* sampler = sampleCall(cs, int64_t{*m} * *n);
+  if (!sampler) return forward();
   const char tr = upper(t);
   if (!validTrans(tr) || *m < 0 || *n < 0 || *lda < std::max(1, *m) || *incx == 0 ||
       *incy == 0)
@@ -253,7 +266,7 @@ void fortranGemv(const CallSite& cs, Real real, const char* t, const int* m,
   const bool trans = isTrans(tr);
   const int rows = trans ? *n : *m, cols = trans ? *m : *n;
   const int64_t span_y = rows ? int64_t{rows - 1} * std::abs(*incy) + 1 : 0;
-  checkedCall(cs, int64_t{*m} * *n, *beta != 0 ? y : nullptr, span_y, sizeof(T), forward,
+  checkedCall(cs, *sampler, *beta != 0 ? y : nullptr, span_y, sizeof(T), forward,
               [&](uint64_t index, void* snap) {
                 const fumi_dtype dt = dtypeOf<T>();
                 auto call = std::make_unique<GemvCall>(cs.site, dt, int64_t{*m} * *n, index, tr,

@@ -31,6 +31,17 @@ TEST(Sampling, FirstEveryMax) {
   EXPECT_FALSE(sampleHit(SampleSpec{}, 0));  // nothing asked: nothing sampled
 }
 
+TEST(Sampling, EveryBeyond32Bits) {
+  SampleSpec s;
+  s.every = 3;
+  EXPECT_TRUE(sampleHit(s, 3ull << 32));
+  EXPECT_FALSE(sampleHit(s, (3ull << 32) + 1));
+  s.every = (1ull << 33) + 1;
+  EXPECT_TRUE(sampleHit(s, 0));
+  EXPECT_FALSE(sampleHit(s, 1ull << 33));
+  EXPECT_TRUE(sampleHit(s, (1ull << 33) + 1));
+}
+
 TEST(Sampling, ProbabilityIsSeededAndCalibrated) {
   SampleSpec s;
   s.probability = 0.1;
@@ -126,6 +137,31 @@ rules:
 )");
   e->compileSite(site);
   EXPECT_EQ(site.decision.load(), nullptr);
+}
+
+TEST_F(EngineFixture, ExhaustedDecisionFallsBackToTheFastPath) {
+  OpSite site("unit_op_f", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_f, max_size: 10 }
+    sample: { every: 1, max_checks: 2 }
+    checks: [ { plugin: nan_inf } ]
+  - match: { op: unit_op_f }
+    sample: { every: 1, max_checks: 1 }
+    checks: [ { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  OpDecision* d = site.decision.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->select(100), nullptr);  // second rule: its only check
+  EXPECT_EQ(d->select(100), nullptr);
+  EXPECT_EQ(site.decision.load(), d);  // the first rule can still check small calls
+  EXPECT_NE(d->select(5), nullptr);
+  EXPECT_NE(d->select(5), nullptr);
+  EXPECT_EQ(site.decision.load(), nullptr);  // nothing can be checked any more
+  e->resetSamplingAfterFork();
+  EXPECT_EQ(site.decision.load(), d);  // a forked child samples afresh
+  EXPECT_NE(d->select(100), nullptr);
 }
 
 TEST_F(EngineFixture, ThrowingPluginDisabledOnceOthersContinue) {
