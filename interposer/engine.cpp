@@ -256,13 +256,14 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
   return false;
 }
 
-RuleSampler* OpDecision::select(int64_t size) {
+RuleSampler* OpDecision::select(int64_t size, uint64_t call_index) {
   for (auto& cand : candidates) {
     const MatchSpec& m = cand->rule->rule->match;
     if (size < m.min_size || size > m.max_size) continue;
     // First matching rule decides, even when it checks nothing (an exclusion rule).
     if (cand->rule->checks.empty()) return nullptr;
-    const uint64_t index = cand->matched.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t index =
+        single_ ? call_index : cand->matched.fetch_add(1, std::memory_order_relaxed);
     if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
     // Take one of max_checks; past the cap the counter only grows, which is harmless.
     const uint64_t max = cand->rule->rule->sample.max_checks;
@@ -372,6 +373,8 @@ void Engine::compileSite(OpSite& site) {
     if (always) break;  // later rules can never be reached for this op
   }
   if (!any_checks) return;  // fast path stays: decision == nullptr
+  dec->single_ = dec->candidates.size() == 1 &&
+                 !hasSizeBounds(dec->candidates[0]->rule->rule->match);
   site.decision.store(dec.get(), std::memory_order_release);
   decisions_.push_back(std::move(dec));
 }

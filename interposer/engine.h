@@ -53,7 +53,8 @@ class OpDecision {
  public:
   explicit OpDecision(OpSite& site) : site_(site) {}
   // The sampler of the first rule matching a call of this size, if that rule checks this call.
-  RuleSampler* select(int64_t size);
+  // `call_index` is the call's index among all calls of the op (OpSite::onCall).
+  RuleSampler* select(int64_t size, uint64_t call_index);
   std::vector<std::unique_ptr<RuleSampler>> candidates;
 
  private:
@@ -64,6 +65,9 @@ class OpDecision {
   OpSite& site_;
   std::atomic<size_t> exhausted_{0};
   size_t checking_ = 0;  // candidates with checks (set by compileSite)
+  // One candidate and no size bounds: every call of the op reaches it, so its match index is
+  // the call index and the shared `matched` counter is not needed.
+  bool single_ = false;
   friend class Engine;
 };
 

@@ -137,7 +137,7 @@ void Reporter::summary() {
   nlohmann::json ops = nlohmann::json::array();
   uint64_t total_calls = 0, total_checked = 0, total_violations = 0;
   for (OpSite* s = firstSite(); s; s = s->next) {
-    const uint64_t calls = s->calls.load();
+    const uint64_t calls = s->totalCalls();
     if (calls == 0) continue;
     OpStats st = s->statsSnapshot();
     ops.push_back({{"op", s->name},

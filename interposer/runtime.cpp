@@ -60,7 +60,7 @@ void afterForkInChild() {
   g_reporter->unlockAfterFork();
   if (g_state.load() != kActive) return;
   for (OpSite* s = firstSite(); s; s = s->next) {
-    s->calls.store(0);
+    s->resetCounts();
     new (&s->stats_mu) std::mutex();
     s->stats = OpStats{};
   }

@@ -7,8 +7,12 @@
 #include <unordered_map>
 
 namespace fumi {
+__thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nullptr;
+
 namespace {
 std::atomic<OpSite*> g_head{nullptr};
+std::atomic<uint32_t> g_next_slot{0};
+std::atomic<ThreadCounts*> g_counts_head{nullptr};
 
 void pushSite(OpSite* s) {
   OpSite* head = g_head.load(std::memory_order_relaxed);
@@ -19,8 +23,34 @@ void pushSite(OpSite* s) {
 }
 }  // namespace
 
+ThreadCounts* registerThreadCounts() {
+  auto* t = new ThreadCounts();
+  ThreadCounts* head = g_counts_head.load(std::memory_order_relaxed);
+  do {
+    t->next = head;
+  } while (!g_counts_head.compare_exchange_weak(head, t, std::memory_order_release,
+                                                std::memory_order_relaxed));
+  t_counts = t;
+  return t;
+}
+
+uint64_t OpSite::totalCalls() const {
+  uint64_t total = calls.load(std::memory_order_relaxed);
+  if (slot < kMaxCountedSites)
+    for (ThreadCounts* t = g_counts_head.load(std::memory_order_acquire); t; t = t->next)
+      total += t->n[slot].load(std::memory_order_relaxed);
+  return total;
+}
+
+void OpSite::resetCounts() {
+  calls.store(0);
+  if (slot < kMaxCountedSites)
+    for (ThreadCounts* t = g_counts_head.load(std::memory_order_acquire); t; t = t->next)
+      t->n[slot].store(0);
+}
+
 OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtype)
-    : name(op_name), backend(backend_name), dtype(op_dtype) {
+    : name(op_name), backend(backend_name), dtype(op_dtype), slot(g_next_slot.fetch_add(1)) {
   pushSite(this);
 }
 

@@ -15,6 +15,17 @@ namespace fumi {
 
 class OpDecision;
 
+// Calls of ops that no rule can check are counted per thread: a shared atomic counter costs
+// tens of nanoseconds per call once two threads call the same op. Each thread owns one block
+// (a slot per static site), created on its first such call and never freed.
+constexpr uint32_t kMaxCountedSites = 64;
+struct ThreadCounts {
+  std::atomic<uint64_t> n[kMaxCountedSites] = {};
+  ThreadCounts* next = nullptr;
+};
+extern __thread ThreadCounts* t_counts;
+ThreadCounts* registerThreadCounts();
+
 struct OpStats {
   uint64_t checked = 0;
   uint64_t skipped = 0;
@@ -27,12 +38,26 @@ struct OpSite {
   OpSite(const OpSite&) = delete;
   OpSite& operator=(const OpSite&) = delete;
 
-  // Hot path. Plain atomics, no locks or allocation: this runs on every intercepted call.
-  // `index` receives the call's 0-based index among all calls of this op in the process.
+  // Hot path: no locks, no allocation, and for ops no rule can check no shared write.
+  // With a decision, `index` receives the call's 0-based index among all calls of this op:
+  // a decision exists from init until it is exhausted, so those calls are the op's first ones.
   OpDecision* onCall(uint64_t& index) {
+    OpDecision* d = decision.load(std::memory_order_acquire);
+    if (__builtin_expect(d == nullptr, 1) && slot < kMaxCountedSites) {
+      ThreadCounts* t = t_counts;
+      if (__builtin_expect(t == nullptr, 0)) t = registerThreadCounts();
+      std::atomic<uint64_t>& c = t->n[slot];
+      c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // owner only
+      return nullptr;
+    }
     index = calls.fetch_add(1, std::memory_order_relaxed);
-    return decision.load(std::memory_order_acquire);
+    return d;
   }
+
+  // Calls so far: the shared counter plus every thread's block.
+  uint64_t totalCalls() const;
+  // After fork(): the child starts counting from zero.
+  void resetCounts();
 
   // Hot fields on cache lines of their own: `calls` is written by every call of every thread;
   // `decision` is read by every call and written once (or when the policy is exhausted).
@@ -41,6 +66,7 @@ struct OpSite {
   alignas(64) const char* name;
   const char* backend;
   fumi_dtype dtype;
+  uint32_t slot;  // index in ThreadCounts (>= kMaxCountedSites: counted in `calls` only)
   OpSite* next = nullptr;  // registry list
 
   std::mutex stats_mu;

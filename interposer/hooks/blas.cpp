@@ -131,7 +131,7 @@ class GemvCall final : public Call {
 // The sampling decision, taken before anything is decoded: a call that is not sampled should
 // cost as little as possible. Empty problems are never checked and take no sampling slot.
 RuleSampler* sampleCall(const CallSite& cs, int64_t size) {
-  return size > 0 && engine() ? cs.decision.select(size) : nullptr;
+  return size > 0 ? cs.decision.select(size, cs.call_index) : nullptr;  // decision => engine
 }
 
 // A sampled call: snapshot the in/out operand, forward the original call exactly once, then

@@ -271,6 +271,26 @@ class Processes(unittest.TestCase):
         self.assertEqual(op["checked"], 100)
         self.assertEqual(op["violations"], 0)
 
+    def test_threads_counted_exactly_after_the_policy_is_exhausted(self):
+        # After max_checks the op goes back to the no-decision path, counted per thread.
+        r = run([BLAS_DEMO, "threads", "4", "250"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 1, max_checks: 5 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        op = r.op("sgemm_")
+        self.assertEqual(op["calls"], 1000)
+        self.assertEqual(op["checked"], 5)
+        r = run([BLAS_DEMO, "threads", "3", "100"], policy="""
+            version: 1
+            rules:
+              - match: { op: dgemm_ }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.op("sgemm_")["calls"], 300)
+
     def test_forked_child_reports_separately(self):
         plain = run([BLAS_DEMO, "fork"], preload=False)
         r = run([BLAS_DEMO, "fork"], policy=CHECK_ALL)

@@ -119,11 +119,27 @@ rules:
   OpDecision* d = site.decision.load();
   ASSERT_NE(d, nullptr);
   ASSERT_EQ(d->candidates.size(), 2u);  // the f64 rule cannot match an f32 op
-  EXPECT_EQ(d->select(500), nullptr);  // excluded by the size-bounded empty rule
-  RuleSampler* s = d->select(50);
+  EXPECT_EQ(d->select(500, 0), nullptr);  // excluded by the size-bounded empty rule
+  RuleSampler* s = d->select(50, 0);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->rule->checks.at(0).name, "nan_inf");
-  EXPECT_EQ(s->matched.load(), 1u);
+  EXPECT_EQ(s->matched.load(), 1u);  // two candidates: the rule counts its own matches
+}
+
+TEST_F(EngineFixture, SingleRuleSamplesByTheCallIndex) {
+  OpSite site("unit_op_g", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_g }
+    sample: { every: 10 }
+    checks: [ { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  OpDecision* d = site.decision.load();
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->select(1, 10), nullptr);
+  EXPECT_EQ(d->select(1, 11), nullptr);
+  EXPECT_EQ(d->candidates[0]->matched.load(), 0u);  // no shared counter on this path
 }
 
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
@@ -153,15 +169,15 @@ rules:
   e->compileSite(site);
   OpDecision* d = site.decision.load();
   ASSERT_NE(d, nullptr);
-  EXPECT_NE(d->select(100), nullptr);  // second rule: its only check
-  EXPECT_EQ(d->select(100), nullptr);
+  EXPECT_NE(d->select(100, 0), nullptr);  // second rule: its only check
+  EXPECT_EQ(d->select(100, 0), nullptr);
   EXPECT_EQ(site.decision.load(), d);  // the first rule can still check small calls
-  EXPECT_NE(d->select(5), nullptr);
-  EXPECT_NE(d->select(5), nullptr);
+  EXPECT_NE(d->select(5, 0), nullptr);
+  EXPECT_NE(d->select(5, 0), nullptr);
   EXPECT_EQ(site.decision.load(), nullptr);  // nothing can be checked any more
   e->resetSamplingAfterFork();
   EXPECT_EQ(site.decision.load(), d);  // a forked child samples afresh
-  EXPECT_NE(d->select(100), nullptr);
+  EXPECT_NE(d->select(100, 0), nullptr);
 }
 
 TEST_F(EngineFixture, ThrowingPluginDisabledOnceOthersContinue) {
@@ -175,7 +191,7 @@ rules:
   std::vector<float> x{1, 2, 3}, y{2, 4, 6};
   for (int i = 0; i < 3; ++i) {
     DoubleCall call(site, x, y);
-    RuleSampler* s = site.decision.load()->select(3);
+    RuleSampler* s = site.decision.load()->select(3, 0);
     ASSERT_NE(s, nullptr);
     e->runChecks(call, *s);
     EXPECT_EQ(call.reruns, 1);  // determinism still reran
@@ -205,7 +221,7 @@ rules:
   e->compileSite(site);
   std::vector<float> x(64, 1.0f), y(64, 2.0f);
   DoubleCall call(site, x, y);
-  e->runChecks(call, *site.decision.load()->select(64));
+  e->runChecks(call, *site.decision.load()->select(64, 0));
   EXPECT_EQ(call.reruns, 0);
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.checked, 0u);
@@ -222,7 +238,7 @@ rules:
   e->compileSite(site);
   std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f};  // last element wrong
   DoubleCall call(site, x, y);
-  e->runChecks(call, *site.decision.load()->select(4));
+  e->runChecks(call, *site.decision.load()->select(4, 0));
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.violations, 1u);
   EXPECT_GT(st.worst.at("highprec.normwise_rel"), 0.03);
