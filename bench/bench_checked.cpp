@@ -19,10 +19,8 @@
 #include <string>
 #include <vector>
 
-extern "C" void sgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k,
-                       const float* alpha, const float* a, const int* lda, const float* b,
-                       const int* ldb, const float* beta, float* c, const int* ldc, size_t la,
-                       size_t lb);
+#include "fortran_blas.h"
+
 
 namespace {
 
