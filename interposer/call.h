@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fumi/plugin.h"
@@ -25,6 +27,11 @@ class Call {
                 std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides,
                 void* data);
 
+  // A scalar argument that is not an operand (transposes, alpha, beta, layout), for reports and
+  // dumps, so a recorded call can be understood and rebuilt.
+  void addArg(const char* name, std::string value) { args_.emplace_back(name, std::move(value)); }
+  const std::vector<std::pair<const char*, std::string>>& args() const { return args_; }
+
   // Rerun the same operation computing in `precision`; buffers[i] replaces tensor i.
   virtual fumi_status rerun(fumi_dtype precision, void* const* buffers) = 0;
 
@@ -38,6 +45,7 @@ class Call {
   OpSite& site_;
   fumi_call_info info_{};
   std::vector<fumi_tensor> tensors_;
+  std::vector<std::pair<const char*, std::string>> args_;
   int64_t size_;
 };
 

@@ -170,6 +170,9 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["dtype"] = dtypeName(call.info().dtype);
   ev["compute"] = dtypeName(call.info().compute);
   ev["shape"] = shapesOf(call);
+  nlohmann::json args = nlohmann::json::object();
+  for (const auto& [name, value] : call.args()) args[name] = value;
+  ev["args"] = std::move(args);
   ev["call_index"] = call.info().call_index;
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <exception>
 #include <new>
@@ -171,6 +173,13 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
   }
 }
 
+// Text that reads back to the same double.
+std::string formatScalar(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 // Describe a GEMM given in the user's layout. Column-major operands use strides {1, ld}
 // (transposed: {ld, 1}); row-major the opposite. `canonical` is the same product in
 // column-major form, used for reruns (row-major swaps A and B).
@@ -195,6 +204,14 @@ std::unique_ptr<GemmCall> describeGemm(OpSite& site, uint64_t index, bool row_ma
                             {rs(false, ldc), cs(false, ldc)}, c_snapshot);
   const int ic = call->addTensor("C", FUMI_ROLE_OUTPUT, dt, FUMI_MEMORY_HOST, {m, n},
                                  {rs(false, ldc), cs(false, ldc)}, c);
+  call->addArg("layout", row_major ? "row" : "col");
+  call->addArg("transa", std::string(1, ta));
+  call->addArg("transb", std::string(1, tb));
+  call->addArg("alpha", formatScalar(canonical.alpha));
+  call->addArg("beta", formatScalar(beta));
+  call->addArg("lda", std::to_string(lda));
+  call->addArg("ldb", std::to_string(ldb));
+  call->addArg("ldc", std::to_string(ldc));
   call->a = row_major ? ib : ia;
   call->b = row_major ? ia : ib;
   call->c_in = ic_in;
@@ -283,6 +300,12 @@ void fortranGemv(const CallSite& cs, Real real, const char* t, const int* m,
                                                {rows}, {*incy}, snap);
                 call->y = call->addTensor("y", FUMI_ROLE_OUTPUT, dt, FUMI_MEMORY_HOST, {rows},
                                           {*incy}, y);
+                call->addArg("trans", std::string(1, tr));
+                call->addArg("alpha", formatScalar(double(*alpha)));
+                call->addArg("beta", formatScalar(double(*beta)));
+                call->addArg("lda", std::to_string(*lda));
+                call->addArg("incx", std::to_string(*incx));
+                call->addArg("incy", std::to_string(*incy));
                 return call;
               });
 }

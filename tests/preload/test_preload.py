@@ -1,4 +1,5 @@
 """Preload integration tests: real programs on real OpenBLAS under LD_PRELOAD=libfumi.so."""
+import json
 import os
 import signal
 import unittest
@@ -34,6 +35,8 @@ class IllConditioned(unittest.TestCase):
         self.assertEqual(hp["dtype"], "f32")
         self.assertEqual(hp["shape"]["A"], [8, 3])
         self.assertEqual(hp["shape"]["C"], [8, 8])
+        self.assertEqual(hp["args"], {"layout": "col", "transa": "N", "transb": "N", "alpha": "1",
+                                      "beta": "0", "lda": "8", "ldb": "3", "ldc": "8"})
         self.assertEqual(hp["pid"], r.of("start")[0]["pid"])
 
     def test_violation_stack_names_the_calling_line(self):
@@ -337,7 +340,10 @@ class Actions(unittest.TestCase):
         cases = os.listdir(os.path.join(r.dir, "cases"))
         self.assertEqual(len(cases), 1)
         case = os.path.join(r.dir, "cases", cases[0])
-        self.assertTrue(os.path.exists(os.path.join(case, "call.json")))
+        with open(os.path.join(case, "call.json")) as f:
+            desc = json.load(f)
+        self.assertEqual(desc["args"]["transa"], "N")
+        self.assertEqual([t["name"] for t in desc["tensors"]], ["A", "B", "C"])
         # A is 8x3 fp32 with lda 8: 24 floats.
         self.assertEqual(os.path.getsize(os.path.join(case, "t0.bin")), 8 * 3 * 4)
 
