@@ -1,0 +1,102 @@
+// loader.cpp — fumi's dlopen wrapper: lets libfumi notice libraries loaded at run time (the
+// PyTorch adapter attaches when libtorch_cpu appears) without changing how the loader treats
+// the call. glibc resolves a bare library name against the RUNPATH/RPATH of the object that
+// called dlopen, found from dlopen's return address; a plain wrapper would make libfumi that
+// caller (cuDNN 9 dlopens its sub-libraries relative to its own RUNPATH). So the real dlopen is
+// called with a return address inside the real caller's object (loader_thunk.S).
+#include "loader.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "fumi/plugin.h"
+#include "resolve.h"
+
+extern "C" void* fumi_call_with_return_address(const char* file, int mode, void* fn,
+                                               const void* ret);
+
+namespace fumi {
+namespace {
+
+using DlopenFn = void* (*)(const char*, int);
+
+std::atomic<void*> g_real_dlopen{nullptr};
+
+DlopenFn realDlopen() {
+  void* p = g_real_dlopen.load(std::memory_order_acquire);
+  if (!p) p = resolveRealOrDie("dlopen", g_real_dlopen);
+  return reinterpret_cast<DlopenFn>(p);
+}
+
+struct GadgetSearch {
+  const unsigned char* caller;
+  const void* gadget = nullptr;
+};
+
+// Find a byte 0xC3 (`ret`) in the executable segment that contains the caller's address.
+int findGadget(struct dl_phdr_info* info, size_t, void* data) {
+  auto* s = static_cast<GadgetSearch*>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    auto* start = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+    const unsigned char* end = start + ph.p_memsz;
+    if (s->caller < start || s->caller >= end) continue;
+    if (const void* ret = std::memchr(start, 0xC3, ph.p_filesz < ph.p_memsz ? ph.p_filesz
+                                                                            : ph.p_memsz)) {
+      s->gadget = ret;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+// A `ret` inside the object containing `caller`, cached per object (dlopen is not hot, but a
+// program may call it thousands of times).
+const void* gadgetFor(const void* caller) {
+  Dl_info info{};
+  if (!dladdr(caller, &info) || !info.dli_fbase) return nullptr;
+  static std::mutex mu;
+  static const void* bases[64];
+  static const void* gadgets[64];
+  static int count = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < count; ++i)
+    if (bases[i] == info.dli_fbase) return gadgets[i];
+  GadgetSearch s{static_cast<const unsigned char*>(caller)};
+  dl_iterate_phdr(findGadget, &s);
+  if (count < 64) {
+    bases[count] = info.dli_fbase;
+    gadgets[count++] = s.gadget;
+  }
+  return s.gadget;
+}
+
+std::atomic<LoadObserver> g_observer{nullptr};
+
+}  // namespace
+
+void setLoadObserver(LoadObserver observer) { g_observer.store(observer); }
+
+void* dlopenAsCaller(const char* file, int mode, const void* caller) {
+#if defined(__x86_64__)
+  if (const void* gadget = gadgetFor(caller))
+    return fumi_call_with_return_address(file, mode, reinterpret_cast<void*>(realDlopen()),
+                                         gadget);
+#endif
+  return realDlopen()(file, mode);  // no gadget: the loader sees libfumi as the caller
+}
+
+}  // namespace fumi
+
+extern "C" FUMI_EXPORT void* dlopen(const char* file, int mode) {
+  void* handle = fumi::dlopenAsCaller(file, mode, __builtin_return_address(0));
+  if (handle)
+    if (fumi::LoadObserver observer = fumi::g_observer.load()) observer();
+  return handle;
+}
