@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "call.h"
+#include "context.h"
 #include "fumi/dtype.hpp"
 #include "report.h"
 #include "runtime.h"
@@ -174,6 +175,8 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   for (const auto& [name, value] : call.args()) args[name] = value;
   ev["args"] = std::move(args);
   ev["call_index"] = call.info().call_index;
+  // Framework ops running on this thread: a BLAS call made by aten::addmm says so.
+  if (auto ctx = currentContext(); !ctx.empty()) ev["context"] = std::move(ctx);
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();
   if (FUMI_VERDICT_HAS(v, extra))

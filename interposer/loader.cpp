@@ -77,11 +77,7 @@ const void* gadgetFor(const void* caller) {
   return s.gadget;
 }
 
-std::atomic<LoadObserver> g_observer{nullptr};
-
 }  // namespace
-
-void setLoadObserver(LoadObserver observer) { g_observer.store(observer); }
 
 void* dlopenAsCaller(const char* file, int mode, const void* caller) {
 #if defined(__x86_64__)
@@ -94,9 +90,16 @@ void* dlopenAsCaller(const char* file, int mode, const void* caller) {
 
 }  // namespace fumi
 
+namespace {
+// dlopen calls in progress on this thread: library constructors may dlopen too (libGLdispatch
+// does, while torch's dependencies initialise); only the outermost call may act on what was
+// loaded, once every constructor has run.
+__thread int t_dlopen_depth __attribute__((tls_model("initial-exec"))) = 0;
+}  // namespace
+
 extern "C" FUMI_EXPORT void* dlopen(const char* file, int mode) {
+  ++t_dlopen_depth;
   void* handle = fumi::dlopenAsCaller(file, mode, __builtin_return_address(0));
-  if (handle)
-    if (fumi::LoadObserver observer = fumi::g_observer.load()) observer();
+  if (--t_dlopen_depth == 0 && handle) fumi::onLibraryLoaded();
   return handle;
 }

@@ -6,8 +6,8 @@ namespace fumi {
 // dlopen(file, mode) as if called from the object containing `caller`.
 void* dlopenAsCaller(const char* file, int mode, const void* caller);
 
-// Called after every successful dlopen in the process (e.g. to attach the PyTorch adapter).
-using LoadObserver = void (*)();
-void setLoadObserver(LoadObserver observer);
+// Called after every successful dlopen in the process: attaches the PyTorch adapter when
+// libtorch has appeared (adapter.cpp).
+void onLibraryLoaded();
 
 }  // namespace fumi

@@ -57,15 +57,17 @@ OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtyp
 OpSite* firstSite() { return g_head.load(std::memory_order_acquire); }
 
 OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, OpSite*> sites;
-  static std::deque<std::string> names;  // stable storage for site names
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = sites.find(name);
-  if (it != sites.end()) return *it->second;
-  names.push_back(name);
-  auto* site = new OpSite(names.back().c_str(), backend, dtype);
-  sites.emplace(name, site);
+  // Never destroyed: the exit summary (a library destructor) runs after static objects are
+  // gone and still reads the sites' names.
+  static auto* mu = new std::mutex;
+  static auto* sites = new std::unordered_map<std::string, OpSite*>;
+  static auto* names = new std::deque<std::string>;  // stable storage for site names
+  std::lock_guard<std::mutex> lock(*mu);
+  auto it = sites->find(name);
+  if (it != sites->end()) return *it->second;
+  names->push_back(name);
+  auto* site = new OpSite(names->back().c_str(), backend, dtype);
+  sites->emplace(name, site);
   return *site;
 }
 

@@ -59,5 +59,55 @@ class TorchTraining(unittest.TestCase):
         self.assertLess(op["worst"]["highprec.normwise_rel"], 1e-5)
 
 
+ILL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ill_matmul.py")
+CHECK_SGEMM = """
+version: 1
+rules:
+  - match: { op: sgemm_ }
+    sample: { every: 1 }
+    checks: [ { plugin: highprec }, { plugin: perturb } ]
+"""
+
+
+class TorchAdapter(unittest.TestCase):
+    def test_aten_ops_observed_forward_backward_optimizer(self):
+        r = run([PYTHON, TRAIN] + STEPS, policy=CHECK_SGEMM)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(losses(r.stdout), losses(self.__class__.baseline.stdout))
+        torch_ops = {o["op"]: o for s in r.of("summary") for o in s["ops"]
+                     if o["backend"] == "torch"}
+        self.assertGreaterEqual(torch_ops["aten::addmm"]["calls"], 3 * 30)  # forward linear
+        self.assertIn("aten::mm", torch_ops)  # backward of linear
+        self.assertIn("aten::add_", torch_ops)  # SGD update
+
+    @classmethod
+    def setUpClass(cls):
+        cls.baseline = run([PYTHON, TRAIN] + STEPS, preload=False)
+
+    def test_blas_violation_names_the_aten_op(self):
+        plain = run([PYTHON, ILL, "ill"], preload=False)
+        r = run([PYTHON, ILL, "ill"], policy=CHECK_SGEMM)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        violations = r.of("violation")
+        self.assertEqual({v["check"] for v in violations}, {"highprec", "perturb"})
+        for v in violations:
+            self.assertEqual(v["op"], "sgemm_")
+            self.assertEqual(v["context"][-1], "aten::mm")
+
+    def test_well_conditioned_torch_matmul_not_flagged(self):
+        r = run([PYTHON, ILL, "well"], policy=CHECK_SGEMM)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.op("sgemm_")["checked"], 1)
+
+    def test_adapter_loaded_only_with_torch(self):
+        probe = "import sys; {imp}; print('libfumi_torch' in open('/proc/self/maps').read())"
+        without = run([PYTHON, "-c", probe.format(imp="import json")], policy=CHECK_SGEMM)
+        self.assertEqual(without.stdout.strip(), "False", without.stderr)
+        with_torch = run([PYTHON, "-c", probe.format(imp="import torch")], policy=CHECK_SGEMM)
+        self.assertEqual(with_torch.stdout.strip(), "True", with_torch.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
