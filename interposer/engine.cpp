@@ -16,6 +16,7 @@
 
 #include "call.h"
 #include "context.h"
+#include "pystack.h"
 #include "fumi/dtype.hpp"
 #include "report.h"
 #include "runtime.h"
@@ -190,6 +191,8 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";
     ev["stack"] = captureStack(rep.settings().stack_depth);
+    if (auto py = capturePythonStack(rep.settings().stack_depth); !py.empty())
+      ev["python_stack"] = std::move(py);
     rep.log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
                    call.info().op, call.info().call_index, check, metric, v->value, v->tolerance,
                    dtypeName(call.info().dtype), c->rule->name);

@@ -46,6 +46,7 @@ class IllConditioned(unittest.TestCase):
         self.assertIn("blas_demo.c", stack[0])  # fumi's own frames trimmed: the caller first
         self.assertTrue(any(" in ill" in f for f in stack[:2]), stack)
         self.assertFalse(any("fumi::" in f for f in stack), stack)
+        self.assertNotIn("python_stack", r.of("violation")[0])  # no Python in this process
 
     def test_summary_counts(self):
         r = run([BLAS_DEMO, "ill"], policy=CHECK_ALL)

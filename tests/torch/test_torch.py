@@ -91,9 +91,14 @@ class TorchAdapter(unittest.TestCase):
         self.assertEqual(r.stdout, plain.stdout)
         violations = r.of("violation")
         self.assertEqual({v["check"] for v in violations}, {"highprec", "perturb"})
+        with open(ILL) as f:
+            line = next(i for i, text in enumerate(f, 1) if "the ill-conditioned line" in text)
         for v in violations:
             self.assertEqual(v["op"], "sgemm_")
             self.assertEqual(v["context"][-1], "aten::mm")
+            # The Python stack names the script's line, taken although torch released the GIL.
+            self.assertEqual(v["python_stack"][0], f"{ILL}:{line} in main")
+            self.assertTrue(v["python_stack"][1].endswith("in <module>"))
 
     def test_well_conditioned_torch_matmul_not_flagged(self):
         r = run([PYTHON, ILL, "well"], policy=CHECK_SGEMM)
