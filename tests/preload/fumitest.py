@@ -11,6 +11,8 @@ BUILD = os.environ.get("FUMI_BUILD", os.path.join(os.path.dirname(__file__), "..
 LIBFUMI = os.path.join(BUILD, "lib", "libfumi.so")
 FUMI = os.path.join(BUILD, "bin", "fumi")
 BLAS_DEMO = os.environ.get("BLAS_DEMO", os.path.join(BUILD, "bin", "blas_demo"))
+SOURCE = os.environ.get("FUMI_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "..", ".."))
 TEST_PLUGIN_DIR = os.environ.get("FUMI_TEST_PLUGIN_DIR", os.path.join(BUILD, "tests", "plugins"))
 
 

@@ -5,17 +5,10 @@ import subprocess
 import tempfile
 import unittest
 
-from fumitest import BLAS_DEMO, FUMI, write_policy
+from fumitest import BLAS_DEMO, FUMI, SOURCE, write_policy
 
-ILL_POLICY = """
-version: 1
-rules:
-  - match: { op: "sgemm*" }
-    sample: { every: 1 }
-    checks:
-      - { plugin: highprec, tolerance: 1e-5 }
-      - { plugin: perturb, trials: 4 }
-"""
+with open(os.path.join(SOURCE, "config", "examples", "minimal.yaml")) as _f:
+    ILL_POLICY = _f.read()
 
 
 def fumi(*args, **kw):

@@ -4,9 +4,7 @@ import os
 import subprocess
 import unittest
 
-from fumitest import BUILD, LIBFUMI
-
-SOURCE = os.environ.get("FUMI_SOURCE", os.path.join(os.path.dirname(__file__), "..", ".."))
+from fumitest import BUILD, LIBFUMI, SOURCE
 
 
 def hook_table_names():

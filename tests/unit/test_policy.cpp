@@ -22,15 +22,8 @@ bool hasDiagnostic(const PolicyResult& r, Diagnostic::Severity sev, const std::s
 }
 
 TEST(Policy, MinimalPolicyFromTheIssue) {
-  const PolicyResult r = parsePolicyText(R"(version: 1
-rules:
-  - match: { op: "sgemm*" }
-    sample: { every: 1 }
-    checks:
-      - { plugin: highprec, tolerance: 1e-5 }
-      - { plugin: perturb, trials: 4 }
-)",
-                                         "min.yaml");
+  const std::string path = std::string(FUMI_EXAMPLES_DIR) + "/minimal.yaml";
+  const PolicyResult r = parsePolicyFile(path);
   ASSERT_TRUE(r.ok()) << (r.diagnostics.empty() ? "" : r.diagnostics[0].str());
   EXPECT_TRUE(r.diagnostics.empty());
   const Policy& p = *r.policy;
@@ -46,7 +39,7 @@ rules:
   ASSERT_EQ(rule.checks[1].params.size(), 1u);
   EXPECT_EQ(rule.checks[1].params[0].first, "trials");
   EXPECT_EQ(rule.checks[1].params[0].second, "4");
-  EXPECT_EQ(rule.checks[1].loc.line, 7);
+  EXPECT_EQ(rule.checks[1].loc.line, 9);
   EXPECT_EQ(rule.checks[1].loc.col, 9);
 }
 
