@@ -2,6 +2,8 @@
 // stored, so pushes and pops always pair up).
 #include "context.h"
 
+#include <cstring>
+
 #include "site.h"
 
 namespace fumi {
@@ -25,6 +27,18 @@ std::vector<std::string> currentContext() {
   const int n = t_depth < kMaxDepth ? t_depth : kMaxDepth;
   for (int i = 0; i < n; ++i) names.emplace_back(t_stack[i]->name);
   return names;
+}
+
+const char* currentPhase() {
+  const int n = t_depth < kMaxDepth ? t_depth : kMaxDepth;
+  if (n == 0) return "";
+  for (int i = 0; i < n; ++i) {
+    // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
+    const char* name = t_stack[i]->name;
+    if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return "backward";
+    if (std::strncmp(name, "Optimizer.step", 14) == 0) return "optimizer";
+  }
+  return "forward";
 }
 
 }  // namespace fumi

@@ -15,4 +15,8 @@ void popContext();
 // Names of the current thread's framework ops, outermost first.
 std::vector<std::string> currentContext();
 
+// Training phase of the current thread's framework ops: "backward" inside an autograd node,
+// "optimizer" inside an optimizer step, "forward" otherwise; "" outside any framework op.
+const char* currentPhase();
+
 }  // namespace fumi

@@ -177,7 +177,10 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["args"] = std::move(args);
   ev["call_index"] = call.info().call_index;
   // Framework ops running on this thread: a BLAS call made by aten::addmm says so.
-  if (auto ctx = currentContext(); !ctx.empty()) ev["context"] = std::move(ctx);
+  if (auto ctx = currentContext(); !ctx.empty()) {
+    ev["context"] = std::move(ctx);
+    ev["phase"] = currentPhase();
+  }
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();
   if (FUMI_VERDICT_HAS(v, extra))

@@ -1,5 +1,5 @@
 // fumi_torch.cpp — the PyTorch adapter: a RecordFunction observer (FUNCTION scope: every aten
-// op, forward, backward and optimizer) that counts each op under its aten name and keeps the
+// op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step") that counts each op under its aten name and keeps the
 // thread's framework-op context, so BLAS calls report the aten op that made them.
 // Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h.
 #include <atomic>
@@ -72,7 +72,8 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   g_api = api;
   try {
     at::addGlobalCallback(
-        at::RecordFunctionCallback(onStart, onEnd).scopes({at::RecordScope::FUNCTION}));
+        at::RecordFunctionCallback(onStart, onEnd)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
   } catch (const std::exception& e) {
     std::snprintf(err, err_len, "cannot register the RecordFunction observer: %s", e.what());
     return 1;

@@ -79,6 +79,23 @@ class TorchAdapter(unittest.TestCase):
         self.assertGreaterEqual(torch_ops["aten::addmm"]["calls"], 3 * 30)  # forward linear
         self.assertIn("aten::mm", torch_ops)  # backward of linear
         self.assertIn("aten::add_", torch_ops)  # SGD update
+        self.assertTrue(any(op.startswith("Optimizer.step") for op in torch_ops), torch_ops)
+
+    def test_phase_of_blas_calls(self):
+        r = run([PYTHON, TRAIN, "--steps", "3"], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        phases = {}
+        for c in r.of("check"):
+            phases.setdefault(c["phase"], set()).add(c["context"][-1])
+        self.assertIn("aten::addmm", phases["forward"])  # nn.Linear forward
+        self.assertIn("aten::mm", phases["backward"])  # its gradients
 
     @classmethod
     def setUpClass(cls):
