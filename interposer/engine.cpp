@@ -26,7 +26,6 @@
 // The opaque handle plugins receive: one check of one call.
 struct fumi_call {
   fumi::Call* call;
-  fumi::Engine* engine;
   fumi::Reporter* reporter;
   const fumi::Rule* rule;
   fumi::CheckInstance* check;
@@ -410,7 +409,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler) {
   bool violated = false;
   for (CheckInstance& ci : sampler.rule->checks) {
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
-    fumi_call handle{&call, this, &reporter_, &rule, &ci, policy_.scratch_budget, 0, {}, false};
+    fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, 0, {}, false};
     fumi_status st = FUMI_ERROR;
     std::string what;
     try {
