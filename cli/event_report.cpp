@@ -308,7 +308,10 @@ class Aggregator {
     }
     for (auto& [key, s] : stats) report_.ops.push_back(std::move(s));
     std::stable_sort(report_.ops.begin(), report_.ops.end(), [](const OpStats& a, const OpStats& b) {
+      // Violations first, then ops that were checked at all, then by calls: observed-only ops
+      // (e.g. every aten op of a torch job) go below the ones fumi measured.
       if (a.violations != b.violations) return a.violations > b.violations;
+      if ((a.checked > 0) != (b.checked > 0)) return a.checked > 0;
       if (a.calls != b.calls) return a.calls > b.calls;
       return std::tie(a.op, a.backend) < std::tie(b.op, b.backend);
     });

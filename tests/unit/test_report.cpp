@@ -110,6 +110,22 @@ TEST(Report, AggregatesOpsAcrossTwoProcesses) {
   EXPECT_EQ(t.violations, 3u);
 }
 
+TEST(Report, CheckedOpsBeforeOpsOnlyObserved) {
+  EventFile a{"out/events-100.jsonl",
+              lines({startLine(100),
+                     summaryLine(100, R"([{"op":"aten::add_","backend":"torch","calls":900,
+                       "checked":0,"skipped":0,"violations":0,"worst":{}},
+                       {"op":"sgemm_","backend":"blas","calls":40,"checked":4,"skipped":0,
+                       "violations":0,"worst":{}},
+                       {"op":"aten::mm","backend":"torch","calls":20,"checked":0,"skipped":0,
+                       "violations":0,"worst":{}}])")})};
+  Report r = aggregate({a});
+  ASSERT_EQ(r.ops.size(), 3u);
+  EXPECT_EQ(r.ops[0].op, "sgemm_");  // checked, though fewer calls
+  EXPECT_EQ(r.ops[1].op, "aten::add_");
+  EXPECT_EQ(r.ops[2].op, "aten::mm");
+}
+
 TEST(Report, ProcessWithoutSummaryIsIncompleteAndCountsComeFromEvents) {
   EventFile complete{"events-10.jsonl",
                      lines({startLine(10),
