@@ -69,6 +69,32 @@ rules:
 """
 
 
+RESNET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_resnet.py")
+
+
+class Resnet18(unittest.TestCase):
+    def test_resnet18_training_ops_seen_checks_run_losses_identical(self):
+        plain = run([PYTHON, RESNET, "3"], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, RESNET, "3"], policy="""
+            version: 1
+            rules:
+              - match: { op: "*gemm*" }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: determinism } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(losses(r.stdout), losses(plain.stdout))
+        self.assertEqual(len(losses(r.stdout)), 3)
+        ops = {o["op"]: o for s in r.of("summary") for o in s["ops"]}
+        for op in ("aten::convolution", "aten::batch_norm", "aten::addmm",
+                   "aten::convolution_backward"):
+            self.assertIn(op, ops)
+        self.assertTrue(any(op.startswith("Optimizer.step") for op in ops))
+        self.assertGreater(ops["sgemm_"]["checked"], 0)  # the fc layer's GEMMs
+        self.assertEqual(ops["sgemm_"]["worst"]["determinism.mismatches"], 0)
+
+
 class TorchAdapter(unittest.TestCase):
     def test_aten_ops_observed_forward_backward_optimizer(self):
         r = run([PYTHON, TRAIN] + STEPS, policy=CHECK_SGEMM)
