@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -405,10 +404,8 @@ PolicyResult parsePolicyText(const std::string& text, const std::string& source_
                 e.mark.is_null() ? 0 : e.mark.column + 1},
                "invalid YAML: " + e.msg);
   }
+  if (!parser.failed()) result.policy = std::move(policy);
   result.diagnostics = std::move(parser.diagnostics());
-  bool failed = false;
-  for (const auto& d : result.diagnostics) failed = failed || d.severity == Diagnostic::Severity::kError;
-  if (!failed) result.policy = std::move(policy);
   return result;
 }
 
