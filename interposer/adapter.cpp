@@ -14,6 +14,7 @@
 #include "adapter_api.h"
 #include "context.h"
 #include "loader.h"
+#include "resolve.h"
 #include "runtime.h"
 #include "settings.h"
 #include "site.h"
@@ -46,12 +47,8 @@ int findTorch(struct dl_phdr_info* info, size_t, void* found) {
 }
 
 std::string adapterPath() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<const void*>(&adapterPath), &info) || !info.dli_fname) return {};
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
-         "/fumi/libfumi_torch.so";
+  const std::string dir = selfDir();
+  return dir.empty() ? dir : dir + "/fumi/libfumi_torch.so";
 }
 
 std::atomic<bool> g_torch_attached{false};

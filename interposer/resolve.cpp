@@ -10,7 +10,6 @@
 #include <vector>
 
 namespace fumi {
-namespace {
 
 const void* selfBase() {
   static const void* base = [] {
@@ -20,6 +19,17 @@ const void* selfBase() {
   }();
   return base;
 }
+
+std::string selfDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&resolveReal), &info) == 0 || !info.dli_fname)
+    return {};
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+namespace {
 
 bool isSelf(void* p) {
   Dl_info info{};

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 
 namespace fumi {
 
@@ -9,6 +10,11 @@ namespace fumi {
 // scope, then every loaded object one by one (a library loaded RTLD_LOCAL, e.g. libblas under
 // Python's torch, is invisible to the first two). nullptr when nothing defines it yet.
 void* resolveReal(const char* name);
+
+// Load address of the object holding fumi's own code (libfumi.so; the executable for the CLI).
+const void* selfBase();
+// Directory of that object's file ("" when unknown): plugins and the torch adapter live below it.
+std::string selfDir();
 
 // resolveReal, cached in `slot`. A hook whose real function cannot be found has nothing it
 // could correctly call: print why and abort.

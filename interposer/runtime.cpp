@@ -20,6 +20,7 @@
 #include "plugin_loader.h"
 #include "policy.h"
 #include "report.h"
+#include "resolve.h"
 #include "settings.h"
 #include "site.h"
 
@@ -37,13 +38,8 @@ Engine* g_engine = nullptr;
 bool g_abort_on_error = false;
 
 std::string builtinPluginDir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&builtinPluginDir), &info) == 0 || !info.dli_fname)
-    return {};
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
-         "/fumi/plugins";
+  const std::string dir = selfDir();
+  return dir.empty() ? dir : dir + "/fumi/plugins";
 }
 
 // fork() copies memory, not threads: a mutex another thread held at that moment stays locked

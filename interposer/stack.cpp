@@ -10,6 +10,8 @@
 #define BOOST_STACKTRACE_USE_BACKTRACE
 #include <boost/stacktrace.hpp>
 
+#include "resolve.h"
+
 namespace fumi {
 namespace {
 
@@ -26,10 +28,9 @@ const void* objectBase(const void* address) {
 }
 
 bool isOwn(const void* address) {
-  static const void* self = objectBase(reinterpret_cast<const void*>(&captureStack));
   const void* base = objectBase(address);
   if (!base) return false;
-  if (base == self) return true;
+  if (base == selfBase()) return true;
   std::lock_guard<std::mutex> lock(g_mu);
   for (const void* b : ownBases())
     if (b == base) return true;
