@@ -42,16 +42,37 @@ bool globMatch(const std::string& pattern, const char* text) {
   return fnmatch(pattern.c_str(), text, 0) == 0;
 }
 
-bool staticMatch(const MatchSpec& m, const OpSite& site) {
-  if (!globMatch(m.op, site.name) || !globMatch(m.backend, site.backend)) return false;
+bool dtypeMatch(const MatchSpec& m, fumi_dtype dtype) {
   if (m.dtypes.empty()) return true;
   for (fumi_dtype d : m.dtypes)
-    if (d == site.dtype) return true;
+    if (d == dtype) return true;
   return false;
 }
 
-bool hasSizeBounds(const MatchSpec& m) {
-  return m.min_size > 0 || m.max_size != std::numeric_limits<int64_t>::max();
+// The conditions an op site decides once. A site without a static dtype (framework ops run
+// in any dtype) leaves the dtype to perCallMatch.
+bool staticMatch(const MatchSpec& m, const OpSite& site) {
+  if (!globMatch(m.op, site.name) || !globMatch(m.backend, site.backend)) return false;
+  return site.dtype == FUMI_DTYPE_UNKNOWN || dtypeMatch(m, site.dtype);
+}
+
+bool hasPerCallConditions(const MatchSpec& m, const OpSite& site) {
+  return m.min_size > 0 || m.max_size != std::numeric_limits<int64_t>::max() ||
+         (site.dtype == FUMI_DTYPE_UNKNOWN && !m.dtypes.empty()) || !m.phases.empty() ||
+         m.device != "*";
+}
+
+bool perCallMatch(const MatchSpec& m, const OpSite& site, const CallFacts& f) {
+  if (f.size < m.min_size || f.size > m.max_size) return false;
+  if (site.dtype == FUMI_DTYPE_UNKNOWN && !dtypeMatch(m, f.dtype)) return false;
+  if (m.device != "*" && !globMatch(m.device, f.device ? f.device : "")) return false;
+  if (!m.phases.empty()) {
+    const char* phase = currentPhase();
+    bool any = false;
+    for (const std::string& p : m.phases) any = any || p == phase;
+    if (!any) return false;
+  }
+  return true;
 }
 
 // splitmix64: a stateless hash of (seed, index) so probability sampling is reproducible and
@@ -267,10 +288,9 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
   return false;
 }
 
-RuleSampler* OpDecision::select(int64_t size, uint64_t call_index) {
+RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
   for (auto& cand : candidates) {
-    const MatchSpec& m = cand->rule->rule->match;
-    if (size < m.min_size || size > m.max_size) continue;
+    if (cand->per_call && !perCallMatch(cand->rule->rule->match, site_, call)) continue;
     // First matching rule decides, even when it checks nothing (an exclusion rule).
     if (cand->rule->checks.empty()) return nullptr;
     const uint64_t index =
@@ -371,6 +391,7 @@ void Engine::compileAll() {
 }
 
 void Engine::compileSite(OpSite& site) {
+  std::lock_guard<std::mutex> lock(compile_mu_);
   auto dec = std::make_unique<OpDecision>(site);
   bool any_checks = false;
   for (auto& rr : rules_) {
@@ -379,18 +400,19 @@ void Engine::compileSite(OpSite& site) {
     sampler->rule = rr.get();
     any_checks = any_checks || !rr->checks.empty();
     if (!rr->checks.empty()) ++dec->checking_;
-    const bool always = !hasSizeBounds(rr->rule->match);
+    sampler->per_call = hasPerCallConditions(rr->rule->match, site);
+    const bool always = !sampler->per_call;
     dec->candidates.push_back(std::move(sampler));
     if (always) break;  // later rules can never be reached for this op
   }
   if (!any_checks) return;  // fast path stays: decision == nullptr
-  dec->single_ = dec->candidates.size() == 1 &&
-                 !hasSizeBounds(dec->candidates[0]->rule->rule->match);
+  dec->single_ = dec->candidates.size() == 1 && !dec->candidates[0]->per_call;
   site.decision.store(dec.get(), std::memory_order_release);
   decisions_.push_back(std::move(dec));
 }
 
 void Engine::resetSamplingAfterFork() {
+  std::lock_guard<std::mutex> lock(compile_mu_);
   for (auto& d : decisions_) {
     for (auto& cand : d->candidates) {
       cand->matched.store(0);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,20 @@ struct RuleRuntime {
   std::vector<CheckInstance> checks;
 };
 
+// What select() needs to know about one call. Conditions the op site already fixes (name,
+// backend, a static dtype) were decided when the policy was compiled; the rest per call.
+struct CallFacts {
+  int64_t size = 0;                      // problem size (MatchSpec::min_size)
+  fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // the call's dtype, for sites without a static one
+  const char* device = "cpu";
+};
+
 // Per (rule, op) sampling state.
 struct RuleSampler {
   RuleRuntime* rule = nullptr;
+  // The rule has conditions only a call can answer (size, dtype of a dtype-less site, phase,
+  // device); otherwise every call of the op matches it.
+  bool per_call = false;
   std::atomic<uint64_t> matched{0};
   std::atomic<uint64_t> checked{0};
   std::atomic<bool> exhausted{false};
@@ -52,9 +64,9 @@ struct RuleSampler {
 class OpDecision {
  public:
   explicit OpDecision(OpSite& site) : site_(site) {}
-  // The sampler of the first rule matching a call of this size, if that rule checks this call.
-  // `call_index` is the call's index among all calls of the op (OpSite::onCall).
-  RuleSampler* select(int64_t size, uint64_t call_index);
+  // The sampler of the first rule matching this call, if that rule checks it. `call_index` is
+  // the call's index among all calls of the op (OpSite::onCall).
+  RuleSampler* select(const CallFacts& call, uint64_t call_index);
   std::vector<std::unique_ptr<RuleSampler>> candidates;
 
  private:
@@ -65,7 +77,7 @@ class OpDecision {
   OpSite& site_;
   std::atomic<size_t> exhausted_{0};
   size_t checking_ = 0;  // candidates with checks (set by compileSite)
-  // One candidate and no size bounds: every call of the op reaches it, so its match index is
+  // One candidate without per-call conditions: every call of the op reaches it, so its match index is
   // the call index and the shared `matched` counter is not needed.
   bool single_ = false;
   friend class Engine;
@@ -102,7 +114,8 @@ class Engine {
   std::vector<std::string> plugin_dirs_;
   std::vector<std::unique_ptr<PluginSlot>> plugins_;
   std::vector<std::unique_ptr<RuleRuntime>> rules_;
-  std::vector<std::unique_ptr<OpDecision>> decisions_;
+  std::vector<std::unique_ptr<OpDecision>> decisions_;  // guarded by compile_mu_
+  std::mutex compile_mu_;  // sites are interned (and compiled) from any thread
 };
 
 // The engine of the running process (null until init succeeded).

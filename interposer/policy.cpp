@@ -186,6 +186,16 @@ class Parser {
       warn(n, "sample selects no call (give first, every or probability): nothing will be checked");
   }
 
+  // A key that takes one value or a list of them.
+  template <class F>
+  static void oneOrMany(const YAML::Node& n, F&& one) {
+    if (n.IsSequence()) {
+      for (const auto& v : n) one(v);
+    } else {
+      one(n);
+    }
+  }
+
   void dtypes(const YAML::Node& n, std::vector<fumi_dtype>* out) {
     auto one = [&](const YAML::Node& v) {
       std::string s;
@@ -199,19 +209,29 @@ class Parser {
       }
       error(v, "unknown dtype '" + s + "' (known: f64, f32, f16, bf16, tf32)");
     };
-    if (n.IsSequence()) {
-      for (const auto& v : n) one(v);
-    } else {
-      one(n);
-    }
+    oneOrMany(n, one);
+  }
+
+  void phases(const YAML::Node& n, std::vector<std::string>* out) {
+    auto one = [&](const YAML::Node& v) {
+      std::string s;
+      if (!scalar(v, "phase", &s)) return;
+      if (s == "forward" || s == "backward" || s == "optimizer")
+        out->push_back(s);
+      else
+        error(v, "unknown phase '" + s + "' (known: forward, backward, optimizer)");
+    };
+    oneOrMany(n, one);
   }
 
   void match(const YAML::Node& n, MatchSpec* m) {
-    forMap(n, "match", {"op", "backend", "dtype", "min_size", "max_size"},
+    forMap(n, "match", {"op", "backend", "dtype", "min_size", "max_size", "phase", "device"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "op" && scalar(v, key, &m->op)) checkOpGlob(v, m->op);
              if (key == "backend") scalar(v, key, &m->backend);
              if (key == "dtype") dtypes(v, &m->dtypes);
+             if (key == "phase") phases(v, &m->phases);
+             if (key == "device") scalar(v, key, &m->device);
              if (key == "min_size") integer(v, key, 0, &m->min_size);
              if (key == "max_size") integer(v, key, 0, &m->max_size);
            });

@@ -51,8 +51,10 @@ struct MatchSpec {
   std::string op = "*";       // glob over op names (fnmatch)
   std::string backend = "*";  // glob over backend names
   std::vector<fumi_dtype> dtypes;  // empty: any
-  int64_t min_size = 0;       // problem size = multiply-add count (GEMM: m*n*k)
+  int64_t min_size = 0;       // problem size (GEMM: m*n*k; framework ops: see docs/policy.md)
   int64_t max_size = std::numeric_limits<int64_t>::max();
+  std::vector<std::string> phases;  // empty: any; else "forward" / "backward" / "optimizer"
+  std::string device = "*";         // glob over the call's device ("cpu", "cuda:0")
 };
 
 struct Rule {

@@ -133,7 +133,8 @@ class GemvCall final : public Call {
 // The sampling decision, taken before anything is decoded: a call that is not sampled should
 // cost as little as possible. Empty problems are never checked and take no sampling slot.
 RuleSampler* sampleCall(const CallSite& cs, int64_t size) {
-  return size > 0 ? cs.decision.select(size, cs.call_index) : nullptr;  // decision => engine
+  if (size <= 0) return nullptr;  // a decision exists, hence the engine
+  return cs.decision.select(CallFacts{size, cs.site.dtype, "cpu"}, cs.call_index);
 }
 
 // A sampled call: snapshot the in/out operand, forward the original call exactly once, then

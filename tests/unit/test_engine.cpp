@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "call.h"
+#include "context.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "plugin_loader.h"
@@ -119,8 +120,8 @@ rules:
   OpDecision* d = site.decision.load();
   ASSERT_NE(d, nullptr);
   ASSERT_EQ(d->candidates.size(), 2u);  // the f64 rule cannot match an f32 op
-  EXPECT_EQ(d->select(500, 0), nullptr);  // excluded by the size-bounded empty rule
-  RuleSampler* s = d->select(50, 0);
+  EXPECT_EQ(d->select(CallFacts{500}, 0), nullptr);  // excluded by the size-bounded empty rule
+  RuleSampler* s = d->select(CallFacts{50}, 0);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->rule->checks.at(0).name, "nan_inf");
   EXPECT_EQ(s->matched.load(), 1u);  // two candidates: the rule counts its own matches
@@ -137,9 +138,48 @@ rules:
   e->compileSite(site);
   OpDecision* d = site.decision.load();
   ASSERT_NE(d, nullptr);
-  EXPECT_NE(d->select(1, 10), nullptr);
-  EXPECT_EQ(d->select(1, 11), nullptr);
+  EXPECT_NE(d->select(CallFacts{1}, 10), nullptr);
+  EXPECT_EQ(d->select(CallFacts{1}, 11), nullptr);
   EXPECT_EQ(d->candidates[0]->matched.load(), 0u);  // no shared counter on this path
+}
+
+TEST_F(EngineFixture, PerCallDtypeDeviceAndPhase) {
+  // A framework op has no static dtype: the dtype condition is decided per call, as are
+  // device and phase.
+  OpSite site("unit::op_h", "unit", FUMI_DTYPE_UNKNOWN);
+  OpSite backward_node("autograd::engine::evaluate_function: UnitBackward0", "unit",
+                       FUMI_DTYPE_UNKNOWN);
+  auto e = make(R"(version: 1
+rules:
+  - name: half-on-device
+    match: { op: "unit::*", dtype: [f16, bf16], device: "cuda*" }
+    sample: { every: 1 }
+    checks: [ { plugin: nan_inf } ]
+  - name: f32-backward
+    match: { op: "unit::*", dtype: f32, phase: backward }
+    sample: { every: 1 }
+    checks: [ { plugin: determinism } ]
+)");
+  e->compileSite(site);
+  OpDecision* d = site.decision.load();
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(d->candidates.size(), 2u);
+  EXPECT_TRUE(d->candidates[0]->per_call);
+  auto rule = [&](int64_t size, fumi_dtype dt, const char* device) -> std::string {
+    RuleSampler* s = d->select(CallFacts{size, dt, device}, 0);
+    return s ? s->rule->rule->name : "";
+  };
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F16, "cuda:0"), "half-on-device");
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F16, "cpu"), "");
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F64, "cuda:0"), "");
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "");  // not inside a backward node
+  pushContext(&backward_node);
+  pushContext(&site);
+  EXPECT_EQ(std::string(currentPhase()), "backward");
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "f32-backward");
+  popContext();
+  popContext();
+  EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "");
 }
 
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
@@ -169,15 +209,15 @@ rules:
   e->compileSite(site);
   OpDecision* d = site.decision.load();
   ASSERT_NE(d, nullptr);
-  EXPECT_NE(d->select(100, 0), nullptr);  // second rule: its only check
-  EXPECT_EQ(d->select(100, 0), nullptr);
+  EXPECT_NE(d->select(CallFacts{100}, 0), nullptr);  // second rule: its only check
+  EXPECT_EQ(d->select(CallFacts{100}, 0), nullptr);
   EXPECT_EQ(site.decision.load(), d);  // the first rule can still check small calls
-  EXPECT_NE(d->select(5, 0), nullptr);
-  EXPECT_NE(d->select(5, 0), nullptr);
+  EXPECT_NE(d->select(CallFacts{5}, 0), nullptr);
+  EXPECT_NE(d->select(CallFacts{5}, 0), nullptr);
   EXPECT_EQ(site.decision.load(), nullptr);  // nothing can be checked any more
   e->resetSamplingAfterFork();
   EXPECT_EQ(site.decision.load(), d);  // a forked child samples afresh
-  EXPECT_NE(d->select(100, 0), nullptr);
+  EXPECT_NE(d->select(CallFacts{100}, 0), nullptr);
 }
 
 TEST_F(EngineFixture, ThrowingPluginDisabledOnceOthersContinue) {
@@ -191,7 +231,7 @@ rules:
   std::vector<float> x{1, 2, 3}, y{2, 4, 6};
   for (int i = 0; i < 3; ++i) {
     DoubleCall call(site, x, y);
-    RuleSampler* s = site.decision.load()->select(3, 0);
+    RuleSampler* s = site.decision.load()->select(CallFacts{3}, 0);
     ASSERT_NE(s, nullptr);
     e->runChecks(call, *s);
     EXPECT_EQ(call.reruns, 1);  // determinism still reran
@@ -221,7 +261,7 @@ rules:
   e->compileSite(site);
   std::vector<float> x(64, 1.0f), y(64, 2.0f);
   DoubleCall call(site, x, y);
-  e->runChecks(call, *site.decision.load()->select(64, 0));
+  e->runChecks(call, *site.decision.load()->select(CallFacts{64}, 0));
   EXPECT_EQ(call.reruns, 0);
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.checked, 0u);
@@ -238,7 +278,7 @@ rules:
   e->compileSite(site);
   std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f};  // last element wrong
   DoubleCall call(site, x, y);
-  e->runChecks(call, *site.decision.load()->select(4, 0));
+  e->runChecks(call, *site.decision.load()->select(CallFacts{4}, 0));
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.violations, 1u);
   EXPECT_GT(st.worst.at("highprec.normwise_rel"), 0.03);

@@ -60,6 +60,8 @@ rules:
     checks: [ { plugin: nan_inf }, { plugin: perturb, inputs: [A, B] } ]
   - match: { op: sgemv_, dtype: f32 }
     checks: []
+  - match: { op: "aten::*", phase: [forward, backward], device: "cuda*" }
+    checks: []
 )",
                                          "all.yaml");
   ASSERT_TRUE(r.ok());
@@ -87,6 +89,11 @@ rules:
   EXPECT_EQ(second.sample.every, 50u);
   EXPECT_EQ(second.action, Action::kDump);
   EXPECT_TRUE(second.checks.empty());
+  EXPECT_TRUE(second.match.phases.empty());
+  EXPECT_EQ(second.match.device, "*");
+  const Rule& third = p.rules[2];
+  EXPECT_EQ(third.match.phases, (std::vector<std::string>{"forward", "backward"}));
+  EXPECT_EQ(third.match.device, "cuda*");
 }
 
 TEST(Policy, UnknownKeysWarnWithLocation) {
