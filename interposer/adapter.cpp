@@ -9,34 +9,100 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "adapter_api.h"
+#include "call.h"
+#include "engine.h"
+#include "report.h"
 #include "context.h"
 #include "loader.h"
 #include "resolve.h"
 #include "runtime.h"
 #include "settings.h"
 #include "site.h"
+#include "stack.h"
 
 namespace fumi {
 namespace {
 
 void* apiInternOp(const char* name, const char* backend) {
   if (!name || !backend) return nullptr;
-  return &internSite(name, backend, FUMI_DTYPE_UNKNOWN);
+  bool created = false;
+  OpSite& site = internSite(name, backend, FUMI_DTYPE_UNKNOWN, &created);
+  if (created)
+    if (Engine* e = engine()) e->compileSite(site);
+  return &site;
 }
 
-void apiCountCall(void* site) {
-  uint64_t index;
-  if (site) static_cast<OpSite*>(site)->onCall(index);
+int apiBackendChecked(const char* backend) {
+  Engine* e = engine();
+  return e && backend && e->checksBackend(backend) ? 1 : 0;
 }
 
-void apiPush(void* site) { pushContext(static_cast<OpSite*>(site)); }
+uint64_t apiCountCall(void* site, int* checkable) {
+  uint64_t index = 0;
+  OpDecision* d = site ? static_cast<OpSite*>(site)->onIndexedCall(index) : nullptr;
+  if (checkable) *checkable = d != nullptr;
+  return index;
+}
+
+void* apiSample(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device) {
+  if (!site || size <= 0) return nullptr;
+  OpDecision* d = static_cast<OpSite*>(site)->decision.load(std::memory_order_acquire);
+  return d ? d->select(CallFacts{size, dtype, device ? device : "cpu"}, index) : nullptr;
+}
+
+// A framework-op call as the engine sees it: the adapter's description, rerun through it.
+class AdapterCall final : public Call {
+ public:
+  AdapterCall(OpSite& site, uint64_t index, const fumi_adapter_call& c)
+      : Call(site, c.dtype, c.dtype, c.size, index), c_(c) {
+    for (int32_t i = 0; i < c.ntensors; ++i) addTensor(c.tensors[i]);
+    for (int32_t i = 0; i < c.nargs; ++i) addArg(c.arg_names[i], c.arg_values[i]);
+  }
+  fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
+    return c_.rerun(c_.self, precision, buffers);
+  }
+
+ private:
+  const fumi_adapter_call& c_;
+};
+
+void apiCheck(void* site, void* token, uint64_t index, const fumi_adapter_call* call) {
+  if (!site || !token) return;
+  OpSite& s = *static_cast<OpSite*>(site);
+  if (!call || call->struct_size < sizeof(fumi_adapter_call)) {
+    s.addStats(0, 1);
+    return;
+  }
+  checkSafely(s, *static_cast<RuleSampler*>(token),
+              [&] { return std::make_unique<AdapterCall>(s, index, *call); });
+}
+
+void apiSkip(void* site, void*, const char* why) {
+  if (!site) return;
+  OpSite& s = *static_cast<OpSite*>(site);
+  s.addStats(0, 1);
+  if (why) logMessage(FUMI_LOG_DEBUG, std::string(s.name) + ": not checked: " + why);
+}
+
+void apiPush(void* site, uint64_t index) { pushContext(static_cast<OpSite*>(site), index); }
 void apiPop() { popContext(); }
+void apiLog(int level, const char* message) {
+  if (message) logMessage(level, message);
+}
 
-const fumi_adapter_api kAdapterApi = {FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api),
-                                      apiInternOp, apiCountCall, apiPush, apiPop};
+uint64_t apiScratchBudget() {
+  Engine* e = engine();
+  return e ? e->policy().scratch_budget : 0;
+}
+
+const fumi_adapter_api kAdapterApi = {
+    FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp, apiBackendChecked,
+    apiCountCall,             apiSample,                apiCheck,    apiSkip,
+    apiPush,                  apiPop,                   apiLog,      apiScratchBudget};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {
@@ -74,6 +140,7 @@ void onLibraryLoaded() {
     return;
   }
   auto attach = reinterpret_cast<fumi_adapter_attach_fn>(dlsym(handle, FUMI_TORCH_ATTACH_SYMBOL));
+  if (attach) addOwnObject(reinterpret_cast<const void*>(attach));  // trimmed from stacks
   char err[256] = "";
   if (!attach) {
     internalError("torch adapter", (path + " has no " FUMI_TORCH_ATTACH_SYMBOL).c_str());

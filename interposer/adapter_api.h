@@ -1,19 +1,45 @@
 /* adapter_api.h — the C interface between libfumi and its framework adapters (the PyTorch
  * adapter libfumi_torch.so, interposer/torch/). libfumi loads an adapter itself when the
  * framework appears in the process and calls its attach function with this table; adapters
- * never link against libfumi. Versioned like the plugin ABI: abi_version + struct_size,
- * fields only appended. */
+ * never link against libfumi. Adapter and libfumi are built together: the version must match.
+ *
+ * Per framework op call an adapter does:
+ *   index = count_call(site, &checkable); push_context(site, index);
+ *   if (checkable && <it can describe the call>) token = sample(site, index, facts...);
+ *   if (token) { capture copies of the inputs; let the op run; check(site, token, call); }
+ *   pop_context();
+ * so describing and copying inputs is paid only by calls the policy samples. */
 #ifndef FUMI_ADAPTER_API_H
 #define FUMI_ADAPTER_API_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fumi/plugin.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FUMI_ADAPTER_ABI_VERSION 1u
+#define FUMI_ADAPTER_ABI_VERSION 2u
+
+/* One sampled framework-op call, described by the adapter after the op ran. Tensors are in host
+ * memory; INPUTs are copies taken before the op ran (in-place and out= ops overwrite theirs),
+ * OUTPUTs what the op produced. Only floating tensors are listed. */
+typedef struct fumi_adapter_call {
+  uint32_t struct_size;
+  fumi_dtype dtype;   /* the op's floating dtype (first floating input) */
+  int64_t size;       /* the problem size handed to sample() */
+  int32_t ntensors;
+  const fumi_tensor* tensors;
+  int32_t nargs;      /* non-tensor arguments, as text, for reports and dumps */
+  const char* const* arg_names;
+  const char* const* arg_values;
+  /* Rerun the op on fresh copies computing in `precision`, with the semantics of
+   * fumi_host_api.rerun; never touches the program's tensors, RNG or autograd state. */
+  fumi_status (*rerun)(void* self, fumi_dtype precision, void* const* buffers);
+  void* self;
+} fumi_adapter_call;
 
 typedef struct fumi_adapter_api {
   uint32_t abi_version;
@@ -21,12 +47,27 @@ typedef struct fumi_adapter_api {
   /* The op site for a framework op name ("aten::addmm"); created once, valid for the process
    * lifetime. NULL when fumi is not active. */
   void* (*intern_op)(const char* name, const char* backend);
-  /* Count one call of `site` (from intern_op). */
-  void (*count_call)(void* site);
+  /* Whether any policy rule checks ops of `backend`: if not, the adapter need not look at
+   * inputs at all. */
+  int (*backend_checked)(const char* backend);
+  /* Count one call of `site`; returns its 0-based index among the op's calls. *checkable is
+   * set to 1 when some rule may check calls of this op, else 0. */
+  uint64_t (*count_call)(void* site, int* checkable);
+  /* A token when the policy samples this call for checking, else NULL. `device` as "cpu",
+   * "cuda:0". Each non-NULL token must be passed to exactly one of check() or skip(). */
+  void* (*sample)(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device);
+  /* Run the sampled checks on a call that has run (on the calling thread, before it returns). */
+  void (*check)(void* site, void* token, uint64_t index, const fumi_adapter_call* call);
+  /* A sampled call that cannot be checked (op cannot be rerun, no memory for copies). */
+  void (*skip)(void* site, void* token, const char* why);
   /* Framework-op context of the calling thread: library-level calls (BLAS, cuBLAS) made while
    * an op is pushed are reported "inside" it. Pops must match pushes. */
-  void (*push_context)(void* site);
+  void (*push_context)(void* site, uint64_t index);
   void (*pop_context)(void);
+  /* A line in fumi's log (levels as fumi_log_level). */
+  void (*log)(int level, const char* message);
+  /* Bytes one check may use for copies of a call's operands (the policy's scratch_budget). */
+  uint64_t (*scratch_budget)(void);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

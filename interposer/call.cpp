@@ -32,7 +32,12 @@ int Call::addTensor(const char* name, fumi_role role, fumi_dtype dtype, fumi_mem
   d = 0;
   for (int64_t s : strides) t.strides[d++] = s;
   t.data = data;
+  return addTensor(t);
+}
+
+int Call::addTensor(const fumi_tensor& t) {
   tensors_.push_back(t);
+  tensors_.back().struct_size = sizeof(fumi_tensor);
   return static_cast<int>(tensors_.size()) - 1;
 }
 

@@ -26,6 +26,8 @@ class Call {
   int addTensor(const char* name, fumi_role role, fumi_dtype dtype, fumi_memory memory,
                 std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides,
                 void* data);
+  // Append an operand described elsewhere (an adapter's fumi_tensor); returns its index.
+  int addTensor(const fumi_tensor& t);
 
   // A scalar argument that is not an operand (transposes, alpha, beta, layout), for reports and
   // dumps, so a recorded call can be understood and rebuilt.

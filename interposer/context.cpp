@@ -9,12 +9,14 @@
 namespace fumi {
 namespace {
 constexpr int kMaxDepth = 32;
-__thread OpSite* t_stack[kMaxDepth] __attribute__((tls_model("initial-exec")));
+__thread ContextEntry t_stack[kMaxDepth] __attribute__((tls_model("initial-exec")));
 __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+int storedDepth() { return t_depth < kMaxDepth ? t_depth : kMaxDepth; }
 }  // namespace
 
-void pushContext(OpSite* site) {
-  if (t_depth < kMaxDepth) t_stack[t_depth] = site;
+void pushContext(const OpSite* site, uint64_t call_index) {
+  if (t_depth < kMaxDepth) t_stack[t_depth] = ContextEntry{site, call_index};
   ++t_depth;
 }
 
@@ -22,19 +24,19 @@ void popContext() {
   if (t_depth > 0) --t_depth;
 }
 
-std::vector<std::string> currentContext() {
-  std::vector<std::string> names;
-  const int n = t_depth < kMaxDepth ? t_depth : kMaxDepth;
-  for (int i = 0; i < n; ++i) names.emplace_back(t_stack[i]->name);
-  return names;
+std::vector<ContextEntry> currentContext(const OpSite* self, uint64_t self_index) {
+  int n = storedDepth();
+  if (n > 0 && self && t_stack[n - 1].site == self && t_stack[n - 1].call_index == self_index)
+    --n;
+  return std::vector<ContextEntry>(t_stack, t_stack + n);
 }
 
 const char* currentPhase() {
-  const int n = t_depth < kMaxDepth ? t_depth : kMaxDepth;
+  const int n = storedDepth();
   if (n == 0) return "";
   for (int i = 0; i < n; ++i) {
     // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
-    const char* name = t_stack[i]->name;
+    const char* name = t_stack[i].site->name;
     if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return "backward";
     if (std::strncmp(name, "Optimizer.step", 14) == 0) return "optimizer";
   }

@@ -1,19 +1,26 @@
 // context.h — the framework-op context of each thread: which framework ops (e.g. aten::addmm)
-// are running on it right now, innermost last. Adapters push/pop; library-level hooks read it
-// so a BLAS violation says "inside aten::addmm".
+// are running on it right now, innermost last, each with its call index. Adapters push/pop;
+// library-level hooks read it so a BLAS violation says "inside aten::addmm #12", which links it
+// to that op's own events.
 #pragma once
 
-#include <string>
+#include <cstdint>
 #include <vector>
 
 namespace fumi {
 
 struct OpSite;
 
-void pushContext(OpSite* site);
+struct ContextEntry {
+  const OpSite* site;
+  uint64_t call_index;
+};
+
+void pushContext(const OpSite* site, uint64_t call_index);
 void popContext();
-// Names of the current thread's framework ops, outermost first.
-std::vector<std::string> currentContext();
+// The current thread's framework ops, outermost first. When the innermost one is the call
+// `self` (site, index) itself — a framework op's own check — it is left out.
+std::vector<ContextEntry> currentContext(const OpSite* self = nullptr, uint64_t self_index = 0);
 
 // Training phase of the current thread's framework ops: "backward" inside an autograd node,
 // "optimizer" inside an optimizer step, "forward" otherwise; "" outside any framework op.

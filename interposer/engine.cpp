@@ -196,10 +196,17 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   for (const auto& [name, value] : call.args()) args[name] = value;
   ev["args"] = std::move(args);
   ev["call_index"] = call.info().call_index;
-  // Framework ops running on this thread: a BLAS call made by aten::addmm says so.
-  if (auto ctx = currentContext(); !ctx.empty()) {
-    ev["context"] = std::move(ctx);
-    ev["phase"] = currentPhase();
+  // Framework ops running on this thread: a BLAS call made by aten::addmm says so, and
+  // `parent` names that op's call so both views of the computation can be joined.
+  if (const char* phase = currentPhase(); *phase) {
+    const auto ctx = currentContext(&call.site(), call.info().call_index);
+    nlohmann::json names = nlohmann::json::array();
+    for (const ContextEntry& e : ctx) names.push_back(e.site->name);
+    if (!ctx.empty()) {
+      ev["context"] = std::move(names);
+      ev["parent"] = {{"op", ctx.back().site->name}, {"call_index", ctx.back().call_index}};
+    }
+    ev["phase"] = phase;
   }
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();
@@ -225,13 +232,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
 }
 
 void hostLog(fumi_log_level level, const char* message) {
-  Reporter* r = activeReporter();
-  if (!r || !message) return;
-  spdlog::level::level_enum l = level >= FUMI_LOG_ERROR  ? spdlog::level::err
-                                : level == FUMI_LOG_WARN ? spdlog::level::warn
-                                : level == FUMI_LOG_INFO ? spdlog::level::info
-                                                         : spdlog::level::debug;
-  r->log().log(l, "plugin: {}", message);
+  if (message) logMessage(level, std::string("plugin: ") + message);
 }
 
 const fumi_host_api kHostApi = {
@@ -409,6 +410,12 @@ void Engine::compileSite(OpSite& site) {
   dec->single_ = dec->candidates.size() == 1 && !dec->candidates[0]->per_call;
   site.decision.store(dec.get(), std::memory_order_release);
   decisions_.push_back(std::move(dec));
+}
+
+bool Engine::checksBackend(const char* backend) const {
+  for (const auto& rr : rules_)
+    if (!rr->checks.empty() && globMatch(rr->rule->match.backend, backend)) return true;
+  return false;
 }
 
 void Engine::resetSamplingAfterFork() {

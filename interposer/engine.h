@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,11 +17,12 @@
 #include "fumi/plugin.h"
 #include "plugin_loader.h"
 #include "policy.h"
+#include "runtime.h"
+#include "site.h"
 
 namespace fumi {
 
 class Call;
-struct OpSite;
 class Reporter;
 
 // One loaded plugin, shared by every check entry that names it.
@@ -101,6 +103,8 @@ class Engine {
   void runChecks(Call& call, RuleSampler& sampler);
 
   const Policy& policy() const { return policy_; }
+  // Whether some rule with a working check can match ops of `backend`.
+  bool checksBackend(const char* backend) const;
 
   // In a forked child: sampling starts afresh (first N, max_checks) like in any new process.
   void resetSamplingAfterFork();
@@ -120,5 +124,20 @@ class Engine {
 
 // The engine of the running process (null until init succeeded).
 Engine* engine();
+
+// Build the Call of a sampled call (`build` returns a unique_ptr to it) and run the sampler's
+// checks on it. Nothing escapes: a failure inside fumi is an internal error, the program goes on.
+template <class Build>
+void checkSafely(OpSite& site, RuleSampler& sampler, Build&& build) {
+  InsideScope inside;
+  try {
+    auto call = build();
+    engine()->runChecks(*call, sampler);
+  } catch (const std::exception& e) {
+    internalError(site.name, e.what());
+  } catch (...) {
+    internalError(site.name, "unknown exception");
+  }
+}
 
 }  // namespace fumi

@@ -161,4 +161,14 @@ void Reporter::summary() {
   logger_->flush();
 }
 
+void logMessage(int fumi_level, const std::string& text) {
+  Reporter* r = activeReporter();
+  if (!r) return;
+  const spdlog::level::level_enum l = fumi_level >= FUMI_LOG_ERROR  ? spdlog::level::err
+                                      : fumi_level == FUMI_LOG_WARN ? spdlog::level::warn
+                                      : fumi_level == FUMI_LOG_INFO ? spdlog::level::info
+                                                                    : spdlog::level::debug;
+  r->log().log(l, "{}", text);
+}
+
 }  // namespace fumi

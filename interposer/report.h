@@ -68,6 +68,8 @@ class Reporter {
 
 // The reporter of the running process (null before init or when fumi is disabled).
 Reporter* activeReporter();
+// A line in the active reporter's log at a fumi_log_level (plugins and adapters log this way).
+void logMessage(int fumi_level, const std::string& text);
 
 // UTC timestamp, ISO 8601 with milliseconds.
 std::string isoNow();

@@ -56,7 +56,8 @@ OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtyp
 
 OpSite* firstSite() { return g_head.load(std::memory_order_acquire); }
 
-OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype) {
+OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype,
+                   bool* created) {
   // Never destroyed: the exit summary (a library destructor) runs after static objects are
   // gone and still reads the sites' names.
   static auto* mu = new std::mutex;
@@ -64,6 +65,7 @@ OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtyp
   static auto* names = new std::deque<std::string>;  // stable storage for site names
   std::lock_guard<std::mutex> lock(*mu);
   auto it = sites->find(name);
+  if (created) *created = it == sites->end();
   if (it != sites->end()) return *it->second;
   names->push_back(name);
   auto* site = new OpSite(names->back().c_str(), backend, dtype);

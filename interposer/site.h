@@ -54,6 +54,13 @@ struct OpSite {
     return d;
   }
 
+  // Framework ops: every call gets its index, so library-level calls made inside it can name
+  // it (context.h). Framework ops are microseconds each; the shared counter is noise there.
+  OpDecision* onIndexedCall(uint64_t& index) {
+    index = calls.fetch_add(1, std::memory_order_relaxed);
+    return decision.load(std::memory_order_acquire);
+  }
+
   // Calls so far: the shared counter plus every thread's block.
   uint64_t totalCalls() const;
   // After fork(): the child starts counting from zero.
@@ -80,6 +87,8 @@ struct OpSite {
 // All sites: static ones register at load time, interned ones when first seen.
 OpSite* firstSite();
 // A site for an op known only at run time (e.g. "aten::addmm"); created once, never freed.
-OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype);
+// *created says whether this call created it.
+OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtype,
+                   bool* created = nullptr);
 
 }  // namespace fumi

@@ -163,15 +163,8 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
     cs.site.addStats(0, 1);
     return;
   }
-  InsideScope inside;
-  try {
-    auto call = build(cs.call_index, inout ? snapshot.data() : nullptr);
-    eng.runChecks(*call, sampler);
-  } catch (const std::exception& e) {
-    internalError(cs.site.name, e.what());
-  } catch (...) {
-    internalError(cs.site.name, "unknown exception");
-  }
+  checkSafely(cs.site, sampler,
+              [&] { return build(cs.call_index, inout ? snapshot.data() : nullptr); });
 }
 
 // Text that reads back to the same double.

@@ -1,27 +1,42 @@
-// fumi_torch.cpp — the PyTorch adapter: a RecordFunction observer (FUNCTION scope: every aten
-// op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step") that counts each op under its aten name and keeps the
-// thread's framework-op context, so BLAS calls report the aten op that made them.
-// Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h.
+// fumi_torch.cpp — the PyTorch adapter. A RecordFunction observer (FUNCTION scope: every aten
+// op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step")
+// counts each op under its aten name and keeps the thread's framework-op context, so BLAS calls
+// report the aten op that made them. When the policy samples an op call, the observer copies its
+// inputs before the op runs, and after it ran hands libfumi a description whose rerun() calls
+// the op again through the dispatcher on fresh copies (checks: perturb, highprec, determinism...).
+// Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h; every
+// torch-version difference is in torch_compat.h.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include <ATen/record_function.h>
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "adapter_api.h"
+#include "torch_compat.h"
 
 namespace {
 
 const fumi_adapter_api* g_api = nullptr;
+const char kBackend[] = "torch";
 
-// Op name -> libfumi site, looked up on every op. An open-addressing table keyed by the name's
-// content (FNV-1a): RecordFunctions named by a string own that string, so its address changes
-// from call to call, while the set of distinct names is small. Slots are written once, under
-// the mutex, and read without it; a hit allocates nothing.
+// ---- op name -> libfumi site ----------------------------------------------------------------
+
+// Looked up on every op. An open-addressing table keyed by the name's content (FNV-1a):
+// RecordFunctions named by a string own that string, so its address changes from call to call,
+// while the set of distinct names is small. Slots are written once, under the mutex, and read
+// without it; a hit allocates nothing.
 constexpr size_t kSlots = 4096;  // distinct op names in a process are in the hundreds
 struct Slot {
   std::atomic<const char*> name{nullptr};  // owned copy; published after `site`
@@ -42,23 +57,392 @@ void* siteFor(const char* name) {
         i = (i + kSlots - 1) % kSlots;
         continue;
       }
-      g_slots[i].site = g_api->intern_op(name, "torch");
+      g_slots[i].site = g_api->intern_op(name, kBackend);
       g_slots[i].name.store(strdup(name), std::memory_order_release);
       return g_slots[i].site;
     }
     if (std::strcmp(held, name) == 0) return g_slots[i].site;
   }
-  return g_api->intern_op(name, "torch");  // table full: slow but correct
+  return g_api->intern_op(name, kBackend);  // table full: slow but correct
+}
+
+// ---- dtypes and tensor walks ----------------------------------------------------------------
+
+fumi_dtype toFumi(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Double: return FUMI_DTYPE_F64;
+    case c10::ScalarType::Float: return FUMI_DTYPE_F32;
+    case c10::ScalarType::Half: return FUMI_DTYPE_F16;
+    case c10::ScalarType::BFloat16: return FUMI_DTYPE_BF16;
+    default: return FUMI_DTYPE_UNKNOWN;
+  }
+}
+
+c10::ScalarType fromFumi(fumi_dtype d) {
+  switch (d) {
+    case FUMI_DTYPE_F64: return c10::ScalarType::Double;
+    case FUMI_DTYPE_F16: return c10::ScalarType::Half;
+    case FUMI_DTYPE_BF16: return c10::ScalarType::BFloat16;
+    default: return c10::ScalarType::Float;  // f32, and tf32 (a math mode, stored as f32)
+  }
+}
+
+// A tensor fumi can describe: dense, defined, floating.
+bool describable(const at::Tensor& t) {
+  return t.defined() && t.layout() == c10::kStrided && toFumi(t.scalar_type()) != FUMI_DTYPE_UNKNOWN;
+}
+
+// Calls f(tensor, label_suffix) for every defined tensor held by `v` (a Tensor, a Tensor[] or a
+// Tensor?[]), in order. Returns a copy of `v` with each tensor replaced by what f returns.
+template <class F>
+c10::IValue mapTensors(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? c10::IValue(f(t, -1)) : v;
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    const c10::List<at::Tensor> in = v.toTensorList();
+    out.reserve(in.size());
+    for (size_t k = 0; k < in.size(); ++k) {
+      const at::Tensor t = in.get(k);
+      out.push_back(t.defined() ? f(t, static_cast<int>(k)) : t);
+    }
+    return out;
+  }
+  if (v.isList()) {  // e.g. Tensor?[] of index ops
+    const c10::List<c10::IValue> in = v.toList();
+    c10::impl::GenericList out(in.elementType());
+    out.reserve(in.size());
+    for (size_t k = 0; k < in.size(); ++k) {
+      const c10::IValue e = in.get(k);
+      out.push_back(e.isTensor() && e.toTensor().defined()
+                        ? c10::IValue(f(e.toTensor(), static_cast<int>(k)))
+                        : e);
+    }
+    return out;
+  }
+  return v;
+}
+
+template <class F>
+void forEachTensor(const c10::IValue& v, F&& f) {
+  mapTensors(v, [&](const at::Tensor& t, int k) {
+    f(t, k);
+    return t;
+  });
+}
+
+// What sampling needs to know about a call, read from its inputs without copying anything.
+struct Facts {
+  fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // of the first floating input
+  int64_t size = 0;                       // elements of the largest floating input
+  std::string device = "cpu";
+  bool dense = true;  // every tensor input is strided (no sparse, mkldnn, nested tensors)
+};
+
+template <class Inputs>
+Facts factsOf(const Inputs& inputs) {
+  Facts f;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
+      if (t.layout() != c10::kStrided) f.dense = false;
+      if (!describable(t)) return;
+      if (f.dtype == FUMI_DTYPE_UNKNOWN) {
+        f.dtype = toFumi(t.scalar_type());
+        if (!t.device().is_cpu()) f.device = t.device().str();
+      }
+      f.size = std::max<int64_t>(f.size, t.numel());
+    });
+  return f;
+}
+
+// fumi's own tensor work never reaches this observer, autograd, or the program's RNG stream.
+class QuietScope {
+ public:
+  QuietScope() = default;
+  QuietScope(const QuietScope&) = delete;
+  QuietScope& operator=(const QuietScope&) = delete;
+
+ private:
+  at::DisableRecordFunctionGuard no_observers_;
+  c10::InferenceMode no_autograd_;
+};
+
+// Ops not marked random may still draw numbers: the CPU generator's state is put back after
+// each rerun. (Another thread drawing meanwhile would see its draws repeated; randomised ops,
+// the ones that draw, are never rerun — torch_compat::randomised.)
+class CpuRngGuard {
+ public:
+  CpuRngGuard() : gen_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    state_ = gen_.get_state();
+  }
+  ~CpuRngGuard() {
+    try {
+      std::lock_guard<std::mutex> lock(gen_.mutex());
+      gen_.set_state(state_);
+    } catch (...) {
+    }
+  }
+  CpuRngGuard(const CpuRngGuard&) = delete;
+  CpuRngGuard& operator=(const CpuRngGuard&) = delete;
+
+ private:
+  at::Generator gen_;
+  at::Tensor state_;
+};
+
+// ---- one sampled call -----------------------------------------------------------------------
+
+// Reruns that fail (an op without a kernel for the wider dtype, e.g. oneDNN convolution in f64)
+// are logged once per op and precision; the check counts as skipped.
+void noteRerunFailure(const char* op, fumi_dtype precision, const char* what) {
+  static std::mutex mu;
+  static auto* seen = new std::set<std::pair<std::string, int>>;  // immortal: used at exit
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen->emplace(op, precision).second) return;
+  }
+  std::string first_line(what);
+  first_line = first_line.substr(0, first_line.find('\n'));
+  g_api->log(FUMI_LOG_INFO, (std::string(op) + ": rerun in " + c10::toString(fromFumi(precision)) +
+                             " failed (" + first_line + "); such checks are skipped")
+                                .c_str());
+}
+
+class CapturedCall final : public at::ObserverContext {
+ public:
+  CapturedCall(void* site, void* token, uint64_t index, const c10::OperatorHandle& op,
+               const Facts& facts)
+      : site_(site), token_(token), index_(index), op_(op), facts_(facts) {}
+
+  // Before the op runs: copies of every tensor input (the op may overwrite its own).
+  template <class Inputs>
+  void capture(const Inputs& inputs) {
+    QuietScope quiet;
+    inputs_.reserve(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      inputs_.push_back(mapTensors(inputs[i], [](const at::Tensor& t, int) {
+        return t.clone(at::MemoryFormat::Preserve);
+      }));
+  }
+
+  // After the op ran: describe it to libfumi and let the policy's checks run.
+  void check(const std::vector<c10::IValue>& outputs) {
+    {
+      QuietScope quiet;
+      describe(outputs);
+    }
+    fumi_adapter_call c{};
+    c.struct_size = sizeof(c);
+    c.dtype = facts_.dtype;
+    c.size = facts_.size;
+    c.ntensors = static_cast<int32_t>(tensors_.size());
+    c.tensors = tensors_.data();
+    std::vector<const char*> names, values;
+    for (const auto& [n, v] : args_) {
+      names.push_back(n.c_str());
+      values.push_back(v.c_str());
+    }
+    c.nargs = static_cast<int32_t>(args_.size());
+    c.arg_names = names.data();
+    c.arg_values = values.data();
+    c.rerun = &CapturedCall::rerunThunk;
+    c.self = this;
+    g_api->check(site_, token_, index_, &c);
+  }
+
+ private:
+  void describe(const std::vector<c10::IValue>& outputs) {
+    const c10::FunctionSchema& schema = op_.schema();
+    const auto& args = schema.arguments();
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const std::string name = i < args.size() ? args[i].name() : "arg" + std::to_string(i);
+      if (!inputs_[i].isTensor() && !inputs_[i].isTensorList() && !inputs_[i].isList()) {
+        std::ostringstream text;
+        text << inputs_[i];
+        args_.emplace_back(name, text.str());
+        continue;
+      }
+      forEachTensor(inputs_[i], [&](const at::Tensor& t, int k) {
+        input_slots_.push_back(add(t, label(name, k), FUMI_ROLE_INPUT));
+      });
+    }
+    const auto& rets = schema.returns();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string name = i < rets.size() ? rets[i].name() : std::string();
+      if (name.empty()) name = outputs.size() == 1 ? "out" : "out" + std::to_string(i);
+      forEachTensor(outputs[i], [&](const at::Tensor& t, int k) {
+        output_slots_.push_back(add(t, label(name, k), FUMI_ROLE_OUTPUT));
+      });
+    }
+  }
+
+  static std::string label(const std::string& name, int k) {
+    return k < 0 ? name : name + "[" + std::to_string(k) + "]";
+  }
+
+  // Lists `t` for fumi when it is describable; returns its index there, or -1.
+  int add(const at::Tensor& t, std::string name, fumi_role role) {
+    if (!describable(t) || t.dim() > FUMI_MAX_DIMS) return -1;
+    const at::Tensor host = t.device().is_cpu() ? t : t.cpu();
+    host_.push_back(host);
+    names_.push_back(std::move(name));
+    fumi_tensor d{};
+    d.struct_size = sizeof(d);
+    d.name = names_.back().c_str();
+    d.dtype = toFumi(t.scalar_type());
+    d.memory = FUMI_MEMORY_HOST;
+    d.role = role;
+    d.ndim = static_cast<int32_t>(t.dim());
+    for (int64_t k = 0; k < t.dim(); ++k) {
+      d.shape[k] = host.size(k);
+      d.strides[k] = host.stride(k);
+    }
+    d.data = host.data_ptr();
+    tensors_.push_back(d);
+    return static_cast<int>(tensors_.size()) - 1;
+  }
+
+  // A CPU tensor over fumi scratch laid out like tensor k, holding `dtype`.
+  at::Tensor scratchTensor(int k, void* buffer, c10::ScalarType dtype) const {
+    const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
+    return at::from_blob(buffer, c10::IntArrayRef(d.shape, d.ndim),
+                         c10::IntArrayRef(d.strides, d.ndim), at::TensorOptions().dtype(dtype));
+  }
+
+  static fumi_status rerunThunk(void* self, fumi_dtype precision, void* const* buffers) {
+    return static_cast<CapturedCall*>(self)->rerun(precision, buffers);
+  }
+
+  fumi_status rerun(fumi_dtype precision, void* const* buffers) {
+    const c10::ScalarType wide = fromFumi(precision);
+    const bool own_dtype = precision == facts_.dtype;
+    try {
+      QuietScope quiet;
+      CpuRngGuard rng;
+      // Fresh copies every time: the op may write into its inputs (in-place, out=, batch-norm
+      // running statistics), and the captured ones must stay as they were.
+      size_t slot = 0;
+      torch::jit::Stack stack;
+      stack.reserve(inputs_.size());
+      for (const c10::IValue& v : inputs_)
+        stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
+          const int k = input_slots_[slot++];
+          if (k < 0) return t.clone(at::MemoryFormat::Preserve);
+          // At the call's own precision each tensor keeps its dtype; a wider rerun widens all.
+          const c10::ScalarType dtype = own_dtype ? t.scalar_type() : wide;
+          const at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], wide) : t;
+          return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
+        }));
+      op_.callBoxed(&stack);
+      slot = 0;
+      bool shapes_match = true;
+      for (const c10::IValue& v : stack)
+        forEachTensor(v, [&](const at::Tensor& r, int) {
+          const int k = slot < output_slots_.size() ? output_slots_[slot] : -1;
+          ++slot;
+          if (k < 0) return;
+          at::Tensor dst = scratchTensor(k, buffers[k], wide);
+          if (dst.sizes() != r.sizes()) {
+            shapes_match = false;
+            return;
+          }
+          dst.copy_(r);
+        });
+      if (!shapes_match || slot != output_slots_.size())
+        throw std::runtime_error("the rerun's outputs differ in number or shape");
+      return FUMI_OK;
+    } catch (const std::exception& e) {
+      noteRerunFailure(op_.schema().name().c_str(), precision, e.what());
+      return FUMI_UNSUPPORTED;
+    }
+  }
+
+  void* site_;
+  void* token_;
+  uint64_t index_;
+  c10::OperatorHandle op_;
+  Facts facts_;
+  std::vector<c10::IValue> inputs_;   // copies taken before the op ran
+  std::vector<int> input_slots_;      // per tensor of inputs_, in walk order: index in tensors_
+  std::vector<int> output_slots_;     // per tensor of the outputs, likewise
+  std::vector<fumi_tensor> tensors_;  // what libfumi sees
+  std::deque<std::string> names_;     // storage of tensors_[i].name
+  std::vector<at::Tensor> host_;      // keeps tensors_[i].data alive
+  std::vector<std::pair<std::string, std::string>> args_;
+};
+
+// ---- the observer ---------------------------------------------------------------------------
+
+bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
+// Calls nested inside a call being checked are part of the same computation (linear -> addmm):
+// only the outermost sampled call is checked.
+thread_local int t_checked_depth = 0;
+
+// Bytes of every tensor input: what copying them costs.
+template <class Inputs>
+uint64_t inputBytes(const Inputs& inputs) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    forEachTensor(inputs[i], [&](const at::Tensor& t, int) { bytes += t.nbytes(); });
+  return bytes;
+}
+
+std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, void* site,
+                                                  uint64_t index) {
+  if (t_checked_depth > 0) return nullptr;
+  const auto name = fn.operator_name();
+  if (!name) return nullptr;  // a range (autograd node, optimizer step), not an operator
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  const Facts facts = factsOf(inputs);
+  if (facts.dtype == FUMI_DTYPE_UNKNOWN || !facts.dense) return nullptr;
+  void* token = g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str());
+  if (!token) return nullptr;
+  try {
+    const auto op = c10::Dispatcher::singleton().findOp(*name);
+    if (!op) {
+      g_api->skip(site, token, "not found in the dispatcher");
+      return nullptr;
+    }
+    if (fumi::torch_compat::randomised(*op)) {
+      g_api->skip(site, token, "random op (a rerun cannot reproduce it)");
+      return nullptr;
+    }
+    if (inputBytes(inputs) > g_api->scratch_budget()) {
+      g_api->skip(site, token, "copies of its inputs would exceed the scratch budget");
+      return nullptr;
+    }
+    auto captured = std::make_unique<CapturedCall>(site, token, index, *op, facts);
+    captured->capture(inputs);
+    ++t_checked_depth;
+    return captured;
+  } catch (const std::exception& e) {
+    g_api->skip(site, token, e.what());
+    return nullptr;
+  }
 }
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  void* site = siteFor(fn.name());
-  g_api->count_call(site);
-  g_api->push_context(site);
-  return nullptr;
+  void* site = siteFor(fumi::torch_compat::opName(fn));
+  int checkable = 0;
+  const uint64_t index = g_api->count_call(site, &checkable);
+  g_api->push_context(site, index);
+  return checkable && g_capture ? maybeCapture(fn, site, index) : nullptr;
 }
 
-void onEnd(const at::RecordFunction&, at::ObserverContext*) { g_api->pop_context(); }
+void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx) {
+    --t_checked_depth;
+    try {
+      static_cast<CapturedCall*>(ctx)->check(fumi::torch_compat::outputsOf(fn));
+    } catch (const std::exception& e) {
+      g_api->log(FUMI_LOG_ERROR, (std::string("torch adapter: ") + e.what()).c_str());
+    }
+  }
+  g_api->pop_context();
+}
 
 }  // namespace
 
@@ -70,10 +454,14 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
     return 1;
   }
   g_api = api;
+  // Inputs and outputs cost every op a copy of its argument list: ask for them only when some
+  // rule can check torch ops.
+  g_capture = api->backend_checked(kBackend) != 0;
   try {
-    at::addGlobalCallback(
-        at::RecordFunctionCallback(onStart, onEnd)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+    at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)
+                              .needsInputs(g_capture)
+                              .needsOutputs(g_capture)
+                              .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
   } catch (const std::exception& e) {
     std::snprintf(err, err_len, "cannot register the RecordFunction observer: %s", e.what());
     return 1;

@@ -173,8 +173,8 @@ rules:
   EXPECT_EQ(rule(8, FUMI_DTYPE_F16, "cpu"), "");
   EXPECT_EQ(rule(8, FUMI_DTYPE_F64, "cuda:0"), "");
   EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "");  // not inside a backward node
-  pushContext(&backward_node);
-  pushContext(&site);
+  pushContext(&backward_node, 0);
+  pushContext(&site, 0);
   EXPECT_EQ(std::string(currentPhase()), "backward");
   EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "f32-backward");
   popContext();
