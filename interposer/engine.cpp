@@ -52,7 +52,10 @@ bool dtypeMatch(const MatchSpec& m, fumi_dtype dtype) {
 // The conditions an op site decides once. A site without a static dtype (framework ops run
 // in any dtype) leaves the dtype to perCallMatch.
 bool staticMatch(const MatchSpec& m, const OpSite& site) {
-  if (!globMatch(m.op, site.name) || !globMatch(m.backend, site.backend)) return false;
+  if (!globMatch(m.backend, site.backend)) return false;
+  bool named = false;
+  for (const std::string& glob : m.ops) named = named || globMatch(glob, site.name);
+  if (!named) return false;
   return site.dtype == FUMI_DTYPE_UNKNOWN || dtypeMatch(m, site.dtype);
 }
 

@@ -227,7 +227,7 @@ class Parser {
   void match(const YAML::Node& n, MatchSpec* m) {
     forMap(n, "match", {"op", "backend", "dtype", "min_size", "max_size", "phase", "device"},
            [&](const std::string& key, const YAML::Node& v) {
-             if (key == "op" && scalar(v, key, &m->op)) checkOpGlob(v, m->op);
+             if (key == "op") opGlobs(v, &m->ops);
              if (key == "backend") scalar(v, key, &m->backend);
              if (key == "dtype") dtypes(v, &m->dtypes);
              if (key == "phase") phases(v, &m->phases);
@@ -236,6 +236,17 @@ class Parser {
              if (key == "max_size") integer(v, key, 0, &m->max_size);
            });
     if (m->min_size > m->max_size) error(n, "'min_size' is larger than 'max_size'");
+  }
+
+  void opGlobs(const YAML::Node& n, std::vector<std::string>* out) {
+    out->clear();
+    oneOrMany(n, [&](const YAML::Node& v) {
+      std::string glob;
+      if (!scalar(v, "op", &glob)) return;
+      checkOpGlob(v, glob);
+      out->push_back(glob);
+    });
+    if (out->empty()) error(n, "'op' needs at least one pattern");
   }
 
   void checkOpGlob(const YAML::Node& n, const std::string& glob) {

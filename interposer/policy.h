@@ -48,7 +48,7 @@ enum class Action { kLog, kDump, kAbort };
 enum class OnError { kContinue, kAbort };
 
 struct MatchSpec {
-  std::string op = "*";       // glob over op names (fnmatch)
+  std::vector<std::string> ops = {"*"};  // globs over op names (fnmatch); any may match
   std::string backend = "*";  // glob over backend names
   std::vector<fumi_dtype> dtypes;  // empty: any
   int64_t min_size = 0;       // problem size (GEMM: m*n*k; framework ops: see docs/policy.md)

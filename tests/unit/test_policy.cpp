@@ -30,7 +30,7 @@ TEST(Policy, MinimalPolicyFromTheIssue) {
   ASSERT_EQ(p.rules.size(), 1u);
   const Rule& rule = p.rules[0];
   EXPECT_EQ(rule.name, "rule[0]");
-  EXPECT_EQ(rule.match.op, "sgemm*");
+  EXPECT_EQ(rule.match.ops, std::vector<std::string>{"sgemm*"});
   EXPECT_EQ(rule.sample.every, 1u);
   ASSERT_EQ(rule.checks.size(), 2u);
   EXPECT_EQ(rule.checks[0].plugin, "highprec");
@@ -60,7 +60,7 @@ rules:
     checks: [ { plugin: nan_inf }, { plugin: perturb, inputs: [A, B] } ]
   - match: { op: sgemv_, dtype: f32 }
     checks: []
-  - match: { op: "aten::*", phase: [forward, backward], device: "cuda*" }
+  - match: { op: ["aten::addmm", "aten::*mm"], phase: [forward, backward], device: "cuda*" }
     checks: []
 )",
                                          "all.yaml");
@@ -94,6 +94,7 @@ rules:
   const Rule& third = p.rules[2];
   EXPECT_EQ(third.match.phases, (std::vector<std::string>{"forward", "backward"}));
   EXPECT_EQ(third.match.device, "cuda*");
+  EXPECT_EQ(third.match.ops, (std::vector<std::string>{"aten::addmm", "aten::*mm"}));
 }
 
 TEST(Policy, UnknownKeysWarnWithLocation) {
@@ -130,7 +131,8 @@ TEST(Policy, EmbeddedDefaultIsValidAndChecksGemm) {
   EXPECT_TRUE(r.diagnostics.empty());
   bool gemm = false;
   for (const Rule& rule : r.policy->rules)
-    gemm = gemm || (rule.match.op.find("gemm") != std::string::npos && !rule.checks.empty());
+    for (const std::string& op : rule.match.ops)
+      gemm = gemm || (op.find("gemm") != std::string::npos && !rule.checks.empty());
   EXPECT_TRUE(gemm);
 }
 
