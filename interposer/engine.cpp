@@ -53,8 +53,13 @@ bool dtypeMatch(const MatchSpec& m, fumi_dtype dtype) {
 // in any dtype) leaves the dtype to perCallMatch.
 bool staticMatch(const MatchSpec& m, const OpSite& site) {
   if (!globMatch(m.backend, site.backend)) return false;
+  // A framework op's overload ("aten::add.Tensor") also answers to its bare name.
+  const char* ns = std::strstr(site.name, "::");
+  const char* dot = ns ? std::strchr(ns, '.') : nullptr;
+  const std::string bare = dot ? std::string(site.name, dot) : std::string();
   bool named = false;
-  for (const std::string& glob : m.ops) named = named || globMatch(glob, site.name);
+  for (const std::string& glob : m.ops)
+    named = named || globMatch(glob, site.name) || (dot && globMatch(glob, bare.c_str()));
   if (!named) return false;
   return site.dtype == FUMI_DTYPE_UNKNOWN || dtypeMatch(m, site.dtype);
 }
@@ -436,6 +441,7 @@ void Engine::resetSamplingAfterFork() {
 
 void Engine::runChecks(Call& call, RuleSampler& sampler) {
   InsideScope inside;
+  const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
   uint64_t checked = 0, skipped = 0;
   bool violated = false;
@@ -478,7 +484,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler) {
       }
     }
   }
-  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1);
+  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1, monotonicSeconds() - started);
   if (violated && rule.action == Action::kAbort) {
     reporter_.log().critical("rule '{}' says abort on violation: aborting", rule.name);
     reporter_.summary();

@@ -146,6 +146,7 @@ void Reporter::summary() {
                    {"checked", st.checked},
                    {"skipped", st.skipped},
                    {"violations", st.violations},
+                   {"check_s", st.check_seconds},
                    {"worst", st.worst}});
     total_calls += calls;
     total_checked += st.checked;

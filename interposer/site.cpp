@@ -73,10 +73,11 @@ OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtyp
   return *site;
 }
 
-void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta) {
+void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double seconds) {
   std::lock_guard<std::mutex> lock(stats_mu);
   stats.checked += checked_delta;
   stats.skipped += skipped_delta;
+  stats.check_seconds += seconds;
 }
 
 void OpSite::recordMetric(const std::string& key, double value, bool violated) {

@@ -30,6 +30,7 @@ struct OpStats {
   uint64_t checked = 0;
   uint64_t skipped = 0;
   uint64_t violations = 0;
+  double check_seconds = 0;  // wall time spent running checks (reruns included)
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
 };
 
@@ -79,7 +80,7 @@ struct OpSite {
   std::mutex stats_mu;
   OpStats stats;  // guarded by stats_mu (slow path only)
 
-  void addStats(uint64_t checked, uint64_t skipped);
+  void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
   void recordMetric(const std::string& key, double value, bool violated);
   OpStats statsSnapshot();
 };

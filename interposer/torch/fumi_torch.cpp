@@ -33,37 +33,78 @@ const char kBackend[] = "torch";
 
 // ---- op name -> libfumi site ----------------------------------------------------------------
 
-// Looked up on every op. An open-addressing table keyed by the name's content (FNV-1a):
-// RecordFunctions named by a string own that string, so its address changes from call to call,
-// while the set of distinct names is small. Slots are written once, under the mutex, and read
-// without it; a hit allocates nothing.
+// Looked up on every op. Sites are named as users know ops: "aten::add.Tensor" (name.overload;
+// "aten::addmm" for the unnamed overload), or the range's name ("Optimizer.step#SGD.step").
+//
+// Two open-addressing tables, written once per slot under the mutex and read without it:
+//   by address  For dispatcher ops fn.name() points into the op's schema, which lives as long as
+//               the process, one per overload: the address identifies the overload without
+//               copying its OperatorName. The slot keeps the text it saw, compared on every hit,
+//               so a recycled address of some other string never matches.
+//   by content  (FNV-1a) Every name: ranges named by a string own it, so its address changes
+//               from call to call, while the set of distinct names is small.
 constexpr size_t kSlots = 4096;  // distinct op names in a process are in the hundreds
 struct Slot {
-  std::atomic<const char*> name{nullptr};  // owned copy; published after `site`
+  std::atomic<const char*> key{nullptr};  // published after the other fields
+  const char* text = nullptr;             // owned copy of the key's text
   void* site = nullptr;
 };
-Slot g_slots[kSlots];
+Slot g_by_address[kSlots];
+Slot g_by_content[kSlots];
 std::mutex g_insert_mu;
 
-void* siteFor(const char* name) {
+size_t hashAddress(const char* p) {
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(p) >> 3) * 0x9e3779b97f4a7c15ull >> 20);
+}
+
+size_t hashText(const char* p) {
   uint64_t h = 1469598103934665603ull;
-  for (const char* p = name; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  for (size_t probe = 0, i = h % kSlots; probe < kSlots; ++probe, i = (i + 1) % kSlots) {
-    const char* held = g_slots[i].name.load(std::memory_order_acquire);
-    if (held == nullptr) {
-      std::lock_guard<std::mutex> lock(g_insert_mu);
-      if (g_slots[i].name.load(std::memory_order_relaxed) != nullptr) {
-        --probe;  // another thread filled this slot meanwhile: look at it again
-        i = (i + kSlots - 1) % kSlots;
-        continue;
-      }
-      g_slots[i].site = g_api->intern_op(name, kBackend);
-      g_slots[i].name.store(strdup(name), std::memory_order_release);
-      return g_slots[i].site;
-    }
-    if (std::strcmp(held, name) == 0) return g_slots[i].site;
+  for (; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  return static_cast<size_t>(h);
+}
+
+// The slot of `table` for `key` (compared by address or by text), or a free one to fill; null
+// when the table is full.
+Slot* probe(Slot* table, const char* key, const char* text, size_t hash) {
+  for (size_t n = 0, i = hash % kSlots; n < kSlots; ++n, i = (i + 1) % kSlots) {
+    const char* held = table[i].key.load(std::memory_order_acquire);
+    if (held == nullptr) return &table[i];
+    if (table == g_by_address ? held == key && std::strcmp(table[i].text, text) == 0
+                              : std::strcmp(held, text) == 0)
+      return &table[i];
   }
-  return g_api->intern_op(name, kBackend);  // table full: slow but correct
+  return nullptr;
+}
+
+void* siteNamed(const std::string& name) {
+  Slot* slot = probe(g_by_content, nullptr, name.c_str(), hashText(name.c_str()));
+  if (slot && slot->key.load(std::memory_order_acquire)) return slot->site;
+  std::lock_guard<std::mutex> lock(g_insert_mu);
+  slot = probe(g_by_content, nullptr, name.c_str(), hashText(name.c_str()));  // again, locked
+  if (!slot) return g_api->intern_op(name.c_str(), kBackend);  // table full: slow but correct
+  if (!slot->key.load(std::memory_order_relaxed)) {
+    slot->site = g_api->intern_op(name.c_str(), kBackend);
+    slot->text = strdup(name.c_str());
+    slot->key.store(slot->text, std::memory_order_release);
+  }
+  return slot->site;
+}
+
+void* siteFor(const at::RecordFunction& fn) {
+  const char* name = fumi::torch_compat::opName(fn);
+  Slot* slot = probe(g_by_address, name, name, hashAddress(name));
+  if (slot && slot->key.load(std::memory_order_acquire)) return slot->site;
+  const auto op = fn.operator_name();
+  if (!op) return siteNamed(name);  // a range: its name's address is not stable
+  void* site = siteNamed(op->overload_name.empty() ? op->name : op->name + "." + op->overload_name);
+  std::lock_guard<std::mutex> lock(g_insert_mu);
+  slot = probe(g_by_address, name, name, hashAddress(name));
+  if (slot && !slot->key.load(std::memory_order_relaxed)) {
+    slot->site = site;
+    slot->text = strdup(name);
+    slot->key.store(name, std::memory_order_release);
+  }
+  return site;
 }
 
 // ---- dtypes and tensor walks ----------------------------------------------------------------
@@ -381,6 +422,17 @@ bool g_capture = false;  // the policy checks torch ops: the callback receives i
 // only the outermost sampled call is checked.
 thread_local int t_checked_depth = 0;
 
+// Ops whose outputs are not a function of their inputs' values: fresh uninitialised memory
+// (empty_like) or storage manipulation. No schema tag says so; this list does.
+bool undefinedOutput(const std::string& op) {
+  static const char* const kOps[] = {"aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                                     "aten::new_empty_strided", "aten::resize_",
+                                     "aten::resize_as_", "aten::set_"};
+  for (const char* k : kOps)
+    if (op == k) return true;
+  return false;
+}
+
 // Bytes of every tensor input: what copying them costs.
 template <class Inputs>
 uint64_t inputBytes(const Inputs& inputs) {
@@ -410,6 +462,10 @@ std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, 
       g_api->skip(site, token, "random op (a rerun cannot reproduce it)");
       return nullptr;
     }
+    if (undefinedOutput(name->name)) {
+      g_api->skip(site, token, "its output is uninitialised memory or an alias");
+      return nullptr;
+    }
     if (inputBytes(inputs) > g_api->scratch_budget()) {
       g_api->skip(site, token, "copies of its inputs would exceed the scratch budget");
       return nullptr;
@@ -425,7 +481,7 @@ std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, 
 }
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  void* site = siteFor(fumi::torch_compat::opName(fn));
+  void* site = siteFor(fn);
   int checkable = 0;
   const uint64_t index = g_api->count_call(site, &checkable);
   g_api->push_context(site, index);

@@ -72,27 +72,181 @@ rules:
 RESNET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_resnet.py")
 
 
+TRANSFORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_transformer.py")
+OPS_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_demo.py")
+
+
+def every_call_of(rule_name, text):
+    """The embedded default policy with rule `rule_name` sampling every call."""
+    policy = subprocess.run([FUMI, "policy", "default"], capture_output=True, text=True,
+                            check=True).stdout
+    lines = policy.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {rule_name}")
+    sample = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("sample:"))
+    lines[sample] = lines[sample][:lines[sample].index("sample:")] + text
+    return "\n".join(lines) + "\n"
+
+
+# Every call of the default policy's compute leaves, with every check that reruns.
+EVERY_LEAF = every_call_of("torch-compute", "sample: { every: 1 }").replace(
+    "- { plugin: perturb, trials: 2 }",
+    "- { plugin: perturb, trials: 2 }\n      - { plugin: determinism }")
+
+
+def torch_summary(r):
+    return {o["op"]: o for s in r.of("summary") for o in s["ops"]}
+
+
 class Resnet18(unittest.TestCase):
     def test_resnet18_training_ops_seen_checks_run_losses_identical(self):
         plain = run([PYTHON, RESNET, "3"], preload=False)
         self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, RESNET, "3"], policy="""
+        r = run([PYTHON, RESNET, "3"], policy=EVERY_LEAF)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(losses(r.stdout), losses(plain.stdout))
+        self.assertEqual(len(losses(r.stdout)), 3)
+        ops = torch_summary(r)
+        for op in ("aten::batch_norm", "aten::conv2d", "aten::relu_", "aten::add_.Tensor"):
+            self.assertIn(op, ops)  # forward, and SGD's update
+        self.assertTrue(any(op.startswith("Optimizer.step") for op in ops))
+        # The compute leaves, forward and backward, each call checked by every rerunning check.
+        for op in ("aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
+                   "aten::native_batch_norm_backward", "aten::addmm", "aten::mm"):
+            self.assertEqual(ops[op]["checked"], ops[op]["calls"], op)
+            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
+            self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-5, op)
+            self.assertIn("perturb.fumi_ratio", ops[op]["worst"])
+        self.assertEqual(ops["aten::convolution"]["calls"], 3 * 20)  # resnet18: 20 convolutions
+        # One level of each composite: conv2d's inner levels are not checked a second time.
+        self.assertEqual(ops["aten::mkldnn_convolution"]["checked"], 0)
+
+    def test_default_policy_checks_torch_leaves(self):
+        r = run([PYTHON, RESNET, "2"])  # no FUMI_POLICY: the embedded default
+        self.assertEqual(r.rc, 0, r.stderr)
+        ops = torch_summary(r)
+        for op in ("aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
+                   "aten::addmm"):
+            self.assertGreaterEqual(ops[op]["checked"], 1, op)  # `first: 1`
+        for op in ("aten::convolution", "aten::convolution_backward"):  # 40 calls each
+            self.assertLess(ops[op]["checked"], ops[op]["calls"] // 2, op)  # then sampled
+        self.assertEqual(r.of("error"), [])
+
+
+class Transformer(unittest.TestCase):
+    def test_transformer_training_checked_losses_identical(self):
+        plain = run([PYTHON, TRANSFORMER, "3"], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, TRANSFORMER, "3"], policy=EVERY_LEAF)
+        self.assertEqual(r.rc, 0, r.stderr)
+        # Dropout draws from the global RNG: fumi's reruns must not move it.
+        self.assertEqual(losses(r.stdout), losses(plain.stdout))
+        self.assertEqual(len(losses(r.stdout)), 3)
+        ops = torch_summary(r)
+        for op in ("aten::bmm", "aten::_softmax", "aten::_softmax_backward_data",
+                   "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::addmm"):
+            self.assertGreater(ops[op]["checked"], 0, op)
+            self.assertEqual(ops[op]["checked"], ops[op]["calls"], op)
+            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
+            self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-5, op)
+        self.assertEqual(r.of("violation"), [])
+
+
+class AtenChecks(unittest.TestCase):
+    def test_inplace_and_out_ops_checked_on_their_inputs_before_the_call(self):
+        plain = run([PYTHON, OPS_DEMO, "inplace"], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, OPS_DEMO, "inplace"], policy="""
             version: 1
             rules:
-              - match: { op: "*gemm*" }
+              - match: { op: [aten::add_, aten::mul.out, aten::addmm_, aten::native_batch_norm] }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec }, { plugin: determinism } ]
             """)
         self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(losses(r.stdout), losses(plain.stdout))
-        self.assertEqual(len(losses(r.stdout)), 3)
-        ops = {o["op"]: o for s in r.of("summary") for o in s["ops"]}
-        for op in ("aten::convolution", "aten::batch_norm", "aten::addmm",
-                   "aten::convolution_backward"):
-            self.assertIn(op, ops)
-        self.assertTrue(any(op.startswith("Optimizer.step") for op in ops))
-        self.assertGreater(ops["sgemm_"]["checked"], 0)  # the fc layer's GEMMs
-        self.assertEqual(ops["sgemm_"]["worst"]["determinism.mismatches"], 0)
+        # Results, version counters and batch-norm running statistics as without fumi.
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        for op in ("aten::add_.Tensor", "aten::mul.out", "aten::addmm_",
+                   "aten::native_batch_norm"):
+            self.assertEqual(ops[op]["checked"], 1, op)
+            # A rerun from inputs captured after the op overwrote them would differ.
+            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
+            self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-6, op)
+        self.assertEqual(r.of("violation"), [])
+
+    def test_random_ops_skipped_rng_stream_untouched(self):
+        plain = run([PYTHON, OPS_DEMO, "random"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "random"], policy="""
+            version: 1
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: determinism }, { plugin: perturb } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::dropout"]["skipped"], 1)  # random: a rerun cannot match
+        self.assertEqual(ops["aten::dropout"]["checked"], 0)
+        self.assertEqual(ops["aten::mm"]["checked"], 1)
+        self.assertEqual(ops["aten::empty_like"]["checked"], 0)  # uninitialised output
+        self.assertEqual(r.of("violation"), [])
+
+    def test_ill_conditioned_aten_op_flagged_with_python_line_and_linked_blas_view(self):
+        plain = run([PYTHON, ILL, "ill"], preload=False)
+        r = run([PYTHON, ILL, "ill"], policy="""
+            version: 1
+            rules:
+              - match: { op: [aten::mm, sgemm_] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        with open(ILL) as f:
+            line = next(i for i, text in enumerate(f, 1) if "the ill-conditioned line" in text)
+        aten = [v for v in r.of("violation") if v["op"] == "aten::mm"]
+        blas = [v for v in r.of("violation") if v["op"] == "sgemm_"]
+        self.assertEqual({v["check"] for v in aten}, {"highprec", "perturb"})
+        for v in aten:
+            self.assertEqual(v["backend"], "torch")
+            self.assertEqual(v["python_stack"][0], f"{ILL}:{line} in main")
+            self.assertEqual(v["phase"], "forward")
+            self.assertEqual(v["shape"], {"self": [8, 3], "mat2": [3, 8], "out": [8, 8]})
+            self.assertGreater(v["value"], 0.1)
+            self.assertFalse(v["stack"][0].split(" in ", 1)[-1].startswith("(anonymous"))
+        # The BLAS view of the same product names the aten call it ran in.
+        self.assertTrue(blas)
+        for v in blas:
+            self.assertEqual(v["parent"], {"op": "aten::mm", "call_index": aten[0]["call_index"]})
+
+    def test_well_conditioned_aten_op_not_flagged(self):
+        r = run([PYTHON, ILL, "well"], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::mm }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb }, { plugin: determinism } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.op("aten::mm")["checked"], 1)
+
+    def test_phase_and_dtype_matched_per_call(self):
+        r = run([PYTHON, TRAIN, "--steps", "2"], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::mm, phase: backward, dtype: f32 }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+              - match: { op: aten::addmm, phase: backward }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::mm"]["checked"], ops["aten::mm"]["calls"])  # all backward
+        self.assertEqual(ops["aten::addmm"]["checked"], 0)  # forward only
 
 
 class TorchAdapter(unittest.TestCase):
@@ -104,7 +258,7 @@ class TorchAdapter(unittest.TestCase):
                      if o["backend"] == "torch"}
         self.assertGreaterEqual(torch_ops["aten::addmm"]["calls"], 3 * 30)  # forward linear
         self.assertIn("aten::mm", torch_ops)  # backward of linear
-        self.assertIn("aten::add_", torch_ops)  # SGD update
+        self.assertIn("aten::add_.Tensor", torch_ops)  # SGD update, named with its overload
         self.assertTrue(any(op.startswith("Optimizer.step") for op in torch_ops), torch_ops)
 
     def test_phase_of_blas_calls(self):

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# bench/torch.sh — resnet18 CPU training step time with libfumi attached (issue 3, item 9), and
+# one markdown report. Not a test: it never fails on a slow number, it reports it.
+#
+#   baseline  no LD_PRELOAD
+#   attached  preloaded, a policy with no rules: the PyTorch adapter counts every op, none is
+#             selected                                                      (target ≤ 1.03×)
+#   default   preloaded, no FUMI_POLICY: the embedded default policy         (target ≤ 1.05×)
+#   leaves    the default policy with the torch-compute rule's sample line replaced by
+#             `sample: { every: 1 }`: every call of the compute leaves checked (no target;
+#             the report says where the time goes)
+#
+# The modes alternate (baseline, attached, default, leaves, baseline, ...) for R rounds; each
+# run is one process of bench/torch_step.py (W warm-up steps, then N timed steps, 1 thread).
+# Per-step times are pooled per mode over the rounds; the figure is the median.
+#
+# Usage: bench/torch.sh [--quick] [--no-build]      (~2.5 min on 2 idle cores)
+#   --quick       1 round, fewer steps (a smoke run, ~30 s; numbers are rougher)
+#   --no-build    use the build as it is (default: configure if needed, then build libfumi,
+#                 the CLI and the check plugins, a no-op when up to date)
+# Environment: FUMI_BUILD_DIR (default: <repo>/build), PYTHON (default: /usr/bin/python3, with
+# torch and torchvision). Results are described in docs/benchmarks.md, part 4.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+QUICK=0
+BUILD_IT=1
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 ;;
+    --no-build) BUILD_IT=0 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "torch.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=3 STEPS=10; fi
+# One intra-op thread: with 2 threads on this 2-core machine a step is ~35% faster, but single
+# steps then stall for up to seconds when anything else runs; 1 thread keeps the spread ~10%.
+THREADS=1
+MODES=(baseline attached default leaves)
+
+# ---- build ------------------------------------------------------------------------------------
+if [[ $BUILD_IT == 1 ]]; then
+  [[ -f $BUILD/CMakeCache.txt ]] || cmake -S "$ROOT" -B "$BUILD" >&2
+  # Build output goes to stderr so that stdout is only the tables.
+  cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_cli \
+    fumi_nan_inf fumi_highprec fumi_perturb fumi_determinism >&2
+fi
+LIBFUMI=$BUILD/lib/libfumi.so
+FUMI=$BUILD/bin/fumi
+for f in "$LIBFUMI" "$FUMI" "$BUILD/lib/fumi/libfumi_torch.so"; do
+  [[ -f $f ]] || { echo "torch.sh: $f is missing (is libtorch found at configure time?)" >&2; exit 2; }
+done
+"$PYTHON" -c 'import torch, torchvision' 2>/dev/null ||
+  { echo "torch.sh: $PYTHON cannot import torch and torchvision (set PYTHON)" >&2; exit 2; }
+BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fumi-bench-torch.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+trap 'echo "torch.sh: failed at line $LINENO (outputs in $TMP are removed on exit)" >&2' ERR
+
+# Environment without any fumi setting a caller may have exported.
+unset LD_PRELOAD FUMI_POLICY FUMI_OUT FUMI_DISABLE FUMI_LOG_LEVEL FUMI_PLUGIN_PATH FUMI_ON_ERROR
+
+# ---- policies ---------------------------------------------------------------------------------
+printf 'version: 1\nreport: { log_level: warn }\nrules: []\n' >"$TMP/attached.yaml"
+"$FUMI" policy default >"$TMP/default.yaml"
+# leaves: the torch-compute rule's one `sample:` line becomes `sample: { every: 1 }`; anything
+# else (no such rule, no or several sample lines in it) stops the script.
+DEFAULT_SAMPLE=$("$PYTHON" - "$TMP/default.yaml" "$TMP/leaves.yaml" <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines(keepends=True)
+starts = [i for i, l in enumerate(lines) if re.match(r"^\s*- name: torch-compute\s*$", l)]
+if len(starts) != 1:
+    sys.exit("torch.sh: the default policy has no (or several) rule named torch-compute")
+end = next((i for i in range(starts[0] + 1, len(lines)) if re.match(r"^\s*- name:", lines[i])),
+           len(lines))
+hits = [i for i in range(starts[0] + 1, end) if re.match(r"^    sample:", lines[i])]
+if len(hits) != 1:
+    sys.exit(f"torch.sh: expected one '    sample:' line in rule torch-compute, found {len(hits)}")
+print(lines[hits[0]].strip())
+lines[hits[0]] = "    sample: { every: 1 }\n"
+open(sys.argv[2], "w").write("".join(lines))
+EOF
+)
+[[ -n $DEFAULT_SAMPLE ]] || { echo "torch.sh: could not derive the leaves policy" >&2; exit 1; }
+
+# ---- runs -------------------------------------------------------------------------------------
+# run_mode MODE ROUND: one training process; steps to $TMP/steps-MODE-ROUND, fumi's events to
+# $TMP/out-MODE-ROUND.
+run_mode() {
+  local mode=$1 round=$2 out=$TMP/out-$1-$2
+  local -a env=(env)
+  case $mode in
+    baseline) ;;
+    attached) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/attached.yaml") ;;
+    default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out") ;;
+    leaves) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/leaves.yaml") ;;
+  esac
+  if ! "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --steps "$STEPS" --warmup "$WARMUP" \
+       --threads "$THREADS" >"$TMP/steps-$mode-$round" 2>>"$TMP/stderr-$mode"; then
+    echo "torch.sh: the $mode run failed; its stderr ends with:" >&2
+    tail -n 20 "$TMP/stderr-$mode" >&2
+    exit 1
+  fi
+}
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s)
+versions=$("$PYTHON" -c 'import torch, torchvision; print(f"PyTorch {torch.__version__}, torchvision {torchvision.__version__}")')
+read -r load1 _ </proc/loadavg
+
+for ((round = 1; round <= ROUNDS; ++round)); do
+  for mode in "${MODES[@]}"; do
+    echo "torch.sh: round $round/$ROUNDS: $mode" >&2
+    run_mode "$mode" "$round"
+  done
+done
+
+# ---- report -----------------------------------------------------------------------------------
+echo "# fumi benchmark: resnet18 CPU training step"
+echo
+echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs, ${os}, ${versions}; build type ${BUILD_TYPE:-?}."
+[[ $BUILD_TYPE == Debug ]] && echo "**Warning: a Debug build; the numbers are meaningless.**"
+echo "Load average at start: ${load1}."
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
+  echo "**Warning: the machine is busy; times below are inflated and noisy.**"
+fi
+echo
+
+"$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "$DEFAULT_SAMPLE" <<'EOF'
+import glob, json, statistics, sys
+
+tmp, rounds, warmup, steps, threads, default_sample = sys.argv[1:7]
+rounds, warmup, steps = int(rounds), int(warmup), int(steps)
+modes = ["baseline", "attached", "default", "leaves"]
+label = {
+    "baseline": "baseline: no LD_PRELOAD",
+    "attached": "attached: preloaded, `rules: []` (adapter counts every op, none selected)",
+    "default": "default: preloaded, embedded default policy",
+    "leaves": "leaves: default policy, torch-compute `sample: { every: 1 }`",
+}
+target = {"attached": 1.03, "default": 1.05}
+
+def read_steps(mode, r):
+    """[(kind, seconds, loss_hex)] of one process, warm-up included."""
+    rows = []
+    for line in open(f"{tmp}/steps-{mode}-{r}"):
+        f = line.split()  # step <i> warmup|timed step_s <s> loss <hex>
+        if len(f) == 7 and f[0] == "step":
+            rows.append((f[2], float(f[4]), f[6]))
+    if len(rows) != warmup + steps:
+        sys.exit(f"torch.sh: {mode} round {r} printed {len(rows)} steps, expected {warmup + steps}")
+    return rows
+
+def summaries(mode):
+    """The ops lists of the summary events of one mode, one per process."""
+    out = []
+    for r in range(1, rounds + 1):
+        for path in glob.glob(f"{tmp}/out-{mode}-{r}/events-*.jsonl"):
+            last = None
+            for line in open(path):
+                if line.strip():
+                    e = json.loads(line)
+                    if e.get("event") == "summary":
+                        last = e
+            if last is not None:
+                out.append(last["ops"])
+    return out
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
+
+runs = {m: [read_steps(m, r) for r in range(1, rounds + 1)] for m in modes}
+timed = {m: [s for run in runs[m] for k, s, _ in run if k == "timed"] for m in modes}
+every = {m: [s for run in runs[m] for _, s, _ in run] for m in modes}
+med = {m: statistics.median(timed[m]) for m in modes}
+mean_all = {m: statistics.fmean(every[m]) for m in modes}
+ops = {m: summaries(m) for m in modes}
+
+def losses(m):
+    if m == "baseline":
+        same = all(run == runs[m][0] for run in runs[m])
+        return "reference" + ("" if rounds == 1 else
+                              ", identical across rounds" if same else ", DIFFERENT across rounds")
+    bad = sum(1 for a, b in zip(runs[m], runs["baseline"]) if [x[2] for x in a] != [x[2] for x in b])
+    return "identical" if bad == 0 else f"**DIFFERENT** ({bad} of {rounds} rounds)"
+
+def checks(m):
+    if m == "baseline":
+        return "—"
+    if len(ops[m]) != rounds:
+        return f"**{len(ops[m])} of {rounds} processes wrote a summary**"
+    per = [sum(o["checked"] for o in p) for p in ops[m]]
+    return " ".join(str(c) for c in per)
+
+print(f"{rounds} round(s), modes alternating; each run is one process of bench/torch_step.py: "
+      f"resnet18(num_classes=10), SGD momentum 0.9, batch 8 of random 3×64×64 images, "
+      f"{threads} intra-op thread(s); {warmup} warm-up steps, then {steps} timed steps. "
+      f"Median and p10–p90 of the {rounds * steps} pooled timed steps per mode; factor = mode "
+      f"median / baseline median. The warm-up leaves out the first steps, where the default "
+      f"policy's `first: 1` checks land (its torch-compute rule has `{default_sample}`); the "
+      f"mean over all {rounds * (warmup + steps)} steps, warm-up included, shows them. Checks: "
+      f"checked calls in each process (all steps). Losses: each step's loss, bit for bit, "
+      f"against the baseline run of the same round.")
+print()
+print("| mode | median step s (p10–p90) | factor | target | verdict | mean s, all steps incl. warm-up (factor) | checks per process | losses vs baseline |")
+print("|---|---:|---:|---|---|---:|---|---|")
+for m in modes:
+    f = med[m] / med["baseline"]
+    if m == "baseline":
+        fac, tgt, verdict = "1.00", "—", "(baseline)"
+    elif m in target:
+        fac, tgt = f"{f:.3f}", f"≤ {target[m]:.2f}×"
+        verdict = "met" if f <= target[m] else "**missed**"
+    else:
+        fac, tgt, verdict = f"{f:.1f}", "none (report)", "—"
+    print(f"| {label[m]} | {med[m]:.4f} ({pct(timed[m], 0.1):.4f}–{pct(timed[m], 0.9):.4f}) "
+          f"| {fac} | {tgt} | {verdict} | {mean_all[m]:.4f} ({mean_all[m] / mean_all['baseline']:.2f}) "
+          f"| {checks(m)} | {losses(m)} |")
+print()
+
+att = [sum(o["calls"] for o in p if o["backend"] == "torch") for p in ops["attached"]]
+att_checked = sum(o["checked"] for p in ops["attached"] for o in p)
+print(f"Sanity: attached counted {' '.join(map(str, att)) or 'no'} torch op calls per process "
+      f"(expected > 0: the adapter attached) and checked {att_checked} (expected 0).")
+print()
+
+# Where the leaves mode's time goes: check_s per op, summed over all its processes.
+per_op = {}
+for p in ops["leaves"]:
+    for o in p:
+        if o["checked"]:
+            a = per_op.setdefault((o["op"], o["backend"]), {"calls": 0, "checked": 0, "s": 0.0})
+            a["calls"] += o["calls"]; a["checked"] += o["checked"]; a["s"] += o["check_s"]
+nsteps = len(ops["leaves"]) * (warmup + steps)
+rise = med["leaves"] - med["baseline"]
+total = sum(a["s"] for a in per_op.values())
+torch_ops = [a for (op, be), a in per_op.items() if be == "torch"]
+all_checked = all(a["checked"] == a["calls"] for a in torch_ops)
+print(f"## Where the time goes with every call of the compute leaves checked")
+print()
+print(f"leaves median step {med['leaves']:.3f} s − baseline {med['baseline']:.4f} s = "
+      f"+{rise:.3f} s per step. check_s (wall seconds in the op's checks, from the summary "
+      f"events) summed over the {len(ops['leaves'])} leaves process(es), then per step = / "
+      f"{nsteps} steps (checks land in every step, warm-up included); share = per step / "
+      f"+{rise:.3f} s. {len(torch_ops)} torch ops had checks; "
+      + ("each had every call checked (checked = calls)." if all_checked else
+         "**not every call of them was checked (checked < calls)**.")
+      + " BLAS ops keep their own rule (`first: 3, every: 100`).")
+print()
+print("| op | checks (calls) | check_s total | ms per check | s per step | share of the increase |")
+print("|---|---:|---:|---:|---:|---:|")
+ranked = sorted(per_op.items(), key=lambda kv: -kv[1]["s"])
+def row(name, checked, calls, s):
+    ms = 1000 * s / checked if checked else 0
+    print(f"| {name} | {checked} ({calls}) | {s:.2f} | {ms:.1f} | {s / nsteps:.3f} | "
+          f"{100 * s / nsteps / rise:.1f}% |")
+for (op, be), a in ranked[:6]:
+    row(f"{op} ({be})", a["checked"], a["calls"], a["s"])
+rest = ranked[6:]
+if rest:
+    row(f"{len(rest)} other ops with checks", sum(a["checked"] for _, a in rest),
+        sum(a["calls"] for _, a in rest), sum(a["s"] for _, a in rest))
+row("**all checks**", sum(a["checked"] for a in per_op.values()),
+    sum(a["calls"] for a in per_op.values()), total)
+other = rise - total / nsteps
+print(f"| not in check_s (adapter, copies taken before an op runs, memory, noise) | | | | "
+      f"{other:.3f} | {100 * other / rise:.1f}% |")
+EOF
+exit 0
