@@ -13,11 +13,15 @@
 # The modes alternate (baseline, attached, default, leaves, baseline, ...) for R rounds; each
 # run is one process of bench/torch_step.py (W warm-up steps, then N timed steps, 1 thread).
 # Per-step times are pooled per mode over the rounds; the figure is the median.
+# Every mode runs with glibc's malloc thresholds pinned (GLIBC_TUNABLES, below): with glibc's
+# dynamic thresholds, a step's time depends on the largest block freed so far, and the checks'
+# big scratch blocks make the training loop itself faster (~0.83× in a default-policy run).
 #
-# Usage: bench/torch.sh [--quick] [--no-build]      (~2.5 min on 2 idle cores)
-#   --quick       1 round, fewer steps (a smoke run, ~30 s; numbers are rougher)
-#   --no-build    use the build as it is (default: configure if needed, then build libfumi,
-#                 the CLI and the check plugins, a no-op when up to date)
+# Usage: bench/torch.sh [--quick] [--no-build] [--glibc-malloc]   (~2.5 min on 2 idle cores)
+#   --quick         1 round, fewer steps (a smoke run, ~25 s; numbers are rougher)
+#   --no-build      use the build as it is (default: configure if needed, then build libfumi,
+#                   the CLI and the check plugins, a no-op when up to date)
+#   --glibc-malloc  leave glibc's dynamic malloc thresholds (no GLIBC_TUNABLES)
 # Environment: FUMI_BUILD_DIR (default: <repo>/build), PYTHON (default: /usr/bin/python3, with
 # torch and torchvision). Results are described in docs/benchmarks.md, part 4.
 set -euo pipefail
@@ -27,11 +31,13 @@ BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 QUICK=0
 BUILD_IT=1
+PIN_MALLOC=1
 for arg in "$@"; do
   case $arg in
     --quick) QUICK=1 ;;
     --no-build) BUILD_IT=0 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --glibc-malloc) PIN_MALLOC=0 ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "torch.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +47,9 @@ if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=3 STE
 # steps then stall for up to seconds when anything else runs; 1 thread keeps the spread ~10%.
 THREADS=1
 MODES=(baseline attached default leaves)
+# glibc moves its mmap threshold up to the largest block freed so far (and the trim threshold to
+# twice that); fixed values stop both moves, so each mode pays the same page faults per step.
+MALLOC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 
 # ---- build ------------------------------------------------------------------------------------
 if [[ $BUILD_IT == 1 ]]; then
@@ -94,6 +103,7 @@ EOF
 run_mode() {
   local mode=$1 round=$2 out=$TMP/out-$1-$2
   local -a env=(env)
+  [[ $PIN_MALLOC == 1 ]] && env+=(GLIBC_TUNABLES="$MALLOC_TUNABLES")
   case $mode in
     baseline) ;;
     attached) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/attached.yaml") ;;
@@ -126,6 +136,11 @@ echo
 echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs, ${os}, ${versions}; build type ${BUILD_TYPE:-?}."
 [[ $BUILD_TYPE == Debug ]] && echo "**Warning: a Debug build; the numbers are meaningless.**"
 echo "Load average at start: ${load1}."
+if [[ $PIN_MALLOC == 1 ]]; then
+  echo "Every mode ran with GLIBC_TUNABLES=${MALLOC_TUNABLES} (fixed malloc thresholds)."
+else
+  echo "glibc's dynamic malloc thresholds (--glibc-malloc): a mode's allocations can change the others' page faults."
+fi
 if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
   echo "**Warning: the machine is busy; times below are inflated and noisy.**"
 fi
@@ -238,19 +253,21 @@ for p in ops["leaves"]:
             a = per_op.setdefault((o["op"], o["backend"]), {"calls": 0, "checked": 0, "s": 0.0})
             a["calls"] += o["calls"]; a["checked"] += o["checked"]; a["s"] += o["check_s"]
 nsteps = len(ops["leaves"]) * (warmup + steps)
-rise = med["leaves"] - med["baseline"]
+# check_s covers all steps, warm-up included, so it is set against the increase of the mean.
+rise = mean_all["leaves"] - mean_all["baseline"]
 total = sum(a["s"] for a in per_op.values())
 torch_ops = [a for (op, be), a in per_op.items() if be == "torch"]
 all_checked = all(a["checked"] == a["calls"] for a in torch_ops)
-print(f"## Where the time goes with every call of the compute leaves checked")
+print("## Where the time goes with every call of the compute leaves checked")
 print()
-print(f"leaves median step {med['leaves']:.3f} s − baseline {med['baseline']:.4f} s = "
-      f"+{rise:.3f} s per step. check_s (wall seconds in the op's checks, from the summary "
-      f"events) summed over the {len(ops['leaves'])} leaves process(es), then per step = / "
-      f"{nsteps} steps (checks land in every step, warm-up included); share = per step / "
-      f"+{rise:.3f} s. {len(torch_ops)} torch ops had checks; "
-      + ("each had every call checked (checked = calls)." if all_checked else
-         "**not every call of them was checked (checked < calls)**.")
+print(f"Mean step over all {nsteps} steps of the leaves runs {mean_all['leaves']:.3f} s − "
+      f"baseline {mean_all['baseline']:.4f} s = +{rise:.3f} s per step (medians: "
+      f"+{med['leaves'] - med['baseline']:.3f} s). check_s = wall seconds in the op's checks, "
+      f"from the summary events, summed over the {len(ops['leaves'])} leaves process(es); "
+      f"per step = check_s / {nsteps} steps; share = per step / +{rise:.3f} s. "
+      f"{len(torch_ops)} torch ops had checks, "
+      + ("each with every call checked (checked = calls)." if all_checked else
+         "**not every call of them checked (checked < calls)**.")
       + " BLAS ops keep their own rule (`first: 3, every: 100`).")
 print()
 print("| op | checks (calls) | check_s total | ms per check | s per step | share of the increase |")

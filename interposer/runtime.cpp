@@ -36,6 +36,9 @@ namespace {
 Reporter* g_reporter = nullptr;
 Engine* g_engine = nullptr;
 bool g_abort_on_error = false;
+// The process fumi's state belongs to: set at init and in fork children. A vfork or
+// posix_spawn child runs on its parent's memory with another pid, and must not touch it.
+pid_t g_owner_pid = 0;
 
 std::string builtinPluginDir() {
   const std::string dir = selfDir();
@@ -52,6 +55,7 @@ void afterForkInParent() {
   if (g_reporter) g_reporter->unlockAfterFork();
 }
 void afterForkInChild() {
+  g_owner_pid = getpid();
   if (!g_reporter) return;
   g_reporter->unlockAfterFork();
   if (g_state.load() != kActive) return;
@@ -94,6 +98,7 @@ bool initialise() {
   auto dirs = pluginSearchPath(policy.plugin_dirs, builtinPluginDir());
   g_engine = new Engine(std::move(policy), *g_reporter, std::move(dirs));
   g_engine->compileAll();
+  g_owner_pid = getpid();
   pthread_atfork(beforeFork, afterForkInParent, afterForkInChild);
   return true;
 }
@@ -142,8 +147,10 @@ void internalError(const char* where, const char* message) {
   }
 }
 
-namespace {
-__attribute__((destructor)) void shutdownAtExit() {
+void shutdown() {
+  // Not from inside fumi on this thread (a signal handler interrupting fumi may hold its
+  // locks), and not from a child sharing its parent's memory.
+  if (t_inside_fumi || getpid() != g_owner_pid) return;
   int expected = kActive;
   if (!g_state.compare_exchange_strong(expected, kDisabled)) return;
   InsideScope inside;
@@ -152,6 +159,9 @@ __attribute__((destructor)) void shutdownAtExit() {
   } catch (...) {
   }
 }
+
+namespace {
+__attribute__((destructor)) void shutdownAtExit() { shutdown(); }
 }  // namespace
 
 }  // namespace fumi

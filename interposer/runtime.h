@@ -43,6 +43,10 @@ class InsideScope {
   bool prev_;
 };
 
+// The process is ending (exit, return from main, _exit): write the summary once and pass
+// everything through from now on.
+void shutdown();
+
 // Internal failure: honours on_error (abort) or just logs and carries on.
 void internalError(const char* where, const char* message);
 

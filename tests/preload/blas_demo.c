@@ -11,6 +11,9 @@
  *   blas_demo exec     a well-conditioned sgemm_, then exec() of itself in mode "ill" (same pid)
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
+ *   blas_demo fork_exit  the same, the child ending with _exit() (no destructors run)
+ *   blas_demo vfork    one sgemm_, then vfork() a child whose exec fails and which calls
+ *                      _exit() on the parent's memory, then one more sgemm_ in the parent
  * Results are printed with %a so that any difference in any bit shows. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,18 +190,33 @@ static int threads(int nthreads, int iters) {
   return 0;
 }
 
-static int forked(void) {
+static int forked(int with_exit) {
   well();
   fflush(stdout);
   const pid_t pid = fork();
   if (pid == 0) {
     ill();
     fflush(stdout);
+    if (with_exit) _exit(0);
     exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static int vforked(void) {
+  well();  /* fumi is active before the vfork */
+  fflush(stdout);
+  const pid_t pid = vfork();
+  if (pid == 0) {
+    execl("/nonexistent/fumi-test", "fumi-test", (char*)NULL);
+    _exit(127);  /* what posix_spawn and Python's subprocess do when exec fails */
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  printf("child status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return well();
 }
 
 int main(int argc, char** argv) {
@@ -211,7 +229,9 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "layouts")) return layouts();
   if (!strcmp(argv[1], "loop") && argc > 2) return loop(atoi(argv[2]));
   if (!strcmp(argv[1], "threads") && argc > 3) return threads(atoi(argv[2]), atoi(argv[3]));
-  if (!strcmp(argv[1], "fork")) return forked();
+  if (!strcmp(argv[1], "fork")) return forked(0);
+  if (!strcmp(argv[1], "fork_exit")) return forked(1);
+  if (!strcmp(argv[1], "vfork")) return vforked();
   if (!strcmp(argv[1], "overflow")) return overflow();
   if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);
   fprintf(stderr, "unknown mode %s\n", argv[1]);

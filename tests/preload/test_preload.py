@@ -296,18 +296,34 @@ class Processes(unittest.TestCase):
         self.assertEqual(r.op("sgemm_")["calls"], 300)
 
     def test_forked_child_reports_separately(self):
-        plain = run([BLAS_DEMO, "fork"], preload=False)
-        r = run([BLAS_DEMO, "fork"], policy=CHECK_ALL)
+        for mode in ("fork", "fork_exit"):  # the child ends with exit() / with _exit()
+            with self.subTest(mode=mode):
+                plain = run([BLAS_DEMO, mode], preload=False)
+                r = run([BLAS_DEMO, mode], policy=CHECK_ALL)
+                self.assertEqual(r.rc, 0, r.stderr)
+                self.assertEqual(plain.stdout, r.stdout)
+                pids = {e["pid"] for e in r.of("summary")}
+                self.assertEqual(len(pids), 2)
+                starts = {e["pid"] for e in r.of("start")}
+                self.assertEqual(starts, pids)
+                violators = {v["pid"] for v in r.of("violation")}
+                self.assertEqual(len(violators), 1)  # only the child ran the ill-conditioned call
+                for s in r.of("summary"):
+                    self.assertEqual(s["ops"][0]["calls"], 1, s)  # no inherited counts
+
+    def test_vfork_child_exit_leaves_the_parent_alone(self):
+        # The vfork child's _exit runs on the parent's memory: fumi must not write a summary
+        # or change any state there.
+        plain = run([BLAS_DEMO, "vfork"], preload=False)
+        r = run([BLAS_DEMO, "vfork"], policy=CHECK_ALL)
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(plain.stdout, r.stdout)
-        pids = {e["pid"] for e in r.of("summary")}
-        self.assertEqual(len(pids), 2)
-        starts = {e["pid"] for e in r.of("start")}
-        self.assertEqual(starts, pids)
-        violators = {v["pid"] for v in r.of("violation")}
-        self.assertEqual(len(violators), 1)  # only the child ran the ill-conditioned call
-        for s in r.of("summary"):
-            self.assertEqual(s["ops"][0]["calls"], 1, s)  # the child does not inherit counts
+        summaries = r.of("summary")
+        self.assertEqual(len(summaries), 1)
+        self.assertEqual(summaries[0]["pid"], r.of("start")[0]["pid"])
+        # Both of the parent's calls, the one after the child's _exit included, were checked.
+        self.assertEqual(summaries[0]["ops"][0]["calls"], 2)
+        self.assertEqual(summaries[0]["ops"][0]["checked"], 2)
 
     def test_library_in_local_dlopen_scope(self):
         cmd = [os.environ["LOCAL_SCOPE"], os.environ["BLAS_USER"]]

@@ -73,6 +73,7 @@ RESNET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_resnet.
 
 
 TRANSFORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_transformer.py")
+MULTIPROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiproc.py")
 OPS_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_demo.py")
 
 
@@ -231,6 +232,26 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.of("violation"), [])
         self.assertEqual(r.op("aten::mm")["checked"], 1)
+
+    def test_multi_process_job_each_process_reports(self):
+        for method in ("spawn", "fork"):  # fork workers end with os._exit: fumi's _exit hook
+            with self.subTest(method=method):
+                plain = run([PYTHON, MULTIPROC, method], preload=False)
+                self.assertEqual(plain.rc, 0, plain.stderr)
+                r = run([PYTHON, MULTIPROC, method], policy="""
+                    version: 1
+                    rules:
+                      - match: { op: aten::mm }
+                        sample: { every: 1 }
+                        checks: [ { plugin: highprec } ]
+                    """)
+                self.assertEqual(r.rc, 0, r.stderr)
+                self.assertEqual(r.stdout, plain.stdout)
+                summaries = r.of("summary")
+                self.assertEqual(len({s["pid"] for s in summaries}), 3)  # parent + 2 workers
+                checked = sum(o["checked"] for s in summaries for o in s["ops"]
+                              if o["op"] == "aten::mm")
+                self.assertEqual(checked, 3)  # each torch.mm, in whichever process ran it
 
     def test_phase_and_dtype_matched_per_call(self):
         r = run([PYTHON, TRAIN, "--steps", "2"], policy="""
