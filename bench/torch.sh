@@ -17,7 +17,7 @@
 # dynamic thresholds, a step's time depends on the largest block freed so far, and the checks'
 # big scratch blocks make the training loop itself faster (~0.83× in a default-policy run).
 #
-# Usage: bench/torch.sh [--quick] [--no-build] [--glibc-malloc]   (~2.5 min on 2 idle cores)
+# Usage: bench/torch.sh [--quick] [--no-build] [--glibc-malloc]   (~3 min on 2 idle cores)
 #   --quick         1 round, fewer steps (a smoke run, ~25 s; numbers are rougher)
 #   --no-build      use the build as it is (default: configure if needed, then build libfumi,
 #                   the CLI and the check plugins, a no-op when up to date)
@@ -37,14 +37,14 @@ for arg in "$@"; do
     --quick) QUICK=1 ;;
     --no-build) BUILD_IT=0 ;;
     --glibc-malloc) PIN_MALLOC=0 ;;
-    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "torch.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
 
-if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=3 STEPS=10; fi
-# One intra-op thread: with 2 threads on this 2-core machine a step is ~35% faster, but single
-# steps then stall for up to seconds when anything else runs; 1 thread keeps the spread ~10%.
+if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=5 WARMUP=3 STEPS=10; fi
+# One intra-op thread: with 2 threads on this 2-core machine a step is ~30% faster, but single
+# steps then stall when anything else runs (one took 2.7 s in a trial); 1 thread is steadier.
 THREADS=1
 MODES=(baseline attached default leaves)
 # glibc moves its mmap threshold up to the largest block freed so far (and the trim threshold to
@@ -61,7 +61,7 @@ fi
 LIBFUMI=$BUILD/lib/libfumi.so
 FUMI=$BUILD/bin/fumi
 for f in "$LIBFUMI" "$FUMI" "$BUILD/lib/fumi/libfumi_torch.so"; do
-  [[ -f $f ]] || { echo "torch.sh: $f is missing (is libtorch found at configure time?)" >&2; exit 2; }
+  [[ -f $f ]] || { echo "torch.sh: $f is missing (was libtorch found by cmake?)" >&2; exit 2; }
 done
 "$PYTHON" -c 'import torch, torchvision' 2>/dev/null ||
   { echo "torch.sh: $PYTHON cannot import torch and torchvision (set PYTHON)" >&2; exit 2; }
@@ -120,7 +120,8 @@ run_mode() {
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s)
-versions=$("$PYTHON" -c 'import torch, torchvision; print(f"PyTorch {torch.__version__}, torchvision {torchvision.__version__}")')
+versions=$("$PYTHON" -c 'import torch, torchvision as tv
+print(f"PyTorch {torch.__version__}, torchvision {tv.__version__}")')
 read -r load1 _ </proc/loadavg
 
 for ((round = 1; round <= ROUNDS; ++round)); do
@@ -139,7 +140,7 @@ echo "Load average at start: ${load1}."
 if [[ $PIN_MALLOC == 1 ]]; then
   echo "Every mode ran with GLIBC_TUNABLES=${MALLOC_TUNABLES} (fixed malloc thresholds)."
 else
-  echo "glibc's dynamic malloc thresholds (--glibc-malloc): a mode's allocations can change the others' page faults."
+  echo "glibc's dynamic malloc thresholds (--glibc-malloc): fumi's allocations change the job's page faults."
 fi
 if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
   echo "**Warning: the machine is busy; times below are inflated and noisy.**"
@@ -194,15 +195,19 @@ runs = {m: [read_steps(m, r) for r in range(1, rounds + 1)] for m in modes}
 timed = {m: [s for run in runs[m] for k, s, _ in run if k == "timed"] for m in modes}
 every = {m: [s for run in runs[m] for _, s, _ in run] for m in modes}
 med = {m: statistics.median(timed[m]) for m in modes}
+round_med = {m: [statistics.median(s for k, s, _ in run if k == "timed") for run in runs[m]]
+             for m in modes}
 mean_all = {m: statistics.fmean(every[m]) for m in modes}
+mean_timed = {m: statistics.fmean(timed[m]) for m in modes}
 ops = {m: summaries(m) for m in modes}
 
 def losses(m):
     if m == "baseline":
-        same = all(run == runs[m][0] for run in runs[m])
+        same = all([x[2] for x in run] == [x[2] for x in runs[m][0]] for run in runs[m])
         return "reference" + ("" if rounds == 1 else
                               ", identical across rounds" if same else ", DIFFERENT across rounds")
-    bad = sum(1 for a, b in zip(runs[m], runs["baseline"]) if [x[2] for x in a] != [x[2] for x in b])
+    bad = sum(1 for a, b in zip(runs[m], runs["baseline"])
+              if [x[2] for x in a] != [x[2] for x in b])
     return "identical" if bad == 0 else f"**DIFFERENT** ({bad} of {rounds} rounds)"
 
 def checks(m):
@@ -216,15 +221,17 @@ def checks(m):
 print(f"{rounds} round(s), modes alternating; each run is one process of bench/torch_step.py: "
       f"resnet18(num_classes=10), SGD momentum 0.9, batch 8 of random 3×64×64 images, "
       f"{threads} intra-op thread(s); {warmup} warm-up steps, then {steps} timed steps. "
-      f"Median and p10–p90 of the {rounds * steps} pooled timed steps per mode; factor = mode "
-      f"median / baseline median. The warm-up leaves out the first steps, where the default "
-      f"policy's `first: 1` checks land (its torch-compute rule has `{default_sample}`); the "
-      f"mean over all {rounds * (warmup + steps)} steps, warm-up included, shows them. Checks: "
-      f"checked calls in each process (all steps). Losses: each step's loss, bit for bit, "
-      f"against the baseline run of the same round.")
+      f"Median and p10–p90 of the {rounds * steps} pooled timed steps per mode, and the "
+      f"median of each round's run; factor = mode median / baseline median. The warm-up "
+      f"leaves out the first steps, where the default policy's `first: 1` checks land (its "
+      f"torch-compute rule has `{default_sample}`); the mean over all "
+      f"{rounds * (warmup + steps)} steps, warm-up included, shows them, and the mean of the "
+      f"timed steps shows the random checks that the median passes over. Checks: checked calls "
+      f"in each process (all steps). Losses: each step's loss, bit for bit, against the "
+      f"baseline run of the same round.")
 print()
-print("| mode | median step s (p10–p90) | factor | target | verdict | mean s, all steps incl. warm-up (factor) | checks per process | losses vs baseline |")
-print("|---|---:|---:|---|---|---:|---|---|")
+print("| mode | median step s (p10–p90) | median per round | factor | target | verdict | mean s, timed steps (factor) | mean s, all steps incl. warm-up (factor) | checks per process | losses vs baseline |")
+print("|---|---:|---|---:|---|---|---:|---:|---|---|")
 for m in modes:
     f = med[m] / med["baseline"]
     if m == "baseline":
@@ -235,7 +242,9 @@ for m in modes:
     else:
         fac, tgt, verdict = f"{f:.1f}", "none (report)", "—"
     print(f"| {label[m]} | {med[m]:.4f} ({pct(timed[m], 0.1):.4f}–{pct(timed[m], 0.9):.4f}) "
-          f"| {fac} | {tgt} | {verdict} | {mean_all[m]:.4f} ({mean_all[m] / mean_all['baseline']:.2f}) "
+          f"| {' '.join(f'{x:.4f}' for x in round_med[m])} | {fac} | {tgt} | {verdict} "
+          f"| {mean_timed[m]:.4f} ({mean_timed[m] / mean_timed['baseline']:.2f}) "
+          f"| {mean_all[m]:.4f} ({mean_all[m] / mean_all['baseline']:.2f}) "
           f"| {checks(m)} | {losses(m)} |")
 print()
 

@@ -296,6 +296,7 @@ class CapturedCall final : public at::ObserverContext {
 
  private:
   void describe(const std::vector<c10::IValue>& outputs) {
+    args_.emplace_back("device", facts_.device);
     const c10::FunctionSchema& schema = op_.schema();
     const auto& args = schema.arguments();
     for (size_t i = 0; i < inputs_.size(); ++i) {

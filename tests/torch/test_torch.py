@@ -214,6 +214,7 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(v["python_stack"][0], f"{ILL}:{line} in main")
             self.assertEqual(v["phase"], "forward")
             self.assertEqual(v["shape"], {"self": [8, 3], "mat2": [3, 8], "out": [8, 8]})
+            self.assertEqual(v["args"], {"device": "cpu"})
             self.assertGreater(v["value"], 0.1)
             self.assertFalse(v["stack"][0].split(" in ", 1)[-1].startswith("(anonymous"))
         # The BLAS view of the same product names the aten call it ran in.
