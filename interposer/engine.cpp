@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -297,6 +298,26 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
   return false;
 }
 
+CheckBudget::CheckBudget(double fraction) : fraction_(fraction), started_(monotonicSeconds()) {}
+
+bool CheckBudget::spent() const {
+  if (fraction_ <= 0) return false;
+  const double window = std::max(monotonicSeconds() - started_, kMinWindow);
+  if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= fraction_ * window)
+    return false;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    logMessage(FUMI_LOG_WARN, "overhead budget reached (checks took more than " +
+                                  std::to_string(fraction_ * 100) +
+                                  "% of the run so far): sampled calls are skipped until they "
+                                  "are back under it");
+  return true;
+}
+
+void CheckBudget::charge(double seconds) {
+  used_ns_.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
 RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
   for (auto& cand : candidates) {
     if (cand->per_call && !perCallMatch(cand->rule->rule->match, site_, call)) continue;
@@ -305,6 +326,10 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
     const uint64_t index =
         single_ ? call_index : cand->matched.fetch_add(1, std::memory_order_relaxed);
     if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
+    if (budget_.spent()) {
+      site_.addStats(0, 1);
+      return nullptr;
+    }
     // Take one of max_checks; past the cap the counter only grows, which is harmless.
     const uint64_t max = cand->rule->rule->sample.max_checks;
     const uint64_t taken = cand->checked.fetch_add(1, std::memory_order_relaxed);
@@ -325,7 +350,10 @@ void OpDecision::exhausted(RuleSampler& s) {
 }
 
 Engine::Engine(Policy policy, Reporter& reporter, std::vector<std::string> plugin_dirs)
-    : policy_(std::move(policy)), reporter_(reporter), plugin_dirs_(std::move(plugin_dirs)) {
+    : policy_(std::move(policy)),
+      budget_(policy_.overhead_budget),
+      reporter_(reporter),
+      plugin_dirs_(std::move(plugin_dirs)) {
   instantiate();
 }
 
@@ -401,7 +429,7 @@ void Engine::compileAll() {
 
 void Engine::compileSite(OpSite& site) {
   std::lock_guard<std::mutex> lock(compile_mu_);
-  auto dec = std::make_unique<OpDecision>(site);
+  auto dec = std::make_unique<OpDecision>(site, budget_);
   bool any_checks = false;
   for (auto& rr : rules_) {
     if (!staticMatch(rr->rule->match, site)) continue;
@@ -484,7 +512,9 @@ void Engine::runChecks(Call& call, RuleSampler& sampler) {
       }
     }
   }
-  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1, monotonicSeconds() - started);
+  const double seconds = monotonicSeconds() - started;
+  budget_.charge(seconds);
+  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1, seconds);
   if (violated && rule.action == Action::kAbort) {
     reporter_.log().critical("rule '{}' says abort on violation: aborting", rule.name);
     reporter_.summary();

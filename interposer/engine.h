@@ -63,9 +63,27 @@ struct RuleSampler {
   std::atomic<bool> exhausted{false};
 };
 
+// The policy's overhead_budget: checks may take at most `fraction` of the wall time since the
+// engine started, counted over at least kMinWindow so that a job's first checks can run. A
+// sampled call that finds the budget spent is not checked (counted as skipped). The clock is
+// read only for sampled calls.
+class CheckBudget {
+ public:
+  static constexpr double kMinWindow = 10.0;  // seconds
+  explicit CheckBudget(double fraction);
+  bool spent() const;
+  void charge(double seconds);
+  double fraction() const { return fraction_; }
+
+ private:
+  const double fraction_;  // 0: unlimited
+  const double started_;
+  std::atomic<int64_t> used_ns_{0};
+};
+
 class OpDecision {
  public:
-  explicit OpDecision(OpSite& site) : site_(site) {}
+  OpDecision(OpSite& site, CheckBudget& budget) : site_(site), budget_(budget) {}
   // The sampler of the first rule matching this call, if that rule checks it. `call_index` is
   // the call's index among all calls of the op (OpSite::onCall).
   RuleSampler* select(const CallFacts& call, uint64_t call_index);
@@ -77,6 +95,7 @@ class OpDecision {
   void exhausted(RuleSampler& s);
 
   OpSite& site_;
+  CheckBudget& budget_;
   std::atomic<size_t> exhausted_{0};
   size_t checking_ = 0;  // candidates with checks (set by compileSite)
   // One candidate without per-call conditions: every call of the op reaches it, so its match index is
@@ -114,6 +133,7 @@ class Engine {
   PluginSlot* pluginFor(const std::string& name, const SourceLoc& loc);
 
   Policy policy_;
+  CheckBudget budget_;
   Reporter& reporter_;
   std::vector<std::string> plugin_dirs_;
   std::vector<std::unique_ptr<PluginSlot>> plugins_;

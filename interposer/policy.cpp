@@ -364,7 +364,8 @@ class Parser {
     bool has_version = false;
     YAML::Node rules;
     forMap(root, "policy",
-           {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget", "on_error"},
+           {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
+            "overhead_budget", "on_error"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -375,6 +376,13 @@ class Parser {
              if (key == "rules") rules = v;
              if (key == "report") report(v, &p->report);
              if (key == "scratch_budget") bytes(v, key, &p->scratch_budget);
+             if (key == "overhead_budget") {
+               double b = 0;
+               if (number(v, key, &b)) {
+                 if (b <= 0 || b > 1) error(v, "'overhead_budget' must be within (0, 1]");
+                 else p->overhead_budget = b;
+               }
+             }
              if (key == "on_error")
                choice<OnError>(v, key, {{"continue", OnError::kContinue}, {"abort", OnError::kAbort}},
                                &p->on_error);

@@ -80,6 +80,8 @@ struct Policy {
   ReportSettings report;
   std::vector<std::string> plugin_dirs;
   uint64_t scratch_budget = 256ull << 20;  // bytes of scratch per check
+  // Fraction of the process's wall time that checks may take (0: unlimited); see CheckBudget.
+  double overhead_budget = 0;
   OnError on_error = OnError::kContinue;
 };
 

@@ -182,6 +182,42 @@ rules:
   EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "");
 }
 
+TEST_F(EngineFixture, OverheadBudgetSkipsSampledCallsOnceSpent) {
+  OpSite site("unit_op_i", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+overhead_budget: 0.01
+rules:
+  - match: { op: unit_op_i }
+    sample: { every: 1 }
+    checks: [ { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  OpDecision* d = site.decision.load();
+  ASSERT_NE(d, nullptr);
+  std::vector<float> x{1, 2}, y{2, 4};
+  DoubleCall call(site, x, y);
+  RuleSampler* s = d->select(CallFacts{2}, 0);
+  ASSERT_NE(s, nullptr);  // nothing spent yet
+  e->runChecks(call, *s);
+  EXPECT_NE(d->select(CallFacts{2}, 1), nullptr);  // microseconds of 1% of >= 10 s: fine
+  CheckBudget budget(0.01);
+  EXPECT_FALSE(budget.spent());
+  budget.charge(0.05);  // 1% of the 10 s minimum window is 0.1 s
+  EXPECT_FALSE(budget.spent());
+  budget.charge(0.06);
+  EXPECT_TRUE(budget.spent());
+  OpDecision limited(site, budget);
+  limited.candidates.push_back(std::make_unique<RuleSampler>());
+  limited.candidates[0]->rule = d->candidates[0]->rule;
+  const uint64_t skipped = site.statsSnapshot().skipped;
+  EXPECT_EQ(limited.select(CallFacts{2}, 0), nullptr);  // sampled, but the budget is spent
+  EXPECT_EQ(site.statsSnapshot().skipped, skipped + 1);
+  EXPECT_EQ(limited.candidates[0]->checked.load(), 0u);  // took no max_checks slot
+  CheckBudget unlimited(0);
+  unlimited.charge(1e6);
+  EXPECT_FALSE(unlimited.spent());
+}
+
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
   OpSite site("unit_op_b", "unit", FUMI_DTYPE_F32);
   auto e = make(R"(version: 1

@@ -47,6 +47,7 @@ TEST(Policy, EveryKey) {
   const PolicyResult r = parsePolicyText(R"(version: 1
 on_error: abort
 scratch_budget: 64MiB
+overhead_budget: 0.02
 plugin_dirs: [/opt/a, /opt/b]
 report: { dir: out, stack_depth: 8, log_level: debug, all_checks: true }
 defaults:
@@ -68,6 +69,7 @@ rules:
   const Policy& p = *r.policy;
   EXPECT_EQ(p.on_error, OnError::kAbort);
   EXPECT_EQ(p.scratch_budget, 64ull << 20);
+  EXPECT_DOUBLE_EQ(p.overhead_budget, 0.02);
   EXPECT_EQ(p.plugin_dirs, (std::vector<std::string>{"/opt/a", "/opt/b"}));
   EXPECT_EQ(p.report.dir, "out");
   EXPECT_EQ(p.report.stack_depth, 8);
