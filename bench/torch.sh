@@ -7,8 +7,8 @@
 #             selected                                                      (target ≤ 1.03×)
 #   default   preloaded, no FUMI_POLICY: the embedded default policy         (target ≤ 1.05×)
 #   leaves    the default policy with the torch-compute rule's sample line replaced by
-#             `sample: { every: 1 }`: every call of the compute leaves checked (no target;
-#             the report says where the time goes)
+#             `sample: { every: 1 }` and no overhead_budget: every call of the compute leaves
+#             checked (no target; the report says where the time goes)
 #
 # The modes alternate (baseline, attached, default, leaves, baseline, ...) for R rounds; each
 # run is one process of bench/torch_step.py (W warm-up steps, then N timed steps, 1 thread).
@@ -77,8 +77,9 @@ unset LD_PRELOAD FUMI_POLICY FUMI_OUT FUMI_DISABLE FUMI_LOG_LEVEL FUMI_PLUGIN_PA
 # ---- policies ---------------------------------------------------------------------------------
 printf 'version: 1\nreport: { log_level: warn }\nrules: []\n' >"$TMP/attached.yaml"
 "$FUMI" policy default >"$TMP/default.yaml"
-# leaves: the torch-compute rule's one `sample:` line becomes `sample: { every: 1 }`; anything
-# else (no such rule, no or several sample lines in it) stops the script.
+# leaves: the torch-compute rule's one `sample:` line becomes `sample: { every: 1 }` and the
+# overhead_budget line goes (every call is to be checked, whatever it costs); anything else (no
+# such rule, no or several sample lines in it) stops the script.
 DEFAULT_SAMPLE=$("$PYTHON" - "$TMP/default.yaml" "$TMP/leaves.yaml" <<'EOF'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines(keepends=True)
@@ -92,6 +93,7 @@ if len(hits) != 1:
     sys.exit(f"torch.sh: expected one '    sample:' line in rule torch-compute, found {len(hits)}")
 print(lines[hits[0]].strip())
 lines[hits[0]] = "    sample: { every: 1 }\n"
+lines = [l for l in lines if not l.startswith("overhead_budget:")]
 open(sys.argv[2], "w").write("".join(lines))
 EOF
 )

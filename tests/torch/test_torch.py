@@ -78,13 +78,14 @@ OPS_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_demo.py
 
 
 def every_call_of(rule_name, text):
-    """The embedded default policy with rule `rule_name` sampling every call."""
+    """The embedded default policy with rule `rule_name` sampling every call, unbudgeted."""
     policy = subprocess.run([FUMI, "policy", "default"], capture_output=True, text=True,
                             check=True).stdout
     lines = policy.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {rule_name}")
     sample = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("sample:"))
     lines[sample] = lines[sample][:lines[sample].index("sample:")] + text
+    lines = [line for line in lines if not line.startswith("overhead_budget:")]
     return "\n".join(lines) + "\n"
 
 
