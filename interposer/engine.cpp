@@ -307,10 +307,10 @@ bool CheckBudget::spent() const {
     return false;
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
-    logMessage(FUMI_LOG_WARN, "overhead budget reached (checks took more than " +
-                                  std::to_string(fraction_ * 100) +
-                                  "% of the run so far): sampled calls are skipped until they "
-                                  "are back under it");
+    logMessage(FUMI_LOG_WARN, fmt::format("overhead budget reached (checks took more than {:g}% "
+                                          "of the run so far): sampled calls are skipped until "
+                                          "they are back under it",
+                                          fraction_ * 100));
   return true;
 }
 
