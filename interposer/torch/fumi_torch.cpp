@@ -166,12 +166,25 @@ c10::IValue mapTensors(const c10::IValue& v, F&& f) {
   return v;
 }
 
+// Calls f(tensor, label_suffix) for the same tensors as mapTensors, building nothing: this walk
+// runs for every call of an op some rule names, sampled or not.
 template <class F>
 void forEachTensor(const c10::IValue& v, F&& f) {
-  mapTensors(v, [&](const at::Tensor& t, int k) {
-    f(t, k);
-    return t;
-  });
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) f(v.toTensor(), -1);
+  } else if (v.isTensorList()) {
+    const c10::List<at::Tensor> in = v.toTensorList();
+    for (size_t k = 0; k < in.size(); ++k) {
+      const at::Tensor t = in.get(k);
+      if (t.defined()) f(t, static_cast<int>(k));
+    }
+  } else if (v.isList()) {
+    const c10::List<c10::IValue> in = v.toList();
+    for (size_t k = 0; k < in.size(); ++k) {
+      const c10::IValue e = in.get(k);
+      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor(), static_cast<int>(k));
+    }
+  }
 }
 
 // What sampling needs to know about a call, read from its inputs without copying anything.
