@@ -28,7 +28,10 @@ std::vector<ContextEntry> currentContext(const OpSite* self, uint64_t self_index
   int n = storedDepth();
   if (n > 0 && self && t_stack[n - 1].site == self && t_stack[n - 1].call_index == self_index)
     --n;
-  return std::vector<ContextEntry>(t_stack, t_stack + n);
+  std::vector<ContextEntry> out;
+  for (int i = 0; i < n; ++i)
+    if (t_stack[i].site) out.push_back(t_stack[i]);  // null: an op the adapter could not name
+  return out;
 }
 
 const char* currentPhase() {
@@ -36,6 +39,7 @@ const char* currentPhase() {
   if (n == 0) return "";
   for (int i = 0; i < n; ++i) {
     // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
+    if (!t_stack[i].site) continue;
     const char* name = t_stack[i].site->name;
     if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return "backward";
     if (std::strncmp(name, "Optimizer.step", 14) == 0) return "optimizer";

@@ -16,6 +16,7 @@ struct ContextEntry {
   uint64_t call_index;
 };
 
+// `site` may be null: an op the adapter could not name (kept so pushes and pops pair up).
 void pushContext(const OpSite* site, uint64_t call_index);
 void popContext();
 // The current thread's framework ops, outermost first. When the innermost one is the call

@@ -494,12 +494,24 @@ std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, 
   }
 }
 
+// Nothing may escape into the op: an exception from an observer would fail the program's call.
+// The context push happens whatever fails (a null site is an unnamed entry), so that onEnd's
+// pop always pairs with it.
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  void* site = siteFor(fn);
+  void* site = nullptr;
+  try {
+    site = siteFor(fn);
+  } catch (...) {
+  }
   int checkable = 0;
   const uint64_t index = g_api->count_call(site, &checkable);
   g_api->push_context(site, index);
-  return checkable && g_capture ? maybeCapture(fn, site, index) : nullptr;
+  if (!checkable || !g_capture) return nullptr;
+  try {
+    return maybeCapture(fn, site, index);
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
@@ -509,6 +521,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       static_cast<CapturedCall*>(ctx)->check(fumi::torch_compat::outputsOf(fn));
     } catch (const std::exception& e) {
       g_api->log(FUMI_LOG_ERROR, (std::string("torch adapter: ") + e.what()).c_str());
+    } catch (...) {
     }
   }
   g_api->pop_context();
