@@ -15,9 +15,7 @@
 # Results are described in docs/benchmarks.md.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
-PYTHON=${PYTHON:-/usr/bin/python3}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 QUICK=0
 BUILD_IT=1
 TRAIN=1
@@ -48,14 +46,7 @@ CHECKED=$BUILD/bench/bench_checked
 for f in "$LIBFUMI" "$FUMI" "$HOOK" "$CHECKED"; do
   [[ -x $f || -f $f ]] || { echo "run.sh: $f is missing (build with -DFUMI_BUILD_BENCH=ON)" >&2; exit 2; }
 done
-BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fumi-bench.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-trap 'echo "run.sh: failed at line $LINENO (outputs in $TMP are removed on exit)" >&2' ERR
-
-# Environment without any fumi setting a caller may have exported.
-unset LD_PRELOAD FUMI_POLICY FUMI_OUT FUMI_DISABLE FUMI_LOG_LEVEL FUMI_PLUGIN_PATH FUMI_ON_ERROR
+bench_setup run.sh
 
 # policy NAME RULE-YAML...: writes $TMP/NAME.yaml (one rule on sgemm_ or none).
 policy() {
@@ -80,16 +71,14 @@ EOF
 }
 
 # ---- machine ------------------------------------------------------------------------------------
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s)
+bench_machine
 blas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo unknown)
 echo "# fumi benchmarks"
 echo
 echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs, ${os}, OpenBLAS ${blas}; build type ${BUILD_TYPE:-?}."
 [[ $BUILD_TYPE == Debug ]] && echo "**Warning: a Debug build; hot-path numbers are meaningless.**"
-read -r load1 _ </proc/loadavg
 echo "Load average at start: ${load1}."
-if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
+if bench_busy; then
   echo "**Warning: the machine is busy; times below are inflated and noisy (part 1's best-batch figures least so).**"
 fi
 echo

@@ -26,9 +26,7 @@
 # torch and torchvision). Results are described in docs/benchmarks.md, part 4.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
-PYTHON=${PYTHON:-/usr/bin/python3}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 QUICK=0
 BUILD_IT=1
 PIN_MALLOC=1
@@ -65,14 +63,7 @@ for f in "$LIBFUMI" "$FUMI" "$BUILD/lib/fumi/libfumi_torch.so"; do
 done
 "$PYTHON" -c 'import torch, torchvision' 2>/dev/null ||
   { echo "torch.sh: $PYTHON cannot import torch and torchvision (set PYTHON)" >&2; exit 2; }
-BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fumi-bench-torch.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-trap 'echo "torch.sh: failed at line $LINENO (outputs in $TMP are removed on exit)" >&2' ERR
-
-# Environment without any fumi setting a caller may have exported.
-unset LD_PRELOAD FUMI_POLICY FUMI_OUT FUMI_DISABLE FUMI_LOG_LEVEL FUMI_PLUGIN_PATH FUMI_ON_ERROR
+bench_setup torch.sh
 
 # ---- policies ---------------------------------------------------------------------------------
 printf 'version: 1\nreport: { log_level: warn }\nrules: []\n' >"$TMP/attached.yaml"
@@ -120,11 +111,9 @@ run_mode() {
   fi
 }
 
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s)
+bench_machine
 versions=$("$PYTHON" -c 'import torch, torchvision as tv
 print(f"PyTorch {torch.__version__}, torchvision {tv.__version__}")')
-read -r load1 _ </proc/loadavg
 
 for ((round = 1; round <= ROUNDS; ++round)); do
   for mode in "${MODES[@]}"; do
@@ -144,7 +133,7 @@ if [[ $PIN_MALLOC == 1 ]]; then
 else
   echo "glibc's dynamic malloc thresholds (--glibc-malloc): fumi's allocations change the job's page faults."
 fi
-if awk -v l="$load1" -v n="$(nproc)" 'BEGIN{exit !(l > n / 2)}'; then
+if bench_busy; then
   echo "**Warning: the machine is busy; times below are inflated and noisy.**"
 fi
 echo
