@@ -99,25 +99,37 @@ def torch_summary(r):
     return {o["op"]: o for s in r.of("summary") for o in s["ops"]}
 
 
+def check_every_leaf(test, script, leaves, no_violations=False):
+    """Trains `script` 3 steps plain and under EVERY_LEAF: the losses must be bit-identical, and
+    every call of each op in `leaves` checked by every rerunning check, within tolerance.
+    Returns the summary's ops."""
+    plain = run([PYTHON, script, "3"], preload=False)
+    test.assertEqual(plain.rc, 0, plain.stderr)
+    r = run([PYTHON, script, "3"], policy=EVERY_LEAF)
+    test.assertEqual(r.rc, 0, r.stderr)
+    test.assertEqual(losses(r.stdout), losses(plain.stdout))
+    test.assertEqual(len(losses(r.stdout)), 3)
+    ops = torch_summary(r)
+    for op in leaves:
+        test.assertGreater(ops[op]["checked"], 0, op)
+        test.assertEqual(ops[op]["checked"], ops[op]["calls"], op)
+        test.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
+        test.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-5, op)
+        test.assertIn("perturb.fumi_ratio", ops[op]["worst"])
+    if no_violations:
+        test.assertEqual(r.of("violation"), [])
+    return ops
+
+
 class Resnet18(unittest.TestCase):
     def test_resnet18_training_ops_seen_checks_run_losses_identical(self):
-        plain = run([PYTHON, RESNET, "3"], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, RESNET, "3"], policy=EVERY_LEAF)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(losses(r.stdout), losses(plain.stdout))
-        self.assertEqual(len(losses(r.stdout)), 3)
-        ops = torch_summary(r)
+        # The compute leaves, forward and backward.
+        ops = check_every_leaf(self, RESNET, (
+            "aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
+            "aten::native_batch_norm_backward", "aten::addmm", "aten::mm"))
         for op in ("aten::batch_norm", "aten::conv2d", "aten::relu_", "aten::add_.Tensor"):
             self.assertIn(op, ops)  # forward, and SGD's update
         self.assertTrue(any(op.startswith("Optimizer.step") for op in ops))
-        # The compute leaves, forward and backward, each call checked by every rerunning check.
-        for op in ("aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
-                   "aten::native_batch_norm_backward", "aten::addmm", "aten::mm"):
-            self.assertEqual(ops[op]["checked"], ops[op]["calls"], op)
-            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
-            self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-5, op)
-            self.assertIn("perturb.fumi_ratio", ops[op]["worst"])
         self.assertEqual(ops["aten::convolution"]["calls"], 3 * 20)  # resnet18: 20 convolutions
         # One level of each composite: conv2d's inner levels are not checked a second time.
         self.assertEqual(ops["aten::mkldnn_convolution"]["checked"], 0)
@@ -136,21 +148,11 @@ class Resnet18(unittest.TestCase):
 
 class Transformer(unittest.TestCase):
     def test_transformer_training_checked_losses_identical(self):
-        plain = run([PYTHON, TRANSFORMER, "3"], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, TRANSFORMER, "3"], policy=EVERY_LEAF)
-        self.assertEqual(r.rc, 0, r.stderr)
-        # Dropout draws from the global RNG: fumi's reruns must not move it.
-        self.assertEqual(losses(r.stdout), losses(plain.stdout))
-        self.assertEqual(len(losses(r.stdout)), 3)
-        ops = torch_summary(r)
-        for op in ("aten::bmm", "aten::_softmax", "aten::_softmax_backward_data",
-                   "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::addmm"):
-            self.assertGreater(ops[op]["checked"], 0, op)
-            self.assertEqual(ops[op]["checked"], ops[op]["calls"], op)
-            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
-            self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-5, op)
-        self.assertEqual(r.of("violation"), [])
+        # Dropout draws from the global RNG: fumi's reruns must not move it, or losses differ.
+        check_every_leaf(self, TRANSFORMER, (
+            "aten::bmm", "aten::_softmax", "aten::_softmax_backward_data",
+            "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::addmm"),
+            no_violations=True)
 
 
 class AtenChecks(unittest.TestCase):

@@ -1,13 +1,11 @@
 """A few training steps of a small transformer encoder (self-attention, layer norm, dropout,
 softmax) on random CPU data. Prints each step's loss as a hex float for bit-for-bit comparisons.
 Usage: train_transformer.py [steps]"""
-import sys
-
 import torch
+from training import train
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
                                              dropout=0.1, batch_first=True)
@@ -16,12 +14,7 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(8, 10, 32)
     y = torch.randint(0, 5, (8,))
-    for step in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        print(f"step {step} loss {loss.item().hex()}", flush=True)
+    train(model, opt, x, y)
 
 
 if __name__ == "__main__":
