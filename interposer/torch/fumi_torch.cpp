@@ -192,7 +192,8 @@ struct Facts {
   fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // of the first floating input
   int64_t size = 0;                       // elements of the largest floating input
   std::string device = "cpu";
-  bool dense = true;  // every tensor input is strided (no sparse, mkldnn, nested tensors)
+  bool dense = true;    // every tensor input is strided (no sparse, mkldnn, nested tensors)
+  uint64_t bytes = 0;   // of every tensor input: what copying them would cost
 };
 
 template <class Inputs>
@@ -200,7 +201,11 @@ Facts factsOf(const Inputs& inputs) {
   Facts f;
   for (size_t i = 0; i < inputs.size(); ++i)
     forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
-      if (t.layout() != c10::kStrided) f.dense = false;
+      if (t.layout() != c10::kStrided) {
+        f.dense = false;  // never sampled: nothing more to learn
+        return;
+      }
+      f.bytes += t.nbytes();
       if (!describable(t)) return;
       if (f.dtype == FUMI_DTYPE_UNKNOWN) {
         f.dtype = toFumi(t.scalar_type());
@@ -447,15 +452,6 @@ bool undefinedOutput(const std::string& op) {
   return false;
 }
 
-// Bytes of every tensor input: what copying them costs.
-template <class Inputs>
-uint64_t inputBytes(const Inputs& inputs) {
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    forEachTensor(inputs[i], [&](const at::Tensor& t, int) { bytes += t.nbytes(); });
-  return bytes;
-}
-
 std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, void* site,
                                                   uint64_t index) {
   if (t_checked_depth > 0) return nullptr;
@@ -480,7 +476,7 @@ std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, 
       g_api->skip(site, token, "its output is uninitialised memory or an alias");
       return nullptr;
     }
-    if (inputBytes(inputs) > g_api->scratch_budget()) {
+    if (facts.bytes > g_api->scratch_budget()) {
       g_api->skip(site, token, "copies of its inputs would exceed the scratch budget");
       return nullptr;
     }

@@ -225,6 +225,19 @@ class AtenChecks(unittest.TestCase):
         for v in blas:
             self.assertEqual(v["parent"], {"op": "aten::mm", "call_index": aten[0]["call_index"]})
 
+    def test_inputs_over_the_scratch_budget_are_not_copied(self):
+        r = run([PYTHON, ILL, "well"], policy="""
+            version: 1
+            scratch_budget: 256
+            rules:
+              - match: { op: aten::mm }
+                sample: { every: 1 }
+                checks: [ { plugin: determinism } ]
+            """)  # torch.mm of 8x16 by 16x8 f32: 1 KiB of inputs
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.op("aten::mm")["checked"], 0)
+        self.assertEqual(r.op("aten::mm")["skipped"], 1)
+
     def test_well_conditioned_aten_op_not_flagged(self):
         r = run([PYTHON, ILL, "well"], policy="""
             version: 1
