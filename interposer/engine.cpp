@@ -31,8 +31,9 @@ struct fumi_call {
   const fumi::Rule* rule;
   fumi::CheckInstance* check;
   uint64_t budget;
+  const fumi::CallOrigin* origin;
   uint64_t used = 0;
-  std::vector<void*> allocations;
+  std::vector<std::pair<void*, fumi_memory>> allocations;
   bool violated = false;
 };
 
@@ -99,14 +100,39 @@ std::string locationOf(const SourceLoc& loc) { return loc.line ? loc.str() : std
 
 const fumi_call_info* hostCallInfo(fumi_call* c) { return &c->call->info(); }
 
+std::atomic<const DeviceMemory*> g_device{nullptr};
+
 void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
-  if (memory != FUMI_MEMORY_HOST) return nullptr;  // device scratch: CUDA backend
   if (bytes > c->budget - c->used) return nullptr;
-  void* p = std::calloc(1, bytes ? bytes : 1);
+  void* p = nullptr;
+  if (memory == FUMI_MEMORY_HOST) {
+    p = std::calloc(1, bytes ? bytes : 1);
+  } else if (const DeviceMemory* dev = g_device.load()) {
+    p = dev->alloc(bytes ? bytes : 1);
+  }
   if (!p) return nullptr;
   c->used += bytes;
-  c->allocations.push_back(p);
+  c->allocations.emplace_back(p, memory);
   return p;
+}
+
+void releaseAllocations(fumi_call& c) {
+  for (auto [p, memory] : c.allocations) {
+    if (memory == FUMI_MEMORY_HOST) std::free(p);
+    else g_device.load()->release(p);
+  }
+  c.allocations.clear();
+}
+
+// Host view of `bytes` at `buffer` in `memory`: the buffer itself, or a copy of device memory
+// in `stage`. nullptr when device memory cannot be read.
+const void* readable(const void* buffer, fumi_memory memory, size_t bytes,
+                     std::vector<unsigned char>& stage) {
+  if (memory == FUMI_MEMORY_HOST) return buffer;
+  const DeviceMemory* dev = g_device.load();
+  if (!dev) return nullptr;
+  stage.resize(bytes);
+  return dev->toHost(stage.data(), buffer, bytes) ? stage.data() : nullptr;
 }
 
 bool validIndex(fumi_call* c, int32_t i) {
@@ -127,13 +153,16 @@ fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dty
                        double* out) {
   if (!validIndex(c, index) || !out) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
-  if (t.memory != FUMI_MEMORY_HOST) return FUMI_UNSUPPORTED;
   if (!buffer) {
     buffer = t.data;
     dtype = t.dtype;
   }
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  forEachElement(t, [&](int64_t k, int64_t off) { out[k] = loadAsDouble(buffer, off, dtype); });
+  std::vector<unsigned char> stage;
+  const void* src = readable(buffer, t.memory,
+                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
+  if (!src) return FUMI_UNSUPPORTED;
+  forEachElement(t, [&](int64_t k, int64_t off) { out[k] = loadAsDouble(src, off, dtype); });
   return FUMI_OK;
 }
 
@@ -141,10 +170,20 @@ fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buf
                         fumi_dtype dtype) {
   if (!validIndex(c, index) || !in || !buffer) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
-  if (t.memory != FUMI_MEMORY_HOST) return FUMI_UNSUPPORTED;
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  forEachElement(t, [&](int64_t k, int64_t off) { storeFromDouble(buffer, off, in[k], dtype); });
-  return FUMI_OK;
+  if (t.memory == FUMI_MEMORY_HOST) {
+    forEachElement(t,
+                   [&](int64_t k, int64_t off) { storeFromDouble(buffer, off, in[k], dtype); });
+    return FUMI_OK;
+  }
+  // Device: build the whole span on the host (gaps zero: scratch buffers hold nothing else).
+  const DeviceMemory* dev = g_device.load();
+  if (!dev) return FUMI_UNSUPPORTED;
+  std::vector<unsigned char> stage(static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype));
+  forEachElement(t, [&](int64_t k, int64_t off) {
+    storeFromDouble(stage.data(), off, in[k], dtype);
+  });
+  return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
 }
 
 fumi_status hostRerun(fumi_call* c, fumi_dtype precision, void* const* buffers) {
@@ -207,8 +246,10 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["call_index"] = call.info().call_index;
   // Framework ops running on this thread: a BLAS call made by aten::addmm says so, and
   // `parent` names that op's call so both views of the computation can be joined.
-  if (const char* phase = currentPhase(); *phase) {
-    const auto ctx = currentContext(&call.site(), call.info().call_index);
+  const CallOrigin* origin = c->origin;
+  if (const char* phase = origin ? origin->phase : currentPhase(); *phase) {
+    const auto ctx =
+        origin ? origin->context : currentContext(&call.site(), call.info().call_index);
     nlohmann::json names = nlohmann::json::array();
     for (const ContextEntry& e : ctx) names.push_back(e.site->name);
     if (!ctx.empty()) {
@@ -229,8 +270,9 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";
-    ev["stack"] = captureStack(rep.settings().stack_depth);
-    if (auto py = capturePythonStack(rep.settings().stack_depth); !py.empty())
+    ev["stack"] = origin ? symbolize(origin->frames) : captureStack(rep.settings().stack_depth);
+    if (auto py = origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
+        !py.empty())
       ev["python_stack"] = std::move(py);
     rep.log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
                    call.info().op, call.info().call_index, check, metric, v->value, v->tolerance,
@@ -269,10 +311,12 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
                                {"shape", std::vector<int64_t>(t.shape, t.shape + t.ndim)},
                                {"strides", std::vector<int64_t>(t.strides, t.strides + t.ndim)},
                                {"file", file}});
-    if (t.memory != FUMI_MEMORY_HOST) continue;
+    const size_t bytes = static_cast<size_t>(tensorSpan(t)) * dtypeBytes(t.dtype);
+    std::vector<unsigned char> stage;
+    const void* data = readable(t.data, t.memory, bytes, stage);
+    if (!data) continue;
     std::ofstream out(path + "/" + file, std::ios::binary);
-    out.write(static_cast<const char*>(t.data),
-              static_cast<std::streamsize>(tensorSpan(t) * dtypeBytes(t.dtype)));
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   }
   std::ofstream(path + "/call.json") << desc.dump(2) << "\n";
 }
@@ -467,7 +511,20 @@ void Engine::resetSamplingAfterFork() {
   }
 }
 
-void Engine::runChecks(Call& call, RuleSampler& sampler) {
+void setDeviceMemory(const DeviceMemory* ops) { g_device.store(ops); }
+
+CallOrigin Engine::captureOrigin(const OpSite& site, uint64_t call_index) const {
+  InsideScope inside;
+  const int depth = reporter_.settings().stack_depth;
+  CallOrigin o;
+  o.frames = captureFrames(depth);
+  o.python_stack = capturePythonStack(depth);
+  o.phase = currentPhase();
+  if (*o.phase) o.context = currentContext(&site, call_index);
+  return o;
+}
+
+void Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin) {
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
@@ -475,7 +532,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler) {
   bool violated = false;
   for (CheckInstance& ci : sampler.rule->checks) {
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
-    fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, 0, {}, false};
+    fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {}, false};
     fumi_status st = FUMI_ERROR;
     std::string what;
     try {
@@ -485,7 +542,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler) {
     } catch (...) {
       what = "threw an unknown exception";
     }
-    for (void* p : handle.allocations) std::free(p);
+    releaseAllocations(handle);
     violated = violated || handle.violated;
     switch (st) {
       case FUMI_OK: ++checked; break;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "context.h"
 #include "fumi/plugin.h"
 #include "plugin_loader.h"
 #include "policy.h"
@@ -104,6 +105,26 @@ class OpDecision {
   friend class Engine;
 };
 
+// Where a call came from, taken on the calling thread when its checks run later on another
+// thread (the CUDA checker): reports then name the program's stacks and framework ops, not the
+// checker's. Native frames stay unsymbolised until a violation needs them.
+struct CallOrigin {
+  std::vector<const void*> frames;
+  std::vector<std::string> python_stack;
+  std::vector<ContextEntry> context;
+  const char* phase = "";
+};
+
+// Device memory for the host API (alloc/gather/scatter of FUMI_MEMORY_DEVICE operands), set by
+// the CUDA backend once it runs; checks of device calls run on its checker thread.
+struct DeviceMemory {
+  void* (*alloc)(size_t bytes);  // nullptr when none is left
+  void (*release)(void* p);
+  bool (*toHost)(void* dst, const void* src, size_t bytes);
+  bool (*toDevice)(void* dst, const void* src, size_t bytes);
+};
+void setDeviceMemory(const DeviceMemory* ops);
+
 // Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?
 bool sampleHit(const SampleSpec& s, uint64_t index);
 
@@ -118,8 +139,11 @@ class Engine {
   void compileAll();
   void compileSite(OpSite& site);
 
-  // Run the checks of `sampler`'s rule on `call` (the original call already ran).
-  void runChecks(Call& call, RuleSampler& sampler);
+  // Run the checks of `sampler`'s rule on `call` (the original call already ran). `origin`:
+  // the call's stacks and context when the checks run away from the calling thread.
+  void runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin = nullptr);
+  // The calling thread's stacks and framework context, for a check that runs later.
+  CallOrigin captureOrigin(const OpSite& site, uint64_t call_index) const;
 
   const Policy& policy() const { return policy_; }
   // Whether some rule with a working check can match ops of `backend`.

@@ -10,6 +10,7 @@ const std::vector<std::string>& knownOpNames() {
   static const std::vector<std::string> kNames = {
 #define FUMI_HOOK(name, ...) #name,
 #include "hooks/blas.def"
+#include "hooks/cublas.def"
 #undef FUMI_HOOK
   };
   return kNames;

@@ -39,6 +39,7 @@ bool g_abort_on_error = false;
 // The process fumi's state belongs to: set at init and in fork children. A vfork or
 // posix_spawn child runs on its parent's memory with another pid, and must not touch it.
 pid_t g_owner_pid = 0;
+std::atomic<void (*)()> g_before_summary{nullptr};
 
 std::string builtinPluginDir() {
   const std::string dir = selfDir();
@@ -155,10 +156,13 @@ void shutdown() {
   if (!g_state.compare_exchange_strong(expected, kDisabled)) return;
   InsideScope inside;
   try {
+    if (auto step = g_before_summary.load()) step();
     g_reporter->summary();
   } catch (...) {
   }
 }
+
+void setBeforeSummary(void (*step)()) { g_before_summary.store(step); }
 
 namespace {
 __attribute__((destructor)) void shutdownAtExit() { shutdown(); }

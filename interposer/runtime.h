@@ -46,6 +46,8 @@ class InsideScope {
 // The process is ending (exit, return from main, _exit): write the summary once and pass
 // everything through from now on.
 void shutdown();
+// Work that must finish before the summary is written (the CUDA checker's queue). One step.
+void setBeforeSummary(void (*step)());
 
 // Internal failure: honours on_error (abort) or just logs and carries on.
 void internalError(const char* where, const char* message);

@@ -46,8 +46,8 @@ void addOwnObject(const void* address_inside) {
   ownBases().push_back(base);
 }
 
-std::vector<std::string> captureStack(int depth) {
-  std::vector<std::string> frames;
+std::vector<const void*> captureFrames(int depth) {
+  std::vector<const void*> frames;
   if (depth <= 0) return frames;
   boost::stacktrace::stacktrace st;
   bool in_user = false;
@@ -57,6 +57,16 @@ std::vector<std::string> captureStack(int depth) {
       if (isOwn(f.address())) continue;
       in_user = true;
     }
+    frames.push_back(f.address());
+    if (static_cast<int>(frames.size()) >= depth) break;
+  }
+  return frames;
+}
+
+std::vector<std::string> symbolize(const std::vector<const void*>& addresses) {
+  std::vector<std::string> frames;
+  for (const void* address : addresses) {
+    const boost::stacktrace::frame f(address);
     std::ostringstream line;
     line << "#" << frames.size() << " " << f.address();
     const std::string name = f.name();
@@ -68,9 +78,10 @@ std::vector<std::string> captureStack(int depth) {
       if (dladdr(f.address(), &info) && info.dli_fname) line << " (" << info.dli_fname << ")";
     }
     frames.push_back(line.str());
-    if (static_cast<int>(frames.size()) >= depth) break;
   }
   return frames;
 }
+
+std::vector<std::string> captureStack(int depth) { return symbolize(captureFrames(depth)); }
 
 }  // namespace fumi

@@ -151,8 +151,10 @@ typedef struct fumi_host_api {
   fumi_status (*scatter)(fumi_call* call, int32_t index, const double* in, void* buffer,
                          fumi_dtype dtype);
   /* Rerun the call computing in `precision`. buffers[i] replaces tensor i's data (it must hold
-   * `precision` storage, laid out like tensor i); NULL keeps the original data, which is only
-   * valid for inputs when `precision` equals the call's dtype. Every OUTPUT needs a buffer. */
+   * `precision` storage, laid out like tensor i — except when `precision` equals the call's
+   * dtype: then each buffer holds its tensor's own dtype, so a call with fp16 inputs and an fp32
+   * output reruns as it ran); NULL keeps the original data, which is only valid for inputs when
+   * `precision` equals the call's dtype. Every OUTPUT needs a buffer. */
   fumi_status (*rerun)(fumi_call* call, fumi_dtype precision, void* const* buffers);
   void (*report)(fumi_call* call, const fumi_verdict* verdict);
   void (*log)(fumi_log_level level, const char* message);

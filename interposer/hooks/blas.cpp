@@ -28,6 +28,12 @@ namespace fumi::hooks {
 
 namespace {
 
+// CPU BLAS calls nothing fumi hooks: forward as is.
+template <class F, class... A>
+inline auto forwardReal(F f, A... a) {
+  return f(a...);
+}
+
 template <class T>
 constexpr fumi_dtype dtypeOf() {
   return sizeof(T) == 4 ? FUMI_DTYPE_F32 : FUMI_DTYPE_F64;

@@ -6,7 +6,10 @@
 // twice: FUMI_HOOK_STATE (real pointer + op site + typed accessor) and FUMI_HOOK_WRAPPER (the
 // exported wrapper). The version script and knownOpNames() read the same table.
 // A handler(CallSite, real, args...) is called only when the policy can check this op; it must
-// forward the call to `real` exactly once, whatever happens.
+// forward the call to `real` exactly once, whatever happens, through forwardReal(real, args...),
+// which each <lib>.cpp defines: a plain call, or one that marks the thread as inside fumi when
+// the library calls other hooked functions internally (cuBLAS calls cuBLASLt: one call, the
+// outer one, is what the program made).
 #pragma once
 
 #include <atomic>
@@ -53,7 +56,7 @@ struct CallSite {
     if (!fumi::enter()) return real args;                                               \
     uint64_t call_index;                                                                \
     fumi::OpDecision* decision = g_site_##name.onCall(call_index);                      \
-    if (__builtin_expect(decision == nullptr, 1)) return real args;                     \
+    if (__builtin_expect(decision == nullptr, 1)) return forwardReal(real, FUMI_EXPAND args); \
     return handler(fumi::CallSite{g_site_##name, *decision, call_index}, real,          \
                    FUMI_EXPAND args);                                                   \
   }

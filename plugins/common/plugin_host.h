@@ -128,6 +128,11 @@ class Context {
         host_->alloc(call_, std::max<size_t>(n, 1) * sizeof(double), FUMI_MEMORY_HOST));
   }
   void* allocLike(int32_t i, fumi_dtype dtype) { return host_->alloc_like(call_, i, dtype); }
+  // What tensor i's rerun buffer holds for a rerun in `precision`: `precision`, except at the
+  // call's own dtype, where every tensor keeps its own (fp16 inputs with an fp32 output stay so).
+  fumi_dtype bufferDtype(int32_t i, fumi_dtype precision) const {
+    return precision == info_->dtype ? tensor(i).dtype : precision;
+  }
 
   fumi_status gather(int32_t i, const void* buffer, fumi_dtype dtype, double* out) {
     return host_->gather(call_, i, buffer, dtype, out);
@@ -148,7 +153,7 @@ class Context {
                            std::vector<void*>* buffers) {
     buffers->resize(static_cast<size_t>(tensorCount()), nullptr);
     for (int32_t i : tensors) {
-      void* b = allocLike(i, dtype);
+      void* b = allocLike(i, bufferDtype(i, dtype));
       if (!b) return FUMI_NO_SCRATCH;
       (*buffers)[static_cast<size_t>(i)] = b;
     }
@@ -202,11 +207,13 @@ class DenseSet {
       FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(tensors_[k], data_[k]));
     return FUMI_OK;
   }
-  // Each tensor read from buffers[tensor], which holds `dtype`.
-  fumi_status gatherFrom(Context& ctx, const std::vector<void*>& buffers, fumi_dtype dtype) {
-    for (size_t k = 0; k < size(); ++k)
-      FUMI_RETURN_IF_NOT_OK(
-          ctx.gather(tensors_[k], buffers[static_cast<size_t>(tensors_[k])], dtype, data_[k]));
+  // Each tensor read from buffers[tensor], a rerun buffer for `precision` (bufferDtype).
+  fumi_status gatherFrom(Context& ctx, const std::vector<void*>& buffers, fumi_dtype precision) {
+    for (size_t k = 0; k < size(); ++k) {
+      const int32_t t = tensors_[k];
+      FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buffers[static_cast<size_t>(t)],
+                                       ctx.bufferDtype(t, precision), data_[k]));
+    }
     return FUMI_OK;
   }
 

@@ -55,7 +55,8 @@ class DeterminismCheck {
       size_t mismatches = 0;
       for (size_t k = 0; k < original.size(); ++k) {
         const int32_t o = original.tensor(k);
-        FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], storage, again));
+        FUMI_RETURN_IF_NOT_OK(
+            ctx.gather(o, buffers[static_cast<size_t>(o)], ctx.bufferDtype(o, storage), again));
         const size_t n = original.numel(k);
         const size_t diff = fumi::metrics::bitwiseMismatches(original.data(k), again, n);
         if (diff)

@@ -93,10 +93,11 @@ class PerturbCheck {
         }
         const int32_t t = x.tensor(k);
         void* buf = buffers[static_cast<size_t>(t)];
-        FUMI_RETURN_IF_NOT_OK(ctx.scatter(t, x_pert, buf, storage));
-        // Read back what the rounding to `storage` left of the shift: a shift below half an ulp
+        const fumi_dtype held = ctx.bufferDtype(t, storage);
+        FUMI_RETURN_IF_NOT_OK(ctx.scatter(t, x_pert, buf, held));
+        // Read back what the rounding to storage left of the shift: a shift below half an ulp
         // of the storage dtype perturbs nothing, and the report should say so.
-        FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buf, storage, x_pert));
+        FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buf, held, x_pert));
         changed += fumi::metrics::bitwiseMismatches(xs, x_pert, n);
       }
       FUMI_RETURN_IF_NOT_OK(ctx.rerun(storage, buffers));

@@ -1,0 +1,967 @@
+// cublas.cpp — cuBLAS and cuBLASLt GEMM hooks (table in cublas.def).
+//
+// A sampled call is decoded into one canonical form (GemmProblem: op(A) m x k, op(B) k x n,
+// C/D m x n, batches, types, compute type, scalars), its operands are snapshotted on the call's
+// own stream into the checker's pool (inputs before the call, the output after it), and the
+// check is queued for the checker thread (cuda/checker.h). Reruns run there, on the checker's
+// stream and handles: the same entry point with the same arguments for checks at the call's own
+// precision (determinism must compare like with like), or cublasGemmStridedBatchedEx /
+// cublasLtMatmul with wider types and no TF32 for higher-precision references.
+// docs/cuda.md describes what is decoded from each entry point.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "call.h"
+#include "cuda/checker.h"
+#include "engine.h"
+#include "fumi/dtype.hpp"
+#include "hook.h"
+#include "report.h"
+
+namespace fumi::hooks {
+
+#define FUMI_HOOK(name, backend, dtype, handler, ret, params, args) \
+  using name##_fn = ret(*) params;                                  \
+  inline name##_fn try_real_##name();
+#include "cublas.def"
+#undef FUMI_HOOK
+
+namespace {
+
+using cuda::Checker;
+using cuda::CudaApi;
+
+// cuBLAS calls cublasLt* internally through its PLT: while a cuBLAS call runs, this thread is
+// "inside fumi", so those inner calls pass straight through and the program's call is the one
+// counted and checked.
+template <class F, class... A>
+inline auto forwardReal(F f, A... a) {
+  InsideScope inside;
+  return f(a...);
+}
+
+// ---- types -----------------------------------------------------------------------------------
+
+fumi_dtype dtypeOfCuda(cudaDataType t) {
+  switch (t) {
+    case CUDA_R_64F: return FUMI_DTYPE_F64;
+    case CUDA_R_32F: return FUMI_DTYPE_F32;
+    case CUDA_R_16F: return FUMI_DTYPE_F16;
+    case CUDA_R_16BF: return FUMI_DTYPE_BF16;
+    default: return FUMI_DTYPE_UNKNOWN;
+  }
+}
+
+cudaDataType cudaOfDtype(fumi_dtype d) {
+  return d == FUMI_DTYPE_F64 ? CUDA_R_64F : d == FUMI_DTYPE_F16 ? CUDA_R_16F
+                                          : d == FUMI_DTYPE_BF16 ? CUDA_R_16BF
+                                                                 : CUDA_R_32F;
+}
+
+// The precision a compute type (with the handle's math mode) really multiplies in.
+fumi_dtype computePrecision(cublasComputeType_t c, bool tf32_math) {
+  switch (c) {
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC: return FUMI_DTYPE_F64;
+    case CUBLAS_COMPUTE_32F: return tf32_math ? FUMI_DTYPE_TF32 : FUMI_DTYPE_F32;
+    case CUBLAS_COMPUTE_32F_PEDANTIC: return FUMI_DTYPE_F32;
+    case CUBLAS_COMPUTE_32F_FAST_TF32: return FUMI_DTYPE_TF32;
+    case CUBLAS_COMPUTE_32F_FAST_16F:
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC: return FUMI_DTYPE_F16;
+    case CUBLAS_COMPUTE_32F_FAST_16BF: return FUMI_DTYPE_BF16;
+    default: return FUMI_DTYPE_UNKNOWN;
+  }
+}
+
+// alpha/beta are of the compute type's scale type (cuBLAS) or the descriptor's (cuBLASLt).
+cudaDataType scaleTypeOf(cublasComputeType_t c) {
+  switch (c) {
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC: return CUDA_R_64F;
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+double scalarValue(const void* p, cudaDataType t) {
+  return loadAsDouble(p, 0, dtypeOfCuda(t));
+}
+
+const char* opName(cublasOperation_t op) {
+  return op == CUBLAS_OP_N ? "N" : op == CUBLAS_OP_T ? "T" : op == CUBLAS_OP_C ? "C" : "?";
+}
+
+// ---- the canonical problem --------------------------------------------------------------------
+
+// One operand as stored: element (i, j) of the logical matrix at data + i*rs + j*cs, batch b
+// at + b*bs (elements). Pointer-array batches have no single base: `array` holds device
+// pointers to each batch's matrix.
+struct Operand {
+  const void* data = nullptr;
+  const void* const* array = nullptr;
+  cudaDataType type = CUDA_R_32F;
+  int64_t rows = 0, cols = 0, rs = 1, cs = 1, bs = 0;
+  int64_t matrixSpan() const {  // elements from the lowest to the highest address + 1
+    return rows && cols ? (rows - 1) * rs + (cols - 1) * cs + 1 : 0;
+  }
+  int64_t span(int64_t batch) const {
+    return matrixSpan() ? matrixSpan() + (batch - 1) * bs : 0;
+  }
+  size_t bytes(int64_t batch) const {
+    return static_cast<size_t>(span(batch)) * dtypeBytes(dtypeOfCuda(type));
+  }
+};
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  Operand a, b, c, d, bias;  // bias: rows = m, cols = 1 (cuBLASLt epilogues)
+  bool has_bias = false;
+  cudaDataType scale = CUDA_R_32F;
+  fumi_dtype compute = FUMI_DTYPE_UNKNOWN;
+  const void* alpha = nullptr;
+  const void* beta = nullptr;
+  bool device_scalars = false;
+  bool pointer_array = false;
+  // Whether beta may be non-zero: C is then an input and is snapshotted.
+  bool readsC() const {
+    return device_scalars || scalarValue(beta, scale) != 0.0;
+  }
+  int64_t size() const { return m * n * k * batch; }
+};
+
+// Stored operand of a column-major BLAS matrix: op(X) is rows x cols, X stored with `ld`.
+Operand blasOperand(const void* data, cudaDataType type, cublasOperation_t op, int64_t rows,
+                    int64_t cols, int64_t ld, int64_t bs) {
+  Operand o;
+  o.data = data;
+  o.type = type;
+  o.rows = rows;
+  o.cols = cols;
+  const bool t = op != CUBLAS_OP_N;
+  o.rs = t ? ld : 1;
+  o.cs = t ? 1 : ld;
+  o.bs = bs;
+  return o;
+}
+
+// ---- rerun -----------------------------------------------------------------------------------
+
+// Operands of one rerun, in device memory the checker owns.
+struct RerunOperands {
+  fumi_dtype precision;
+  const void* a;
+  const void* b;
+  const void* c;  // beta's input (for cuBLAS the same buffer as d)
+  void* d;
+  const void* bias;
+  double alpha, beta;
+};
+using Launch = std::function<cublasStatus_t(Checker&, const RerunOperands&)>;
+
+class DeviceGemmCall final : public Call {
+ public:
+  DeviceGemmCall(OpSite& site, const GemmProblem& p, uint64_t index, fumi_dtype dtype)
+      : Call(site, dtype, p.compute, p.size(), index), p_(p) {}
+  int a = -1, b = -1, c_in = -1, d = -1, bias = -1;
+  double alpha = 0, beta = 0;
+  const void* alpha_snapshot = nullptr;  // device pointer mode: the scalars as they were
+  const void* beta_snapshot = nullptr;
+  bool c_separate = false;  // cuBLASLt: C and D are distinct arguments
+  Launch same;      // the intercepted entry point again, at the call's precision
+  Launch wider;     // a higher-precision reference
+  std::function<void()> cleanup;  // checker-side resources of the launches
+
+  ~DeviceGemmCall() override {
+    if (cleanup) cleanup();
+  }
+
+  fumi_status rerun(fumi_dtype precision, void* const* buf) override {
+    Checker* ck = Checker::get();
+    if (!ck) return FUMI_UNSUPPORTED;
+    const auto& ts = tensors();
+    if (!readScalars(*ck)) return FUMI_ERROR;
+    // At the call's own precision every buffer holds its tensor's own type (plugin.h).
+    const bool own = precision == info().dtype;
+    RerunOperands o{precision, pick(buf, a), pick(buf, b), nullptr, buf[d],
+                    bias >= 0 ? pick(buf, bias) : nullptr, alpha, beta};
+    if (c_in >= 0) {
+      const void* cin = pick(buf, c_in);
+      if (c_separate) {
+        o.c = cin;
+      } else {
+        const fumi_dtype held = own ? ts[d].dtype : precision;
+        const size_t bytes = static_cast<size_t>(tensorSpan(ts[d])) * dtypeBytes(held);
+        if (!ck->copy(o.d, cin, bytes, cudaMemcpyDeviceToDevice)) return FUMI_ERROR;
+        o.c = o.d;
+      }
+    } else {
+      o.c = o.d;  // beta == 0: C is not read
+    }
+    const Launch& launch = own ? same : wider;
+    if (!launch) return FUMI_UNSUPPORTED;
+    const cublasStatus_t st = launch(*ck, o);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return FUMI_UNSUPPORTED;
+    return st == CUBLAS_STATUS_SUCCESS ? FUMI_OK : FUMI_ERROR;
+  }
+
+  const GemmProblem& problem() const { return p_; }
+
+ private:
+  const void* pick(void* const* buf, int i) const {
+    return buf[i] ? buf[i] : tensors()[static_cast<size_t>(i)].data;
+  }
+  bool readScalars(Checker& ck) {
+    if (!alpha_snapshot) return true;
+    unsigned char raw[2][8] = {};
+    const size_t bytes = static_cast<size_t>(dtypeBytes(dtypeOfCuda(p_.scale)));
+    if (!ck.copy(raw[0], alpha_snapshot, bytes, cudaMemcpyDeviceToHost) ||
+        !ck.copy(raw[1], beta_snapshot, bytes, cudaMemcpyDeviceToHost))
+      return false;
+    alpha = scalarValue(raw[0], p_.scale);
+    beta = scalarValue(raw[1], p_.scale);
+    alpha_snapshot = nullptr;
+    return true;
+  }
+  GemmProblem p_;
+};
+
+// Scalars in `type` for a host-pointer-mode rerun.
+struct HostScalars {
+  unsigned char alpha[8] = {}, beta[8] = {};
+  HostScalars(double a, double b, cudaDataType type) {
+    storeFromDouble(alpha, 0, a, dtypeOfCuda(type));
+    storeFromDouble(beta, 0, b, dtypeOfCuda(type));
+  }
+};
+
+// The checker's cuBLAS handle set up like the program's was (math mode), host scalars.
+cublasHandle_t rerunHandle(Checker& ck, cublasMath_t math) {
+  cublasHandle_t h = ck.blas();
+  if (!h) return nullptr;
+  ck.api().cublasSetMathMode(h, math);
+  ck.api().cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_HOST);
+  return h;
+}
+
+// The higher-precision reference for any cuBLAS GEMM: strided-batched Ex in `precision` with
+// pedantic compute (no TF32, no reduced-precision reductions). Snapshots of pointer-array
+// batches are packed, so one strided form serves every entry point.
+Launch widerCublas(const GemmProblem& p, cublasOperation_t ta, cublasOperation_t tb,
+                   int64_t lda, int64_t ldb, int64_t ldc, int64_t sa, int64_t sb, int64_t sc) {
+  return [=](Checker& ck, const RerunOperands& o) {
+    auto fn = try_real_cublasGemmStridedBatchedEx_64();
+    cublasHandle_t h = rerunHandle(ck, CUBLAS_PEDANTIC_MATH);
+    if (!fn || !h) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const cudaDataType t = cudaOfDtype(o.precision);
+    const bool f64 = o.precision == FUMI_DTYPE_F64;
+    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F_PEDANTIC
+                                            : CUBLAS_COMPUTE_32F_PEDANTIC;
+    const HostScalars s(o.alpha, o.beta, f64 ? CUDA_R_64F : CUDA_R_32F);
+    return fn(h, ta, tb, p.m, p.n, p.k, s.alpha, o.a, t, lda, sa, o.b, t, ldb, sb, s.beta, o.d, t,
+              ldc, sc, p.batch, compute, CUBLAS_GEMM_DEFAULT);
+  };
+}
+
+// ---- snapshotting on the user's thread --------------------------------------------------------
+
+// Device-to-device copies into the checker's pool, enqueued on the call's stream.
+class Snapshots {
+ public:
+  Snapshots(Checker& ck, cudaStream_t s) : ck_(ck), stream_(s) {}
+  ~Snapshots() {
+    for (void* b : blocks_) ck_.give(b);
+  }
+  void* copy(const void* src, size_t bytes) {
+    if (!ok_) return nullptr;
+    void* dst = ck_.take(bytes ? bytes : 1);
+    if (!dst) return fail();
+    blocks_.push_back(dst);
+    if (bytes && ck_.api().cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_) !=
+                     cudaSuccess)
+      return fail();
+    return dst;
+  }
+  // A pointer-array operand packed into one strided snapshot (batch stride = one matrix).
+  void* copyBatches(const Operand& o, const std::vector<const void*>& ptrs) {
+    if (!ok_) return nullptr;
+    const size_t one = o.bytes(1);
+    auto* dst = static_cast<unsigned char*>(ck_.take(one * ptrs.size() + 1));
+    if (!dst) return fail();
+    blocks_.push_back(dst);
+    for (size_t i = 0; i < ptrs.size(); ++i)
+      if (ck_.api().cudaMemcpyAsync(dst + i * one, ptrs[i], one, cudaMemcpyDeviceToDevice,
+                                    stream_) != cudaSuccess)
+        return fail();
+    return dst;
+  }
+  bool ok() const { return ok_; }
+  std::vector<void*> release() { return std::move(blocks_); }
+
+ private:
+  void* fail() {
+    ok_ = false;
+    return nullptr;
+  }
+  Checker& ck_;
+  cudaStream_t stream_;
+  std::vector<void*> blocks_;
+  bool ok_ = true;
+};
+
+std::string formatScalar(double v) { return fmt::format("{:.17g}", v); }
+
+// Add operand `o` (snapshot at `snap`) to the call, as a [batch x] rows x cols tensor.
+int addOperand(DeviceGemmCall& call, const char* name, fumi_role role, const Operand& o,
+               int64_t batch, void* snap) {
+  fumi_tensor t{};
+  t.name = name;
+  t.dtype = dtypeOfCuda(o.type);
+  t.memory = FUMI_MEMORY_DEVICE;
+  t.role = role;
+  const int64_t bs = o.array ? o.matrixSpan() : o.bs;  // packed pointer-array snapshots
+  if (batch > 1) {
+    t.ndim = 3;
+    const int64_t shape[3] = {batch, o.rows, o.cols}, strides[3] = {bs, o.rs, o.cs};
+    std::memcpy(t.shape, shape, sizeof shape);
+    std::memcpy(t.strides, strides, sizeof strides);
+  } else {
+    t.ndim = 2;
+    t.shape[0] = o.rows;
+    t.shape[1] = o.cols;
+    t.strides[0] = o.rs;
+    t.strides[1] = o.cs;
+  }
+  t.data = snap;
+  return call.addTensor(t);
+}
+
+// The pointer arrays of a batched call, read on the checker thread: copying them needs the
+// call's stream synchronised, which a program thread must not do (another thread's
+// global-mode capture would break). Only sampled pointer-array calls pay this wait.
+bool readPointerArrays(Checker& ck, cudaStream_t stream, const GemmProblem& p,
+                       std::vector<const void*> (&out)[3]) {
+  const Operand* ops[3] = {&p.a, &p.b, &p.d};
+  bool ok = true;
+  ck.runOnChecker([&] {
+    for (int i = 0; i < 3 && ok; ++i) {
+      out[i].resize(static_cast<size_t>(p.batch));
+      ok = ck.api().cudaMemcpyAsync(out[i].data(), ops[i]->array, out[i].size() * sizeof(void*),
+                                    cudaMemcpyDeviceToHost, stream) == cudaSuccess;
+    }
+    ok = ok && ck.api().cudaStreamSynchronize(stream) == cudaSuccess;
+  });
+  return ok;
+}
+
+void countSkipped(OpSite& site, const char* why) {
+  site.addStats(0, 1);
+  logMessage(FUMI_LOG_DEBUG, fmt::format("{}: call not checked: {}", site.name, why));
+}
+
+// The common path of every GEMM hook. `forward` runs the program's call; `describe` adds the
+// entry point's own arguments to the report and sets the call's launches.
+template <class Forward, class Describe>
+cublasStatus_t checkedGemm(const CallSite& cs, cudaStream_t stream, GemmProblem& p,
+                           Forward&& forward, Describe&& describe) {
+  const fumi_dtype dtype = dtypeOfCuda(p.a.type);
+  if (p.size() <= 0 || dtype == FUMI_DTYPE_UNKNOWN) return forward();
+  RuleSampler* sampler = cs.decision.select(CallFacts{p.size(), dtype, "cuda"}, cs.call_index);
+  if (!sampler) return forward();
+  Checker* ck = nullptr;
+  {
+    InsideScope inside;
+    ck = Checker::get();
+  }
+  if (!ck) {
+    countSkipped(cs.site, "CUDA checks unavailable");
+    return forward();
+  }
+  const CudaApi& api = ck->api();
+  std::unique_ptr<cuda::PendingCheck> pending;
+  std::vector<const void*> arrays[3];
+  {
+    InsideScope inside;
+    cuda::LastErrorScope keep_errors(api);
+    // Capture safety: while the call's stream records a graph, fumi issues nothing at all.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (api.cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone) {
+      countSkipped(cs.site, "stream is capturing a graph");
+      return forward();
+    }
+    if (p.pointer_array && !readPointerArrays(*ck, stream, p, arrays)) {
+      countSkipped(cs.site, "pointer arrays unreadable");
+      return forward();
+    }
+    pending = std::make_unique<cuda::PendingCheck>();
+    pending->ready = ck->takeEvent();
+    if (!pending->ready) {
+      countSkipped(cs.site, "check queue full");
+      return forward();
+    }
+  }
+  auto call = std::make_unique<DeviceGemmCall>(cs.site, p, cs.call_index, dtype);
+  Snapshots snaps(*ck, stream);
+  void *sa = nullptr, *sb = nullptr, *sc = nullptr, *sbias = nullptr;
+  {
+    InsideScope inside;
+    cuda::LastErrorScope keep_errors(api);
+    const bool reads_c = p.readsC();
+    sa = p.pointer_array ? snaps.copyBatches(p.a, arrays[0]) : snaps.copy(p.a.data, p.a.bytes(p.batch));
+    sb = p.pointer_array ? snaps.copyBatches(p.b, arrays[1]) : snaps.copy(p.b.data, p.b.bytes(p.batch));
+    if (reads_c)
+      sc = p.pointer_array ? snaps.copyBatches(p.c, arrays[2])
+                           : snaps.copy(p.c.data, p.c.bytes(p.batch));
+    if (p.has_bias) sbias = snaps.copy(p.bias.data, p.bias.bytes(1));
+    if (p.device_scalars) {
+      const size_t bytes = static_cast<size_t>(dtypeBytes(dtypeOfCuda(p.scale)));
+      call->alpha_snapshot = snaps.copy(p.alpha, bytes);
+      call->beta_snapshot = snaps.copy(p.beta, bytes);
+    } else {
+      call->alpha = scalarValue(p.alpha, p.scale);
+      call->beta = scalarValue(p.beta, p.scale);
+    }
+  }
+  const cublasStatus_t status = forward();
+  void* sd = nullptr;
+  {
+    InsideScope inside;
+    cuda::LastErrorScope keep_errors(api);
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      sd = p.pointer_array ? snaps.copyBatches(p.d, arrays[2])
+                           : snaps.copy(p.d.data, p.d.bytes(p.batch));
+      if (snaps.ok() && api.cudaEventRecord(pending->ready, stream) != cudaSuccess) sd = nullptr;
+    }
+    if (status != CUBLAS_STATUS_SUCCESS || !snaps.ok() || !sd) {
+      // Not checked: the program's call failed (its status is returned as is) or a snapshot
+      // could not be taken (pool share used up).
+      countSkipped(cs.site, status != CUBLAS_STATUS_SUCCESS ? "the call failed"
+                                                            : "no pool memory for snapshots");
+      ck->returnEvent(pending->ready);
+      return status;
+    }
+    try {
+      call->a = addOperand(*call, "A", FUMI_ROLE_INPUT, p.a, p.batch, sa);
+      call->b = addOperand(*call, "B", FUMI_ROLE_INPUT, p.b, p.batch, sb);
+      if (sc) call->c_in = addOperand(*call, "C", FUMI_ROLE_INPUT, p.c, p.batch, sc);
+      if (sbias) call->bias = addOperand(*call, "bias", FUMI_ROLE_INPUT, p.bias, 1, sbias);
+      call->d = addOperand(*call, p.c.data == p.d.data ? "C" : "D", FUMI_ROLE_OUTPUT, p.d,
+                           p.batch, sd);
+      call->addArg("m", std::to_string(p.m));
+      call->addArg("n", std::to_string(p.n));
+      call->addArg("k", std::to_string(p.k));
+      if (p.batch > 1) call->addArg("batch", std::to_string(p.batch));
+      call->addArg("compute", dtypeName(p.compute));
+      call->addArg("pointer_mode", p.device_scalars ? "device" : "host");
+      if (!p.device_scalars) {
+        call->addArg("alpha", formatScalar(call->alpha));
+        call->addArg("beta", formatScalar(call->beta));
+      }
+      describe(*call);
+      pending->origin = engine()->captureOrigin(cs.site, cs.call_index);
+      pending->call = std::move(call);
+      pending->sampler = sampler;
+      pending->blocks = snaps.release();
+      ck->submit(std::move(pending));
+    } catch (const std::exception& e) {
+      internalError(cs.site.name, e.what());
+      ck->returnEvent(pending->ready);
+    }
+  }
+  return status;
+}
+
+// ---- handle state ----------------------------------------------------------------------------
+
+struct HandleState {
+  cudaStream_t stream = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  bool device_scalars = false;
+  bool tf32() const {
+    return (math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
+  }
+};
+
+HandleState handleState(cublasHandle_t h) {
+  HandleState s;
+  const CudaApi* api = cuda::cudaApi();
+  if (!api) return s;
+  InsideScope inside;
+  cublasPointerMode_t pm = CUBLAS_POINTER_MODE_HOST;
+  api->cublasGetStream_v2(h, &s.stream);
+  api->cublasGetMathMode(h, &s.math);
+  api->cublasGetPointerMode_v2(h, &pm);
+  s.device_scalars = pm == CUBLAS_POINTER_MODE_DEVICE;
+  return s;
+}
+
+// Fill the BLAS-style part of a problem (column-major, op(A) m x k, op(B) k x n, C m x n).
+GemmProblem blasProblem(const HandleState& hs, cublasOperation_t ta, cublasOperation_t tb,
+                        int64_t m, int64_t n, int64_t k, const void* A, cudaDataType at,
+                        int64_t lda, int64_t sa, const void* B, cudaDataType bt, int64_t ldb,
+                        int64_t sb, void* C, cudaDataType ct, int64_t ldc, int64_t sc,
+                        int64_t batch, cublasComputeType_t compute, const void* alpha,
+                        const void* beta) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.batch = batch;
+  p.a = blasOperand(A, at, ta, m, k, lda, sa);
+  p.b = blasOperand(B, bt, tb, k, n, ldb, sb);
+  p.c = blasOperand(C, ct, CUBLAS_OP_N, m, n, ldc, sc);
+  p.d = p.c;
+  p.scale = scaleTypeOf(compute);
+  p.compute = computePrecision(compute, hs.tf32());
+  p.alpha = alpha;
+  p.beta = beta;
+  p.device_scalars = hs.device_scalars;
+  return p;
+}
+
+void describeBlas(DeviceGemmCall& call, cublasOperation_t ta, cublasOperation_t tb, int64_t lda,
+                  int64_t ldb, int64_t ldc, const HandleState& hs) {
+  call.addArg("transa", opName(ta));
+  call.addArg("transb", opName(tb));
+  call.addArg("lda", std::to_string(lda));
+  call.addArg("ldb", std::to_string(ldb));
+  call.addArg("ldc", std::to_string(ldc));
+  call.addArg("math_mode", hs.tf32() ? "tf32" : (hs.math & 0xf) == CUBLAS_PEDANTIC_MATH
+                                                    ? "pedantic" : "default");
+}
+
+// Set the call's launches for a cuBLAS entry point: `replay(handle, ops, scalars)` calls it
+// again with the checker's handle; the wider reference is the strided-batched Ex form.
+template <class Replay>
+void setBlasLaunches(DeviceGemmCall& call, const GemmProblem& p, const HandleState& hs,
+                     cublasOperation_t ta, cublasOperation_t tb, int64_t lda, int64_t ldb,
+                     int64_t ldc, int64_t sa, int64_t sb, int64_t sc, Replay replay) {
+  const cublasMath_t math = hs.math;
+  const cudaDataType scale = p.scale;
+  call.same = [=](Checker& ck, const RerunOperands& o) {
+    cublasHandle_t h = rerunHandle(ck, math);
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const HostScalars s(o.alpha, o.beta, scale);
+    return replay(ck, h, o, s);
+  };
+  call.wider = widerCublas(p, ta, tb, lda, ldb, ldc, sa, sb, sc);
+}
+
+// Typed entry points: cublas{S,D,H}gemm[_v2][_64].
+template <class T>
+constexpr cudaDataType cudaTypeOf() {
+  return sizeof(T) == 8 ? CUDA_R_64F : sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_16F;
+}
+template <class T>
+constexpr cublasComputeType_t computeOf() {
+  return sizeof(T) == 8 ? CUBLAS_COMPUTE_64F : sizeof(T) == 4 ? CUBLAS_COMPUTE_32F
+                                                              : CUBLAS_COMPUTE_16F;
+}
+
+template <class T, class Real, class I>
+cublasStatus_t typedGemm(const CallSite& cs, Real real, cublasHandle_t h, cublasOperation_t ta,
+                         cublasOperation_t tb, I m, I n, I k, const T* alpha, const T* A, I lda,
+                         const T* B, I ldb, const T* beta, T* C, I ldc) {
+  auto forward = [&] { return forwardReal(real, h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); };
+  const HandleState hs = handleState(h);
+  constexpr cudaDataType t = cudaTypeOf<T>();
+  GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, t, lda, 0, B, t, ldb, 0, C, t, ldc, 0, 1,
+                              computeOf<T>(), alpha, beta);
+  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+    describeBlas(call, ta, tb, lda, ldb, ldc, hs);
+    setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, 0, 0, 0,
+                    [=](Checker&, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
+                      return real(hh, ta, tb, m, n, k, reinterpret_cast<const T*>(s.alpha),
+                                  static_cast<const T*>(o.a), lda, static_cast<const T*>(o.b),
+                                  ldb, reinterpret_cast<const T*>(s.beta), static_cast<T*>(o.d),
+                                  ldc);
+                    });
+  });
+}
+
+// cublas{S,D}gemmStridedBatched[_64].
+template <class T, class Real, class I>
+cublasStatus_t typedStrided(const CallSite& cs, Real real, cublasHandle_t h, cublasOperation_t ta,
+                            cublasOperation_t tb, I m, I n, I k, const T* alpha, const T* A,
+                            I lda, long long sa, const T* B, I ldb, long long sb, const T* beta,
+                            T* C, I ldc, long long sc, I batch) {
+  auto forward = [&] {
+    return forwardReal(real, h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                       batch);
+  };
+  const HandleState hs = handleState(h);
+  constexpr cudaDataType t = cudaTypeOf<T>();
+  GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, t, lda, sa, B, t, ldb, sb, C, t, ldc, sc,
+                              batch, computeOf<T>(), alpha, beta);
+  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+    describeBlas(call, ta, tb, lda, ldb, ldc, hs);
+    call.addArg("strides", fmt::format("{},{},{}", sa, sb, sc));
+    setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, sa, sb, sc,
+                    [=](Checker&, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
+                      return real(hh, ta, tb, m, n, k, reinterpret_cast<const T*>(s.alpha),
+                                  static_cast<const T*>(o.a), lda, sa,
+                                  static_cast<const T*>(o.b), ldb, sb,
+                                  reinterpret_cast<const T*>(s.beta), static_cast<T*>(o.d), ldc,
+                                  sc, batch);
+                    });
+  });
+}
+
+void describeEx(DeviceGemmCall& call, cudaDataType at, cudaDataType bt, cudaDataType ct,
+                cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  call.addArg("types", fmt::format("{},{},{}", dtypeName(dtypeOfCuda(at)),
+                                   dtypeName(dtypeOfCuda(bt)), dtypeName(dtypeOfCuda(ct))));
+  call.addArg("compute_type", std::to_string(static_cast<int>(compute)));
+  call.addArg("algo", std::to_string(static_cast<int>(algo)));
+}
+
+// cublasGemmEx[_64].
+template <class Real, class I>
+cublasStatus_t gemmEx(const CallSite& cs, Real real, cublasHandle_t h, cublasOperation_t ta,
+                      cublasOperation_t tb, I m, I n, I k, const void* alpha, const void* A,
+                      cudaDataType at, I lda, const void* B, cudaDataType bt, I ldb,
+                      const void* beta, void* C, cudaDataType ct, I ldc,
+                      cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  auto forward = [&] {
+    return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,
+                       compute, algo);
+  };
+  const HandleState hs = handleState(h);
+  GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, at, lda, 0, B, bt, ldb, 0, C, ct, ldc, 0, 1,
+                              compute, alpha, beta);
+  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+    describeBlas(call, ta, tb, lda, ldb, ldc, hs);
+    describeEx(call, at, bt, ct, compute, algo);
+    setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, 0, 0, 0,
+                    [=](Checker&, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
+                      return real(hh, ta, tb, m, n, k, s.alpha, o.a, at, lda, o.b, bt, ldb, s.beta,
+                                  o.d, ct, ldc, compute, algo);
+                    });
+  });
+}
+
+// cublasGemmStridedBatchedEx[_64].
+template <class Real, class I>
+cublasStatus_t stridedEx(const CallSite& cs, Real real, cublasHandle_t h, cublasOperation_t ta,
+                         cublasOperation_t tb, I m, I n, I k, const void* alpha, const void* A,
+                         cudaDataType at, I lda, long long sa, const void* B, cudaDataType bt,
+                         I ldb, long long sb, const void* beta, void* C, cudaDataType ct, I ldc,
+                         long long sc, I batch, cublasComputeType_t compute,
+                         cublasGemmAlgo_t algo) {
+  auto forward = [&] {
+    return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C,
+                       ct, ldc, sc, batch, compute, algo);
+  };
+  const HandleState hs = handleState(h);
+  GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, at, lda, sa, B, bt, ldb, sb, C, ct, ldc, sc,
+                              batch, compute, alpha, beta);
+  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+    describeBlas(call, ta, tb, lda, ldb, ldc, hs);
+    describeEx(call, at, bt, ct, compute, algo);
+    call.addArg("strides", fmt::format("{},{},{}", sa, sb, sc));
+    setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, sa, sb, sc,
+                    [=](Checker&, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
+                      return real(hh, ta, tb, m, n, k, s.alpha, o.a, at, lda, sa, o.b, bt, ldb,
+                                  sb, s.beta, o.d, ct, ldc, sc, batch, compute, algo);
+                    });
+  });
+}
+
+// cublasGemmBatchedEx[_64]: pointer arrays in device memory. Snapshots are packed, so a
+// rerun builds pointer arrays into them in checker scratch.
+template <class Real, class I>
+cublasStatus_t batchedEx(const CallSite& cs, Real real, cublasHandle_t h, cublasOperation_t ta,
+                         cublasOperation_t tb, I m, I n, I k, const void* alpha,
+                         const void* const* A, cudaDataType at, I lda, const void* const* B,
+                         cudaDataType bt, I ldb, const void* beta, void* const* C,
+                         cudaDataType ct, I ldc, I batch, cublasComputeType_t compute,
+                         cublasGemmAlgo_t algo) {
+  auto forward = [&] {
+    return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,
+                       batch, compute, algo);
+  };
+  const HandleState hs = handleState(h);
+  GemmProblem p = blasProblem(hs, ta, tb, m, n, k, nullptr, at, lda, 0, nullptr, bt, ldb, 0,
+                              nullptr, ct, ldc, 0, batch, compute, alpha, beta);
+  p.pointer_array = true;
+  p.a.array = A;
+  p.b.array = B;
+  p.c.array = C;
+  p.d.array = C;
+  // Packed snapshots: batch stride = one matrix span.
+  const int64_t sa = p.a.matrixSpan(), sb = p.b.matrixSpan(), sc = p.c.matrixSpan();
+  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+    describeBlas(call, ta, tb, lda, ldb, ldc, hs);
+    describeEx(call, at, bt, ct, compute, algo);
+    const size_t ea = static_cast<size_t>(dtypeBytes(dtypeOfCuda(at))),
+                 eb = static_cast<size_t>(dtypeBytes(dtypeOfCuda(bt))),
+                 ec = static_cast<size_t>(dtypeBytes(dtypeOfCuda(ct)));
+    setBlasLaunches(
+        call, p, hs, ta, tb, lda, ldb, ldc, sa, sb, sc,
+        [=](Checker& ck, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
+          const size_t nb = static_cast<size_t>(batch);
+          std::vector<const void*> ptrs(3 * nb);
+          for (size_t i = 0; i < nb; ++i) {
+            ptrs[i] = static_cast<const char*>(o.a) + i * static_cast<size_t>(sa) * ea;
+            ptrs[nb + i] = static_cast<const char*>(o.b) + i * static_cast<size_t>(sb) * eb;
+            ptrs[2 * nb + i] = static_cast<char*>(o.d) + i * static_cast<size_t>(sc) * ec;
+          }
+          void* dev = ck.scratch(ptrs.size() * sizeof(void*));
+          if (!dev) return CUBLAS_STATUS_ALLOC_FAILED;
+          cublasStatus_t st = CUBLAS_STATUS_INTERNAL_ERROR;
+          if (ck.copy(dev, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice)) {
+            auto arrays = static_cast<void* const*>(dev);
+            st = real(hh, ta, tb, m, n, k, s.alpha, const_cast<const void* const*>(arrays), at,
+                      lda, const_cast<const void* const*>(arrays + nb), bt, ldb, s.beta,
+                      arrays + 2 * nb, ct, ldc, batch, compute, algo);
+            ck.api().cudaStreamSynchronize(ck.stream());  // before the arrays go back
+          }
+          ck.give(dev);
+          return st;
+        });
+  });
+}
+
+// ---- cuBLASLt ----------------------------------------------------------------------------------
+
+template <class V>
+bool descAttr(const CudaApi& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+              V* v) {
+  size_t written = 0;
+  return api.cublasLtMatmulDescGetAttribute(d, a, v, sizeof(V), &written) ==
+         CUBLAS_STATUS_SUCCESS;
+}
+template <class V>
+bool layoutAttr(const CudaApi& api, cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                V* v) {
+  size_t written = 0;
+  return api.cublasLtMatrixLayoutGetAttribute(l, a, v, sizeof(V), &written) ==
+         CUBLAS_STATUS_SUCCESS;
+}
+
+// A matrix layout as fumi keeps it (the program may destroy or change its own after the call).
+struct Layout {
+  uint32_t type = CUDA_R_32F;
+  int32_t order = CUBLASLT_ORDER_COL;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0, batch_offset = 0;
+  int32_t batch = 1;
+  bool read(const CudaApi& api, cublasLtMatrixLayout_t l) {
+    return l && layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_LD, &ld) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch) &&
+           layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_offset) &&
+           (order == CUBLASLT_ORDER_COL || order == CUBLASLT_ORDER_ROW);
+  }
+  // The stored matrix, seen through `op`, as an Operand.
+  Operand operand(const void* data, cublasOperation_t op) const {
+    Operand o;
+    o.data = data;
+    o.type = static_cast<cudaDataType>(type);
+    const int64_t r = static_cast<int64_t>(rows), c = static_cast<int64_t>(cols);
+    const int64_t srs = order == CUBLASLT_ORDER_COL ? 1 : ld, scs = order == CUBLASLT_ORDER_COL ? ld : 1;
+    const bool t = op != CUBLAS_OP_N;
+    o.rows = t ? c : r;
+    o.cols = t ? r : c;
+    o.rs = t ? scs : srs;
+    o.cs = t ? srs : scs;
+    o.bs = batch > 1 ? batch_offset : 0;
+    return o;
+  }
+  // A layout object like this one holding `as` (or its own type).
+  cublasLtMatrixLayout_t create(const CudaApi& api, cudaDataType as) const {
+    cublasLtMatrixLayout_t l = nullptr;
+    if (api.cublasLtMatrixLayoutCreate(&l, as, rows, cols, ld) != CUBLAS_STATUS_SUCCESS)
+      return nullptr;
+    api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order);
+    api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                         sizeof batch);
+    api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                         &batch_offset, sizeof batch_offset);
+    return l;
+  }
+};
+
+// The matmul descriptor's attributes fumi understands; anything else makes the call unchecked.
+struct MatmulDesc {
+  int32_t compute = CUBLAS_COMPUTE_32F, scale = CUDA_R_32F, pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+  int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N, tc = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  int32_t bias_type = -1;
+  bool read(const CudaApi& api, cublasLtMatmulDesc_t d) {
+    return d && descAttr(api, d, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &scale) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointer_mode) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_TRANSA, &ta) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_TRANSB, &tb) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_TRANSC, &tc) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias) &&
+           descAttr(api, d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type);
+  }
+  bool supported() const {
+    const bool ep = epilogue == CUBLASLT_EPILOGUE_DEFAULT || epilogue == CUBLASLT_EPILOGUE_RELU ||
+                    epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
+                    epilogue == CUBLASLT_EPILOGUE_GELU || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+    return ep && tc == CUBLAS_OP_N &&
+           (pointer_mode == CUBLASLT_POINTER_MODE_HOST ||
+            pointer_mode == CUBLASLT_POINTER_MODE_DEVICE);
+  }
+  bool hasBias() const { return (epilogue & CUBLASLT_EPILOGUE_BIAS) != 0; }
+  const char* epilogueName() const {
+    switch (epilogue) {
+      case CUBLASLT_EPILOGUE_RELU: return "relu";
+      case CUBLASLT_EPILOGUE_BIAS: return "bias";
+      case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu_bias";
+      case CUBLASLT_EPILOGUE_GELU: return "gelu";
+      case CUBLASLT_EPILOGUE_GELU_BIAS: return "gelu_bias";
+      default: return "default";
+    }
+  }
+  // A descriptor like this one, computing in `compute`/`scale`, bias of `bias_as` at `bias_ptr`,
+  // host scalars.
+  cublasLtMatmulDesc_t create(const CudaApi& api, cublasComputeType_t c, cudaDataType s,
+                              const void* bias_ptr, int32_t bias_as) const {
+    cublasLtMatmulDesc_t d = nullptr;
+    if (api.cublasLtMatmulDescCreate(&d, c, s) != CUBLAS_STATUS_SUCCESS) return nullptr;
+    const int32_t host = CUBLASLT_POINTER_MODE_HOST;
+    api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_POINTER_MODE, &host, sizeof host);
+    api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                       sizeof epilogue);
+    if (hasBias()) {
+      api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                         sizeof bias_ptr);
+      api.cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_as,
+                                         sizeof bias_as);
+    }
+    return d;
+  }
+};
+
+// Rerun of a cublasLtMatmul with descriptors built from the kept attributes, in `as` types
+// (the call's own, or a wider one), with `algo` (nullptr: the library's heuristic).
+cublasStatus_t ltRerun(Checker& ck, const MatmulDesc& md, const Layout (&l)[4],
+                       cublasComputeType_t compute, cudaDataType scale, const cudaDataType (&as)[4],
+                       int32_t bias_as, const cublasLtMatmulAlgo_t* algo, size_t workspace,
+                       const RerunOperands& o) {
+  auto fn = try_real_cublasLtMatmul();
+  cublasLtHandle_t h = ck.lt();
+  if (!fn || !h) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const CudaApi& api = ck.api();
+  cublasLtMatmulDesc_t d = md.create(api, compute, scale, o.bias, bias_as);
+  cublasLtMatrixLayout_t ls[4];
+  for (int i = 0; i < 4; ++i) ls[i] = l[i].create(api, as[i]);
+  void* ws = workspace ? ck.scratch(workspace) : nullptr;
+  cublasStatus_t st = CUBLAS_STATUS_ALLOC_FAILED;
+  if (d && ls[0] && ls[1] && ls[2] && ls[3] && (ws || !workspace)) {
+    const HostScalars s(o.alpha, o.beta, scale);
+    st = fn(h, d, s.alpha, o.a, ls[0], o.b, ls[1], s.beta, o.c, ls[2], o.d, ls[3], algo, ws,
+            workspace, ck.stream());
+    ck.api().cudaStreamSynchronize(ck.stream());  // before workspace and descriptors go
+  }
+  if (ws) ck.give(ws);
+  for (auto* x : ls)
+    if (x) api.cublasLtMatrixLayoutDestroy(x);
+  if (d) api.cublasLtMatmulDescDestroy(d);
+  return st;
+}
+
+template <class Real>
+cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
+                        cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                        cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                        const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                        cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
+                        void* workspace, size_t ws_size, cudaStream_t stream) {
+  auto forward = [&] {
+    return forwardReal(real, lh, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
+                       workspace, ws_size, stream);
+  };
+  const CudaApi* api = cuda::cudaApi();
+  MatmulDesc md;
+  Layout l[4];
+  {
+    InsideScope inside;
+    if (!api || !md.read(*api, desc) || !md.supported() || !l[0].read(*api, Adesc) ||
+        !l[1].read(*api, Bdesc) || !l[2].read(*api, Cdesc) || !l[3].read(*api, Ddesc)) {
+      // A layout order, epilogue or pointer mode fumi does not model: the call runs unchecked.
+      if (cs.decision.select(CallFacts{1, FUMI_DTYPE_UNKNOWN, "cuda"}, cs.call_index))
+        countSkipped(cs.site, "descriptor attributes not supported");
+      return forward();
+    }
+  }
+  GemmProblem p;
+  const auto ta = static_cast<cublasOperation_t>(md.ta), tb = static_cast<cublasOperation_t>(md.tb);
+  p.a = l[0].operand(A, ta);
+  p.b = l[1].operand(B, tb);
+  p.c = l[2].operand(C, CUBLAS_OP_N);
+  p.d = l[3].operand(D, CUBLAS_OP_N);
+  p.m = p.d.rows;
+  p.n = p.d.cols;
+  p.k = p.a.cols;
+  p.batch = std::max<int32_t>(1, l[3].batch);
+  p.scale = static_cast<cudaDataType>(md.scale);
+  p.compute = computePrecision(static_cast<cublasComputeType_t>(md.compute), false);
+  p.alpha = alpha;
+  p.beta = beta;
+  p.device_scalars = md.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+  const int32_t bias_type = md.bias_type >= 0 ? md.bias_type : static_cast<int32_t>(l[3].type);
+  if (md.hasBias()) {
+    p.has_bias = true;
+    p.bias.data = md.bias;
+    p.bias.type = static_cast<cudaDataType>(bias_type);
+    p.bias.rows = p.m;
+    p.bias.cols = 1;
+  }
+  const cublasLtMatmulAlgo_t algo_copy = algo ? *algo : cublasLtMatmulAlgo_t{};
+  const bool has_algo = algo != nullptr;
+  return checkedGemm(cs, stream, p, forward, [&](DeviceGemmCall& call) {
+    call.c_separate = true;
+    call.addArg("transa", opName(ta));
+    call.addArg("transb", opName(tb));
+    call.addArg("epilogue", md.epilogueName());
+    call.addArg("order", l[0].order == CUBLASLT_ORDER_ROW ? "row" : "col");
+    call.addArg("lda", std::to_string(l[0].ld));
+    call.addArg("ldb", std::to_string(l[1].ld));
+    call.addArg("ldc", std::to_string(l[2].ld));
+    call.addArg("ldd", std::to_string(l[3].ld));
+    call.addArg("compute_type", std::to_string(md.compute));
+    const cudaDataType own[4] = {p.a.type, p.b.type, p.c.type, p.d.type};
+    call.same = [=](Checker& ck, const RerunOperands& o) {
+      return ltRerun(ck, md, l, static_cast<cublasComputeType_t>(md.compute), p.scale, own,
+                     bias_type, has_algo ? &algo_copy : nullptr, ws_size, o);
+    };
+    call.wider = [=](Checker& ck, const RerunOperands& o) {
+      const cudaDataType t = cudaOfDtype(o.precision);
+      const cudaDataType wide[4] = {t, t, t, t};
+      const bool f64 = o.precision == FUMI_DTYPE_F64;
+      return ltRerun(ck, md, l, f64 ? CUBLAS_COMPUTE_64F_PEDANTIC : CUBLAS_COMPUTE_32F_PEDANTIC,
+                     f64 ? CUDA_R_64F : CUDA_R_32F, wide, t, nullptr, 0, o);
+    };
+  });
+}
+
+}  // namespace
+
+#define FUMI_HOOK FUMI_HOOK_STATE
+#include "cublas.def"
+#undef FUMI_HOOK
+
+}  // namespace fumi::hooks
+
+#define FUMI_HOOK FUMI_HOOK_WRAPPER
+#include "cublas.def"
+#undef FUMI_HOOK

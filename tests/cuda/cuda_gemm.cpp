@@ -1,0 +1,582 @@
+// cuda_gemm.cpp — a CUDA program for fumi's CUDA tests: it calls every GEMM entry point fumi
+// hooks, the way frameworks do, and prints one line per call: the case name and a hash of the
+// output bytes (so runs with and without libfumi can be compared bit for bit).
+//
+// Built against the real CUDA 13 headers and linked against the REAL libcudart/libcublas/
+// libcublasLt; on machines without a GPU the tests preload the simulated device's stand-ins
+// (tests/simdevice), on a GPU it runs as is. Scenarios (argv[1]):
+//   sweep    every hooked entry point x every transpose pair x data types, leading dimensions
+//            larger than needed, strided batches with gaps, pointer-array batches, cuBLASLt
+//            with row/column order, epilogues and batches. Operands hold multiples of 1/4 in
+//            [-1, 1] (C: multiples of 1/2), alpha 1, beta 1/2, k 8: every result is exact in
+//            every type, so a correct rerun matches to the last bit.
+//   tf32     cublasSgemm_v2 on inputs 1 + 2^-11 + 2^-13 (not representable in TF32) twice:
+//            default math (exact) and CUBLAS_TF32_TENSOR_OP_MATH (off by 3.7e-4).
+//   fault    cublasSgemm_v2 of shape 7x6x5 and cublasLtMatmul 9x3x4 (f32): plant faults with
+//            FUMI_SIM_FAULTS for these shapes.
+//   capture  cublasSgemm_v2 and cublasLtMatmul recorded into a CUDA graph (global capture
+//            mode), then the graph launched; prints the simulator's capture-violation count.
+//   device-scalars  cublasSgemm_v2 and cublasLtMatmul with alpha/beta in device memory.
+//   errors   a GEMM with invalid arguments (the library's status must come back unchanged)
+//            and a cudaGetLastError probe (fumi's own CUDA calls must leave no error behind).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK_CUDA(x)                                                              \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,              \
+                   cudaGetErrorString(e_));                                        \
+      std::exit(2);                                                                \
+    }                                                                              \
+  } while (0)
+#define CHECK_BLAS(x)                                                                  \
+  do {                                                                                 \
+    cublasStatus_t s_ = (x);                                                           \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+      std::fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+      std::exit(3);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+size_t sizeOf(cudaDataType t) {
+  switch (t) {
+    case CUDA_R_64F: return 8;
+    case CUDA_R_32F: return 4;
+    default: return 2;
+  }
+}
+
+const char* typeName(cudaDataType t) {
+  switch (t) {
+    case CUDA_R_64F: return "f64";
+    case CUDA_R_32F: return "f32";
+    case CUDA_R_16F: return "f16";
+    case CUDA_R_16BF: return "bf16";
+    default: return "?";
+  }
+}
+
+void storeAs(void* p, cudaDataType t, double v) {
+  switch (t) {
+    case CUDA_R_64F: std::memcpy(p, &v, 8); break;
+    case CUDA_R_32F: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case CUDA_R_16F: { const __half h = __double2half(v); std::memcpy(p, &h, 2); break; }
+    case CUDA_R_16BF: {
+      const __nv_bfloat16 h = __double2bfloat16(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default: break;
+  }
+}
+
+// `elements` values of type t in device memory: value(i) at element i.
+template <class F>
+void* upload(cudaDataType t, size_t elements, F value) {
+  std::vector<unsigned char> host(elements * sizeOf(t));
+  for (size_t i = 0; i < elements; ++i) storeAs(host.data() + i * sizeOf(t), t, value(i));
+  void* dev = nullptr;
+  CHECK_CUDA(cudaMalloc(&dev, host.size() ? host.size() : 1));
+  CHECK_CUDA(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
+  return dev;
+}
+
+// Multiples of 1/4 in [-1, 1] (a fixed pattern per operand `salt`).
+double quarter(size_t i, int salt) {
+  return static_cast<double>(static_cast<int>((i * 7 + static_cast<size_t>(salt) * 3) % 9) - 4) /
+         4.0;
+}
+
+uint64_t fnv(const unsigned char* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+void printHash(const std::string& name, const void* dev, size_t bytes) {
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<unsigned char> host(bytes);
+  CHECK_CUDA(cudaMemcpy(host.data(), dev, bytes, cudaMemcpyDeviceToHost));
+  std::printf("%s %016llx\n", name.c_str(), static_cast<unsigned long long>(fnv(host.data(), bytes)));
+}
+
+// One GEMM's operands: column-major op(A) m x k, op(B) k x n, C m x n, with leading dimensions
+// 2 more than needed and batch strides 7 elements more than one matrix.
+struct Gemm {
+  int m = 6, n = 5, k = 8, batch = 1;
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cudaDataType ab = CUDA_R_32F, c = CUDA_R_32F;
+  int lda() const { return (ta == CUBLAS_OP_N ? m : k) + 2; }
+  int ldb() const { return (tb == CUBLAS_OP_N ? k : n) + 2; }
+  int ldc() const { return m + 2; }
+  long long strideA() const { return static_cast<long long>(lda()) * (ta == CUBLAS_OP_N ? k : m) + 7; }
+  long long strideB() const { return static_cast<long long>(ldb()) * (tb == CUBLAS_OP_N ? n : k) + 7; }
+  long long strideC() const { return static_cast<long long>(ldc()) * n + 7; }
+  size_t elemsA() const { return static_cast<size_t>(strideA() * batch); }
+  size_t elemsB() const { return static_cast<size_t>(strideB() * batch); }
+  size_t elemsC() const { return static_cast<size_t>(strideC() * batch); }
+  void *A = nullptr, *B = nullptr, *C = nullptr;
+  static double initialC(size_t i) { return 2 * quarter(i, 3); }
+  void allocate() {
+    A = upload(ab, elemsA(), [](size_t i) { return quarter(i, 1); });
+    B = upload(ab, elemsB(), [](size_t i) { return quarter(i, 2); });
+    C = upload(c, elemsC(), initialC);
+  }
+  void release() {
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+  }
+  std::string name(const char* entry) const {
+    const auto t = [](cublasOperation_t o) { return o == CUBLAS_OP_N ? 'N' : 'T'; };
+    return std::string(entry) + " " + t(ta) + t(tb) + " " + typeName(ab) + "->" + typeName(c) +
+           (batch > 1 ? " batch" + std::to_string(batch) : "");
+  }
+  // Prints the result, then puts C back as it was: every call starts from the same operands,
+  // so every result stays exact.
+  void print(const char* entry) {
+    printHash(name(entry), C, elemsC() * sizeOf(c));
+    void* fresh = upload(c, elemsC(), initialC);
+    CHECK_CUDA(cudaMemcpy(C, fresh, elemsC() * sizeOf(c), cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(cudaFree(fresh));
+  }
+};
+
+const double kAlpha = 1.0, kBeta = 0.5;
+
+// Scalars in the scale type of `compute`.
+struct Scalars {
+  double d[2] = {kAlpha, kBeta};
+  float f[2] = {static_cast<float>(kAlpha), static_cast<float>(kBeta)};
+  __half h[2] = {__double2half(kAlpha), __double2half(kBeta)};
+  const void* alpha(cublasComputeType_t c) const {
+    return c == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&d[0])
+           : c == CUBLAS_COMPUTE_16F ? static_cast<const void*>(&h[0])
+                                     : static_cast<const void*>(&f[0]);
+  }
+  const void* beta(cublasComputeType_t c) const {
+    return c == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&d[1])
+           : c == CUBLAS_COMPUTE_16F ? static_cast<const void*>(&h[1])
+                                     : static_cast<const void*>(&f[1]);
+  }
+};
+const Scalars kScalars;
+
+// The typed and Ex entry points, 32- and 64-bit variants.
+void typedGemms(cublasHandle_t h, Gemm g) {
+  g.batch = 1;
+  const float fa = 1, fb = 0.5f;
+  const double da = 1, db = 0.5;
+  const __half ha = __double2half(1), hb = __double2half(0.5);
+  g.ab = g.c = CUDA_R_32F;
+  g.allocate();
+  CHECK_BLAS(cublasSgemm_v2(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
+                            (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
+  g.print("cublasSgemm_v2");
+  CHECK_BLAS(cublasSgemm_v2_64(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
+                               (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
+  g.print("cublasSgemm_v2_64");
+  g.release();
+  g.ab = g.c = CUDA_R_64F;
+  g.allocate();
+  CHECK_BLAS(cublasDgemm_v2(h, g.ta, g.tb, g.m, g.n, g.k, &da, (const double*)g.A, g.lda(),
+                            (const double*)g.B, g.ldb(), &db, (double*)g.C, g.ldc()));
+  g.print("cublasDgemm_v2");
+  CHECK_BLAS(cublasDgemm_v2_64(h, g.ta, g.tb, g.m, g.n, g.k, &da, (const double*)g.A, g.lda(),
+                               (const double*)g.B, g.ldb(), &db, (double*)g.C, g.ldc()));
+  g.print("cublasDgemm_v2_64");
+  g.release();
+  g.ab = g.c = CUDA_R_16F;
+  g.allocate();
+  CHECK_BLAS(cublasHgemm(h, g.ta, g.tb, g.m, g.n, g.k, &ha, (const __half*)g.A, g.lda(),
+                         (const __half*)g.B, g.ldb(), &hb, (__half*)g.C, g.ldc()));
+  g.print("cublasHgemm");
+  CHECK_BLAS(cublasHgemm_64(h, g.ta, g.tb, g.m, g.n, g.k, &ha, (const __half*)g.A, g.lda(),
+                            (const __half*)g.B, g.ldb(), &hb, (__half*)g.C, g.ldc()));
+  g.print("cublasHgemm_64");
+  g.release();
+}
+
+struct ExTypes {
+  cudaDataType ab, c;
+  cublasComputeType_t compute;
+};
+const ExTypes kExTypes[] = {
+    {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F},  {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F},
+    {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F},  {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F},
+    {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F}, {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_16F},
+};
+
+void exGemms(cublasHandle_t h, Gemm g) {
+  for (const ExTypes& t : kExTypes) {
+    g.ab = t.ab;
+    g.c = t.c;
+    g.batch = 1;
+    g.allocate();
+    const void* al = kScalars.alpha(t.compute);
+    const void* be = kScalars.beta(t.compute);
+    CHECK_BLAS(cublasGemmEx(h, g.ta, g.tb, g.m, g.n, g.k, al, g.A, g.ab, g.lda(), g.B, g.ab,
+                            g.ldb(), be, g.C, g.c, g.ldc(), t.compute, CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmEx");
+    CHECK_BLAS(cublasGemmEx_64(h, g.ta, g.tb, g.m, g.n, g.k, al, g.A, g.ab, g.lda(), g.B, g.ab,
+                               g.ldb(), be, g.C, g.c, g.ldc(), t.compute, CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmEx_64");
+    g.release();
+
+    g.batch = 3;
+    g.allocate();
+    CHECK_BLAS(cublasGemmStridedBatchedEx(h, g.ta, g.tb, g.m, g.n, g.k, al, g.A, g.ab, g.lda(),
+                                          g.strideA(), g.B, g.ab, g.ldb(), g.strideB(), be, g.C,
+                                          g.c, g.ldc(), g.strideC(), g.batch, t.compute,
+                                          CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmStridedBatchedEx");
+    CHECK_BLAS(cublasGemmStridedBatchedEx_64(h, g.ta, g.tb, g.m, g.n, g.k, al, g.A, g.ab,
+                                             g.lda(), g.strideA(), g.B, g.ab, g.ldb(),
+                                             g.strideB(), be, g.C, g.c, g.ldc(), g.strideC(),
+                                             g.batch, t.compute, CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmStridedBatchedEx_64");
+
+    // Pointer arrays: each batch's matrix of the strided buffers, listed in reverse order so a
+    // decoder that assumed a stride would read the wrong matrices.
+    std::vector<const void*> ptrs;
+    for (int which = 0; which < 3; ++which)
+      for (int b = g.batch - 1; b >= 0; --b) {
+        const char* base = static_cast<const char*>(which == 0 ? g.A : which == 1 ? g.B : g.C);
+        const long long stride = which == 0 ? g.strideA() : which == 1 ? g.strideB() : g.strideC();
+        const size_t es = sizeOf(which == 2 ? g.c : g.ab);
+        ptrs.push_back(base + static_cast<size_t>(b * stride) * es);
+      }
+    void* arrays = nullptr;
+    CHECK_CUDA(cudaMalloc(&arrays, ptrs.size() * sizeof(void*)));
+    CHECK_CUDA(cudaMemcpy(arrays, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice));
+    auto* pa = static_cast<const void* const*>(arrays);
+    auto* pc = static_cast<void* const*>(arrays) + 2 * g.batch;
+    CHECK_BLAS(cublasGemmBatchedEx(h, g.ta, g.tb, g.m, g.n, g.k, al, pa, g.ab, g.lda(),
+                                   pa + g.batch, g.ab, g.ldb(), be, pc, g.c, g.ldc(), g.batch,
+                                   t.compute, CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmBatchedEx");
+    CHECK_BLAS(cublasGemmBatchedEx_64(h, g.ta, g.tb, g.m, g.n, g.k, al, pa, g.ab, g.lda(),
+                                      pa + g.batch, g.ab, g.ldb(), be, pc, g.c, g.ldc(),
+                                      g.batch, t.compute, CUBLAS_GEMM_DEFAULT));
+    g.print("cublasGemmBatchedEx_64");
+    cudaFree(arrays);
+    g.release();
+  }
+}
+
+void stridedGemms(cublasHandle_t h, Gemm g) {
+  const float fa = 1, fb = 0.5f;
+  const double da = 1, db = 0.5;
+  g.batch = 3;
+  g.ab = g.c = CUDA_R_32F;
+  g.allocate();
+  CHECK_BLAS(cublasSgemmStridedBatched(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A,
+                                       g.lda(), g.strideA(), (const float*)g.B, g.ldb(),
+                                       g.strideB(), &fb, (float*)g.C, g.ldc(), g.strideC(),
+                                       g.batch));
+  g.print("cublasSgemmStridedBatched");
+  CHECK_BLAS(cublasSgemmStridedBatched_64(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A,
+                                          g.lda(), g.strideA(), (const float*)g.B, g.ldb(),
+                                          g.strideB(), &fb, (float*)g.C, g.ldc(), g.strideC(),
+                                          g.batch));
+  g.print("cublasSgemmStridedBatched_64");
+  g.release();
+  g.ab = g.c = CUDA_R_64F;
+  g.allocate();
+  CHECK_BLAS(cublasDgemmStridedBatched(h, g.ta, g.tb, g.m, g.n, g.k, &da, (const double*)g.A,
+                                       g.lda(), g.strideA(), (const double*)g.B, g.ldb(),
+                                       g.strideB(), &db, (double*)g.C, g.ldc(), g.strideC(),
+                                       g.batch));
+  g.print("cublasDgemmStridedBatched");
+  CHECK_BLAS(cublasDgemmStridedBatched_64(h, g.ta, g.tb, g.m, g.n, g.k, &da, (const double*)g.A,
+                                          g.lda(), g.strideA(), (const double*)g.B, g.ldb(),
+                                          g.strideB(), &db, (double*)g.C, g.ldc(), g.strideC(),
+                                          g.batch));
+  g.print("cublasDgemmStridedBatched_64");
+  g.release();
+}
+
+// ---- cuBLASLt ------------------------------------------------------------------------------
+
+struct LtCase {
+  cublasLtOrder_t order = CUBLASLT_ORDER_COL;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  int batch = 1;
+  cudaDataType type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  bool device_scalars = false;
+};
+
+cublasLtMatrixLayout_t ltLayout(cudaDataType t, int rows, int cols, int ld, cublasLtOrder_t order,
+                                int batch, long long stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  CHECK_BLAS(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+  CHECK_BLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order));
+  CHECK_BLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                              sizeof batch));
+  const int64_t s = stride;
+  CHECK_BLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s,
+                                              sizeof s));
+  return l;
+}
+
+// D = epilogue(alpha op(A) op(B) + beta C + bias), C and D distinct, shape m x n x k.
+void ltMatmul(cublasLtHandle_t lt, const LtCase& lc, cublasOperation_t ta, cublasOperation_t tb,
+              int m, int n, int k, cudaStream_t stream, const char* label) {
+  const bool row = lc.order == CUBLASLT_ORDER_ROW;
+  // Stored shapes (rows x cols) and leading dimensions (+2) in the layout's order.
+  const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+  const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+  const int lda = (row ? ac : ar) + 2, ldb = (row ? bc : br) + 2, ldc = (row ? n : m) + 2;
+  const long long sa = static_cast<long long>(lda) * (row ? ar : ac) + 5;
+  const long long sb = static_cast<long long>(ldb) * (row ? br : bc) + 5;
+  const long long sc = static_cast<long long>(ldc) * (row ? m : n) + 5;
+  const cudaDataType t = lc.type;
+  void* A = upload(t, static_cast<size_t>(sa * lc.batch), [](size_t i) { return quarter(i, 4); });
+  void* B = upload(t, static_cast<size_t>(sb * lc.batch), [](size_t i) { return quarter(i, 5); });
+  void* C = upload(t, static_cast<size_t>(sc * lc.batch), [](size_t i) { return 2 * quarter(i, 6); });
+  void* D = upload(t, static_cast<size_t>(sc * lc.batch), [](size_t) { return 0.0; });
+  void* bias = upload(t, static_cast<size_t>(m), [](size_t i) { return quarter(i, 7); });
+
+  cublasLtMatmulDesc_t desc = nullptr;
+  const cudaDataType scale = lc.compute == CUBLAS_COMPUTE_64F ? CUDA_R_64F : CUDA_R_32F;
+  CHECK_BLAS(cublasLtMatmulDescCreate(&desc, lc.compute, scale));
+  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lc.epilogue,
+                                            sizeof lc.epilogue));
+  if (lc.epilogue & CUBLASLT_EPILOGUE_BIAS)
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias));
+  void* scalars_dev = nullptr;
+  const void* alpha = kScalars.alpha(lc.compute);
+  const void* beta = kScalars.beta(lc.compute);
+  if (lc.device_scalars) {
+    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+                                              sizeof pm));
+    const size_t es = sizeOf(scale);
+    CHECK_CUDA(cudaMalloc(&scalars_dev, 2 * es));
+    CHECK_CUDA(cudaMemcpy(scalars_dev, alpha, es, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(static_cast<char*>(scalars_dev) + es, beta, es, cudaMemcpyHostToDevice));
+    alpha = scalars_dev;
+    beta = static_cast<char*>(scalars_dev) + es;
+  }
+  cublasLtMatrixLayout_t la = ltLayout(t, ar, ac, lda, lc.order, lc.batch, sa);
+  cublasLtMatrixLayout_t lb = ltLayout(t, br, bc, ldb, lc.order, lc.batch, sb);
+  cublasLtMatrixLayout_t lcl = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
+  cublasLtMatrixLayout_t ld = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
+  CHECK_BLAS(cublasLtMatmul(lt, desc, alpha, A, la, B, lb, beta, C, lcl, D, ld, nullptr, nullptr,
+                            0, stream));
+  // The program may destroy its descriptors right away: fumi must have kept what it needs.
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lcl);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(desc);
+  const auto tn = [](cublasOperation_t o) { return o == CUBLAS_OP_N ? 'N' : 'T'; };
+  printHash(std::string(label) + " " + tn(ta) + tn(tb) + (row ? " row" : " col") + " ep" +
+                std::to_string(static_cast<int>(lc.epilogue)) + " " + typeName(t) + " batch" +
+                std::to_string(lc.batch),
+            D, static_cast<size_t>(sc * lc.batch) * sizeOf(t));
+  for (void* p : {A, B, C, D, bias, scalars_dev}) cudaFree(p);
+}
+
+const cublasOperation_t kOps[] = {CUBLAS_OP_N, CUBLAS_OP_T};
+
+int sweep() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  CHECK_BLAS(cublasSetStream(h, stream));
+  for (cublasOperation_t ta : kOps)
+    for (cublasOperation_t tb : kOps) {
+      Gemm g;
+      g.ta = ta;
+      g.tb = tb;
+      typedGemms(h, g);
+      stridedGemms(h, g);
+      exGemms(h, g);
+    }
+  cublasLtHandle_t lt = nullptr;
+  CHECK_BLAS(cublasLtCreate(&lt));
+  const cublasLtEpilogue_t epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS,
+                                          CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_GELU};
+  for (cublasOperation_t ta : kOps)
+    for (cublasOperation_t tb : kOps)
+      for (cublasLtOrder_t order : {CUBLASLT_ORDER_COL, CUBLASLT_ORDER_ROW})
+        for (cublasLtEpilogue_t ep : epilogues) {
+          LtCase lc;
+          lc.order = order;
+          lc.epilogue = ep;
+          lc.batch = ep == CUBLASLT_EPILOGUE_DEFAULT ? 2 : 1;
+          ltMatmul(lt, lc, ta, tb, 6, 5, 8, stream, "cublasLtMatmul");
+        }
+  for (const ExTypes& t : kExTypes) {
+    if (t.compute == CUBLAS_COMPUTE_16F || t.ab != t.c) continue;
+    LtCase lc;
+    lc.type = t.ab;
+    lc.compute = t.compute;
+    ltMatmul(lt, lc, CUBLAS_OP_T, CUBLAS_OP_N, 6, 5, 8, stream, "cublasLtMatmul");
+  }
+  cublasLtDestroy(lt);
+  cublasDestroy(h);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+int tf32() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  const int m = 4, n = 4, k = 16;
+  const double x = 1.0 + 1.0 / 2048 + 1.0 / 8192;  // exact in fp32, rounds up in TF32
+  void* A = upload(CUDA_R_32F, m * k, [&](size_t) { return x; });
+  void* B = upload(CUDA_R_32F, k * n, [](size_t) { return 1.0; });
+  void* C = upload(CUDA_R_32F, m * n, [](size_t) { return 0.0; });
+  const float one = 1, zero = 0;
+  for (cublasMath_t math : {CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH}) {
+    CHECK_BLAS(cublasSetMathMode(h, math));
+    CHECK_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const float*)A, m,
+                           (const float*)B, k, &zero, (float*)C, m));
+    printHash(math == CUBLAS_DEFAULT_MATH ? "default" : "tf32", C, m * n * 4);
+  }
+  cublasDestroy(h);
+  return 0;
+}
+
+int fault() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  Gemm g;
+  g.m = 7;
+  g.n = 6;
+  g.k = 5;
+  g.allocate();
+  const float fa = 1, fb = 0.5f;
+  CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
+                         (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
+  g.print("cublasSgemm_v2");
+  g.release();
+  cublasLtHandle_t lt = nullptr;
+  CHECK_BLAS(cublasLtCreate(&lt));
+  ltMatmul(lt, LtCase{}, CUBLAS_OP_N, CUBLAS_OP_N, 9, 3, 4, nullptr, "cublasLtMatmul");
+  cublasLtDestroy(lt);
+  cublasDestroy(h);
+  return 0;
+}
+
+int deviceScalars() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  CHECK_BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+  Gemm g;
+  g.allocate();
+  void* scalars = upload(CUDA_R_32F, 2, [](size_t i) { return i ? kBeta : kAlpha; });
+  CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, (const float*)scalars, (const float*)g.A,
+                         g.lda(), (const float*)g.B, g.ldb(), (const float*)scalars + 1,
+                         (float*)g.C, g.ldc()));
+  g.print("cublasSgemm_v2");
+  g.release();
+  cublasLtHandle_t lt = nullptr;
+  CHECK_BLAS(cublasLtCreate(&lt));
+  LtCase lc;
+  lc.device_scalars = true;
+  ltMatmul(lt, lc, CUBLAS_OP_N, CUBLAS_OP_T, 6, 5, 8, nullptr, "cublasLtMatmul");
+  cublasLtDestroy(lt);
+  cublasDestroy(h);
+  cudaFree(scalars);
+  return 0;
+}
+
+// Global-mode capture on one stream while the same thread runs a checked GEMM on another:
+// fumi's work for that check must not break the capture, and the GEMM recorded into the graph
+// must not be checked at all.
+int capture() {
+  cublasHandle_t free_h = nullptr, captured_h = nullptr;
+  CHECK_BLAS(cublasCreate(&free_h));
+  CHECK_BLAS(cublasCreate(&captured_h));
+  cudaStream_t free_s = nullptr, captured_s = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&free_s, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&captured_s, cudaStreamNonBlocking));
+  CHECK_BLAS(cublasSetStream(free_h, free_s));
+  CHECK_BLAS(cublasSetStream(captured_h, captured_s));
+  Gemm g1, g2;
+  g1.allocate();
+  g2.allocate();
+  const float fa = 1, fb = 0.5f;
+  CHECK_CUDA(cudaStreamBeginCapture(captured_s, cudaStreamCaptureModeGlobal));
+  CHECK_BLAS(cublasSgemm(free_h, g1.ta, g1.tb, g1.m, g1.n, g1.k, &fa, (const float*)g1.A,
+                         g1.lda(), (const float*)g1.B, g1.ldb(), &fb, (float*)g1.C, g1.ldc()));
+  CHECK_BLAS(cublasSgemm(captured_h, g2.ta, g2.tb, g2.m, g2.n, g2.k, &fa, (const float*)g2.A,
+                         g2.lda(), (const float*)g2.B, g2.ldb(), &fb, (float*)g2.C, g2.ldc()));
+  cudaGraph_t graph = nullptr;
+  CHECK_CUDA(cudaStreamEndCapture(captured_s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaGraphLaunch(exec, captured_s));
+  CHECK_CUDA(cudaStreamSynchronize(captured_s));
+  g1.print("uncaptured cublasSgemm_v2");
+  g2.print("captured cublasSgemm_v2");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  g1.release();
+  g2.release();
+  cublasDestroy(free_h);
+  cublasDestroy(captured_h);
+  // The simulator counts calls that would have broken a capture on a GPU.
+  using ViolationsFn = int (*)();
+  if (auto fn = reinterpret_cast<ViolationsFn>(dlsym(RTLD_DEFAULT, "cudaFumiSimCaptureViolations")))
+    std::printf("capture violations %d\n", fn());
+  return 0;
+}
+
+// The library's own error statuses come back unchanged, and fumi's CUDA calls leave no error
+// for the program's next cudaGetLastError.
+int errors() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  Gemm g;
+  g.allocate();
+  const float fa = 1, fb = 0.5f;
+  const cublasStatus_t bad = cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A,
+                                         /*lda=*/1, (const float*)g.B, g.ldb(), &fb,
+                                         (float*)g.C, g.ldc());
+  std::printf("invalid lda status %d\n", static_cast<int>(bad));
+  CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
+                         (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
+  std::printf("last error after a checked call %d\n", static_cast<int>(cudaGetLastError()));
+  g.print("cublasSgemm_v2");
+  g.release();
+  cublasDestroy(h);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "sweep";
+  if (mode == "sweep") return sweep();
+  if (mode == "tf32") return tf32();
+  if (mode == "fault") return fault();
+  if (mode == "device-scalars") return deviceScalars();
+  if (mode == "capture") return capture();
+  if (mode == "errors") return errors();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|device-scalars|capture|errors\n", argv[0]);
+  return 64;
+}

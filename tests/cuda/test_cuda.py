@@ -1,0 +1,232 @@
+"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) under libfumi, on
+the simulated device (tests/simdevice) — or on a GPU, where FUMI_TEST_GPU=1 runs the same
+program on the real libraries (class GpuOnly, skipped without one)."""
+import collections
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
+from fumitest import LIBFUMI, run  # noqa: E402
+
+CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
+SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
+ON_GPU = os.environ.get("FUMI_TEST_GPU") == "1"
+
+CHECK_ALL = """
+version: 1
+report: { all_checks: true }
+rules:
+  - match: { op: "cublas*" }
+    sample: { every: 1 }
+    checks:
+      - { plugin: highprec, tolerance: 1e-4 }
+      - { plugin: determinism }
+      - { plugin: nan_inf }
+      - { plugin: perturb, trials: 2, tolerance: 1 }
+"""
+
+HIGHPREC = """
+version: 1
+report: { all_checks: true }
+rules:
+  - match: { op: "cublas*" }
+    sample: { every: 1 }
+    checks:
+      - { plugin: highprec, tolerance: 1e-4 }
+      - { plugin: determinism }
+      - { plugin: nan_inf }
+"""
+
+
+def cuda(mode, policy=None, preload=True, env=None):
+    """cuda_gemm MODE with the simulated device (unless on a GPU), with or without libfumi."""
+    full_env = dict(env or {})
+    if not ON_GPU:
+        libs = ([LIBFUMI] if preload else []) + SIM
+        full_env["LD_PRELOAD"] = ":".join(libs)
+    r = run([CUDA_GEMM, mode], policy=policy, preload=preload, env=full_env)
+    if r.rc != 0:
+        raise AssertionError(f"cuda_gemm {mode} failed ({r.rc}): {r.stderr[-3000:]}")
+    return r
+
+
+def lines(stdout):
+    return [l for l in stdout.splitlines() if l.strip()]
+
+
+@unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
+class Sweep(unittest.TestCase):
+    """Every hooked entry point, every transpose pair, every data type, leading dimensions and
+    batch strides with gaps, pointer arrays, cuBLASLt orders/epilogues/batches."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = cuda("sweep", preload=False)
+        # A queue deep enough for every call: each one is checked, asynchronously.
+        cls.fumi = cuda("sweep", policy=CHECK_ALL, env={"FUMI_CUDA_QUEUE": "1024"})
+
+    def test_results_bit_identical(self):
+        self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
+        self.assertGreater(len(lines(self.plain.stdout)), 200)
+
+    def test_every_entry_point_checked_every_call(self):
+        hooked = ["cublasSgemm_v2", "cublasSgemm_v2_64", "cublasDgemm_v2", "cublasDgemm_v2_64",
+                  "cublasHgemm", "cublasHgemm_64", "cublasGemmEx", "cublasGemmEx_64",
+                  "cublasSgemmStridedBatched", "cublasSgemmStridedBatched_64",
+                  "cublasDgemmStridedBatched", "cublasDgemmStridedBatched_64",
+                  "cublasGemmStridedBatchedEx", "cublasGemmStridedBatchedEx_64",
+                  "cublasGemmBatchedEx", "cublasGemmBatchedEx_64", "cublasLtMatmul"]
+        printed = collections.Counter(l.split()[0] for l in lines(self.plain.stdout))
+        for op in hooked:
+            with self.subTest(op=op):
+                s = self.fumi.op(op)
+                self.assertIsNotNone(s, f"{op} not seen")
+                self.assertEqual(s["calls"], printed[op])
+                self.assertEqual(s["checked"], printed[op])
+                self.assertEqual(s["skipped"], 0)
+
+    def test_reruns_reproduce_the_call_exactly(self):
+        # The operands make every result exact, so a correctly decoded rerun (own precision or
+        # wider) matches to the last bit; gelu is the one inexact epilogue.
+        checks = self.fumi.of("check")
+        self.assertEqual(self.fumi.of("violation"), [])
+        by = collections.defaultdict(list)
+        for c in checks:
+            by[c["check"]].append(c)
+        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb"}, set(by))
+        for c in by["determinism"]:
+            self.assertEqual(c["value"], 0, c)
+        for c in by["highprec"]:
+            bound = 1e-6 if c["args"].get("epilogue") == "gelu" else 0
+            self.assertLessEqual(c["value"], bound, c)
+
+    def test_inner_cublaslt_calls_are_not_counted(self):
+        # The simulated libcublas (like the real one) runs GEMMs through cublasLtMatmul: those
+        # inner calls belong to the outer call and are neither counted nor checked.
+        printed = collections.Counter(l.split()[0] for l in lines(self.plain.stdout))
+        self.assertEqual(self.fumi.op("cublasLtMatmul")["calls"], printed["cublasLtMatmul"])
+
+    def test_events_decode_the_call(self):
+        ev = next(c for c in self.fumi.of("check")
+                  if c["op"] == "cublasGemmStridedBatchedEx" and c["check"] == "highprec"
+                  and c["args"]["transa"] == "T" and c["dtype"] == "bf16")
+        self.assertEqual(ev["backend"], "cublas")
+        self.assertEqual(ev["shape"]["A"], [3, 6, 8])
+        self.assertEqual(ev["shape"]["B"], [3, 8, 5])
+        self.assertEqual(ev["args"]["lda"], "10")
+        self.assertEqual(ev["args"]["batch"], "3")
+        self.assertEqual(ev["args"]["pointer_mode"], "host")
+        self.assertEqual(ev["args"]["beta"], "0.5")
+        lt = next(c for c in self.fumi.of("check")
+                  if c["op"] == "cublasLtMatmul" and c["args"]["order"] == "row"
+                  and c["args"]["epilogue"] == "relu_bias")
+        self.assertIn("bias", lt["shape"])
+
+
+@unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
+class Precision(unittest.TestCase):
+    def test_tf32_flagged_at_fp32_tolerance_plain_fp32_passes(self):
+        r = cuda("tf32", policy=HIGHPREC)
+        self.assertEqual(lines(cuda("tf32", preload=False).stdout), lines(r.stdout))
+        hp = [c for c in r.of("check") + r.of("violation") if c["check"] == "highprec"]
+        self.assertEqual(len(hp), 2)
+        default, tf32 = sorted(hp, key=lambda c: c["call_index"])
+        self.assertEqual(default["args"]["math_mode"], "default")
+        self.assertEqual(default["value"], 0)
+        self.assertEqual(default["event"], "check")
+        self.assertEqual(tf32["args"]["math_mode"], "tf32")
+        self.assertEqual(tf32["event"], "violation")
+        self.assertAlmostEqual(tf32["value"], 3 / 8192, delta=1e-5)
+
+    def test_planted_wrong_result_flagged(self):
+        env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
+        r = cuda("fault", policy=HIGHPREC, env=env)
+        self.assertEqual(lines(cuda("fault", preload=False, env=env).stdout), lines(r.stdout))
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {("cublasSgemm_v2", "highprec"), ("cublasLtMatmul", "highprec")})
+        for v in r.of("violation"):
+            self.assertGreater(v["value"], 1e-2)
+            self.assertTrue(v["stack"], v)
+            self.assertIn("cuda_gemm.cpp", v["stack"][0])  # the program's frame, not fumi's
+
+    def test_nan_injection_reported_as_appeared(self):
+        env = {"FUMI_SIM_FAULTS": "nan:f32:7x6x5"}
+        r = cuda("fault", policy=HIGHPREC, env=env)
+        nan = [v for v in r.of("violation") if v["check"] == "nan_inf"]
+        self.assertEqual(len(nan), 1)
+        self.assertEqual(nan[0]["op"], "cublasSgemm_v2")
+        self.assertEqual(nan[0]["detail"], "appeared")
+
+    def test_nondeterminism_flagged(self):
+        env = {"FUMI_SIM_FAULTS": "nondet:f32:9x3x4"}
+        r = cuda("fault", policy=HIGHPREC, env=env)
+        det = [v for v in r.of("violation") if v["check"] == "determinism"]
+        self.assertEqual([v["op"] for v in det], ["cublasLtMatmul"])
+
+    def test_device_pointer_mode_scalars(self):
+        r = cuda("device-scalars", policy=HIGHPREC)
+        self.assertEqual(lines(cuda("device-scalars", preload=False).stdout), lines(r.stdout))
+        self.assertEqual(r.of("violation"), [])
+        hp = [c for c in r.of("check") if c["check"] == "highprec"]
+        self.assertEqual(sorted(c["op"] for c in hp), ["cublasLtMatmul", "cublasSgemm_v2"])
+        for c in hp:
+            self.assertEqual(c["value"], 0)
+        self.assertEqual(r.op("cublasSgemm_v2")["checked"], 1)
+
+
+@unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
+class Safety(unittest.TestCase):
+    def test_capture_issues_nothing_and_counts_skipped(self):
+        r = cuda("capture", policy=HIGHPREC)
+        self.assertEqual(lines(cuda("capture", preload=False).stdout), lines(r.stdout))
+        self.assertIn("capture violations 0", r.stdout)
+        s = r.op("cublasSgemm_v2")
+        self.assertEqual(s["calls"], 2)
+        self.assertEqual(s["checked"], 1)  # the call on the stream that was not capturing
+        self.assertEqual(s["skipped"], 1)
+
+    def test_errors_pass_through(self):
+        r = cuda("errors", policy=HIGHPREC)
+        self.assertEqual(lines(cuda("errors", preload=False).stdout), lines(r.stdout))
+        self.assertIn("invalid lda status 7", r.stdout)  # CUBLAS_STATUS_INVALID_VALUE
+        self.assertIn("last error after a checked call 0", r.stdout)
+        self.assertEqual(r.op("cublasSgemm_v2")["checked"], 1)
+
+    def test_sync_mode_same_verdicts(self):
+        env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5", "FUMI_CUDA_MODE": "sync"}
+        r = cuda("fault", policy=HIGHPREC, env=env)
+        self.assertEqual({v["op"] for v in r.of("violation")}, {"cublasSgemm_v2"})
+
+    def test_full_queue_skips_calls_and_keeps_results(self):
+        r = cuda("sweep", policy=HIGHPREC, env={"FUMI_CUDA_QUEUE": "1"})
+        self.assertEqual(lines(cuda("sweep", preload=False).stdout), lines(r.stdout))
+        ops = [o for s in r.of("summary") for o in s["ops"]]
+        self.assertGreater(sum(o["skipped"] for o in ops), 0)
+        self.assertGreater(sum(o["checked"] for o in ops), 0)
+        for o in ops:
+            self.assertEqual(o["checked"] + o["skipped"], o["calls"], o)
+        self.assertEqual(r.of("violation"), [])
+
+    def test_scratch_budget_too_small_skips_and_keeps_results(self):
+        policy = HIGHPREC.replace("rules:", "scratch_budget: 512\nrules:")
+        r = cuda("sweep", policy=policy)
+        self.assertEqual(lines(cuda("sweep", preload=False).stdout), lines(r.stdout))
+        s = r.op("cublasGemmStridedBatchedEx")
+        self.assertGreater(s["skipped"], 0)
+        self.assertEqual(r.of("violation"), [])
+
+
+@unittest.skipUnless(CUDA_GEMM and ON_GPU, "needs a GPU (FUMI_TEST_GPU=1)")
+class GpuOnly(unittest.TestCase):
+    """Runs on real hardware only: the same checks, on the real libraries."""
+
+    def test_sweep_on_hardware(self):
+        plain = cuda("sweep", preload=False)
+        r = cuda("sweep", policy=HIGHPREC)
+        self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        self.assertEqual([v for v in r.of("violation") if v["check"] != "highprec"], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
