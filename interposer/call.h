@@ -36,6 +36,9 @@ class Call {
 
   // Rerun the same operation computing in `precision`; buffers[i] replaces tensor i.
   virtual fumi_status rerun(fumi_dtype precision, void* const* buffers) = 0;
+  // Output tensor `output` recomputed by fumi's own host fp64 implementation (reference.h), as
+  // dense row-major fp64; FUMI_UNSUPPORTED for operations fumi has none for.
+  virtual fumi_status reference(int32_t /*output*/, double* /*out*/) { return FUMI_UNSUPPORTED; }
 
   // Info handed to plugins; valid while the Call lives.
   const fumi_call_info& info();

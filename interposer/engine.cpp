@@ -135,6 +135,25 @@ const void* readable(const void* buffer, fumi_memory memory, size_t bytes,
   return dev->toHost(stage.data(), buffer, bytes) ? stage.data() : nullptr;
 }
 
+}  // namespace
+
+fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
+                         double* out) {
+  if (!buffer) {
+    buffer = t.data;
+    dtype = t.dtype;
+  }
+  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  std::vector<unsigned char> stage;
+  const void* src = readable(buffer, t.memory,
+                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
+  if (!src) return FUMI_UNSUPPORTED;
+  forEachElement(t, [&](int64_t k, int64_t off) { out[k] = loadAsDouble(src, off, dtype); });
+  return FUMI_OK;
+}
+
+namespace {
+
 bool validIndex(fumi_call* c, int32_t i) {
   return i >= 0 && static_cast<size_t>(i) < c->call->tensors().size();
 }
@@ -152,18 +171,13 @@ int64_t hostNumel(fumi_call* c, int32_t index) {
 fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
                        double* out) {
   if (!validIndex(c, index) || !out) return FUMI_ERROR;
-  const fumi_tensor& t = c->call->tensors()[index];
-  if (!buffer) {
-    buffer = t.data;
-    dtype = t.dtype;
-  }
-  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  std::vector<unsigned char> stage;
-  const void* src = readable(buffer, t.memory,
-                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
-  if (!src) return FUMI_UNSUPPORTED;
-  forEachElement(t, [&](int64_t k, int64_t off) { out[k] = loadAsDouble(src, off, dtype); });
-  return FUMI_OK;
+  return gatherTensor(c->call->tensors()[index], buffer, dtype, out);
+}
+
+fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
+  if (!validIndex(c, index) || !out) return FUMI_ERROR;
+  InsideScope inside;
+  return c->call->reference(index, out);
 }
 
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
@@ -289,7 +303,7 @@ void hostLog(fumi_log_level level, const char* message) {
 const fumi_host_api kHostApi = {
     FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
-    hostLog};
+    hostLog,                 hostReference};
 
 // Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {

@@ -125,6 +125,10 @@ struct DeviceMemory {
 };
 void setDeviceMemory(const DeviceMemory* ops);
 
+// Tensor t's logical elements read from `buffer` holding `dtype` (nullptr: its own data in its
+// own dtype), host or device memory, as dense row-major fp64 in `out` (the host API's gather).
+fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out);
+
 // Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?
 bool sampleHit(const SampleSpec& s, uint64_t index);
 

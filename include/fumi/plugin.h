@@ -158,6 +158,10 @@ typedef struct fumi_host_api {
   fumi_status (*rerun)(fumi_call* call, fumi_dtype precision, void* const* buffers);
   void (*report)(fumi_call* call, const fumi_verdict* verdict);
   void (*log)(fumi_log_level level, const char* message);
+  /* Appended (read it only when struct_size covers it): output tensor `index` recomputed by
+   * the host's own independent fp64 implementation of the operation (not the library that ran
+   * the call), as dense row-major fp64 in `out`. FUMI_UNSUPPORTED when the host has none. */
+  fumi_status (*reference)(fumi_call* call, int32_t index, double* out);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "hook.h"
+#include "reference.h"
 
 namespace fumi::hooks {
 
@@ -61,6 +62,11 @@ class GemmCall final : public Call {
   GemmCall(OpSite& site, fumi_dtype dt, int64_t size, uint64_t index, const Gemm& g)
       : Call(site, dt, dt, size, index), g_(g) {}
   int a = -1, b = -1, c_in = -1, c = -1;
+  MatmulSpec spec;  // the user's logical view (row-major A and B are not swapped here)
+
+  fumi_status reference(int32_t output, double* out) override {
+    return matmulReference(tensors(), spec, output, out);
+  }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
     const auto& ts = tensors();
@@ -100,6 +106,17 @@ class GemvCall final : public Call {
       : Call(site, dt, dt, size, index),
         t_(t), m_(m), n_(n), lda_(lda), incx_(incx), incy_(incy), alpha_(alpha), beta_(beta) {}
   int a = -1, x = -1, y_in = -1, y = -1;
+
+  fumi_status reference(int32_t output, double* out) override {
+    MatmulSpec spec;
+    spec.a = a;
+    spec.b = x;
+    spec.c = y_in;
+    spec.d = y;
+    spec.alpha = alpha_;
+    spec.beta = beta_;
+    return matmulReference(tensors(), spec, output, out);
+  }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
     const auto& ts = tensors();
@@ -216,6 +233,12 @@ std::unique_ptr<GemmCall> describeGemm(OpSite& site, uint64_t index, bool row_ma
   call->b = row_major ? ia : ib;
   call->c_in = ic_in;
   call->c = ic;
+  call->spec.a = ia;
+  call->spec.b = ib;
+  call->spec.c = ic_in;
+  call->spec.d = ic;
+  call->spec.alpha = canonical.alpha;
+  call->spec.beta = beta;
   return call;
 }
 

@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "hook.h"
+#include "reference.h"
 #include "report.h"
 
 namespace fumi::hooks {
@@ -174,6 +175,7 @@ class DeviceGemmCall final : public Call {
   const void* alpha_snapshot = nullptr;  // device pointer mode: the scalars as they were
   const void* beta_snapshot = nullptr;
   bool c_separate = false;  // cuBLASLt: C and D are distinct arguments
+  MatmulSpec::Act act = MatmulSpec::Act::kNone;  // cuBLASLt epilogue
   Launch same;      // the intercepted entry point again, at the call's precision
   Launch wider;     // a higher-precision reference
   std::function<void()> cleanup;  // checker-side resources of the launches
@@ -209,6 +211,21 @@ class DeviceGemmCall final : public Call {
     const cublasStatus_t st = launch(*ck, o);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return FUMI_UNSUPPORTED;
     return st == CUBLAS_STATUS_SUCCESS ? FUMI_OK : FUMI_ERROR;
+  }
+
+  fumi_status reference(int32_t output, double* out) override {
+    Checker* ck = Checker::get();
+    if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
+    MatmulSpec spec;
+    spec.a = a;
+    spec.b = b;
+    spec.c = c_in;
+    spec.d = d;
+    spec.bias = bias;
+    spec.alpha = alpha;
+    spec.beta = beta;
+    spec.act = act;
+    return matmulReference(tensors(), spec, output, out);
   }
 
   const GemmProblem& problem() const { return p_; }
@@ -819,6 +836,11 @@ struct MatmulDesc {
             pointer_mode == CUBLASLT_POINTER_MODE_DEVICE);
   }
   bool hasBias() const { return (epilogue & CUBLASLT_EPILOGUE_BIAS) != 0; }
+  MatmulSpec::Act activation() const {
+    return (epilogue & CUBLASLT_EPILOGUE_RELU) == CUBLASLT_EPILOGUE_RELU   ? MatmulSpec::Act::kRelu
+           : (epilogue & CUBLASLT_EPILOGUE_GELU) == CUBLASLT_EPILOGUE_GELU ? MatmulSpec::Act::kGelu
+                                                                           : MatmulSpec::Act::kNone;
+  }
   const char* epilogueName() const {
     switch (epilogue) {
       case CUBLASLT_EPILOGUE_RELU: return "relu";
@@ -930,6 +952,7 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
   const bool has_algo = algo != nullptr;
   return checkedGemm(cs, stream, p, forward, [&](DeviceGemmCall& call) {
     call.c_separate = true;
+    call.act = md.activation();
     call.addArg("transa", opName(ta));
     call.addArg("transb", opName(tb));
     call.addArg("epilogue", md.epilogueName());

@@ -365,11 +365,14 @@ class CapturedCall final : public at::ObserverContext {
     return static_cast<int>(tensors_.size()) - 1;
   }
 
-  // A CPU tensor over fumi scratch laid out like tensor k, holding `dtype`.
-  at::Tensor scratchTensor(int k, void* buffer, c10::ScalarType dtype) const {
+  // A CPU tensor over fumi scratch laid out like tensor k: a rerun buffer for `precision`,
+  // which holds `precision`, or at the call's own dtype tensor k's own dtype (plugin.h).
+  at::Tensor scratchTensor(int k, void* buffer, fumi_dtype precision) const {
     const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
+    const fumi_dtype held = precision == facts_.dtype ? d.dtype : precision;
     return at::from_blob(buffer, c10::IntArrayRef(d.shape, d.ndim),
-                         c10::IntArrayRef(d.strides, d.ndim), at::TensorOptions().dtype(dtype));
+                         c10::IntArrayRef(d.strides, d.ndim),
+                         at::TensorOptions().dtype(fromFumi(held)));
   }
 
   static fumi_status rerunThunk(void* self, fumi_dtype precision, void* const* buffers) {
@@ -393,7 +396,7 @@ class CapturedCall final : public at::ObserverContext {
           if (k < 0) return t.clone(at::MemoryFormat::Preserve);
           // At the call's own precision each tensor keeps its dtype; a wider rerun widens all.
           const c10::ScalarType dtype = own_dtype ? t.scalar_type() : wide;
-          const at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], wide) : t;
+          const at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], precision) : t;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       op_.callBoxed(&stack);
@@ -404,7 +407,7 @@ class CapturedCall final : public at::ObserverContext {
           const int k = slot < output_slots_.size() ? output_slots_[slot] : -1;
           ++slot;
           if (k < 0) return;
-          at::Tensor dst = scratchTensor(k, buffers[k], wide);
+          at::Tensor dst = scratchTensor(k, buffers[k], precision);
           if (dst.sizes() != r.sizes()) {
             shapes_match = false;
             return;

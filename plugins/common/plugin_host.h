@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -160,6 +161,14 @@ class Context {
     return FUMI_OK;
   }
 
+  // Output i recomputed by the host's own fp64 implementation (fumi_host_api.reference).
+  fumi_status reference(int32_t i, double* out) {
+    if (host_->struct_size < offsetof(fumi_host_api, reference) + sizeof(host_->reference) ||
+        !host_->reference)
+      return FUMI_UNSUPPORTED;
+    return host_->reference(call_, i, out);
+  }
+
   void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
   void log(fumi_log_level level, const std::string& message) const {
     host_->log(level, message.c_str());
@@ -241,6 +250,54 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
 }
 
 // Copies `msg` into a C buffer, truncated and always NUL-terminated.
+// Outputs against a reference (highprec: a wider rerun; reference: the host's own fp64
+// implementation): normwise relative error, guarded max elementwise relative error and ULP error
+// in the call's precision. Policy parameters `metric` (the primary one; ulp needs an explicit
+// tolerance) and `guard` (max_rel leaves out reference elements below guard*max|ref|).
+class ReferenceErrors {
+ public:
+  static std::vector<std::string> params() { return {"metric", "guard"}; }
+
+  ReferenceErrors(const metrics::Params& p, const char* plugin)
+      : primary_(p.getChoice("metric", {"normwise_rel", "max_rel", "ulp"})),
+        guard_(p.getDouble("guard", 1e-3, metrics::Bounds{0.0, 1.0, false, /*hi_open=*/true})),
+        tolerance_(p.tolerance()) {
+    if (primary_ == kUlp && std::isnan(tolerance_))
+      throw metrics::ParamError(std::string("plugin '") + plugin +
+                                "': metric 'ulp' needs an explicit tolerance (in ULPs)");
+  }
+
+  // One output of n elements: the call's `got` against `ref`. Per-call state lives in Sums.
+  struct Sums {
+    double metric[3] = {0.0, 0.0, 0.0};
+    size_t nonfinite_skipped = 0;
+  };
+  void add(Sums& s, const double* got, const double* ref, size_t n, fumi_dtype precision) const {
+    size_t skipped = 0;
+    s.metric[kNormwise] = std::max(s.metric[kNormwise], metrics::normwiseRel(got, ref, n, &skipped));
+    s.metric[kMaxRel] = std::max(s.metric[kMaxRel], metrics::maxRelGuarded(got, ref, n, guard_));
+    s.metric[kUlp] = std::max(s.metric[kUlp], metrics::maxUlp(got, ref, n, precision));
+    s.nonfinite_skipped += skipped;
+  }
+  // The verdict: primary metric against the tolerance (the policy's, else the dtype table's for
+  // the call's effective precision), the others as extras.
+  void report(Context& ctx, const Sums& s, const std::string& detail) const {
+    static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
+    const double tolerance = toleranceFor(tolerance_, effectivePrecision(ctx.info()));
+    Verdict v(kNames[primary_], s.metric[primary_], tolerance);
+    for (size_t m = 0; m < 3; ++m)
+      if (m != primary_) v.extra(kNames[m], s.metric[m]);
+    v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
+    ctx.report(v);
+  }
+
+ private:
+  enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
+  const size_t primary_;
+  const double guard_;
+  const double tolerance_;  // NaN: the dtype table's
+};
+
 inline void copyMessage(char* dst, size_t len, const std::string& msg) {
   if (dst && len > 0) std::snprintf(dst, len, "%s", msg.c_str());
 }
@@ -305,7 +362,8 @@ struct Glue {
     if (host->abi_version != FUMI_PLUGIN_ABI_VERSION)
       return "host ABI version " + std::to_string(host->abi_version) + ", plugin speaks " +
              std::to_string(FUMI_PLUGIN_ABI_VERSION);
-    if (host->struct_size < sizeof(fumi_host_api)) return "host API struct too small";
+    // `reference` was appended: hosts without it still serve every other plugin.
+    if (host->struct_size < offsetof(fumi_host_api, reference)) return "host API struct too small";
     if (!host->call_info || !host->alloc || !host->alloc_like || !host->numel || !host->gather ||
         !host->scatter || !host->rerun || !host->report || !host->log)
       return "host API has missing entry points";

@@ -19,10 +19,9 @@
 
 namespace {
 
-using fumi::metrics::Bounds;
 using fumi::metrics::Params;
 using fumi::plugin::Context;
-using fumi::plugin::Verdict;
+using fumi::plugin::ReferenceErrors;
 
 // The storage dtype the reference runs in; FUMI_DTYPE_UNKNOWN when there is none.
 fumi_dtype widerDtype(fumi_dtype storage) {
@@ -44,18 +43,9 @@ class HighprecCheck {
   static constexpr const char* kDescription =
       "rerun in the next wider dtype and report normwise, guarded elementwise and ULP errors "
       "against it";
-  static std::vector<std::string> knownParams() { return {"metric", "guard"}; }
+  static std::vector<std::string> knownParams() { return ReferenceErrors::params(); }
 
-  enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
-
-  explicit HighprecCheck(const Params& p)
-      : primary_(static_cast<Metric>(p.getChoice("metric", {"normwise_rel", "max_rel", "ulp"}))),
-        guard_(p.getDouble("guard", 1e-3, Bounds{0.0, 1.0, false, /*hi_open=*/true})),
-        tolerance_(p.tolerance()) {
-    if (primary_ == kUlp && std::isnan(tolerance_))
-      throw fumi::metrics::ParamError(
-          "plugin 'highprec': metric 'ulp' needs an explicit tolerance (in ULPs)");
-  }
+  explicit HighprecCheck(const Params& p) : errors_(p, kName) {}
 
   fumi_status run(Context& ctx) const {
     const fumi_dtype storage = ctx.info().dtype;
@@ -63,7 +53,6 @@ class HighprecCheck {
     const fumi_dtype wider = widerDtype(storage);
     if (wider == FUMI_DTYPE_UNKNOWN) return FUMI_UNSUPPORTED;
     const fumi_dtype precision = fumi::plugin::effectivePrecision(ctx.info());
-    const double tolerance = fumi::plugin::toleranceFor(tolerance_, precision);
 
     const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
     const std::vector<int32_t> inputs = ctx.floating(FUMI_ROLE_INPUT);
@@ -86,35 +75,19 @@ class HighprecCheck {
     }
     FUMI_RETURN_IF_NOT_OK(ctx.rerun(wider, buffers));
 
-    double metric[3] = {0.0, 0.0, 0.0};
-    size_t skipped_total = 0;
+    ReferenceErrors::Sums sums;
     for (int32_t o : outputs) {
-      const size_t n = ctx.numel(o);
       FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
       FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref));
-      size_t skipped = 0;
-      metric[kNormwise] =
-          std::max(metric[kNormwise], fumi::metrics::normwiseRel(a, ref, n, &skipped));
-      metric[kMaxRel] = std::max(metric[kMaxRel], fumi::metrics::maxRelGuarded(a, ref, n, guard_));
-      metric[kUlp] = std::max(metric[kUlp], fumi::metrics::maxUlp(a, ref, n, precision));
-      skipped_total += skipped;
+      errors_.add(sums, a, ref, ctx.numel(o), precision);
     }
-
-    static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
-    const std::string detail =
-        std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun";
-    Verdict v(kNames[primary_], metric[primary_], tolerance);
-    for (size_t m = 0; m < 3; ++m)
-      if (m != primary_) v.extra(kNames[m], metric[m]);
-    v.extra("nonfinite_skipped", static_cast<double>(skipped_total)).detail(detail.c_str());
-    ctx.report(v);
+    errors_.report(ctx, sums,
+                   std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun");
     return FUMI_OK;
   }
 
  private:
-  const Metric primary_;
-  const double guard_;
-  const double tolerance_;  // NaN: the dtype table's
+  const ReferenceErrors errors_;
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
-"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) under libfumi, on
-the simulated device (tests/simdevice) — or on a GPU, where FUMI_TEST_GPU=1 runs the same
-program on the real libraries (class GpuOnly, skipped without one)."""
+"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) under libfumi.
+
+Everything runs on the simulated device (tests/simdevice: stand-ins preloaded after libfumi).
+Class OnGpu runs the same program on the real libraries and needs a GPU: ctest runs it as its
+own test `cuda_gpu` (label gpu), which reports "skipped" (exit 77) on machines without one."""
 import collections
+import ctypes
 import os
 import sys
 import unittest
@@ -11,7 +14,18 @@ from fumitest import LIBFUMI, run  # noqa: E402
 
 CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
 SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
-ON_GPU = os.environ.get("FUMI_TEST_GPU") == "1"
+
+
+def gpu_present():
+    """A driver that initialises and at least one device."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 \
+            and count.value > 0
+    except OSError:
+        return False
+
 
 CHECK_ALL = """
 version: 1
@@ -24,6 +38,7 @@ rules:
       - { plugin: determinism }
       - { plugin: nan_inf }
       - { plugin: perturb, trials: 2, tolerance: 1 }
+      - { plugin: reference, tolerance: 1e-4 }
 """
 
 HIGHPREC = """
@@ -36,15 +51,16 @@ rules:
       - { plugin: highprec, tolerance: 1e-4 }
       - { plugin: determinism }
       - { plugin: nan_inf }
+      - { plugin: reference, tolerance: 1e-4 }
 """
 
 
-def cuda(mode, policy=None, preload=True, env=None):
-    """cuda_gemm MODE with the simulated device (unless on a GPU), with or without libfumi."""
+def cuda(mode, policy=None, preload=True, env=None, gpu=False):
+    """cuda_gemm MODE on the simulated device (or the real libraries: gpu), with or without
+    libfumi."""
     full_env = dict(env or {})
-    if not ON_GPU:
-        libs = ([LIBFUMI] if preload else []) + SIM
-        full_env["LD_PRELOAD"] = ":".join(libs)
+    if not gpu:
+        full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM)
     r = run([CUDA_GEMM, mode], policy=policy, preload=preload, env=full_env)
     if r.rc != 0:
         raise AssertionError(f"cuda_gemm {mode} failed ({r.rc}): {r.stderr[-3000:]}")
@@ -94,12 +110,13 @@ class Sweep(unittest.TestCase):
         by = collections.defaultdict(list)
         for c in checks:
             by[c["check"]].append(c)
-        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb"}, set(by))
+        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb", "reference"}, set(by))
         for c in by["determinism"]:
             self.assertEqual(c["value"], 0, c)
-        for c in by["highprec"]:
+        for c in by["highprec"] + by["reference"]:
             bound = 1e-6 if c["args"].get("epilogue") == "gelu" else 0
             self.assertLessEqual(c["value"], bound, c)
+        self.assertEqual(len(by["reference"]), len(lines(self.plain.stdout)))
 
     def test_inner_cublaslt_calls_are_not_counted(self):
         # The simulated libcublas (like the real one) runs GEMMs through cublasLtMatmul: those
@@ -144,11 +161,23 @@ class Precision(unittest.TestCase):
         r = cuda("fault", policy=HIGHPREC, env=env)
         self.assertEqual(lines(cuda("fault", preload=False, env=env).stdout), lines(r.stdout))
         flagged = {(v["op"], v["check"]) for v in r.of("violation")}
-        self.assertEqual(flagged, {("cublasSgemm_v2", "highprec"), ("cublasLtMatmul", "highprec")})
+        self.assertEqual(flagged, {("cublasSgemm_v2", "highprec"), ("cublasLtMatmul", "highprec"),
+                                   ("cublasSgemm_v2", "reference"), ("cublasLtMatmul", "reference")})
         for v in r.of("violation"):
             self.assertGreater(v["value"], 1e-2)
             self.assertTrue(v["stack"], v)
             self.assertIn("cuda_gemm.cpp", v["stack"][0])  # the program's frame, not fumi's
+
+    def test_wrong_in_every_precision_caught_by_reference_only(self):
+        # A kernel wrong the same way in fp32 and fp64: the wider rerun agrees with it, fumi's own
+        # host implementation does not.
+        env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f64:7x6x5"}
+        r = cuda("fault", policy=HIGHPREC, env=env)
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {("cublasSgemm_v2", "reference")})
+        hp = next(c for c in r.of("check") if c["check"] == "highprec"
+                  and c["op"] == "cublasSgemm_v2")
+        self.assertLess(hp["value"], 1e-6)
 
     def test_nan_injection_reported_as_appeared(self):
         env = {"FUMI_SIM_FAULTS": "nan:f32:7x6x5"}
@@ -170,7 +199,9 @@ class Precision(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         hp = [c for c in r.of("check") if c["check"] == "highprec"]
         self.assertEqual(sorted(c["op"] for c in hp), ["cublasLtMatmul", "cublasSgemm_v2"])
-        for c in hp:
+        ref = [c for c in r.of("check") if c["check"] == "reference"]
+        self.assertEqual(len(ref), 2)  # the host reference read the scalars from the device
+        for c in hp + ref:
             self.assertEqual(c["value"], 0)
         self.assertEqual(r.op("cublasSgemm_v2")["checked"], 1)
 
@@ -217,16 +248,36 @@ class Safety(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
 
 
-@unittest.skipUnless(CUDA_GEMM and ON_GPU, "needs a GPU (FUMI_TEST_GPU=1)")
-class GpuOnly(unittest.TestCase):
-    """Runs on real hardware only: the same checks, on the real libraries."""
+@unittest.skipUnless(CUDA_GEMM and os.environ.get("FUMI_TEST_GPU") == "1",
+                     "needs a GPU: run as ctest cuda_gpu")
+class OnGpu(unittest.TestCase):
+    """The real libraries on real hardware: results unchanged, every call checked, exact data
+    reproduced by every rerun, TF32 flagged, a capture left intact."""
 
-    def test_sweep_on_hardware(self):
-        plain = cuda("sweep", preload=False)
-        r = cuda("sweep", policy=HIGHPREC)
+    def test_sweep(self):
+        plain = cuda("sweep", preload=False, gpu=True)
+        r = cuda("sweep", policy=CHECK_ALL, env={"FUMI_CUDA_QUEUE": "1024"}, gpu=True)
         self.assertEqual(lines(plain.stdout), lines(r.stdout))
-        self.assertEqual([v for v in r.of("violation") if v["check"] != "highprec"], [])
+        self.assertEqual(r.of("violation"), [])
+        ops = [o for s in r.of("summary") for o in s["ops"]]
+        self.assertEqual(sum(o["checked"] for o in ops), len(lines(plain.stdout)))
+
+    def test_tf32(self):
+        r = cuda("tf32", policy=HIGHPREC, gpu=True)
+        flagged = [v["args"]["math_mode"] for v in r.of("violation") if v["check"] == "highprec"]
+        self.assertEqual(flagged, ["tf32"])
+
+    def test_capture(self):
+        r = cuda("capture", policy=HIGHPREC, gpu=True)
+        self.assertEqual(lines(cuda("capture", preload=False, gpu=True).stdout), lines(r.stdout))
+        self.assertEqual(r.op("cublasSgemm_v2")["skipped"], 1)
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--gpu"]:  # ctest cuda_gpu
+        if not (CUDA_GEMM and gpu_present()):
+            print("no GPU here: skipped")
+            sys.exit(77)
+        os.environ["FUMI_TEST_GPU"] = "1"
+        sys.argv[1:] = ["-v", "OnGpu"]
     unittest.main()

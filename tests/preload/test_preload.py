@@ -17,6 +17,7 @@ rules:
       - { plugin: perturb, trials: 4 }
       - { plugin: nan_inf }
       - { plugin: determinism }
+      - { plugin: reference }
 """
 
 
@@ -30,6 +31,7 @@ class IllConditioned(unittest.TestCase):
         self.assertIn(("sgemm_", "highprec"), flagged)
         self.assertIn(("sgemm_", "perturb"), flagged)
         self.assertNotIn(("sgemm_", "determinism"), flagged)
+        self.assertIn(("sgemm_", "reference"), flagged)  # fumi's own fp64 GEMM agrees
         hp = next(v for v in r.of("violation") if v["check"] == "highprec")
         self.assertGreater(hp["value"], 0.5)  # computed 0 where the exact result is 1
         self.assertEqual(hp["dtype"], "f32")
@@ -65,7 +67,7 @@ class WellConditioned(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         self.assertEqual(r.op("sgemm_")["checked"], 1)
         checks = {c["check"] for c in r.of("check")}
-        self.assertEqual(checks, {"highprec", "perturb", "nan_inf", "determinism"})
+        self.assertEqual(checks, {"highprec", "perturb", "nan_inf", "determinism", "reference"})
 
 
 class Layouts(unittest.TestCase):
@@ -89,6 +91,10 @@ class Layouts(unittest.TestCase):
                 self.assertLess(c["value"], 1e-6, c)
             if c["check"] == "determinism":
                 self.assertEqual(c["value"], 0, c)
+            if c["check"] == "reference":  # fumi's own GEMM/GEMV decodes every layout alike
+                self.assertLess(c["value"], 1e-6 if c["dtype"] == "f32" else 1e-14, c)
+        references = [c["op"] for c in r.of("check") if c["check"] == "reference"]
+        self.assertEqual(len(references), sum(expected_calls.values()))
         # f64 calls have no higher precision through BLAS: highprec skips them.
         self.assertFalse([c for c in r.of("check")
                           if c["check"] == "highprec" and c["dtype"] == "f64"])
