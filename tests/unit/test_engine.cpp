@@ -338,7 +338,7 @@ TEST(PluginLoader, MissingWrongAbiAndBuiltins) {
     EXPECT_TRUE(p.error.empty()) << p.error;
     names.push_back(p.name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"determinism", "highprec", "nan_inf", "perturb"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"determinism", "highprec", "nan_inf", "perturb", "reference"}));
 }
 
 }  // namespace
