@@ -108,14 +108,8 @@ class GemvCall final : public Call {
   int a = -1, x = -1, y_in = -1, y = -1;
 
   fumi_status reference(int32_t output, double* out) override {
-    MatmulSpec spec;
-    spec.a = a;
-    spec.b = x;
-    spec.c = y_in;
-    spec.d = y;
-    spec.alpha = alpha_;
-    spec.beta = beta_;
-    return matmulReference(tensors(), spec, output, out);
+    return matmulReference(tensors(), MatmulSpec{a, x, y_in, y, /*bias=*/-1, alpha_, beta_},
+                           output, out);
   }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
@@ -233,12 +227,7 @@ std::unique_ptr<GemmCall> describeGemm(OpSite& site, uint64_t index, bool row_ma
   call->b = row_major ? ia : ib;
   call->c_in = ic_in;
   call->c = ic;
-  call->spec.a = ia;
-  call->spec.b = ib;
-  call->spec.c = ic_in;
-  call->spec.d = ic;
-  call->spec.alpha = canonical.alpha;
-  call->spec.beta = beta;
+  call->spec = MatmulSpec{ia, ib, ic_in, ic, /*bias=*/-1, canonical.alpha, beta};
   return call;
 }
 

@@ -216,16 +216,8 @@ class DeviceGemmCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     Checker* ck = Checker::get();
     if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
-    MatmulSpec spec;
-    spec.a = a;
-    spec.b = b;
-    spec.c = c_in;
-    spec.d = d;
-    spec.bias = bias;
-    spec.alpha = alpha;
-    spec.beta = beta;
-    spec.act = act;
-    return matmulReference(tensors(), spec, output, out);
+    return matmulReference(tensors(), MatmulSpec{a, b, c_in, d, bias, alpha, beta, act}, output,
+                           out);
   }
 
   const GemmProblem& problem() const { return p_; }

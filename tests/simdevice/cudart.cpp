@@ -319,6 +319,19 @@ Stream* resolveLocked(cudaStream_t h) {
   return it == st.streams.end() ? nullptr : it->second.get();
 }
 
+// A property of a live stream, read into *out (the cudaStreamGet* queries).
+template <class T, class Get>
+cudaError_t queryStream(cudaStream_t h, T* out, Get get) {
+  return api([&] {
+    if (!out) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> lk(S().mu);
+    const Stream* s = resolveLocked(h);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    *out = static_cast<T>(get(*s));
+    return cudaSuccess;
+  });
+}
+
 Event* findEventLocked(cudaEvent_t h) {
   auto* e = reinterpret_cast<Event*>(h);
   return S().events.count(e) ? e : nullptr;
@@ -1397,46 +1410,19 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
-  return api([&] {
-    if (!flags) return cudaErrorInvalidValue;
-    std::lock_guard<std::mutex> lk(S().mu);
-    Stream* s = resolveLocked(hStream);
-    if (!s) return cudaErrorInvalidResourceHandle;
-    *flags = s->flags;
-    return cudaSuccess;
-  });
+  return queryStream(hStream, flags, [](const Stream& s) { return s.flags; });
 }
 
 cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
-  return api([&] {
-    if (!priority) return cudaErrorInvalidValue;
-    std::lock_guard<std::mutex> lk(S().mu);
-    Stream* s = resolveLocked(hStream);
-    if (!s) return cudaErrorInvalidResourceHandle;
-    *priority = s->priority;
-    return cudaSuccess;
-  });
+  return queryStream(hStream, priority, [](const Stream& s) { return s.priority; });
 }
 
 cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long* streamId) {
-  return api([&] {
-    if (!streamId) return cudaErrorInvalidValue;
-    std::lock_guard<std::mutex> lk(S().mu);
-    Stream* s = resolveLocked(hStream);
-    if (!s) return cudaErrorInvalidResourceHandle;
-    *streamId = s->id;
-    return cudaSuccess;
-  });
+  return queryStream(hStream, streamId, [](const Stream& s) { return s.id; });
 }
 
 cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
-  return api([&] {
-    if (!device) return cudaErrorInvalidValue;
-    std::lock_guard<std::mutex> lk(S().mu);
-    if (!resolveLocked(hStream)) return cudaErrorInvalidResourceHandle;
-    *device = 0;
-    return cudaSuccess;
-  });
+  return queryStream(hStream, device, [](const Stream&) { return 0; });
 }
 
 // Host functions run on the stream's worker, in stream order. They must not call CUDA
