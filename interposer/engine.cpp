@@ -185,18 +185,14 @@ fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buf
   if (!validIndex(c, index) || !in || !buffer) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  if (t.memory == FUMI_MEMORY_HOST) {
-    forEachElement(t,
-                   [&](int64_t k, int64_t off) { storeFromDouble(buffer, off, in[k], dtype); });
-    return FUMI_OK;
-  }
-  // Device: build the whole span on the host (gaps zero: scratch buffers hold nothing else).
-  const DeviceMemory* dev = g_device.load();
-  if (!dev) return FUMI_UNSUPPORTED;
-  std::vector<unsigned char> stage(static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype));
-  forEachElement(t, [&](int64_t k, int64_t off) {
-    storeFromDouble(stage.data(), off, in[k], dtype);
-  });
+  // Device memory: the whole span is built on the host, then copied (gaps zero: scratch
+  // buffers hold nothing else).
+  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
+  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
+  std::vector<unsigned char> stage(dev ? static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype) : 0);
+  void* dst = dev ? stage.data() : buffer;
+  forEachElement(t, [&](int64_t k, int64_t off) { storeFromDouble(dst, off, in[k], dtype); });
+  if (!dev) return FUMI_OK;
   return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
 }
 

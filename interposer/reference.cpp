@@ -18,13 +18,13 @@ bool gathered(const std::vector<fumi_tensor>& ts, int i, std::vector<double>& ou
   return gatherTensor(t, nullptr, t.dtype, out.data()) == FUMI_OK;
 }
 
-// sum a[i*sa] * b[i*sb] with error-free transformations (TwoProduct by fma, TwoSum): the result
+// sum a[i] * b[i*sb] with error-free transformations (TwoProduct by fma, TwoSum): the result
 // is as accurate as a dot product computed in twice the working precision.
-double dot2(const double* a, int64_t sa, const double* b, int64_t sb, int64_t n) {
+double dot2(const double* a, const double* b, int64_t sb, int64_t n) {
   double s = 0, c = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double p = a[i * sa] * b[i * sb];
-    const double pe = std::fma(a[i * sa], b[i * sb], -p);
+    const double p = a[i] * b[i * sb];
+    const double pe = std::fma(a[i], b[i * sb], -p);
     const double t = s + p;
     const double z = t - s;
     c += (s - (t - z)) + (p - z) + pe;
@@ -75,7 +75,7 @@ fumi_status matmulReference(const std::vector<fumi_tensor>& ts, const MatmulSpec
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t o = (b * m + i) * n + j;
-        double v = s.alpha * dot2(&A[static_cast<size_t>(b * sa + i * k)], 1,
+        double v = s.alpha * dot2(&A[static_cast<size_t>(b * sa + i * k)],
                                   &B[static_cast<size_t>(b * sb + j)], n, k);
         if (reads_c) v += s.beta * C[static_cast<size_t>(b * sc + i * n + j)];
         if (!bias.empty()) v += bias[static_cast<size_t>(i)];
