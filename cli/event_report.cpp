@@ -201,6 +201,10 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     if (!e->is_object()) badField("extra", "an object");
     v.extra = *e;
   }
+  if (const json* k = field(obj, "kernels")) {
+    if (!k->is_array()) badField("kernels", "an array");
+    v.kernels = *k;
+  }
   if (violation) v.stack = getStringArray(obj, "stack");
   return ev;
 }

@@ -72,6 +72,7 @@ struct ViolationInfo {
   std::string time;
   nlohmann::json shape;  // as written (object of name -> dims), null when absent
   nlohmann::json extra;  // as written, null when absent
+  nlohmann::json kernels;  // as written (array of {name, duration_ns}), null when absent
   std::vector<std::string> stack;
   std::string file;
   int line = 0;

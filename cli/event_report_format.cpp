@@ -33,12 +33,26 @@ json violationJson(const ViolationInfo& v) {
   j["dtype"] = v.dtype;
   j["shape"] = v.shape;
   j["extra"] = v.extra;
+  j["kernels"] = v.kernels;
   j["detail"] = v.detail;
   j["time"] = v.time;
   j["stack"] = v.stack;
   j["file"] = v.file;
   j["line"] = v.line;
   return j;
+}
+
+// "name (12.3 us), name2" from an event's `kernels` (entries of other shapes are skipped).
+std::string kernelList(const json& kernels) {
+  std::string s;
+  for (const json& k : kernels) {
+    if (!k.is_object() || !k.contains("name") || !k["name"].is_string()) continue;
+    if (!s.empty()) s += ", ";
+    s += k["name"].get<std::string>();
+    if (k.contains("duration_ns") && k["duration_ns"].is_number())
+      s += " (" + formatValue(k["duration_ns"].get<double>() / 1000) + " us)";
+  }
+  return s;
 }
 
 std::string joinArgv(const std::vector<std::string>& argv, size_t max_len = 60) {
@@ -219,6 +233,7 @@ std::string formatText(const Report& report, size_t stack_frames) {
     if (!v.dtype.empty()) out << ", " << v.dtype;
     out << "\n";
     if (!v.detail.empty()) out << "      " << v.detail << "\n";
+    if (v.kernels.is_array() && !v.kernels.empty()) out << "      kernels: " << kernelList(v.kernels) << "\n";
     for (size_t i = 0; i < v.stack.size() && i < stack_frames; ++i) {
       out << "      " << v.stack[i] << "\n";
     }

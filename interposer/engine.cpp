@@ -268,6 +268,15 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
     }
     ev["phase"] = phase;
   }
+  if (origin && !origin->kernels.empty()) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const KernelRecord& k : origin->kernels) {
+      nlohmann::json o{{"name", k.name}};
+      if (k.start_ns && k.end_ns >= k.start_ns) o["duration_ns"] = k.end_ns - k.start_ns;
+      kernels.push_back(std::move(o));
+    }
+    ev["kernels"] = std::move(kernels);
+  }
   ev["rule"] = c->rule->name;
   nlohmann::json extra = nlohmann::json::object();
   if (FUMI_VERDICT_HAS(v, extra))

@@ -105,6 +105,13 @@ class OpDecision {
   friend class Engine;
 };
 
+// A device kernel a call launched, as a profiling interface (CUPTI: cuda/kernels.h) saw it.
+struct KernelRecord {
+  std::string name;       // as the profiler reports it (mangled for C++ kernels)
+  uint64_t start_ns = 0;  // the profiler's clock; 0: unknown
+  uint64_t end_ns = 0;
+};
+
 // Where a call came from, taken on the calling thread when its checks run later on another
 // thread (the CUDA checker): reports then name the program's stacks and framework ops, not the
 // checker's. Native frames stay unsymbolised until a violation needs them.
@@ -113,6 +120,7 @@ struct CallOrigin {
   std::vector<std::string> python_stack;
   std::vector<ContextEntry> context;
   const char* phase = "";
+  std::vector<KernelRecord> kernels;  // what the call launched, in launch order, when recorded
 };
 
 // Device memory for the host API (alloc/gather/scatter of FUMI_MEMORY_DEVICE operands), set by

@@ -17,6 +17,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "kernels.h"
 #include "report.h"
 #include "runtime.h"
 #include "settings.h"
@@ -232,6 +233,15 @@ void Checker::drain() {
     if (st->thread.get_id() == std::this_thread::get_id()) st->thread.detach();
     else st->thread.join();
   }
+  static std::atomic<bool> said{false};
+  const KernelRecorderStats ks = KernelRecorder::stats();
+  if (ks.calls && !said.exchange(true))
+    logMessage(FUMI_LOG_INFO,
+               fmt::format("kernel records: {} calls recorded, {} kernels matched, {} launches "
+                           "without a record, {} calls dropped, {} kernels over the per-call "
+                           "cap, {} records dropped by CUPTI",
+                           ks.calls, ks.kernels, ks.kernels_missing, ks.calls_dropped,
+                           ks.kernels_over_cap, ks.records_dropped));
   // The pool and handles stay: the process is ending. Later calls are not checked.
   std::lock_guard<std::mutex> lock(g_start_mu);
   g_checker = nullptr;
@@ -258,6 +268,8 @@ void Checker::returnEvent(cudaEvent_t e) {
 
 void* Checker::scratch(size_t bytes) { return g_state_ptr->allocate(bytes, false); }
 
+PendingCheck::~PendingCheck() { KernelRecorder::discard(kernels); }
+
 void Checker::submit(std::unique_ptr<PendingCheck> check) {
   State& st = *g_state_ptr;
   auto shared = std::shared_ptr<PendingCheck>(std::move(check));
@@ -265,6 +277,9 @@ void Checker::submit(std::unique_ptr<PendingCheck> check) {
     PendingCheck& pc = *shared;
     if (api_.cudaEventSynchronize(pc.ready) == cudaSuccess) {
       try {
+        // The call's kernels ran before the event: their records are complete.
+        pc.origin.kernels = KernelRecorder::take(pc.kernels);
+        pc.kernels = 0;
         engine()->runChecks(*pc.call, *pc.sampler, &pc.origin);
       } catch (const std::exception& e) {
         internalError(pc.call->info().op, e.what());

@@ -29,6 +29,12 @@ struct PendingCheck {
   CallOrigin origin;
   cudaEvent_t ready = nullptr;       // recorded on the call's stream after the snapshots
   std::vector<void*> blocks;         // pool memory held until the check is done
+  uint64_t kernels = 0;              // KernelRecorder token of the call (0: not recorded)
+
+  PendingCheck() = default;
+  PendingCheck(const PendingCheck&) = delete;
+  PendingCheck& operator=(const PendingCheck&) = delete;
+  ~PendingCheck();  // a token never taken is discarded
 };
 
 class Checker {

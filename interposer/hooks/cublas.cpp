@@ -18,6 +18,7 @@
 
 #include "call.h"
 #include "cuda/checker.h"
+#include "cuda/kernels.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "hook.h"
@@ -438,7 +439,15 @@ cublasStatus_t checkedGemm(const CallSite& cs, cudaStream_t stream, GemmProblem&
       call->beta = scalarValue(p.beta, p.scale);
     }
   }
+  // Which kernels the call launches (CUPTI, when available): bracketed on this thread.
+  cuda::KernelRecorder* kr = nullptr;
+  {
+    InsideScope inside;
+    kr = cuda::KernelRecorder::get();
+  }
+  pending->kernels = kr ? kr->begin() : 0;
   const cublasStatus_t status = forward();
+  if (kr) kr->end(pending->kernels);
   void* sd = nullptr;
   {
     InsideScope inside;

@@ -17,6 +17,11 @@
 //   capture  cublasSgemm_v2 and cublasLtMatmul recorded into a CUDA graph (global capture
 //            mode), then the graph launched; prints the simulator's capture-violation count.
 //   device-scalars  cublasSgemm_v2 and cublasLtMatmul with alpha/beta in device memory.
+//   profiler cublasSgemm_v2 three times, then the program becomes a CUPTI client itself, as
+//            torch.profiler does mid-run (cuptiSubscribe_v2 + launch callbacks, resolved from
+//            the global scope as a program linked against libcupti binds them), then three
+//            more; prints the subscribe's result and the launches its subscriber saw on this
+//            thread.
 //   errors   a GEMM with invalid arguments (the library's status must come back unchanged)
 //            and a cudaGetLastError probe (fumi's own CUDA calls must leave no error behind).
 #include <cublasLt.h>
@@ -24,7 +29,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+#include <cupti.h>
 #include <dlfcn.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <cstdio>
@@ -460,18 +468,29 @@ int tf32() {
   return 0;
 }
 
-int fault() {
-  cublasHandle_t h = nullptr;
-  CHECK_BLAS(cublasCreate(&h));
+// An f32 Gemm of the given shape, allocated.
+Gemm f32Gemm(int m, int n, int k) {
   Gemm g;
-  g.m = 7;
-  g.n = 6;
-  g.k = 5;
+  g.m = m;
+  g.n = n;
+  g.k = k;
   g.allocate();
+  return g;
+}
+
+// cublasSgemm_v2 on g (alpha 1, beta 1/2), its result printed as `name`.
+void sgemm(cublasHandle_t h, Gemm& g, const char* name) {
   const float fa = 1, fb = 0.5f;
   CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
                          (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
-  g.print("cublasSgemm_v2");
+  g.print(name);
+}
+
+int fault() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  Gemm g = f32Gemm(7, 6, 5);
+  sgemm(h, g, "cublasSgemm_v2");
   g.release();
   cublasLtHandle_t lt = nullptr;
   CHECK_BLAS(cublasLtCreate(&lt));
@@ -569,6 +588,61 @@ int errors() {
 
 }  // namespace
 
+// The program's own CUPTI client (profiler mode): launches seen on the main thread.
+std::atomic<int> g_profiled_launches{0};
+thread_local bool t_main_thread = false;
+
+void CUPTIAPI onProfiledApi(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  if (t_main_thread &&
+      static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_ENTER)
+    ++g_profiled_launches;
+}
+
+int profiler() {
+  t_main_thread = true;
+  if (!dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL)) {
+    std::printf("no libcupti: %s\n", dlerror());
+    return 0;
+  }
+  using Subscribe = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                                    CUpti_SubscriberParams*);
+  using Enable = CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId);
+  using Unsubscribe = CUptiResult (*)(CUpti_SubscriberHandle);
+  auto subscribe = reinterpret_cast<Subscribe>(dlsym(RTLD_DEFAULT, "cuptiSubscribe_v2"));
+  auto enable = reinterpret_cast<Enable>(dlsym(RTLD_DEFAULT, "cuptiEnableCallback"));
+  auto unsubscribe = reinterpret_cast<Unsubscribe>(dlsym(RTLD_DEFAULT, "cuptiUnsubscribe"));
+  if (!subscribe || !enable || !unsubscribe) {
+    std::fprintf(stderr, "libcupti lacks the callback API\n");
+    return 1;
+  }
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  Gemm g = f32Gemm(5, 4, 3);
+  auto gemms = [&](const char* name) {
+    for (int i = 0; i < 3; ++i) sgemm(h, g, name);
+  };
+  gemms("cublasSgemm_v2");
+  CUpti_SubscriberHandle sub = nullptr;
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "cuda_gemm";
+  const CUptiResult r = subscribe(&sub, onProfiledApi, nullptr, &params);
+  std::printf("subscribe %d\n", static_cast<int>(r));
+  if (r == CUPTI_SUCCESS) {
+    for (CUpti_CallbackId id : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000})
+      if (enable(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) != CUPTI_SUCCESS) return 1;
+  }
+  gemms("cublasSgemm_v2 profiled");
+  CHECK_CUDA(cudaDeviceSynchronize());
+  if (r == CUPTI_SUCCESS) unsubscribe(sub);
+  std::printf("profiled launches %d\n", g_profiled_launches.load());
+  g.release();
+  cublasDestroy(h);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "sweep";
   if (mode == "sweep") return sweep();
@@ -577,6 +651,8 @@ int main(int argc, char** argv) {
   if (mode == "device-scalars") return deviceScalars();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|device-scalars|capture|errors\n", argv[0]);
+  if (mode == "profiler") return profiler();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|device-scalars|capture|errors|profiler\n",
+               argv[0]);
   return 64;
 }

@@ -6,14 +6,17 @@ own test `cuda_gpu` (label gpu), which reports "skipped" (exit 77) on machines w
 import collections
 import ctypes
 import os
+import re
+import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
-from fumitest import LIBFUMI, run  # noqa: E402
+from fumitest import FUMI, LIBFUMI, run  # noqa: E402
 
 CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
 SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
+SIM_CUPTI = os.environ.get("FUMI_SIM_CUPTI", "")  # the CUPTI stand-in (libcupti.so.13)
 
 
 def gpu_present():
@@ -41,12 +44,13 @@ HIGHPREC = every_call(*CHECKS)
 CHECK_ALL = every_call(*CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1 }")
 
 
-def cuda(mode, policy=None, preload=True, env=None, gpu=False):
+def cuda(mode, policy=None, preload=True, env=None, gpu=False, cupti=False):
     """cuda_gemm MODE on the simulated device (or the real libraries: gpu), with or without
-    libfumi."""
+    libfumi; cupti: with the simulated device's CUPTI too."""
     full_env = dict(env or {})
     if not gpu:
-        full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM)
+        sim = SIM + ([SIM_CUPTI] if cupti else [])
+        full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + sim)
     r = run([CUDA_GEMM, mode], policy=policy, preload=preload, env=full_env)
     if r.rc != 0:
         raise AssertionError(f"cuda_gemm {mode} failed ({r.rc}): {r.stderr[-3000:]}")
@@ -234,6 +238,90 @@ class Safety(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
 
 
+KERNEL_NAME = re.compile(r"sim_gemm_(f64|f32|f16|bf16)_(f64|f32|f16|bf16)_"
+                         r"(f64|f32|tf32|f16fast|bf16fast|f16)_kernel")
+NAN_INF = every_call("{ plugin: nan_inf }")
+
+
+@unittest.skipUnless(CUDA_GEMM and SIM_CUPTI, "cuda_gemm or the CUPTI stand-in not built")
+class KernelRecords(unittest.TestCase):
+    """CUPTI: checked calls report the kernels they launched, fumi yields CUPTI to the
+    program's own profiler, and nothing depends on it (the other classes run without CUPTI)."""
+
+    def test_every_checked_call_names_its_kernel(self):
+        # The simulated libraries launch one kernel per GEMM, named after its types and math,
+        # from inside cublasLtMatmul for the cuBLAS entry points: the outer call gets it.
+        plain = cuda("sweep", preload=False, cupti=True)
+        r = cuda("sweep", policy=NAN_INF, env={"FUMI_CUDA_QUEUE": "1024"}, cupti=True)
+        self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        checks = r.of("check")
+        self.assertEqual(len(checks), len(lines(plain.stdout)))
+        for c in checks:
+            with self.subTest(op=c["op"], call=c["call_index"]):
+                self.assertEqual(len(c.get("kernels", [])), 1, c)
+                k = c["kernels"][0]
+                m = KERNEL_NAME.fullmatch(k["name"])
+                self.assertIsNotNone(m, k)
+                self.assertEqual(m.group(1), c["dtype"])
+                self.assertIsInstance(k["duration_ns"], int)
+                self.assertGreaterEqual(k["duration_ns"], 0)
+        self.assertIn("kernel records on", r.stderr)
+
+    def test_kernel_shows_the_math_mode_async_and_sync(self):
+        for mode in ("async", "sync"):
+            with self.subTest(mode=mode):
+                r = cuda("tf32", policy=NAN_INF, env={"FUMI_CUDA_MODE": mode}, cupti=True)
+                names = {c["call_index"]: [k["name"] for k in c["kernels"]]
+                         for c in r.of("check")}
+                self.assertEqual(names, {0: ["sim_gemm_f32_f32_f32_kernel"],
+                                         1: ["sim_gemm_f32_f32_tf32_kernel"]})
+
+    def test_violation_carries_the_kernels(self):
+        r = cuda("fault", policy=HIGHPREC, env={"FUMI_SIM_FAULTS": "wrong:f32:7x6x5"},
+                 cupti=True)
+        v = [v for v in r.of("violation") if v["check"] == "highprec"]
+        self.assertEqual([x["op"] for x in v], ["cublasSgemm_v2"])
+        self.assertEqual([k["name"] for k in v[0]["kernels"]], ["sim_gemm_f32_f32_f32_kernel"])
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True,
+                              check=True).stdout
+        self.assertIn("kernels: sim_gemm_f32_f32_f32_kernel (", text)
+
+    def test_program_starting_a_profiler_takes_cupti_from_fumi(self):
+        # cuda_gemm profiler: 3 GEMMs, then its own cuptiSubscribe_v2 (fumi holds CUPTI's one
+        # subscriber by then), 3 more GEMMs.
+        plain = cuda("profiler", preload=False, cupti=True)
+        r = cuda("profiler", policy=NAN_INF, cupti=True)
+        self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        self.assertIn("subscribe 0", r.stdout)  # CUPTI_SUCCESS: fumi let go first
+        self.assertIn("profiled launches 3", r.stdout)  # the program sees its own launches
+        kernels = {c["call_index"]: len(c.get("kernels", [])) for c in r.of("check")}
+        self.assertEqual(kernels, {0: 1, 1: 1, 2: 1, 3: 0, 4: 0, 5: 0})
+        self.assertIn("the program uses CUPTI itself (cuptiSubscribe_v2)", r.stderr)
+
+    def test_existing_profiler_keeps_cupti(self):
+        # A profiler subscribed before fumi's first checked call (as Nsight Systems does).
+        r = cuda("profiler", policy=NAN_INF, cupti=True,
+                 env={"FUMI_SIM_CUPTI_SUBSCRIBER": "nsys"})
+        self.assertIn("subscribe 39", r.stdout)  # MULTIPLE_SUBSCRIBERS: the profiler's, not fumi's
+        self.assertEqual(len(r.of("check")), 6)
+        self.assertFalse([c for c in r.of("check") if "kernels" in c])
+        self.assertIn("another CUPTI subscriber (a profiler) is active", r.stderr)
+
+    def test_switched_off(self):
+        r = cuda("tf32", policy=NAN_INF, env={"FUMI_CUPTI": "0"}, cupti=True)
+        self.assertEqual(len(r.of("check")), 2)
+        self.assertFalse([c for c in r.of("check") if "kernels" in c])
+        self.assertNotIn("kernel records on", r.stderr)
+
+    def test_without_cupti_no_kernel_records(self):
+        # No stand-in: the real libcupti.so.13 where the loader finds one (it fails without a
+        # driver), else none at all. Either way fumi says why and checks as usual.
+        r = cuda("tf32", policy=NAN_INF)
+        self.assertEqual(len(r.of("check")), 2)
+        self.assertFalse([c for c in r.of("check") if "kernels" in c])
+        self.assertIn("kernel records off: ", r.stderr)
+
+
 @unittest.skipUnless(CUDA_GEMM and os.environ.get("FUMI_TEST_GPU") == "1",
                      "needs a GPU: run as ctest cuda_gpu")
 class OnGpu(unittest.TestCase):
@@ -252,6 +340,25 @@ class OnGpu(unittest.TestCase):
         r = cuda("tf32", policy=HIGHPREC, gpu=True)
         flagged = [v["args"]["math_mode"] for v in r.of("violation") if v["check"] == "highprec"]
         self.assertEqual(flagged, ["tf32"])
+
+    def test_kernel_records(self):
+        r = cuda("sweep", policy=NAN_INF, env={"FUMI_CUDA_QUEUE": "1024"}, gpu=True)
+        if "kernel records on" not in r.stderr:
+            self.skipTest("no CUPTI here: " + r.stderr[-500:])
+        for c in r.of("check"):
+            self.assertTrue(c.get("kernels"), c)
+            for k in c["kernels"]:
+                self.assertTrue(k["name"], k)
+                self.assertGreater(k.get("duration_ns", 0), 0, k)
+
+    def test_profiler_takes_cupti_from_fumi(self):
+        r = cuda("profiler", policy=NAN_INF, gpu=True)
+        if "no libcupti" in r.stdout:
+            self.skipTest(r.stdout)
+        self.assertIn("subscribe 0", r.stdout)
+        later = [c for c in r.of("check") if c["call_index"] >= 3]
+        self.assertEqual(len(later), 3)
+        self.assertFalse([c for c in later if "kernels" in c])
 
     def test_capture(self):
         r = cuda("capture", policy=HIGHPREC, gpu=True)

@@ -13,8 +13,9 @@ def hook_table_names():
     for f in os.listdir(hooks):
         if f.endswith(".def"):
             for line in open(os.path.join(hooks, f)):
-                if line.startswith("FUMI_HOOK("):
-                    names.add(line[len("FUMI_HOOK("):].split(",")[0].strip())
+                for row in ("FUMI_HOOK(", "FUMI_PASS_HOOK("):
+                    if line.startswith(row):
+                        names.add(line[len(row):].split(",")[0].strip())
     return names
 
 
@@ -26,6 +27,8 @@ class Exports(unittest.TestCase):
         expected = hook_table_names() | {"fumi_version", "fumi_plugin_abi_version", "dlopen",
                                           "_exit"}
         self.assertIn("sgemm_", expected)
+        if "cublasGemmEx" in expected:  # CUDA build: CUPTI clients' entry points too
+            self.assertIn("cuptiSubscribe_v2", expected)
         self.assertEqual(exported, expected)
         with open(os.path.join(BUILD, "libfumi.exports")) as f:
             self.assertEqual({l.strip() for l in f if l.strip()}, expected)
@@ -35,7 +38,7 @@ class Exports(unittest.TestCase):
                              check=True).stdout
         needed = [l for l in out.splitlines() if "NEEDED" in l]
         self.assertTrue(needed)
-        for lib in ("cuda", "cublas", "cudnn", "torch", "c10", "python", "spdlog", "fmt"):
+        for lib in ("cuda", "cublas", "cudnn", "cupti", "torch", "c10", "python", "spdlog", "fmt"):
             self.assertFalse([l for l in needed if lib in l], (lib, needed))
 
 

@@ -24,6 +24,11 @@
 //    capturing work, implicit synchronisation with the legacy stream, and cross-capture
 //    event dependencies are enforced: the offending call fails and invalidates the captures
 //    concerned, and cudaFumiSimCaptureViolations() counts such calls.
+//  - a profiling tool (sim_tool.h, test-only): the CUPTI stand-in installs itself with
+//    cudaFumiSimSetTool, and the cuBLAS/cuBLASLt stand-ins launch their "kernels" with
+//    cudaFumiSimLaunchKernel, which the tool sees as cudaLaunchKernel calls (API enter/exit on
+//    the launching thread) and as kernels with start/end times (on the stream). Without a tool
+//    it is cudaLaunchHostFunc. Launches captured into a graph get no kernel record.
 //
 // Not emulated: device code (cudaLaunchKernel and nvcc-generated launches fail with
 // cudaErrorInvalidDeviceFunction; the fatbinary registration entry points are no-ops so
@@ -59,6 +64,7 @@
 #include <vector>
 
 #include "sim.h"
+#include "sim_tool.h"
 
 namespace {
 
@@ -925,6 +931,8 @@ cudaError_t checkDevice(int device) {
 
 void* g_fatbinHandle[8];  // what __cudaRegisterFatBinary hands out
 
+std::atomic<const FumiSimTool*> g_tool{nullptr};  // sim_tool.h
+
 }  // namespace
 
 // Declarations of the entry points nvcc-generated host code uses (the headers declare them
@@ -1447,6 +1455,56 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
 // Kernels cannot run on the simulated device: it has no device code.
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
   return api([] { return cudaErrorInvalidDeviceFunction; });
+}
+
+void cudaFumiSimSetTool(const FumiSimTool* tool) { g_tool.store(tool, std::memory_order_release); }
+
+cudaError_t cudaFumiSimLaunchKernel(cudaStream_t stream, const char* kernel, cudaHostFn_t fn,
+                                    void* userData) {
+  const FumiSimTool* tool = g_tool.load(std::memory_order_acquire);
+  if (!tool) return cudaLaunchHostFunc(stream, fn, userData);
+  FumiSimLaunch launch{kernel, reinterpret_cast<const void*>(fn), stream, 0, 0, cudaSuccess};
+  tool->launchEnter(&launch);
+  launch.result = api([&] {
+    if (!fn) return cudaErrorInvalidValue;
+    unsigned long long streamId = 0;
+    bool capturing = false;
+    {
+      std::lock_guard<std::mutex> lk(S().mu);
+      Stream* s = resolveLocked(stream);
+      if (!s) return cudaErrorInvalidResourceHandle;
+      streamId = s->id;
+      capturing = s->capture != nullptr;
+    }
+    // The record is handed out at most once: a capture starting between the check above and
+    // the submission below puts the task into a graph, which may replay it.
+    auto record = std::make_shared<std::atomic<void*>>(nullptr);
+    Task task = [tool, record, fn, userData] {
+      const uint64_t start = record->load() ? tool->timestamp() : 0;
+      fn(userData);
+      if (void* r = record->exchange(nullptr)) tool->kernelDone(r, 1, start, tool->timestamp());
+    };
+    if (!capturing) record->store(tool->kernelRecord(&launch, streamId));
+    // Not enqueued (failed, threw, or captured): the record ends as "never ran".
+    struct Cancel {
+      const FumiSimTool* tool;
+      std::atomic<void*>* record;
+      bool enqueued = false;
+      ~Cancel() {
+        if (!enqueued)
+          if (void* r = record->exchange(nullptr)) tool->kernelDone(r, 0, 0, 0);
+      }
+    } cancel{tool, record.get()};
+    uint64_t seq = 0;
+    std::lock_guard<std::mutex> lk(S().mu);
+    Stream* s = resolveLocked(stream);
+    const cudaError_t e = s ? submitLocked(*s, std::move(task), &seq)
+                            : cudaErrorInvalidResourceHandle;
+    cancel.enqueued = e == cudaSuccess && seq != 0;
+    return e;
+  });
+  tool->launchExit(&launch);
+  return launch.result;
 }
 
 // =========================================================================================

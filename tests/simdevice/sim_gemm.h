@@ -21,6 +21,11 @@
 // so the pointer-array path in libcublas counts apart from the cublasLtMatmul path).
 //
 // Only the task run on the stream (execute) translates device pointers to host addresses.
+//
+// Kernel names: each GEMM is launched as one kernel named sim_gemm_<A>_<D>_<math>_kernel
+// (A's and D's types, <math> the multiply precision: f64, f32, tf32, f16fast, bf16fast, f16
+// accumulation), through cudaFumiSimLaunchKernel (sim_tool.h): a profiling tool (the CUPTI
+// stand-in) sees it as a cudaLaunchKernel; without one it is a plain host-function launch.
 #pragma once
 
 #include <cublas_api.h>
@@ -34,10 +39,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "sim.h"
+#include "sim_tool.h"
 
 namespace sim {
 namespace gemm {
@@ -550,13 +557,41 @@ inline void CUDART_CB runTask(void* data) {
 }
 }  // namespace detail
 
+// The kernel's name (see the header); the strings live as long as the process, as a
+// profiler expects of kernel names.
+inline const char* kernelName(const Problem& p) {
+  static const char* const kTypes[] = {"f64", "f32", "f16", "bf16"};
+  static const char* const kMath[] = {"f64", "f32", "tf32", "f16fast", "bf16fast", "f16"};
+  int math = 1;
+  switch (p.compute) {
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC: math = 0; break;
+    case CUBLAS_COMPUTE_32F_FAST_TF32: math = 2; break;
+    case CUBLAS_COMPUTE_32F_FAST_16F: math = 3; break;
+    case CUBLAS_COMPUTE_32F_FAST_16BF: math = 4; break;
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC: math = 5; break;
+    default: break;
+  }
+  static char names[4][4][6][40];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int a = 0; a < 4; ++a)
+      for (int d = 0; d < 4; ++d)
+        for (int m = 0; m < 6; ++m)
+          std::snprintf(names[a][d][m], sizeof names[a][d][m], "sim_gemm_%s_%s_%s_kernel",
+                        kTypes[a], kTypes[d], kMath[m]);
+  });
+  return names[static_cast<int>(p.a.type)][static_cast<int>(p.d.type)][math];
+}
+
 // Enqueues p on stream. CUBLAS_STATUS_EXECUTION_FAILED if the runtime refuses the launch.
 inline cublasStatus_t enqueue(cudaStream_t stream, const Problem& p) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   const bool captured = cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
                         capture != cudaStreamCaptureStatusNone;
   auto* task = new detail::Task{p, !captured};
-  if (cudaLaunchHostFunc(stream, detail::runTask, task) != cudaSuccess) {
+  if (cudaFumiSimLaunchKernel(stream, kernelName(p), detail::runTask, task) != cudaSuccess) {
     delete task;
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }

@@ -362,4 +362,31 @@ TEST(Report, TextRenderingShowsTableAndFirstFrames) {
   EXPECT_NE(summary.find("/tmp/out"), std::string::npos) << summary;
 }
 
+TEST(Report, KernelsOfAViolationAreKeptAndShown) {
+  std::string v = violationLine(1, "cublasSgemm_v2", 3, 0.5);
+  v.insert(v.size() - 1, R"(,"kernels":[{"name":"sm90_gemm_tf32","duration_ns":12345},)"
+                         R"({"name":"splitk_reduce"}])");
+  EventFile f{"events-1.jsonl", lines({startLine(1), v})};
+  Report r = aggregate({f});
+  EXPECT_TRUE(r.malformed.empty());
+  const OpStats* s = findOp(r, "cublasSgemm_v2", "blas");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->first_violation.has_value());
+  ASSERT_EQ(s->first_violation->kernels.size(), 2u);
+  EXPECT_EQ(s->first_violation->kernels[1]["name"], "splitk_reduce");
+  const std::string text = fumi::report::formatText(r, 1);
+  EXPECT_NE(text.find("kernels: sm90_gemm_tf32 (12.35 us), splitk_reduce\n"), std::string::npos)
+      << text;
+  const nlohmann::json j = fumi::report::toJson(r);
+  EXPECT_NE(j.dump().find(R"("kernels":[{"duration_ns":12345,"name":"sm90_gemm_tf32"})"),
+            std::string::npos)
+      << j.dump();
+
+  std::string bad = violationLine(1, "cublasSgemm_v2", 4, 0.5);
+  bad.insert(bad.size() - 1, R"(,"kernels":"k1")");
+  Report r2 = aggregate({EventFile{"events-1.jsonl", lines({startLine(1), bad})}});
+  ASSERT_EQ(r2.malformed.size(), 1u);
+  EXPECT_NE(r2.malformed[0].message.find("kernels"), std::string::npos) << r2.malformed[0].str();
+}
+
 }  // namespace
