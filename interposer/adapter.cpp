@@ -65,6 +65,9 @@ class AdapterCall final : public Call {
   fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
     return c_.rerun(c_.self, precision, buffers);
   }
+  fumi_status reference(int32_t output, double* out) override {
+    return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
+  }
 
  private:
   const fumi_adapter_call& c_;

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define FUMI_ADAPTER_ABI_VERSION 2u
+#define FUMI_ADAPTER_ABI_VERSION 3u
 
 /* One sampled framework-op call, described by the adapter after the op ran. Tensors are in host
  * memory; INPUTs are copies taken before the op ran (in-place and out= ops overwrite theirs),
@@ -39,6 +39,11 @@ typedef struct fumi_adapter_call {
    * fumi_host_api.rerun; never touches the program's tensors, RNG or autograd state. */
   fumi_status (*rerun)(void* self, fumi_dtype precision, void* const* buffers);
   void* self;
+  /* Output tensor `index` (of `tensors`) recomputed by an implementation independent of the
+   * one that ran the call, with the semantics of fumi_host_api.reference (dense row-major
+   * fp64); FUMI_UNSUPPORTED when the adapter has none (torch: the CPU kernel, for ops that ran
+   * on a device). NULL: none. */
+  fumi_status (*reference)(void* self, int32_t index, double* out);
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

@@ -375,15 +375,23 @@ void countSkipped(OpSite& site, const char* why) {
   logMessage(FUMI_LOG_DEBUG, fmt::format("{}: call not checked: {}", site.name, why));
 }
 
+// The policy's sampling decision for a GEMM of m x n x k (x batch) with A of type `a`, made
+// from the call's arguments alone, so that reading the handle's state and decoding the call is
+// paid only by sampled calls; nullptr: forward unchecked. Each call is decided once.
+RuleSampler* selectGemm(const CallSite& cs, int64_t m, int64_t n, int64_t k, int64_t batch,
+                        cudaDataType a) {
+  const fumi_dtype dtype = dtypeOfCuda(a);
+  const int64_t size = m * n * k * batch;  // GemmProblem::size()
+  if (size <= 0 || dtype == FUMI_DTYPE_UNKNOWN) return nullptr;
+  return cs.decision.select(CallFacts{size, dtype, "cuda"}, cs.call_index);
+}
+
 // The common path of every GEMM hook. `forward` runs the program's call; `describe` adds the
 // entry point's own arguments to the report and sets the call's launches.
 template <class Forward, class Describe>
-cublasStatus_t checkedGemm(const CallSite& cs, cudaStream_t stream, GemmProblem& p,
-                           Forward&& forward, Describe&& describe) {
+cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_t stream,
+                           GemmProblem& p, Forward&& forward, Describe&& describe) {
   const fumi_dtype dtype = dtypeOfCuda(p.a.type);
-  if (p.size() <= 0 || dtype == FUMI_DTYPE_UNKNOWN) return forward();
-  RuleSampler* sampler = cs.decision.select(CallFacts{p.size(), dtype, "cuda"}, cs.call_index);
-  if (!sampler) return forward();
   Checker* ck = nullptr;
   {
     InsideScope inside;
@@ -588,11 +596,13 @@ cublasStatus_t typedGemm(const CallSite& cs, Real real, cublasHandle_t h, cublas
                          cublasOperation_t tb, I m, I n, I k, const T* alpha, const T* A, I lda,
                          const T* B, I ldb, const T* beta, T* C, I ldc) {
   auto forward = [&] { return forwardReal(real, h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); };
-  const HandleState hs = handleState(h);
   constexpr cudaDataType t = cudaTypeOf<T>();
+  RuleSampler* sampler = selectGemm(cs, m, n, k, 1, t);
+  if (!sampler) return forward();
+  const HandleState hs = handleState(h);
   GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, t, lda, 0, B, t, ldb, 0, C, t, ldc, 0, 1,
                               computeOf<T>(), alpha, beta);
-  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+  return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, 0, 0, 0,
                     [=](Checker&, cublasHandle_t hh, const RerunOperands& o, const HostScalars& s) {
@@ -614,11 +624,13 @@ cublasStatus_t typedStrided(const CallSite& cs, Real real, cublasHandle_t h, cub
     return forwardReal(real, h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
                        batch);
   };
-  const HandleState hs = handleState(h);
   constexpr cudaDataType t = cudaTypeOf<T>();
+  RuleSampler* sampler = selectGemm(cs, m, n, k, batch, t);
+  if (!sampler) return forward();
+  const HandleState hs = handleState(h);
   GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, t, lda, sa, B, t, ldb, sb, C, t, ldc, sc,
                               batch, computeOf<T>(), alpha, beta);
-  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+  return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     call.addArg("strides", fmt::format("{},{},{}", sa, sb, sc));
     setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, sa, sb, sc,
@@ -651,10 +663,12 @@ cublasStatus_t gemmEx(const CallSite& cs, Real real, cublasHandle_t h, cublasOpe
     return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,
                        compute, algo);
   };
+  RuleSampler* sampler = selectGemm(cs, m, n, k, 1, at);
+  if (!sampler) return forward();
   const HandleState hs = handleState(h);
   GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, at, lda, 0, B, bt, ldb, 0, C, ct, ldc, 0, 1,
                               compute, alpha, beta);
-  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+  return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     describeEx(call, at, bt, ct, compute, algo);
     setBlasLaunches(call, p, hs, ta, tb, lda, ldb, ldc, 0, 0, 0,
@@ -677,10 +691,12 @@ cublasStatus_t stridedEx(const CallSite& cs, Real real, cublasHandle_t h, cublas
     return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C,
                        ct, ldc, sc, batch, compute, algo);
   };
+  RuleSampler* sampler = selectGemm(cs, m, n, k, batch, at);
+  if (!sampler) return forward();
   const HandleState hs = handleState(h);
   GemmProblem p = blasProblem(hs, ta, tb, m, n, k, A, at, lda, sa, B, bt, ldb, sb, C, ct, ldc, sc,
                               batch, compute, alpha, beta);
-  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+  return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     describeEx(call, at, bt, ct, compute, algo);
     call.addArg("strides", fmt::format("{},{},{}", sa, sb, sc));
@@ -705,6 +721,8 @@ cublasStatus_t batchedEx(const CallSite& cs, Real real, cublasHandle_t h, cublas
     return forwardReal(real, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,
                        batch, compute, algo);
   };
+  RuleSampler* sampler = selectGemm(cs, m, n, k, batch, at);
+  if (!sampler) return forward();
   const HandleState hs = handleState(h);
   GemmProblem p = blasProblem(hs, ta, tb, m, n, k, nullptr, at, lda, 0, nullptr, bt, ldb, 0,
                               nullptr, ct, ldc, 0, batch, compute, alpha, beta);
@@ -715,7 +733,7 @@ cublasStatus_t batchedEx(const CallSite& cs, Real real, cublasHandle_t h, cublas
   p.d.array = C;
   // Packed snapshots: batch stride = one matrix span.
   const int64_t sa = p.a.matrixSpan(), sb = p.b.matrixSpan(), sc = p.c.matrixSpan();
-  return checkedGemm(cs, hs.stream, p, forward, [&](DeviceGemmCall& call) {
+  return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     describeEx(call, at, bt, ct, compute, algo);
     const size_t ea = static_cast<size_t>(dtypeBytes(dtypeOfCuda(at))),
@@ -951,7 +969,9 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
   }
   const cublasLtMatmulAlgo_t algo_copy = algo ? *algo : cublasLtMatmulAlgo_t{};
   const bool has_algo = algo != nullptr;
-  return checkedGemm(cs, stream, p, forward, [&](DeviceGemmCall& call) {
+  RuleSampler* sampler = selectGemm(cs, p.m, p.n, p.k, p.batch, p.a.type);
+  if (!sampler) return forward();
+  return checkedGemm(cs, sampler, stream, p, forward, [&](DeviceGemmCall& call) {
     call.c_separate = true;
     call.act = md.activation();
     call.addArg("transa", opName(ta));

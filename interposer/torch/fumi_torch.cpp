@@ -255,18 +255,19 @@ class CpuRngGuard {
 // ---- one sampled call -----------------------------------------------------------------------
 
 // Reruns that fail (an op without a kernel for the wider dtype, e.g. oneDNN convolution in f64)
-// are logged once per op and precision; the check counts as skipped.
-void noteRerunFailure(const char* op, fumi_dtype precision, const char* what) {
+// are logged once per op and kind of rerun ("rerun in Double", "CPU reference"); the check
+// counts as skipped.
+void noteRerunFailure(const char* op, const std::string& rerun, const char* what) {
   static std::mutex mu;
-  static auto* seen = new std::set<std::pair<std::string, int>>;  // immortal: used at exit
+  static auto* seen = new std::set<std::pair<std::string, std::string>>;  // immortal: used at exit
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!seen->emplace(op, precision).second) return;
+    if (!seen->emplace(op, rerun).second) return;
   }
   std::string first_line(what);
   first_line = first_line.substr(0, first_line.find('\n'));
-  g_api->log(FUMI_LOG_INFO, (std::string(op) + ": rerun in " + c10::toString(fromFumi(precision)) +
-                             " failed (" + first_line + "); such checks are skipped")
+  g_api->log(FUMI_LOG_INFO, (std::string(op) + ": " + rerun + " failed (" + first_line +
+                             "); such checks are skipped")
                                 .c_str());
 }
 
@@ -309,6 +310,7 @@ class CapturedCall final : public at::ObserverContext {
     c.arg_values = values.data();
     c.rerun = &CapturedCall::rerunThunk;
     c.self = this;
+    c.reference = &CapturedCall::referenceThunk;
     g_api->check(site_, token_, index_, &c);
   }
 
@@ -322,7 +324,9 @@ class CapturedCall final : public at::ObserverContext {
       if (!inputs_[i].isTensor() && !inputs_[i].isTensorList() && !inputs_[i].isList()) {
         std::ostringstream text;
         text << inputs_[i];
-        args_.emplace_back(name, text.str());
+        // "device" names where the call ran; an argument of that name (to(), factories: where
+        // the result goes) is "device_arg".
+        args_.emplace_back(name == "device" ? "device_arg" : name, text.str());
         continue;
       }
       forEachTensor(inputs_[i], [&](const at::Tensor& t, int k) {
@@ -375,6 +379,24 @@ class CapturedCall final : public at::ObserverContext {
                          at::TensorOptions().dtype(fromFumi(held)));
   }
 
+  // fn(slot, k, result) for each output tensor of a rerun's `stack` that fumi lists (k: its
+  // index in tensors_), after checking that the outputs match the call's in number and shape.
+  template <class F>
+  void forEachOutput(const torch::jit::Stack& stack, F&& fn) const {
+    std::vector<at::Tensor> results;
+    for (const c10::IValue& v : stack)
+      forEachTensor(v, [&](const at::Tensor& r, int) { results.push_back(r); });
+    bool match = results.size() == output_slots_.size();
+    for (size_t s = 0; match && s < results.size(); ++s) {
+      const int k = output_slots_[s];
+      const fumi_tensor* d = k < 0 ? nullptr : &tensors_[static_cast<size_t>(k)];
+      match = !d || results[s].sizes() == c10::IntArrayRef(d->shape, d->ndim);
+    }
+    if (!match) throw std::runtime_error("the rerun's outputs differ in number or shape");
+    for (size_t s = 0; s < results.size(); ++s)
+      if (output_slots_[s] >= 0) fn(s, output_slots_[s], results[s]);
+  }
+
   static fumi_status rerunThunk(void* self, fumi_dtype precision, void* const* buffers) {
     return static_cast<CapturedCall*>(self)->rerun(precision, buffers);
   }
@@ -400,26 +422,64 @@ class CapturedCall final : public at::ObserverContext {
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       op_.callBoxed(&stack);
-      slot = 0;
-      bool shapes_match = true;
-      for (const c10::IValue& v : stack)
-        forEachTensor(v, [&](const at::Tensor& r, int) {
-          const int k = slot < output_slots_.size() ? output_slots_[slot] : -1;
-          ++slot;
-          if (k < 0) return;
-          at::Tensor dst = scratchTensor(k, buffers[k], precision);
-          if (dst.sizes() != r.sizes()) {
-            shapes_match = false;
-            return;
-          }
-          dst.copy_(r);
-        });
-      if (!shapes_match || slot != output_slots_.size())
-        throw std::runtime_error("the rerun's outputs differ in number or shape");
+      forEachOutput(stack, [&](size_t, int k, const at::Tensor& r) {
+        scratchTensor(k, buffers[k], precision).copy_(r);
+      });
       return FUMI_OK;
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(), precision, e.what());
+      noteRerunFailure(op_.schema().name().c_str(),
+                       std::string("rerun in ") + c10::toString(wide), e.what());
       return FUMI_UNSUPPORTED;
+    }
+  }
+
+  static fumi_status referenceThunk(void* self, int32_t index, double* out) {
+    return static_cast<CapturedCall*>(self)->reference(index, out);
+  }
+
+  // Output tensor k as the CPU kernel computes it in f64 on CPU copies of the inputs: for an
+  // op that ran on a device, an implementation independent of the device's (for a CPU op it
+  // is the kernel that ran: none). Computed for every output on the first request.
+  fumi_status reference(int32_t k, double* out) {
+    if (facts_.device == "cpu") return FUMI_UNSUPPORTED;
+    if (!reference_tried_) {
+      reference_tried_ = true;
+      computeReference();
+    }
+    for (size_t s = 0; s < output_slots_.size() && s < reference_.size(); ++s) {
+      if (output_slots_[s] != k || !reference_[s].defined()) continue;
+      const at::Tensor& r = reference_[s];
+      std::memcpy(out, r.data_ptr<double>(), static_cast<size_t>(r.numel()) * sizeof(double));
+      return FUMI_OK;
+    }
+    return FUMI_UNSUPPORTED;
+  }
+
+  void computeReference() {
+    try {
+      QuietScope quiet;
+      CpuRngGuard rng;
+      torch::jit::Stack stack;
+      stack.reserve(inputs_.size());
+      for (const c10::IValue& v : inputs_) {
+        if (v.isDevice()) {  // an op creating tensors on its device: on the CPU here
+          stack.emplace_back(c10::Device(c10::kCPU));
+          continue;
+        }
+        stack.push_back(mapTensors(v, [](const at::Tensor& t, int) {
+          const bool floating = at::isFloatingType(t.scalar_type());
+          return t.to(at::kCPU, floating ? at::kDouble : t.scalar_type(), /*non_blocking=*/false,
+                      /*copy=*/true);
+        }));
+      }
+      op_.callBoxed(&stack);
+      std::vector<at::Tensor> refs(output_slots_.size());
+      forEachOutput(stack, [&](size_t s, int, const at::Tensor& r) {
+        refs[s] = r.to(at::kCPU, at::kDouble).contiguous();
+      });
+      reference_ = std::move(refs);
+    } catch (const std::exception& e) {
+      noteRerunFailure(op_.schema().name().c_str(), "CPU reference", e.what());
     }
   }
 
@@ -435,6 +495,8 @@ class CapturedCall final : public at::ObserverContext {
   std::deque<std::string> names_;     // storage of tensors_[i].name
   std::vector<at::Tensor> host_;      // keeps tensors_[i].data alive
   std::vector<std::pair<std::string, std::string>> args_;
+  bool reference_tried_ = false;
+  std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)
 };
 
 // ---- the observer ---------------------------------------------------------------------------

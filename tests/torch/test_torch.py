@@ -121,6 +121,97 @@ def check_every_leaf(test, script, leaves, no_violations=False):
     return ops
 
 
+DEVICE_OPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "device_ops.py")
+SIMTORCH = os.environ.get("FUMI_SIMTORCH", "")
+DEVICE = "privateuseone:0"
+GEMM_REFERENCE = """
+    version: 1
+    report: { all_checks: true }
+    rules:
+      - match: { op: [aten::mm, aten::addmm] }
+        sample: { every: 1 }
+        checks: [ { plugin: reference }, { plugin: highprec }, { plugin: determinism } ]
+    """
+
+
+def by_check(r, check, op=None):
+    return [e for e in r.of("check") + r.of("violation")
+            if e["check"] == check and (op is None or e["op"] == op)]
+
+
+@unittest.skipUnless(os.path.exists(SIMTORCH), "the simulated torch device is not built")
+class DeviceOps(unittest.TestCase):
+    """Ops on a device (the simulated torch device, tests/torch/simdevice): checked through
+    the dispatcher on device copies, and the `reference` check reruns them with the CPU kernel,
+    independent of the device's."""
+
+    def device_ops(self, mode, policy=None, **env):
+        full = {"FUMI_SIMTORCH": SIMTORCH, **env}
+        plain = run([PYTHON, DEVICE_OPS, mode], preload=False, env=full)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, DEVICE_OPS, mode], policy=policy, env=full)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)  # results and version counters unchanged
+        return r
+
+    def test_cpu_kernel_catches_a_device_kernel_wrong_in_every_precision(self):
+        r = self.device_ops("mm", GEMM_REFERENCE, FUMI_SIMTORCH_FAULTS="wrong:7x6x5")
+        refs = by_check(r, "reference")
+        self.assertEqual(len(refs), 4)  # mm f32, addmm, linear's addmm, mm f64
+        for e in refs:
+            self.assertEqual(e["args"]["device"], DEVICE)
+        flagged = [(v["op"], v["shape"]["out"]) for v in r.of("violation")]
+        self.assertEqual(flagged, [("aten::mm", [7, 6])])
+        bad = r.of("violation")[0]
+        self.assertEqual(bad["check"], "reference")
+        self.assertAlmostEqual(bad["value"], 1e-2, delta=1e-4)
+        # Rerun on the device, even in f64, the fault is still there: highprec cannot see it.
+        for e in by_check(r, "highprec"):
+            self.assertLess(e["value"], 1e-6, e)
+        for e in by_check(r, "determinism"):
+            self.assertEqual(e["value"], 0, e)
+        for e in refs:
+            if e["event"] == "check":
+                self.assertLess(e["value"], 1e-6, e)
+
+    def test_tf32_device_matmul_flagged_by_the_cpu_reference(self):
+        r = self.device_ops("tf32", GEMM_REFERENCE, FUMI_SIMTORCH_TF32="1")
+        v = {e["check"]: e["value"] for e in r.of("violation")}
+        self.assertEqual(set(v), {"reference", "highprec"})
+        self.assertAlmostEqual(v["reference"], (2**-11 - 2**-13) / (1 + 2**-11 + 2**-13),
+                               delta=1e-7)
+        clean = self.device_ops("tf32", GEMM_REFERENCE)  # plain fp32: no violation
+        self.assertEqual(clean.of("violation"), [])
+        self.assertEqual(by_check(clean, "reference")[0]["value"], 0)
+
+    def test_device_training_every_op_referenced_losses_identical(self):
+        r = self.device_ops("train", """
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: reference }, { plugin: determinism } ]
+            """)
+        self.assertEqual(r.of("violation"), [])
+        referenced = {e["op"] for e in by_check(r, "reference") if e["args"]["device"] == DEVICE}
+        # aten::linear is checked as one call (its addmm is part of it: one level).
+        for op in ("aten::mm", "aten::linear", "aten::mse_loss", "aten::mse_loss_backward",
+                   "aten::threshold_backward", "aten::sum.dim_IntList", "aten::add_.Tensor"):
+            self.assertIn(op, referenced)
+        # Moving a result to the CPU is an op on the device, with its own device argument.
+        to_cpu = by_check(r, "reference", "aten::to.dtype_layout")
+        self.assertTrue(to_cpu)
+        self.assertEqual({(e["args"]["device"], e["args"]["device_arg"]) for e in to_cpu},
+                         {(DEVICE, "cpu")})
+
+    def test_cpu_ops_have_no_independent_reference(self):
+        r = run([PYTHON, DEVICE_OPS, "mm", "cpu"], policy=GEMM_REFERENCE)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(by_check(r, "reference"), [])  # the CPU kernel is the one that ran
+        self.assertEqual(len(by_check(r, "highprec")), 3)  # f32 mm, addmm, linear
+
+
 class Resnet18(unittest.TestCase):
     def test_resnet18_training_ops_seen_checks_run_losses_identical(self):
         # The compute leaves, forward and backward.
