@@ -12,6 +12,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 
 bench_setup() {
   BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+  # Configured without one (as run.sh does): CMakeLists.txt then builds RelWithDebInfo.
+  [[ -f $BUILD/CMakeCache.txt && -z $BUILD_TYPE ]] && BUILD_TYPE="RelWithDebInfo (default)"
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/fumi-bench-$1.XXXXXX")
   BENCH_NAME=$1
   trap 'rm -rf "$TMP"' EXIT

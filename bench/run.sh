@@ -3,11 +3,13 @@
 # per part. Not a test: it never fails on a slow number, it reports it.
 #
 #   Part 1  hook overhead on calls that are not checked (bench_hook on a no-op sgemm_), ns/call
+#   Part 1b the same for the cuBLAS hooks (bench_cublas_hook on a no-op cublasSgemm_v2; skipped
+#           when the build has no CUDA toolkit)
 #   Part 2  checked-call cost on real OpenBLAS sgemm_, n = 64, 256, 512, per check set
 #   Part 3  the embedded default policy on a real PyTorch CPU training job (examples/train_mlp.py)
 #
-# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]      (~50 s on 2 idle cores)
-#   --quick       fewer repetitions, no callgrind (a smoke run, ~15 s; numbers are rougher)
+# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]      (~70 s on 2 idle cores)
+#   --quick       fewer repetitions, no callgrind (a smoke run, ~25 s; numbers are rougher)
 #   --no-build    use the build as it is (default: configure if needed, then build the
 #                 `fumi_bench` target, a no-op when up to date)
 #   --skip-train  leave out part 3 (it also skips itself when torch cannot be imported)
@@ -24,7 +26,7 @@ for arg in "$@"; do
     --quick) QUICK=1 ;;
     --no-build) BUILD_IT=0 ;;
     --skip-train) TRAIN=0 ;;
-    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,20 +45,23 @@ LIBFUMI=$BUILD/lib/libfumi.so
 FUMI=$BUILD/bin/fumi
 HOOK=$BUILD/bench/bench_hook
 CHECKED=$BUILD/bench/bench_checked
+CUBLAS_HOOK=$BUILD/bench/bench_cublas_hook  # these two only when CUDA was found (else part 1b
+NULLCUDART=$BUILD/bench/libcudart.so.13     # is skipped)
 for f in "$LIBFUMI" "$FUMI" "$HOOK" "$CHECKED"; do
   [[ -x $f || -f $f ]] || { echo "run.sh: $f is missing (build with -DFUMI_BUILD_BENCH=ON)" >&2; exit 2; }
 done
 bench_setup run.sh
 
-# policy NAME RULE-YAML...: writes $TMP/NAME.yaml (one rule on sgemm_ or none).
+# policy NAME RULE-YAML...: writes $TMP/NAME.yaml (the rule lines given, or none).
 policy() {
   local name=$1; shift
   { printf 'version: 1\nreport: { log_level: warn }\nrules:\n'; printf '%s\n' "$@"; } >"$TMP/$name.yaml"
 }
 
-# events_check DIR: "calls checked skipped" of sgemm_ summed over the summaries in DIR.
+# events_check DIR [OP]: "calls checked skipped" of OP (default sgemm_) summed over the summaries
+# in DIR.
 events_check() {
-  "$PYTHON" - "$1" <<'EOF'
+  "$PYTHON" - "$1" "${2:-sgemm_}" <<'EOF'
 import glob, json, sys
 calls = checked = skipped = 0
 for path in glob.glob(sys.argv[1] + "/events-*.jsonl"):
@@ -64,7 +69,7 @@ for path in glob.glob(sys.argv[1] + "/events-*.jsonl"):
         e = json.loads(line) if line.strip() else {}
         if e.get("event") == "summary":
             for o in e["ops"]:
-                if o["op"] == "sgemm_":
+                if o["op"] == sys.argv[2]:
                     calls += o["calls"]; checked += o["checked"]; skipped += o["skipped"]
 print(calls, checked, skipped)
 EOF
@@ -83,115 +88,169 @@ if bench_busy; then
 fi
 echo
 
-# ---- part 1: hook overhead, not sampled ---------------------------------------------------------
-policy nomatch '  - name: dgemm-only' '    match: { op: dgemm_ }' \
-               '    checks: [ { plugin: nan_inf } ]'
-policy every '  - name: sgemm-rarely' '    match: { op: sgemm_ }' \
-             '    sample: { every: 1000000000 }' '    checks: [ { plugin: nan_inf } ]'
-policy capped '  - name: sgemm-capped' '    match: { op: sgemm_ }' \
-              '    sample: { every: 1, max_checks: 0 }' '    checks: [ { plugin: nan_inf } ]'
-
+# ---- parts 1 and 1b: hook overhead on calls that are not checked -----------------------------------
+# The same measurement for each hook family: PROG calls OP back to back on a library that does
+# nothing (part 1: bench_hook, sgemm_ on nullblas; part 1b: bench_cublas_hook, cublasSgemm_v2 on
+# the cuBLAS stand-in). hook_measure runs the cases, hook_table prints the part. They read:
+#   PROG OP   the program and the op it calls
+#   PRELOAD   preloaded in every case (after libfumi) except `nocudart`; may be empty
+#   CASES     case keys in table order; LABEL[key] their labels
 if [[ $QUICK == 1 ]]; then HOOK_ARGS=(--calls 100000 --reps 15); ROUNDS=1
 else HOOK_ARGS=(--calls 200000 --reps 40); ROUNDS=2; fi
+declare -A LABEL MIN MED OVERLAP IR
 
-CASES=(plain nomatch every capped default disable)
-declare -A LABEL=(
-  [plain]="(a) plain: no LD_PRELOAD, PLT call into nullblas"
-  [nomatch]="(b) preloaded, no rule matches sgemm_ (decision null)"
-  [every]="(c) preloaded, rule matches, not sampled (every: 1e9)"
-  [capped]="(c') preloaded, rule matches, max_checks reached (every: 1, max_checks: 0)"
-  [default]="(c\") preloaded, embedded default policy past its 200 checks"
-  [disable]="(d) preloaded, FUMI_DISABLE=1"
-)
-declare -A MIN MED OVERLAP
+# hook_policies: OP-nomatch.yaml (case b: one rule, on dgemm_), OP-every.yaml (c: every 1e9),
+# OP-capped.yaml (c': every 1, max_checks 0).
+hook_policies() {
+  policy "$OP-nomatch" '  - name: dgemm-only' '    match: { op: dgemm_ }' \
+                       '    checks: [ { plugin: nan_inf } ]'
+  policy "$OP-every" '  - name: rarely' "    match: { op: $OP }" \
+                     '    sample: { every: 1000000000 }' '    checks: [ { plugin: nan_inf } ]'
+  policy "$OP-capped" '  - name: capped' "    match: { op: $OP }" \
+                      '    sample: { every: 1, max_checks: 0 }' '    checks: [ { plugin: nan_inf } ]'
+}
 
-# hook_case CASE THREADS: prints "min median" ns/call of one bench_hook run.
-hook_case() {
-  local c=$1 t=$2 out=$TMP/out-hook-$1-$2-$round
-  local -a env=(env)
+# hook_env CASE OUT: the environment of CASE, fumi's output in OUT, as the array ENV.
+hook_env() {
+  local c=$1 out=$2 pre=$LIBFUMI${PRELOAD:+:$PRELOAD}
+  ENV=(env)
   case $c in
-    plain) ;;
-    disable) env+=(LD_PRELOAD="$LIBFUMI" FUMI_DISABLE=1) ;;
-    default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_LOG_LEVEL=warn) ;;
-    *) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/$c.yaml") ;;
+    plain) if [[ -n $PRELOAD ]]; then ENV+=(LD_PRELOAD="$PRELOAD"); fi ;;
+    disable) ENV+=(LD_PRELOAD="$pre" FUMI_DISABLE=1) ;;
+    default) ENV+=(LD_PRELOAD="$pre" FUMI_OUT="$out" FUMI_LOG_LEVEL=warn) ;;
+    nocudart) ENV+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/$OP-every.yaml") ;;
+    *) ENV+=(LD_PRELOAD="$pre" FUMI_OUT="$out" FUMI_POLICY="$TMP/$OP-$c.yaml") ;;
   esac
-  "${env[@]}" "$HOOK" --threads "$t" "${HOOK_ARGS[@]}" 2>>"$TMP/stderr-hook" |
+}
+
+# hook_case CASE THREADS: prints "min median overlapped" of one PROG run (ns/call).
+hook_case() {
+  hook_env "$1" "$TMP/out-$OP-$1-$2-$round"
+  "${ENV[@]}" "$PROG" --threads "$2" "${HOOK_ARGS[@]}" 2>>"$TMP/stderr-$OP" |
     sed -n 's/.*overlapped=\([0-9]*\) min_ns=\([0-9.]*\) median_ns=\([0-9.]*\).*/\2 \3 \1/p'
 }
 
-# Rounds interleave the cases so that a slow spell of the machine does not hit one case only;
-# a case's figure is its smallest min (and smallest median) over the rounds.
-for ((round = 1; round <= ROUNDS; ++round)); do
-  for t in 1 2; do
-    for c in "${CASES[@]}"; do
-      read -r mn md ov < <(hook_case "$c" "$t")
-      key=$c/$t
-      OVERLAP[$key]=$(( ${OVERLAP[$key]:-0} + ov ))
-      if [[ -z ${MIN[$key]:-} ]] || awk -v a="$mn" -v b="${MIN[$key]}" 'BEGIN{exit !(a<b)}'; then
-        MIN[$key]=$mn
-      fi
-      if [[ -z ${MED[$key]:-} ]] || awk -v a="$md" -v b="${MED[$key]}" 'BEGIN{exit !(a<b)}'; then
-        MED[$key]=$md
-      fi
+# hook_ir CASE CALLS: instructions executed by a 1-thread PROG run under callgrind.
+hook_ir() {
+  hook_env "$1" "$TMP/out-ir"
+  "${ENV[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    "$PROG" --calls "$2" --reps 1 --warmup 20000 2>&1 >/dev/null |
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+
+hook_measure() {
+  MIN=() MED=() OVERLAP=() IR=()
+  hook_policies
+  # Rounds interleave the cases so that a slow spell of the machine does not hit one case only;
+  # a case's figure is its smallest min (and smallest median) over the rounds.
+  local t c key mn md ov lo hi
+  for ((round = 1; round <= ROUNDS; ++round)); do
+    for t in 1 2; do
+      for c in "${CASES[@]}"; do
+        read -r mn md ov < <(hook_case "$c" "$t")
+        key=$c/$t
+        OVERLAP[$key]=$(( ${OVERLAP[$key]:-0} + ov ))
+        if [[ -z ${MIN[$key]:-} ]] || awk -v a="$mn" -v b="${MIN[$key]}" 'BEGIN{exit !(a<b)}'; then
+          MIN[$key]=$mn
+        fi
+        if [[ -z ${MED[$key]:-} ]] || awk -v a="$md" -v b="${MED[$key]}" 'BEGIN{exit !(a<b)}'; then
+          MED[$key]=$md
+        fi
+      done
     done
   done
-done
+  # Instruction counts do not depend on the machine's load: callgrind's total for two call
+  # counts, differenced, gives instructions per call (the warm-up, libfumi's start-up and exit
+  # cancel out).
+  if command -v valgrind >/dev/null 2>&1 && [[ $QUICK == 0 ]]; then
+    for c in "${CASES[@]}"; do
+      lo=$(hook_ir "$c" 10000); hi=$(hook_ir "$c" 60000)
+      IR[$c]=$(( (hi - lo) / 50000 ))
+    done
+  fi
+}
 
-# Instruction counts do not depend on the machine's load: callgrind's total for two call counts,
-# differenced, gives instructions per call (the warm-up, libfumi's start-up and exit cancel out).
-declare -A IR
-if command -v valgrind >/dev/null 2>&1 && [[ $QUICK == 0 ]]; then
-  ir() {  # ir CASE CALLS: instructions executed by a 1-thread bench_hook run
-    local c=$1 n=$2
-    local -a env=(env)
-    case $c in
-      plain) ;;
-      disable) env+=(LD_PRELOAD="$LIBFUMI" FUMI_DISABLE=1) ;;
-      default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-ir" FUMI_LOG_LEVEL=warn) ;;
-      *) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-ir" FUMI_POLICY="$TMP/$c.yaml") ;;
-    esac
-    "${env[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-      "$HOOK" --calls "$n" --reps 1 --warmup 20000 2>&1 >/dev/null |
-      sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
-  }
-  for c in "${CASES[@]}"; do
-    lo=$(ir "$c" 10000); hi=$(ir "$c" 60000)
-    IR[$c]=$(( (hi - lo) / 50000 ))
+# hook_table TITLE WHAT EXPECTED: prints the part's table; WHAT names the calls timed, EXPECTED
+# says which calls the sanity line should show as checked or skipped.
+hook_table() {
+  local t c key over verdict threads instr calls checked skipped sanity=""
+  echo "## $1"
+  echo
+  echo "${PROG##*/}: batches of ${HOOK_ARGS[1]} back-to-back $2, ${HOOK_ARGS[3]} batches per run, ${ROUNDS} run(s) per case; ns/call = best batch (median batch in brackets). Overhead = case − (a) at the same thread count. With 2 threads both call at once, a batch counts the slower thread, and only batches during which the two threads overlapped ≥ 90% count (the number is shown; 0 means the machine was too busy and all batches were used). Instructions/call: callgrind, 1 thread, independent of the machine's load (left out with --quick or without valgrind)."
+  echo
+  echo "| case | threads | ns/call (median) | overhead ns/call | instructions/call (added) | target ≤ 10 ns |"
+  echo "|---|---|---:|---:|---:|---|"
+  for t in 1 2; do
+    for c in "${CASES[@]}"; do
+      key=$c/$t
+      if [[ $c == plain ]]; then
+        over="—"; verdict="(baseline)"
+      else
+        over=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{printf "%+.1f", a-b}')
+        verdict=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{print (a-b<=10) ? "met" : "**missed**"}')
+      fi
+      threads=$t instr="—"
+      if [[ $t == 1 && -n ${IR[$c]:-} ]]; then
+        if [[ $c == plain ]]; then instr=${IR[$c]}
+        else instr="${IR[$c]} ($(printf '%+d' $(( IR[$c] - IR[plain] ))))"; fi
+      fi
+      # With 2 threads, how many batches really ran concurrently (the others are not counted).
+      [[ $t -gt 1 ]] && threads+=" (${OVERLAP[$key]}/$(( ROUNDS * HOOK_ARGS[3] )) together)"
+      printf '| %s | %s | %.1f (%.1f) | %s | %s | %s |\n' "${LABEL[$c]}" "$threads" "${MIN[$key]}" "${MED[$key]}" "$over" "$instr" "$verdict"
+    done
   done
+  echo
+  # Which calls of the 1-thread runs fumi checked or skipped (the summaries' counts).
+  for c in "${CASES[@]}"; do
+    [[ -d $TMP/out-$OP-$c-1-1 ]] || continue
+    read -r calls checked skipped < <(events_check "$TMP/out-$OP-$c-1-1" "$OP")
+    sanity+="${sanity:+; }${LABEL[$c]%% *} ${checked}/${skipped}"
+  done
+  echo "Sanity, $OP calls checked/skipped in the 1-thread runs: ${sanity} (expected: $3)."
+  if grep -q '^\[fumi\]' "$TMP/stderr-$OP" 2>/dev/null; then
+    echo "fumi's messages on stderr (all runs, each once):"
+    grep '^\[fumi\]' "$TMP/stderr-$OP" | sort -u | sed 's/^/- /'
+  fi
+  echo
+}
+
+# hook_labels PLAIN DEFAULT: LABEL for OP's cases; PLAIN and DEFAULT end the labels of (a), (c").
+hook_labels() {
+  LABEL=(
+    [plain]="(a) plain: $1"
+    [nomatch]="(b) preloaded, no rule matches $OP (decision null)"
+    [every]="(c) preloaded, rule matches, not sampled (every: 1e9)"
+    [nocudart]="(c0) as (c), no CUDA runtime in the process"
+    [capped]="(c') preloaded, rule matches, max_checks reached (every: 1, max_checks: 0)"
+    [default]="(c\") preloaded, embedded default policy $2"
+    [disable]="(d) preloaded, FUMI_DISABLE=1"
+  )
+}
+
+PROG=$HOOK OP=sgemm_ PRELOAD=
+CASES=(plain nomatch every capped default disable)
+hook_labels "no LD_PRELOAD, PLT call into nullblas" "past its 200 checks"
+hook_measure
+hook_table "1. Hook overhead per call that is not checked (sgemm_ on a no-op BLAS)" "sgemm_ calls" \
+  "(c) 1/0, its warm-up index 0; (c\") 200/0, the default policy's checks, all in the warm-up; the others 0/0"
+
+# ---- part 1b: the cuBLAS hooks, same measurement ----------------------------------------------------
+# The cudart stand-in is preloaded in every case (a CUDA program has its runtime loaded), except
+# in `nocudart`, which shows what a matching call costs when libfumi finds no CUDA runtime.
+if [[ -x $CUBLAS_HOOK && -f $NULLCUDART ]]; then
+  PROG=$CUBLAS_HOOK OP=cublasSgemm_v2 PRELOAD=$NULLCUDART
+  CASES=(plain nomatch every nocudart capped default disable)
+  hook_labels "no libfumi, PLT call into the cuBLAS stand-in" "(no rule for cuBLAS ops)"
+  hook_measure
+  hook_table "1b. cuBLAS hook overhead per call that is not checked (cublasSgemm_v2 on a no-op cuBLAS)" \
+    "cublasSgemm_v2 calls (host pointer mode, 8×8×8, dummy handle and matrices; no GPU)" \
+    "(c) and (c0) 0/1, their warm-up index 0 sampled and skipped, no device; the others 0/0"
+else
+  echo "## 1b. cuBLAS hook overhead per call that is not checked"
+  echo
+  echo "Skipped: ${CUBLAS_HOOK#"$BUILD"/} was not built (the CUDA toolkit with CUPTI headers was not found when $BUILD was configured)."
+  echo
 fi
-
-# The (b) run must not have checked anything; (c) only its warm-up index 0.
-read -r _ nb_checked _ < <(events_check "$TMP/out-hook-nomatch-1-1")
-read -r _ ev_checked _ < <(events_check "$TMP/out-hook-every-1-1")
-
-echo "## 1. Hook overhead per call that is not checked (sgemm_ on a no-op BLAS)"
-echo
-echo "bench_hook: batches of ${HOOK_ARGS[1]} back-to-back calls, ${HOOK_ARGS[3]} batches per run, ${ROUNDS} run(s) per case; ns/call = best batch (median batch in brackets). Overhead = case − (a) at the same thread count. With 2 threads both call at once, a batch counts the slower thread, and only batches during which the two threads overlapped ≥ 90% count (the number is shown; 0 means the machine was too busy and all batches were used). Instructions/call: callgrind, 1 thread, independent of the machine's load (left out with --quick or without valgrind)."
-echo
-echo "| case | threads | ns/call (median) | overhead ns/call | instructions/call (added) | target ≤ 10 ns |"
-echo "|---|---|---:|---:|---:|---|"
-for t in 1 2; do
-  for c in "${CASES[@]}"; do
-    key=$c/$t
-    if [[ $c == plain ]]; then
-      over="—"; verdict="(baseline)"
-    else
-      over=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{printf "%+.1f", a-b}')
-      verdict=$(awk -v a="${MIN[$key]}" -v b="${MIN[plain/$t]}" 'BEGIN{print (a-b<=10) ? "met" : "**missed**"}')
-    fi
-    threads=$t instr="—"
-    if [[ $t == 1 && -n ${IR[$c]:-} ]]; then
-      if [[ $c == plain ]]; then instr=${IR[$c]}
-      else instr="${IR[$c]} ($(printf '%+d' $(( IR[$c] - IR[plain] ))))"; fi
-    fi
-    # With 2 threads, how many batches really ran concurrently (the others are not counted).
-    [[ $t -gt 1 ]] && threads+=" (${OVERLAP[$key]}/$(( ROUNDS * HOOK_ARGS[3] )) together)"
-    printf '| %s | %s | %.1f (%.1f) | %s | %s | %s |\n' "${LABEL[$c]}" "$threads" "${MIN[$key]}" "${MED[$key]}" "$over" "$instr" "$verdict"
-  done
-done
-echo
-echo "Sanity: (b) checked ${nb_checked} calls (expected 0); (c) checked ${ev_checked} (expected 1: warm-up index 0)."
-echo
 
 # ---- part 2: checked calls on real OpenBLAS -------------------------------------------------------
 one_rule() {  # one_rule NAME CHECKS-YAML: a rule checking every sgemm_ call
@@ -283,7 +342,7 @@ if [[ $TRAIN == 1 ]]; then
   for ((i = 0; i < RUNS; ++i)); do  # alternating, so drift hits every variant alike
     read -r w c < <(timed "${job[@]}"); plain_w+=("$w"); plain_c+=("$c")
     read -r w c < <(timed env LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-train-bare" \
-                      FUMI_POLICY="$TMP/nomatch.yaml" "${job[@]}"); bare_w+=("$w"); bare_c+=("$c")
+                      FUMI_POLICY="$TMP/sgemm_-nomatch.yaml" "${job[@]}"); bare_w+=("$w"); bare_c+=("$c")
     read -r w c < <(timed "$FUMI" run --out "$TMP/out-train" -- "${job[@]}"); fumi_w+=("$w"); fumi_c+=("$c")
   done
   read -r tcalls tchecked _ < <(events_check "$TMP/out-train")
