@@ -182,6 +182,8 @@ Checker* Checker::get() {
       if (e == cudaSuccess) st->events.push_back(ev);
     }
     {
+      // Notified under the lock: ready_mu and ready_cv live on the starting thread's stack,
+      // which may return as soon as it sees `ready`.
       std::lock_guard<std::mutex> l(ready_mu);
       if (e != cudaSuccess)
         error = api->cudaGetErrorString(e);
@@ -190,8 +192,8 @@ Checker* Checker::get() {
       st->snapshot_limit = pool / 2;
       st->free_ranges.emplace(0, pool);
       ready = true;
+      ready_cv.notify_all();
     }
-    ready_cv.notify_all();
     if (e == cudaSuccess) checkerLoop(*st);
   });
   {
