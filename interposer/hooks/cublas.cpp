@@ -920,6 +920,32 @@ cublasStatus_t ltRerun(Checker& ck, const MatmulDesc& md, const Layout (&l)[4],
   return st;
 }
 
+// selectGemm for a cublasLtMatmul: the facts the decision needs are in the descriptors, so
+// only those are read (A's type and shape, transa, D's shape and batch: 7 attribute reads; the
+// full decode, ~37, waits for a sampled call). Descriptors that cannot be read are decided
+// with unknown facts, so that a sampled call still counts as skipped.
+RuleSampler* selectLt(const CallSite& cs, const CudaApi* api, cublasLtMatmulDesc_t desc,
+                      cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t d) {
+  int32_t ta = CUBLAS_OP_N, batch = 1;
+  uint32_t a_type = 0;
+  uint64_t a_rows = 0, a_cols = 0, m = 0, n = 0;
+  bool read = false;
+  if (api && desc && a && d) {
+    InsideScope inside;
+    read = descAttr(*api, desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta) &&
+           layoutAttr(*api, a, CUBLASLT_MATRIX_LAYOUT_TYPE, &a_type) &&
+           layoutAttr(*api, a, CUBLASLT_MATRIX_LAYOUT_ROWS, &a_rows) &&
+           layoutAttr(*api, a, CUBLASLT_MATRIX_LAYOUT_COLS, &a_cols) &&
+           layoutAttr(*api, d, CUBLASLT_MATRIX_LAYOUT_ROWS, &m) &&
+           layoutAttr(*api, d, CUBLASLT_MATRIX_LAYOUT_COLS, &n) &&
+           layoutAttr(*api, d, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch);
+  }
+  if (!read) return cs.decision.select(CallFacts{1, FUMI_DTYPE_UNKNOWN, "cuda"}, cs.call_index);
+  const uint64_t k = ta == CUBLAS_OP_N ? a_cols : a_rows;
+  return selectGemm(cs, static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k),
+                    std::max<int32_t>(1, batch), static_cast<cudaDataType>(a_type));
+}
+
 template <class Real>
 cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
                         cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
@@ -932,6 +958,8 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
                        workspace, ws_size, stream);
   };
   const CudaApi* api = cuda::cudaApi();
+  RuleSampler* sampler = selectLt(cs, api, desc, Adesc, Ddesc);
+  if (!sampler) return forward();
   MatmulDesc md;
   Layout l[4];
   {
@@ -939,8 +967,7 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
     if (!api || !md.read(*api, desc) || !md.supported() || !l[0].read(*api, Adesc) ||
         !l[1].read(*api, Bdesc) || !l[2].read(*api, Cdesc) || !l[3].read(*api, Ddesc)) {
       // A layout order, epilogue or pointer mode fumi does not model: the call runs unchecked.
-      if (cs.decision.select(CallFacts{1, FUMI_DTYPE_UNKNOWN, "cuda"}, cs.call_index))
-        countSkipped(cs.site, "descriptor attributes not supported");
+      countSkipped(cs.site, "descriptor attributes not supported");
       return forward();
     }
   }
@@ -969,8 +996,6 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
   }
   const cublasLtMatmulAlgo_t algo_copy = algo ? *algo : cublasLtMatmulAlgo_t{};
   const bool has_algo = algo != nullptr;
-  RuleSampler* sampler = selectGemm(cs, p.m, p.n, p.k, p.batch, p.a.type);
-  if (!sampler) return forward();
   return checkedGemm(cs, sampler, stream, p, forward, [&](DeviceGemmCall& call) {
     call.c_separate = true;
     call.act = md.activation();

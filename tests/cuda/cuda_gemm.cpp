@@ -22,7 +22,8 @@
 //            the global scope as a program linked against libcupti binds them), then three
 //            more; prints the subscribe's result and the launches its subscriber saw on this
 //            thread.
-//   errors   a GEMM with invalid arguments (the library's status must come back unchanged)
+//   errors   a GEMM with invalid arguments and a cublasLtMatmul with an epilogue fumi does not
+//            model (the library's status must come back unchanged)
 //            and a cudaGetLastError probe (fumi's own CUDA calls must leave no error behind).
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -577,6 +578,25 @@ int errors() {
                                          /*lda=*/1, (const float*)g.B, g.ldb(), &fb,
                                          (float*)g.C, g.ldc());
   std::printf("invalid lda status %d\n", static_cast<int>(bad));
+  {
+    // An epilogue neither fumi nor the simulated cuBLASLt models (a bias gradient): the
+    // library's own status comes back, and fumi counts the sampled call as skipped.
+    cublasLtHandle_t lt = nullptr;
+    CHECK_BLAS(cublasLtCreate(&lt));
+    cublasLtMatmulDesc_t desc = nullptr;
+    CHECK_BLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BGRADB;
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    cublasLtMatrixLayout_t la = ltLayout(CUDA_R_32F, g.m, g.k, g.lda(), CUBLASLT_ORDER_COL, 1, 0);
+    cublasLtMatrixLayout_t lb = ltLayout(CUDA_R_32F, g.k, g.n, g.ldb(), CUBLASLT_ORDER_COL, 1, 0);
+    cublasLtMatrixLayout_t lc = ltLayout(CUDA_R_32F, g.m, g.n, g.ldc(), CUBLASLT_ORDER_COL, 1, 0);
+    const cublasStatus_t st = cublasLtMatmul(lt, desc, &fa, g.A, la, g.B, lb, &fb, g.C, lc, g.C,
+                                             lc, nullptr, nullptr, 0, nullptr);
+    std::printf("unsupported epilogue status %d\n", static_cast<int>(st));
+    for (cublasLtMatrixLayout_t l : {la, lb, lc}) cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+  }
   CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
                          (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
   std::printf("last error after a checked call %d\n", static_cast<int>(cudaGetLastError()));

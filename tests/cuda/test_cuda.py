@@ -211,8 +211,11 @@ class Safety(unittest.TestCase):
         r = cuda("errors", policy=HIGHPREC)
         self.assertEqual(lines(cuda("errors", preload=False).stdout), lines(r.stdout))
         self.assertIn("invalid lda status 7", r.stdout)  # CUBLAS_STATUS_INVALID_VALUE
+        self.assertIn("unsupported epilogue status 15", r.stdout)  # CUBLAS_STATUS_NOT_SUPPORTED
         self.assertIn("last error after a checked call 0", r.stdout)
         self.assertEqual(r.op("cublasSgemm_v2")["checked"], 1)
+        lt = r.op("cublasLtMatmul")  # sampled, its descriptors not modelled: skipped
+        self.assertEqual((lt["calls"], lt["checked"], lt["skipped"]), (1, 0, 1))
 
     def test_sync_mode_same_verdicts(self):
         env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5", "FUMI_CUDA_MODE": "sync"}
