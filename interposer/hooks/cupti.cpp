@@ -26,7 +26,8 @@ constexpr CUptiResult kNoCupti = CUPTI_ERROR_NOT_INITIALIZED;
 #define FUMI_PASS_HOOK(name, ret, params, args)                                        \
   extern "C" FUMI_EXPORT ret name params {                                             \
     using namespace fumi::hooks;                                                       \
-    fumi::cuda::KernelRecorder::stepAside("the program uses CUPTI itself (" #name ")"); \
+    if (fumi::enter()) /* not when fumi is off (FUMI_DISABLE) */                       \
+      fumi::cuda::KernelRecorder::stepAside("the program uses CUPTI itself (" #name ")"); \
     void* p = g_real_##name.load(std::memory_order_acquire);                          \
     if (!p && (p = fumi::resolveReal(#name)) != nullptr)                               \
       g_real_##name.store(p, std::memory_order_release);                               \
