@@ -264,7 +264,8 @@ class Parser {
     }
     for (auto it = n.begin(); it != n.end(); ++it) {
       const std::string key = it->first.Scalar();
-      const YAML::Node& v = it->second;
+      // A copy (a Node is a handle): `it->second` lives in the iterator's proxy, a temporary.
+      const YAML::Node v = it->second;
       if (key == "plugin") {
         scalar(v, key, &c->plugin);
       } else if (key == "tolerance") {
