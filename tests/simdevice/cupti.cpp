@@ -463,24 +463,25 @@ cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferReques
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+namespace {
+// cuptiActivityEnable/Disable: only kernel records are emulated; enabling another kind is not
+// supported, disabling one (never enabled) succeeds.
+CUptiResult setActivity(CUpti_ActivityKind kind, bool on) {
   if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
     return CUPTI_ERROR_INVALID_KIND;
-  if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+    return on ? CUPTI_ERROR_NOT_SUPPORTED : CUPTI_SUCCESS;
   State& st = S();
   std::lock_guard<std::mutex> lk(st.mu);
-  st.kernelsEnabled = true;
+  st.kernelsEnabled = on;
   return CUPTI_SUCCESS;
 }
+}  // namespace
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) { return setActivity(kind, true); }
 
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-  if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
-    return CUPTI_ERROR_INVALID_KIND;
-  if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) return CUPTI_SUCCESS;
-  State& st = S();
-  std::lock_guard<std::mutex> lk(st.mu);
-  st.kernelsEnabled = false;
-  return CUPTI_SUCCESS;
+  return setActivity(kind, false);
 }
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
