@@ -41,6 +41,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sim.h"
@@ -472,55 +473,45 @@ inline void execute(const Problem& p) {
     };
     auto biasValue = [&](int64_t i) { return pbias ? load(pbias + i * ebias, p.biasType) : 0.0; };
 
+    // One loop for every compute type: T is the accumulator's type, `add` one accumulation
+    // step, `finish` what reaches the epilogue from t = alpha*acc + beta*c (both in T).
+    auto gemm = [&](const auto& A, const auto& B, auto add, auto finish) {
+      using T = typename std::decay_t<decltype(A)>::value_type;
+      const T at = static_cast<T>(alpha), bt = static_cast<T>(beta);
+      for (int64_t j = 0; j < p.n; ++j)
+        for (int64_t i = 0; i < p.m; ++i) {
+          const T* ra = A.data() + i * p.k;
+          const T* rb = B.data() + j * p.k;
+          T acc = 0;
+          for (int64_t l = 0; l < p.k; ++l) acc = add(acc, ra[l] * rb[l]);
+          T t = at * acc;
+          if (beta != 0) t += bt * static_cast<T>(cValue(i, j));
+          out[j * p.m + i] = roundToType(finish(t, biasValue(i)), p.d.type);
+        }
+    };
     switch (p.compute) {
       case CUBLAS_COMPUTE_64F:
       case CUBLAS_COMPUTE_64F_PEDANTIC:
         detail::loadOperands(p, b, &A64, &B64);
-        for (int64_t j = 0; j < p.n; ++j)
-          for (int64_t i = 0; i < p.m; ++i) {
-            const double* ra = A64.data() + i * p.k;
-            const double* rb = B64.data() + j * p.k;
-            double acc = 0;
-            for (int64_t l = 0; l < p.k; ++l) acc += ra[l] * rb[l];
-            double t = alpha * acc;
-            if (beta != 0) t += beta * cValue(i, j);
-            out[j * p.m + i] = roundToType(detail::epilogue(p, t, biasValue(i)), p.d.type);
-          }
+        gemm(A64, B64, [](double acc, double x) { return acc + x; },
+             [&](double t, double bias) { return detail::epilogue(p, t, bias); });
         break;
       case CUBLAS_COMPUTE_16F:
-      case CUBLAS_COMPUTE_16F_PEDANTIC:
+      case CUBLAS_COMPUTE_16F_PEDANTIC:  // every step rounded to half
         detail::loadOperands(p, b, &A64, &B64);
-        for (int64_t j = 0; j < p.n; ++j)
-          for (int64_t i = 0; i < p.m; ++i) {
-            const double* ra = A64.data() + i * p.k;
-            const double* rb = B64.data() + j * p.k;
-            double acc = 0;
-            for (int64_t l = 0; l < p.k; ++l) acc = roundHalf(acc + ra[l] * rb[l]);
-            double t = alpha * acc;
-            if (beta != 0) t += beta * cValue(i, j);
-            t = roundHalf(t);
-            out[j * p.m + i] =
-                roundToType(detail::epilogue(p, static_cast<float>(t),
-                                             static_cast<float>(biasValue(i))),
-                            p.d.type);
-          }
+        gemm(A64, B64, [](double acc, double x) { return roundHalf(acc + x); },
+             [&](double t, double bias) {
+               return detail::epilogue(p, static_cast<float>(roundHalf(t)),
+                                       static_cast<float>(bias));
+             });
         break;
-      default: {  // 32F and its variants: float accumulation
+      default:  // 32F and its variants: float accumulation
         detail::loadOperands(p, b, &A32, &B32);
-        const float af = static_cast<float>(alpha), bf = static_cast<float>(beta);
-        for (int64_t j = 0; j < p.n; ++j)
-          for (int64_t i = 0; i < p.m; ++i) {
-            const float* ra = A32.data() + i * p.k;
-            const float* rb = B32.data() + j * p.k;
-            float acc = 0;
-            for (int64_t l = 0; l < p.k; ++l) acc += ra[l] * rb[l];
-            float t = af * acc;
-            if (beta != 0) t += bf * static_cast<float>(cValue(i, j));
-            out[j * p.m + i] = roundToType(
-                detail::epilogue(p, t, static_cast<float>(biasValue(i))), p.d.type);
-          }
+        gemm(A32, B32, [](float acc, float x) { return acc + x; },
+             [&](float t, double bias) {
+               return detail::epilogue(p, t, static_cast<float>(bias));
+             });
         break;
-      }
     }
 
     if (fault) {
