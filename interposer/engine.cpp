@@ -235,7 +235,11 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   Call& call = *c->call;
   const std::string check = c->check->name;
   const std::string metric = v->metric ? v->metric : "value";
-  call.site().recordMetric(check + "." + metric, v->value, v->violated != 0);
+  const fumi_kind kind = c->check->kind;
+  // A non-finite output that came in through the inputs: counted, not raised (nan_inf).
+  const bool counted_nonfinite = metric == "nonfinite" && v->value > 0 && !v->violated;
+  call.site().recordMetric(check + "." + metric, kind, v->value, v->violated != 0,
+                           counted_nonfinite);
   Reporter& rep = *c->reporter;
   if (!v->violated && !rep.settings().all_checks) return;
 
@@ -244,6 +248,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["op"] = call.info().op;
   ev["backend"] = call.info().backend;
   ev["check"] = check;
+  ev["kind"] = kindName(kind);
   ev["metric"] = metric;
   ev["value"] = number(v->value);
   ev["tolerance"] = number(v->tolerance);
@@ -465,6 +470,8 @@ void Engine::instantiate() {
       params.items = items.data();
       params.tolerance = spec.tolerance;
       params.seed = mix64(std::hash<std::string>{}(rule.name + "/" + spec.plugin));
+      const fumi_kind kind = pluginKind(*slot->lib.plugin);
+      params.kind_tolerances = policy_.kind_tolerances[kind].data();
       char err[512] = "";
       void* inst = nullptr;
       try {
@@ -480,7 +487,7 @@ void Engine::instantiate() {
         internalError(("plugin " + spec.plugin).c_str(), msg.c_str());
         continue;
       }
-      rr->checks.push_back({&spec, slot, inst, spec.plugin});
+      rr->checks.push_back({&spec, slot, inst, spec.plugin, kind});
     }
     rules_.push_back(std::move(rr));
   }

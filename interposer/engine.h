@@ -38,6 +38,7 @@ struct CheckInstance {
   PluginSlot* slot = nullptr;
   void* instance = nullptr;
   std::string name;  // plugin name, as reported
+  fumi_kind kind = FUMI_KIND_ERROR;  // what its findings mean (fumi_plugin.kind)
 };
 
 struct RuleRuntime {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -53,7 +54,7 @@ PluginLibrary openPlugin(const std::string& path) {
     lib.error = s.str();
     return lib;
   }
-  if (p->struct_size < sizeof(fumi_plugin) || !p->create || !p->check || !p->name) {
+  if (p->struct_size < offsetof(fumi_plugin, kind) || !p->create || !p->check || !p->name) {
     lib.error = path + ": incomplete fumi_plugin (struct_size or entry points missing)";
     return lib;
   }
@@ -64,6 +65,15 @@ PluginLibrary openPlugin(const std::string& path) {
 }
 
 }  // namespace
+
+fumi_kind pluginKind(const fumi_plugin& p) {
+  if (p.struct_size < offsetof(fumi_plugin, kind) + sizeof(p.kind)) return FUMI_KIND_ERROR;
+  return p.kind == FUMI_KIND_SENSITIVITY ? FUMI_KIND_SENSITIVITY : FUMI_KIND_ERROR;
+}
+
+const char* kindName(fumi_kind kind) {
+  return kind == FUMI_KIND_SENSITIVITY ? "sensitivity" : "error";
+}
 
 std::string pluginFileName(const std::string& name) { return "libfumi_" + name + ".so"; }
 

@@ -18,6 +18,11 @@ struct PluginLibrary {
   std::string error;        // why it cannot be used (missing, bad ABI, no entry point)
 };
 
+// What a plugin's findings mean; a plugin built before fumi_plugin.kind existed: error.
+fumi_kind pluginKind(const fumi_plugin& p);
+// "error" / "sensitivity", as events and reports spell it.
+const char* kindName(fumi_kind kind);
+
 // File name of plugin `name` in a plugin directory: libfumi_<name>.so.
 std::string pluginFileName(const std::string& name);
 

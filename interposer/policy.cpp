@@ -196,20 +196,56 @@ class Parser {
     }
   }
 
+  // A dtype named by the scalar `v` ("f32"); an error when it names none.
+  bool dtypeOf(const YAML::Node& v, const std::string& s, fumi_dtype* out) {
+    for (int d = 0; d < FUMI_DTYPE_UNKNOWN; ++d) {
+      const DtypeInfo* info = dtypeInfo(static_cast<fumi_dtype>(d));
+      if (info && s == info->name) {
+        *out = static_cast<fumi_dtype>(d);
+        return true;
+      }
+    }
+    error(v, "unknown dtype '" + s + "' (known: f64, f32, f16, bf16, tf32)");
+    return false;
+  }
+
   void dtypes(const YAML::Node& n, std::vector<fumi_dtype>* out) {
     auto one = [&](const YAML::Node& v) {
       std::string s;
-      if (!scalar(v, "dtype", &s)) return;
-      for (int d = 0; d < FUMI_DTYPE_UNKNOWN; ++d) {
-        const DtypeInfo* info = dtypeInfo(static_cast<fumi_dtype>(d));
-        if (info && s == info->name) {
-          out->push_back(static_cast<fumi_dtype>(d));
-          return;
-        }
-      }
-      error(v, "unknown dtype '" + s + "' (known: f64, f32, f16, bf16, tf32)");
+      fumi_dtype d = FUMI_DTYPE_UNKNOWN;
+      if (scalar(v, "dtype", &s) && dtypeOf(v, s, &d)) out->push_back(d);
     };
     oneOrMany(n, one);
+  }
+
+  // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
+  // check's own default, FuMi's dtype table), or a map of dtype -> number.
+  void tolerances(const YAML::Node& n, Policy* p) {
+    forMap(n, "tolerances", {"error", "sensitivity"},
+           [&](const std::string& key, const YAML::Node& v) {
+             KindTolerances& t = p->kind_tolerances[key == "error" ? FUMI_KIND_ERROR
+                                                                   : FUMI_KIND_SENSITIVITY];
+             double x = 0;
+             if (v.IsScalar() && v.Scalar() == "fumi") return;
+             if (v.IsScalar()) {
+               if (!number(v, key, &x)) return;
+               if (x < 0) error(v, "tolerance must be >= 0");
+               else t.fill(x);
+               return;
+             }
+             if (!v.IsMap()) {
+               error(v, "'" + key + "' must be a number, 'fumi' or a map of dtype to number");
+               return;
+             }
+             for (auto it = v.begin(); it != v.end(); ++it) {
+               std::string name;
+               fumi_dtype d = FUMI_DTYPE_UNKNOWN;
+               if (!scalar(it->first, "dtype", &name) || !dtypeOf(it->first, name, &d)) continue;
+               if (!number(it->second, name, &x)) continue;
+               if (x < 0) error(it->second, "tolerance must be >= 0");
+               else t[static_cast<size_t>(d)] = x;
+             }
+           });
   }
 
   void phases(const YAML::Node& n, std::vector<std::string>* out) {
@@ -366,7 +402,7 @@ class Parser {
     YAML::Node rules;
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
-            "overhead_budget", "on_error"},
+            "overhead_budget", "on_error", "tolerances"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -376,6 +412,7 @@ class Parser {
              }
              if (key == "rules") rules = v;
              if (key == "report") report(v, &p->report);
+             if (key == "tolerances") tolerances(v, p);
              if (key == "scratch_budget") bytes(v, key, &p->scratch_budget);
              if (key == "overhead_budget") {
                double b = 0;

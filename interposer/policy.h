@@ -3,6 +3,8 @@
 // into the per-op decisions used on the hot path. Keys are documented in docs/policy.md.
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -73,6 +75,15 @@ struct ReportSettings {
   bool all_checks = false;  // also write a `check` event for checks that pass
 };
 
+// Tolerances per precision (indexed by fumi_dtype) for the checks of one kind of finding;
+// NaN: the check's own default.
+using KindTolerances = std::array<double, FUMI_TOLERANCE_SLOTS>;
+inline KindTolerances unsetTolerances() {
+  KindTolerances t;
+  t.fill(NAN);
+  return t;
+}
+
 struct Policy {
   int version = 1;
   std::string source;  // file path or "<embedded default>"
@@ -83,6 +94,8 @@ struct Policy {
   // Fraction of the process's wall time that checks may take (0: unlimited); see CheckBudget.
   double overhead_budget = 0;
   OnError on_error = OnError::kContinue;
+  // `tolerances:` by fumi_kind (error, sensitivity).
+  std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
 };
 
 struct PolicyResult {

@@ -14,6 +14,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "plugin_loader.h"
 #include "site.h"
 
 namespace fumi {
@@ -148,6 +149,13 @@ void Reporter::summary() {
                    {"violations", st.violations},
                    {"check_s", st.check_seconds},
                    {"worst", st.worst}});
+    nlohmann::json metrics = nlohmann::json::object();
+    for (const auto& [key, m] : st.metrics)
+      metrics[key] = {{"kind", kindName(m.kind)}, {"count", m.count},
+                      {"violations", m.violations}, {"median", m.quantile(0.5)},
+                      {"p99", m.quantile(0.99)},    {"max", m.max}};
+    if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
+    if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
     total_calls += calls;
     total_checked += st.checked;
     total_violations += st.violations;

@@ -1,6 +1,7 @@
 // site.cpp — the registry of op sites and their slow-path statistics.
 #include "site.h"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <string>
@@ -80,12 +81,51 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.check_seconds += seconds;
 }
 
-void OpSite::recordMetric(const std::string& key, double value, bool violated) {
+void MetricStats::add(double value, bool violated) {
+  ++count;
+  violations += violated ? 1 : 0;
+  if (std::isnan(value)) {
+    ++nan;
+    return;
+  }
+  max = std::max(max, value);
+  if (bins.empty()) bins.assign(kBins, 0);
+  int bin = 0;
+  if (value > 0) {
+    // log2 of the value in quarter octaves, from the exponent and the top mantissa bits.
+    const double b = std::floor(std::log2(value) * kOctaveBins) - kMinExp * kOctaveBins;
+    bin = static_cast<int>(std::clamp(b, 0.0, static_cast<double>(kBins - 1)));
+  }
+  ++bins[static_cast<size_t>(bin)];
+}
+
+double MetricStats::quantile(double q) const {
+  const uint64_t finite = count - nan;
+  if (finite == 0 || bins.empty()) return 0;
+  // The smallest bin whose cumulative count reaches q of the values (nearest rank).
+  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * finite)));
+  uint64_t seen = 0;
+  for (int b = 0; b < kBins; ++b) {
+    seen += bins[static_cast<size_t>(b)];
+    if (seen < rank) continue;
+    if (b == 0) return 0;  // zeros and values below 2^-64
+    const double mid = std::exp2((b + 0.5) / kOctaveBins + kMinExp);
+    return std::min(mid, max);  // never above the exact maximum
+  }
+  return max;
+}
+
+void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
+                          bool counted_nonfinite) {
   std::lock_guard<std::mutex> lock(stats_mu);
   if (violated) ++stats.violations;
+  if (counted_nonfinite) ++stats.nonfinite_propagated;
   auto [it, inserted] = stats.worst.emplace(key, value);
   // NaN counts as worst: a metric that could not be computed is not a good sign.
   if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
+  MetricStats& m = stats.metrics[key];
+  m.kind = kind;
+  m.add(value, violated);
 }
 
 OpStats OpSite::statsSnapshot() {

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "fumi/plugin.h"
 
@@ -26,12 +27,34 @@ struct ThreadCounts {
 extern __thread ThreadCounts* t_counts;
 ThreadCounts* registerThreadCounts();
 
+// The distribution of one check metric over an op's checked calls: count, violations, exact
+// maximum, and a log histogram for the median and p99 (4 bins per octave over [2^-64, 2^32):
+// a quantile is read as its bin's geometric middle, within 9% of the true value; zeros and
+// values below the range fall in bin 0, values above in the last).
+struct MetricStats {
+  static constexpr int kOctaveBins = 4;
+  static constexpr int kMinExp = -64;
+  static constexpr int kBins = (32 - kMinExp) * kOctaveBins;
+  fumi_kind kind = FUMI_KIND_ERROR;
+  uint64_t count = 0;
+  uint64_t violations = 0;
+  uint64_t nan = 0;  // metrics that could not be computed (NaN): in count, not in the bins
+  double max = 0;
+  std::vector<uint32_t> bins;  // kBins, allocated on the first value
+
+  void add(double value, bool violated);
+  // The q-quantile (0 < q <= 1) of the finite values; 0 when there are none.
+  double quantile(double q) const;
+};
+
 struct OpStats {
   uint64_t checked = 0;
   uint64_t skipped = 0;
   uint64_t violations = 0;
+  uint64_t nonfinite_propagated = 0;  // nan_inf findings counted, not raised (propagated)
   double check_seconds = 0;  // wall time spent running checks (reruns included)
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
+  std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
 };
 
 struct OpSite {
@@ -81,7 +104,8 @@ struct OpSite {
   OpStats stats;  // guarded by stats_mu (slow path only)
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
-  void recordMetric(const std::string& key, double value, bool violated);
+  void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
+                    bool counted_nonfinite = false);
   OpStats statsSnapshot();
 };
 

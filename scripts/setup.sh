@@ -26,6 +26,7 @@ if ((${#missing[@]})); then
 fi
 
 BUILD_DIR="${FUMI_BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# FUMI_WERROR=ON (scripts/test.sh sets it) makes warnings errors: development and CI only.
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUMI_WERROR="${FUMI_WERROR:-OFF}" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "fumi setup: built in $BUILD_DIR (CLI: $BUILD_DIR/bin/fumi)"

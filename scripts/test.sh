@@ -3,6 +3,6 @@
 # CLI, export list, PyTorch training. Extra arguments go to ctest (e.g. -R preload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+FUMI_WERROR=ON scripts/setup.sh  # a development build: warnings are errors
 cd "${FUMI_BUILD_DIR:-build}"
 ctest --output-on-failure -j"$(nproc)" "$@"

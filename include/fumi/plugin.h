@@ -58,6 +58,18 @@ typedef enum fumi_dtype {
   FUMI_DTYPE_UNKNOWN = 15
 } fumi_dtype;
 
+/* What a check's findings mean (docs/policy.md, "Kinds of finding"):
+ *   ERROR        the op computed this result badly: its output against a higher-precision or
+ *                independent result on the same inputs, NaN/Inf appearing from finite inputs, a
+ *                bitwise difference where the op should be deterministic.
+ *   SENSITIVITY  how much the output moves when the inputs move by their rounding (perturb):
+ *                a property of the op and its inputs, data rather than an alarm below a bound
+ *                far above the error tolerances. */
+typedef enum fumi_kind { FUMI_KIND_ERROR = 0, FUMI_KIND_SENSITIVITY = 1 } fumi_kind;
+
+/* Tolerances indexed by fumi_dtype (the check's effective precision); NaN: not set. */
+#define FUMI_TOLERANCE_SLOTS 16
+
 typedef enum fumi_memory { FUMI_MEMORY_HOST = 0, FUMI_MEMORY_DEVICE = 1 } fumi_memory;
 
 typedef enum fumi_role { FUMI_ROLE_INPUT = 1, FUMI_ROLE_OUTPUT = 2 } fumi_role;
@@ -124,6 +136,11 @@ typedef struct fumi_params {
   const fumi_param* items;
   double tolerance;      /* the entry's `tolerance:`, or NaN when not given (use the dtype table) */
   uint64_t seed;         /* deterministic seed for this check instance */
+  /* Appended: the policy's `tolerances:` entry for this check's kind, per precision
+   * (FUMI_TOLERANCE_SLOTS doubles indexed by fumi_dtype, NaN where unset), or NULL. A plugin
+   * uses, in order: `tolerance` when set, this table's value for the call's precision, its own
+   * default. */
+  const double* kind_tolerances;
 } fumi_params;
 
 typedef enum fumi_log_level {
@@ -174,6 +191,8 @@ typedef struct fumi_plugin {
                   size_t err_len);
   fumi_status (*check)(void* instance, fumi_call* call);
   void (*destroy)(void* instance);
+  /* Appended: what this check's findings mean (a plugin without the field: FUMI_KIND_ERROR). */
+  fumi_kind kind;
 } fumi_plugin;
 
 typedef const fumi_plugin* (*fumi_plugin_entry_fn)(void);

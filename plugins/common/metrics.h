@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,21 @@ inline double overflowScale(double max_abs) {
 }
 
 }  // namespace detail
+
+// The default guard of the elementwise metrics (fumiRatio, maxRelGuarded) for outputs computed
+// in `precision`: components smaller than guard * max|y| are left out. Why: an output component
+// that is a near-zero sum of much larger terms (a batch-norm backward's grad_input is a centred
+// sum, so some components sit near zero by construction) moves by the rounding of those terms,
+// and its own relative change says nothing about the op. An elementwise ratio over n outputs
+// always finds such a component, with an amplification of up to 1/guard. The guard grows with
+// the output's resolution: 16 unit roundoffs, at least 1e-3 (f64, f32: 1e-3; tf32, f16: 2^-7;
+// bf16: 2^-4), so a last-bit perturbation of bf16 inputs (2^-7) cannot look like a 100% error.
+// See docs/policy.md, "Guarded elementwise metrics".
+inline double defaultGuard(fumi_dtype precision) {
+  const DtypeInfo* d = dtypeInfo(precision);
+  const double u16 = d ? std::ldexp(1.0, 4 - (d->mantissa_bits + 1)) : 0.0;
+  return std::max(1e-3, u16);
+}
 
 // FuMi's ratio R = max_i |y_i - y'_i| / |y_i + y'_i|, over the elements whose |y_i + y'_i| is
 // above guard_rel times the largest such sum (and above zero): near-zero sums make the ratio
@@ -350,6 +366,21 @@ inline bool parseList(const char* text, std::vector<std::string>* out) {
   return true;
 }
 
+// Where a check's tolerance comes from: the policy entry's `tolerance:` (NaN: unset), else the
+// policy's `tolerances:` entry for the check's kind at the call's precision (NaN: unset), else
+// a default the check supplies (the dtype table's, for relative errors).
+struct Tolerance {
+  double configured = std::numeric_limits<double>::quiet_NaN();
+  double kind[FUMI_TOLERANCE_SLOTS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN,
+                                       NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+  double resolve(fumi_dtype precision, double fallback) const {
+    if (!std::isnan(configured)) return configured;
+    const int slot = static_cast<int>(precision);
+    if (slot >= 0 && slot < FUMI_TOLERANCE_SLOTS && !std::isnan(kind[slot])) return kind[slot];
+    return fallback;
+  }
+};
+
 // Numeric bounds of a parameter, inclusive unless marked open.
 struct Bounds {
   double lo;
@@ -373,6 +404,11 @@ class Params {
                        std::to_string(params->struct_size) + ")");
     seed_ = params->seed;
     tolerance_ = params->tolerance;
+    // `kind_tolerances` was appended: an older host's fumi_params ends before it.
+    if (params->struct_size >= offsetof(fumi_params, kind_tolerances) + sizeof(const double*) &&
+        params->kind_tolerances)
+      std::copy(params->kind_tolerances, params->kind_tolerances + FUMI_TOLERANCE_SLOTS,
+                kind_tolerances_);
     if (params->count < 0 || (params->count > 0 && !params->items))
       throw ParamError("plugin '" + plugin_ + "': malformed parameter list");
     for (int32_t i = 0; i < params->count; ++i) {
@@ -459,6 +495,13 @@ class Params {
 
   // The entry's tolerance, or NaN when it sets none (use the dtype table then).
   double tolerance() const { return tolerance_; }
+  // The entry's tolerance and the policy's per-kind table, resolved per call.
+  Tolerance tolerances() const {
+    Tolerance t;
+    t.configured = tolerance_;
+    std::copy(kind_tolerances_, kind_tolerances_ + FUMI_TOLERANCE_SLOTS, t.kind);
+    return t;
+  }
   uint64_t seed() const { return seed_; }
   const std::string& plugin() const { return plugin_; }
 
@@ -480,6 +523,8 @@ class Params {
   std::string plugin_;
   std::vector<std::pair<std::string, std::string>> items_;
   double tolerance_ = std::numeric_limits<double>::quiet_NaN();
+  double kind_tolerances_[FUMI_TOLERANCE_SLOTS] = {
+      NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
   uint64_t seed_ = 0;
 };
 

@@ -8,6 +8,7 @@
 //    public:
 //     static constexpr const char* kName = "my";            // the policy's `plugin: my`
 //     static constexpr const char* kDescription = "...";
+//     static constexpr fumi_kind kKind = FUMI_KIND_ERROR;  // or FUMI_KIND_SENSITIVITY
 //     static std::vector<std::string> knownParams();        // keys besides plugin/tolerance
 //     explicit MyCheck(const fumi::metrics::Params& p);     // throws ParamError on bad values
 //     fumi_status run(fumi::plugin::Context& ctx) const;    // const: may run on several threads
@@ -49,11 +50,11 @@ inline fumi_dtype effectivePrecision(const fumi_call_info& info) {
   return info.dtype;
 }
 
-// `configured` when the policy entry sets a tolerance, else the dtype table's default.
-inline double toleranceFor(double configured, fumi_dtype precision) {
-  if (!std::isnan(configured)) return configured;
+// The tolerance of a relative-error check on a call computing in `precision`: the entry's, else
+// the policy's per-kind table's, else the dtype table's default (FuMi's).
+inline double toleranceFor(const metrics::Tolerance& t, fumi_dtype precision) {
   const metrics::DtypeInfo* d = metrics::dtypeInfo(precision);
-  return d ? d->tolerance : std::numeric_limits<double>::quiet_NaN();
+  return t.resolve(precision, d ? d->tolerance : std::numeric_limits<double>::quiet_NaN());
 }
 
 // One fumi_verdict being filled in. `violated` is decided as !(value <= tolerance), so a NaN
@@ -70,6 +71,11 @@ class Verdict {
   Verdict& extra(const char* name, double value) {
     if (v_.nextra >= FUMI_MAX_EXTRA_METRICS) throw std::logic_error("too many extra metrics");
     v_.extra[v_.nextra++] = fumi_metric{name, value};
+    return *this;
+  }
+  // Overrides the tolerance comparison (a finding that is counted, not raised).
+  Verdict& violated(bool v) {
+    v_.violated = v ? 1 : 0;
     return *this;
   }
   Verdict& detail(const char* text) {
@@ -260,9 +266,10 @@ class ReferenceErrors {
 
   ReferenceErrors(const metrics::Params& p, const char* plugin)
       : primary_(p.getChoice("metric", {"normwise_rel", "max_rel", "ulp"})),
-        guard_(p.getDouble("guard", 1e-3, metrics::Bounds{0.0, 1.0, false, /*hi_open=*/true})),
-        tolerance_(p.tolerance()) {
-    if (primary_ == kUlp && std::isnan(tolerance_))
+        guard_(p.getDouble("guard", std::numeric_limits<double>::quiet_NaN(),
+                           metrics::Bounds{0.0, 1.0, false, /*hi_open=*/true})),
+        tolerance_(p.tolerances()) {
+    if (primary_ == kUlp && std::isnan(tolerance_.configured))
       throw metrics::ParamError(std::string("plugin '") + plugin +
                                 "': metric 'ulp' needs an explicit tolerance (in ULPs)");
   }
@@ -275,7 +282,8 @@ class ReferenceErrors {
   void add(Sums& s, const double* got, const double* ref, size_t n, fumi_dtype precision) const {
     size_t skipped = 0;
     s.metric[kNormwise] = std::max(s.metric[kNormwise], metrics::normwiseRel(got, ref, n, &skipped));
-    s.metric[kMaxRel] = std::max(s.metric[kMaxRel], metrics::maxRelGuarded(got, ref, n, guard_));
+    const double guard = std::isnan(guard_) ? metrics::defaultGuard(precision) : guard_;
+    s.metric[kMaxRel] = std::max(s.metric[kMaxRel], metrics::maxRelGuarded(got, ref, n, guard));
     s.metric[kUlp] = std::max(s.metric[kUlp], metrics::maxUlp(got, ref, n, precision));
     s.nonfinite_skipped += skipped;
   }
@@ -294,8 +302,8 @@ class ReferenceErrors {
  private:
   enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
   const size_t primary_;
-  const double guard_;
-  const double tolerance_;  // NaN: the dtype table's
+  const double guard_;  // NaN: metrics::defaultGuard of the call's precision
+  const metrics::Tolerance tolerance_;
 };
 
 inline void copyMessage(char* dst, size_t len, const std::string& msg) {
@@ -353,7 +361,8 @@ struct Glue {
                                           Check::kDescription,
                                           &create,
                                           &check,
-                                          &destroy};
+                                          &destroy,
+                                          Check::kKind};
 
  private:
   // Empty when the host API is one this plugin can use.

@@ -24,6 +24,7 @@ class DeterminismCheck {
   static constexpr const char* kName = "determinism";
   static constexpr const char* kDescription =
       "rerun on the same inputs and count outputs that differ bit for bit";
+  static constexpr fumi_kind kKind = FUMI_KIND_ERROR;
   static std::vector<std::string> knownParams() { return {"runs"}; }
 
   explicit DeterminismCheck(const Params& p)

@@ -43,6 +43,7 @@ class HighprecCheck {
   static constexpr const char* kDescription =
       "rerun in the next wider dtype and report normwise, guarded elementwise and ULP errors "
       "against it";
+  static constexpr fumi_kind kKind = FUMI_KIND_ERROR;
   static std::vector<std::string> knownParams() { return ReferenceErrors::params(); }
 
   explicit HighprecCheck(const Params& p) : errors_(p, kName) {}

@@ -1,8 +1,16 @@
-// nan_inf — NaN and Inf in a call's outputs, without rerunning it. A non-finite output "appeared"
-// in this call when every floating input is finite, and "propagated" through it otherwise; the
-// first is where a trainer wants to look.
+// nan_inf — NaN and Inf in a call's outputs, without rerunning it. What matters is where a
+// non-finite value *appears*, not every op it flows through afterwards:
+//   appeared      every floating input is finite: overflow, log(0), 0/0 happened here.
+//   nan_from_inf  inputs hold Inf but no NaN, outputs hold NaN: Inf - Inf or 0 * Inf happened
+//                 here (a fully masked softmax row, say).
+//   propagated    otherwise: the non-finite values came in through the inputs (a mask's -inf
+//                 flowing through baddbmm). Counted in the summary, not a violation, unless
+//                 `propagated: violation`.
+// A mask-style -inf that a softmax turns into zeros leaves no non-finite output: no event.
 //
-// Policy parameters: none besides tolerance (default 0: any non-finite output is a violation).
+// Policy parameters:
+//   tolerance    non-finite outputs allowed where they appear (default 0)
+//   propagated   count (default) | violation
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -21,10 +29,12 @@ class NanInfCheck {
   static constexpr const char* kName = "nan_inf";
   static constexpr const char* kDescription =
       "NaN/Inf in outputs: appeared in this call (inputs finite) or propagated through it";
-  static std::vector<std::string> knownParams() { return {}; }
+  static constexpr fumi_kind kKind = FUMI_KIND_ERROR;
+  static std::vector<std::string> knownParams() { return {"propagated"}; }
 
   explicit NanInfCheck(const Params& p)
-      : tolerance_(std::isnan(p.tolerance()) ? 0.0 : p.tolerance()) {}
+      : tolerance_(std::isnan(p.tolerance()) ? 0.0 : p.tolerance()),
+        propagated_violates_(p.getChoice("propagated", {"count", "violation"}) == 1) {}
 
   fumi_status run(Context& ctx) const {
     const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
@@ -49,15 +59,21 @@ class NanInfCheck {
     Verdict v("nonfinite", static_cast<double>(nonfinite), tolerance_);
     if (nonfinite > 0) {
       // Inputs are read only when there is something to explain.
-      size_t input_nonfinite = 0;
+      size_t input_nonfinite = 0, input_nan = 0;
       for (int32_t i : inputs) {
         FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
-        input_nonfinite += fumi::metrics::countNonFinite(a, ctx.numel(i));
+        const size_t bad = fumi::metrics::countNonFinite(a, ctx.numel(i));
+        input_nonfinite += bad;
+        if (bad) input_nan += fumi::metrics::countNaN(a, ctx.numel(i));
       }
+      const bool nan_from_inf = input_nonfinite > 0 && input_nan == 0 && nan > 0;
+      const bool propagated = input_nonfinite > 0 && !nan_from_inf;
+      if (propagated && !propagated_violates_) v.violated(false);
+      const char* origin = propagated ? "propagated" : nan_from_inf ? "nan_from_inf" : "appeared";
       v.extra("nan", static_cast<double>(nan))
           .extra("inf", static_cast<double>(nonfinite - nan))
           .extra("input_nonfinite", static_cast<double>(input_nonfinite))
-          .detail(input_nonfinite == 0 ? "appeared" : "propagated");
+          .detail(origin);
     }
     ctx.report(v);
     return FUMI_OK;
@@ -65,6 +81,7 @@ class NanInfCheck {
 
  private:
   const double tolerance_;
+  const bool propagated_violates_;
 };
 
 }  // namespace

@@ -8,7 +8,12 @@
 //   trials  reruns with fresh noise (default 3)
 //   shift   relative input shift δ (default: dtypes.def's perturb_shift of the call's precision,
 //           raised to 2^-p of the storage dtype when it is too small to survive rounding)
-//   guard   sums below guard·max|y + y'| are left out of the ratio (default 1e-3)
+//   guard   sums below guard·max|y + y'| are left out of the ratio (default: metrics::defaultGuard
+//           of the call's precision — 1e-3 for f32/f64, 2^-4 for bf16); FuMi's unguarded ratio
+//           is reported too, as extra `fumi_ratio_unguarded`
+//
+// Findings are of kind sensitivity (plugin.h): the default tolerance is the dtype table's, but a
+// policy's `tolerances: { sensitivity: ... }` replaces it for every perturb entry without its own.
 //   inputs  comma-separated input tensor names to perturb (default: every floating input)
 //   metric  primary metric: ratio (-> "fumi_ratio", default) | normwise (-> "normwise")
 #include <algorithm>
@@ -35,6 +40,7 @@ class PerturbCheck {
   static constexpr const char* kDescription =
       "FuMi fuzz/check: rerun on inputs x(1+delta*u) and report max|y-y'|/|y+y'|, a lower bound "
       "of the max relative error";
+  static constexpr fumi_kind kKind = FUMI_KIND_SENSITIVITY;
   static std::vector<std::string> knownParams() {
     return {"trials", "shift", "guard", "inputs", "metric"};
   }
@@ -43,10 +49,11 @@ class PerturbCheck {
       : trials_(static_cast<int>(p.getInt("trials", 3, 1, 1000))),
         shift_(p.getDouble("shift", std::numeric_limits<double>::quiet_NaN(),
                            Bounds{0.0, 1.0, /*lo_open=*/true})),
-        guard_(p.getDouble("guard", 1e-3, Bounds{0.0, 1.0, false, /*hi_open=*/true})),
+        guard_(p.getDouble("guard", std::numeric_limits<double>::quiet_NaN(),
+                           Bounds{0.0, 1.0, false, /*hi_open=*/true})),
         inputs_(p.getList("inputs")),
         normwise_primary_(p.getChoice("metric", {"ratio", "normwise"}) == 1),
-        tolerance_(p.tolerance()),
+        tolerance_(p.tolerances()),
         seed_(p.seed()) {}
 
   fumi_status run(Context& ctx) const {
@@ -55,6 +62,7 @@ class PerturbCheck {
     const fumi_dtype precision = fumi::plugin::effectivePrecision(ctx.info());
     const double shift = std::isnan(shift_) ? defaultShift(precision, storage) : shift_;
     const double tolerance = fumi::plugin::toleranceFor(tolerance_, precision);
+    const double guard = std::isnan(guard_) ? fumi::metrics::defaultGuard(precision) : guard_;
 
     const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
     const std::vector<int32_t> inputs = selectInputs(ctx);
@@ -79,7 +87,7 @@ class PerturbCheck {
     FUMI_RETURN_IF_NOT_OK(x.gatherOriginal(ctx));
 
     fumi::metrics::Rng rng(ctx.callSeed(seed_));
-    double ratio = 0.0, normwise = 0.0;
+    double ratio = 0.0, unguarded = 0.0, normwise = 0.0;
     size_t changed = 0, skipped_max = 0;
     for (int trial = 0; trial < trials_; ++trial) {
       for (size_t k = 0; k < x.size(); ++k) {
@@ -106,7 +114,9 @@ class PerturbCheck {
       for (size_t k = 0; k < y.size(); ++k) {
         size_t skipped = 0;
         ratio = std::max(ratio, fumi::metrics::fumiRatio(y.data(k), y_pert.data(k), y.numel(k),
-                                                         guard_, &skipped));
+                                                         guard, &skipped));
+        unguarded = std::max(
+            unguarded, fumi::metrics::fumiRatio(y.data(k), y_pert.data(k), y.numel(k), 0.0));
         skipped_trial += skipped;
         normwise =
             std::max(normwise, fumi::metrics::normwiseRel(y_pert.data(k), y.data(k), y.numel(k)));
@@ -124,7 +134,9 @@ class PerturbCheck {
       v.extra("fumi_ratio", ratio).detail("normwise relative output change under perturbation");
     else
       v.extra("normwise", normwise).detail("lower bound of max relative error");
-    v.extra("trials", trials_)
+    v.extra("fumi_ratio_unguarded", unguarded)
+        .extra("guard", guard)
+        .extra("trials", trials_)
         .extra("shift", shift)
         .extra("perturbed_fraction", perturbed_fraction)
         .extra("nonfinite_skipped", static_cast<double>(skipped_max));
@@ -175,10 +187,10 @@ class PerturbCheck {
 
   const int trials_;
   const double shift_;  // NaN: the dtype table's
-  const double guard_;
+  const double guard_;  // NaN: metrics::defaultGuard of the call's precision
   const std::vector<std::string> inputs_;
   const bool normwise_primary_;
-  const double tolerance_;  // NaN: the dtype table's
+  const fumi::metrics::Tolerance tolerance_;
   const uint64_t seed_;
   mutable std::atomic<bool> warned_{false};
 };

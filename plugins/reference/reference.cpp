@@ -23,6 +23,7 @@ class ReferenceCheck {
   static constexpr const char* kDescription =
       "recompute the outputs with fumi's own host fp64 implementation and report normwise, "
       "guarded elementwise and ULP errors against it";
+  static constexpr fumi_kind kKind = FUMI_KIND_ERROR;
   static std::vector<std::string> knownParams() { return ReferenceErrors::params(); }
 
   explicit ReferenceCheck(const Params& p) : errors_(p, kName) {}

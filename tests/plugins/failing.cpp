@@ -17,7 +17,8 @@ void* create(const fumi_host_api*, const fumi_params* params, char* err, size_t 
 fumi_status check(void*, fumi_call*) { return FUMI_ERROR; }
 void destroy(void*) {}
 const fumi_plugin kPlugin = {FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_plugin), "failing",
-                             "returns FUMI_ERROR (test)", create, check, destroy};
+                             "returns FUMI_ERROR (test)", create, check, destroy,
+                             FUMI_KIND_ERROR};
 }  // namespace
 
 extern "C" FUMI_EXPORT const fumi_plugin* fumi_plugin_entry(void) { return &kPlugin; }

@@ -11,7 +11,8 @@ void* create(const fumi_host_api*, const fumi_params*, char*, size_t) {
 fumi_status check(void*, fumi_call*) { throw std::runtime_error("planted failure in check"); }
 void destroy(void*) {}
 const fumi_plugin kPlugin = {FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_plugin), "throwing",
-                             "throws from check (test)", create, check, destroy};
+                             "throws from check (test)", create, check, destroy,
+                             FUMI_KIND_ERROR};
 }  // namespace
 
 extern "C" FUMI_EXPORT const fumi_plugin* fumi_plugin_entry(void) { return &kPlugin; }
