@@ -18,6 +18,7 @@
 #include "report.h"
 #include "context.h"
 #include "loader.h"
+#include "nan_search.h"
 #include "resolve.h"
 #include "runtime.h"
 #include "settings.h"
@@ -102,10 +103,28 @@ uint64_t apiScratchBudget() {
   return e ? e->policy().scratch_budget : 0;
 }
 
+int apiNanSentinels() {
+  Engine* e = engine();
+  return e && e->policy().nan_origin.enabled ? 1 : 0;
+}
+void apiNonfiniteSeen(void* site, uint64_t index) {
+  nanSentinel(static_cast<const OpSite*>(site), index);
+}
+int apiNanSearch() { return g_nan_search_active.load(std::memory_order_relaxed); }
+int apiNanSearchOp() { return nanSearchOp() ? 1 : 0; }
+void apiNanOrigin(void* site, uint64_t index, const char* detail, uint64_t nan, uint64_t inf) {
+  nanOrigin(static_cast<const OpSite*>(site), index, detail, nan, inf);
+}
+void apiNanPropagated(void* site, const char* input) {
+  nanPropagated(static_cast<const OpSite*>(site), input);
+}
+
 const fumi_adapter_api kAdapterApi = {
-    FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp, apiBackendChecked,
-    apiCountCall,             apiSample,                apiCheck,    apiSkip,
-    apiPush,                  apiPop,                   apiLog,      apiScratchBudget};
+    FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
+    apiCountCall,             apiSample,                apiCheck,         apiSkip,
+    apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
+    apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
+    apiNanOrigin,             apiNanPropagated,         nanSearchStep};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define FUMI_ADAPTER_ABI_VERSION 3u
+#define FUMI_ADAPTER_ABI_VERSION 4u
 
 /* One sampled framework-op call, described by the adapter after the op ran. Tensors are in host
  * memory; INPUTs are copies taken before the op ran (in-place and out= ops overwrite theirs),
@@ -73,6 +73,20 @@ typedef struct fumi_adapter_api {
   void (*log)(int level, const char* message);
   /* Bytes one check may use for copies of a call's operands (the policy's scratch_budget). */
   uint64_t (*scratch_budget)(void);
+  /* The NaN/Inf origin search (interposer/nan_search.h). nan_sentinels: whether the adapter
+   * should watch single-element outputs (losses, norms) of every op for non-finite values and
+   * report them with nonfinite_seen. nan_search: whether a search runs now; while it does, the
+   * adapter scans every op, calls nan_search_op once per op (0: the search just ended), and
+   * reports the first op making non-finite outputs from finite inputs with nan_origin
+   * ("appeared" / "nan_from_inf"), or an op receiving them with nan_propagated.
+   * optimizer_step: a training step began (the search counts steps). */
+  int (*nan_sentinels)(void);
+  void (*nonfinite_seen)(void* site, uint64_t index);
+  int (*nan_search)(void);
+  int (*nan_search_op)(void);
+  void (*nan_origin)(void* site, uint64_t index, const char* detail, uint64_t nan, uint64_t inf);
+  void (*nan_propagated)(void* site, const char* input);
+  void (*optimizer_step)(void);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -17,6 +17,7 @@
 
 #include "call.h"
 #include "context.h"
+#include "nan_search.h"
 #include "pystack.h"
 #include "fumi/dtype.hpp"
 #include "report.h"
@@ -240,6 +241,8 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   const bool counted_nonfinite = metric == "nonfinite" && v->value > 0 && !v->violated;
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated != 0,
                            counted_nonfinite);
+  // Non-finite outputs anywhere are a sentinel: look for the op where they first appear.
+  if (metric == "nonfinite" && v->value > 0) nanSentinel(&call.site(), call.info().call_index);
   Reporter& rep = *c->reporter;
   if (!v->violated && !rep.settings().all_checks) return;
 

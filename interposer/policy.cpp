@@ -218,6 +218,21 @@ class Parser {
     oneOrMany(n, one);
   }
 
+  // `nan_origin: { enabled, steps, max_ops, max_searches }`, or `nan_origin: false`.
+  void nanOrigin(const YAML::Node& n, NanOriginSettings* o) {
+    if (n.IsScalar()) {
+      boolean(n, "nan_origin", &o->enabled);
+      return;
+    }
+    forMap(n, "nan_origin", {"enabled", "steps", "max_ops", "max_searches"},
+           [&](const std::string& key, const YAML::Node& v) {
+             if (key == "enabled") boolean(v, key, &o->enabled);
+             if (key == "steps") integer(v, key, 0, &o->steps);
+             if (key == "max_ops") integer(v, key, 1, &o->max_ops);
+             if (key == "max_searches") integer(v, key, 0, &o->max_searches);
+           });
+  }
+
   // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
   // check's own default, FuMi's dtype table), or a map of dtype -> number.
   void tolerances(const YAML::Node& n, Policy* p) {
@@ -402,7 +417,7 @@ class Parser {
     YAML::Node rules;
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
-            "overhead_budget", "on_error", "tolerances"},
+            "overhead_budget", "on_error", "tolerances", "nan_origin"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -413,6 +428,7 @@ class Parser {
              if (key == "rules") rules = v;
              if (key == "report") report(v, &p->report);
              if (key == "tolerances") tolerances(v, p);
+             if (key == "nan_origin") nanOrigin(v, &p->nan_origin);
              if (key == "scratch_budget") bytes(v, key, &p->scratch_budget);
              if (key == "overhead_budget") {
                double b = 0;

@@ -84,6 +84,14 @@ inline KindTolerances unsetTolerances() {
   return t;
 }
 
+// `nan_origin:` — the sentinel-and-search for where NaN/Inf first appear (nan_search.h).
+struct NanOriginSettings {
+  bool enabled = true;
+  int64_t steps = 2;          // optimizer steps searched past the one the search began in
+  int64_t max_ops = 1000000;  // ops scanned per search at most
+  int64_t max_searches = 3;   // per process
+};
+
 struct Policy {
   int version = 1;
   std::string source;  // file path or "<embedded default>"
@@ -94,6 +102,7 @@ struct Policy {
   // Fraction of the process's wall time that checks may take (0: unlimited); see CheckBudget.
   double overhead_budget = 0;
   OnError on_error = OnError::kContinue;
+  NanOriginSettings nan_origin;
   // `tolerances:` by fumi_kind (error, sensitivity).
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
 };

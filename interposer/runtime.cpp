@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine.h"
+#include "nan_search.h"
 #include "plugin_loader.h"
 #include "policy.h"
 #include "report.h"
@@ -157,6 +158,7 @@ void shutdown() {
   InsideScope inside;
   try {
     if (auto step = g_before_summary.load()) step();
+    nanSearchAtExit();
     g_reporter->summary();
   } catch (...) {
   }

@@ -7,6 +7,7 @@
 // Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h; every
 // torch-version difference is in torch_compat.h.
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -499,7 +500,141 @@ class CapturedCall final : public at::ObserverContext {
   std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)
 };
 
+// ---- NaN/Inf origin search (interposer/nan_search.h) -----------------------------------------
+
+struct NonFinite {
+  uint64_t nan = 0;
+  uint64_t inf = 0;
+  bool any() const { return nan + inf > 0; }
+  void add(const NonFinite& o) {
+    nan += o.nan;
+    inf += o.inf;
+  }
+};
+
+template <class T>
+NonFinite scanRaw(const T* p, int64_t n) {
+  NonFinite r;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(p[i]);
+    r.nan += std::isnan(v) ? 1 : 0;
+    r.inf += std::isinf(v) ? 1 : 0;
+  }
+  return r;
+}
+
+// NaN and Inf counts of a floating tensor: a plain loop over contiguous CPU memory, ATen
+// reductions elsewhere (device memory, strided views).
+NonFinite scanTensor(const at::Tensor& t) {
+  if (!t.defined() || !at::isFloatingType(t.scalar_type()) || t.numel() == 0 ||
+      t.layout() != c10::kStrided)
+    return {};
+  if (t.device().is_cpu() && t.is_contiguous()) {
+    switch (t.scalar_type()) {
+      case c10::ScalarType::Float: return scanRaw(t.data_ptr<float>(), t.numel());
+      case c10::ScalarType::Double: return scanRaw(t.data_ptr<double>(), t.numel());
+      case c10::ScalarType::Half: return scanRaw(t.data_ptr<c10::Half>(), t.numel());
+      case c10::ScalarType::BFloat16: return scanRaw(t.data_ptr<c10::BFloat16>(), t.numel());
+      default: break;
+    }
+  }
+  QuietScope quiet;
+  return {static_cast<uint64_t>(at::isnan(t).sum().item<int64_t>()),
+          static_cast<uint64_t>(at::isinf(t).sum().item<int64_t>())};
+}
+
+// Non-finite values in a list of IValues: tensors (and lists of them), and floating scalar
+// arguments (masked_fill(mask, -inf) and full(-inf) make -inf from a non-finite scalar).
+template <class Values>
+NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
+  NonFinite total;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const c10::IValue& v = values[i];
+    NonFinite here;
+    if (v.isDouble()) {
+      const double d = v.toDouble();
+      here.nan = std::isnan(d) ? 1 : 0;
+      here.inf = std::isinf(d) ? 1 : 0;
+    } else {
+      forEachTensor(v, [&](const at::Tensor& t, int) { here.add(scanTensor(t)); });
+    }
+    if (here.any() && first_bad && !total.any()) *first_bad = i;
+    total.add(here);
+  }
+  return total;
+}
+
+bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
+
 // ---- the observer ---------------------------------------------------------------------------
+
+// What the observer keeps between an op's start and end, when there is anything to keep: a
+// sampled call's copies, and during a NaN search what the inputs held before the op ran (an
+// in-place op overwrites them).
+class OpObservation final : public at::ObserverContext {
+ public:
+  OpObservation(void* site, uint64_t index) : site_(site), index_(index) {}
+  std::unique_ptr<CapturedCall> checked;
+  bool searching = false;
+  NonFinite inputs_bad;
+  std::string bad_input;  // name of the first non-finite input
+
+  void* site() const { return site_; }
+  uint64_t index() const { return index_; }
+
+ private:
+  void* site_;
+  uint64_t index_;
+};
+
+// The schema name of argument `i` of the op `fn` runs ("arg<i>" when unknown).
+std::string argName(const at::RecordFunction& fn, size_t i) {
+  const auto name = fn.operator_name();
+  if (name)
+    if (const auto op = c10::Dispatcher::singleton().findOp(*name))
+      if (i < op->schema().arguments().size()) return op->schema().arguments()[i].name();
+  return "arg" + std::to_string(i);
+}
+
+// During a search, before the op runs: are its inputs finite?
+void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
+  obs.searching = true;
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  size_t first_bad = 0;
+  obs.inputs_bad = scanValues(inputs, &first_bad);
+  if (obs.inputs_bad.any()) obs.bad_input = argName(fn, first_bad);
+}
+
+// After the op ran, during a search: an origin, a propagation, or nothing.
+void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation& obs) {
+  if (!g_api->nan_search_op()) return;
+  const NonFinite out = scanValues(outputs);
+  if (!out.any()) return;
+  if (!obs.inputs_bad.any()) {
+    g_api->nan_origin(obs.site(), obs.index(), "appeared", out.nan, out.inf);
+  } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
+    g_api->nan_origin(obs.site(), obs.index(), "nan_from_inf", out.nan, out.inf);
+  } else {
+    g_api->nan_propagated(obs.site(), obs.bad_input.c_str());
+  }
+}
+
+// Sentinel, on every op: a single-element CPU output (a loss, a norm, a count) that is not
+// finite. Costs a few loads per output; larger outputs are left to sampled nan_inf checks.
+void watchOutputs(const std::vector<c10::IValue>& outputs, void* site, uint64_t index) {
+  for (const c10::IValue& v : outputs) {
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
+    if (scanTensor(t).any()) {
+      g_api->nonfinite_seen(site, index);
+      return;
+    }
+  }
+}
+
+// (site, index) of the ops running on this thread, innermost last: the sentinel names the op.
+thread_local std::vector<std::pair<void*, uint64_t>> t_running;
 
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
@@ -517,8 +652,8 @@ bool undefinedOutput(const std::string& op) {
   return false;
 }
 
-std::unique_ptr<at::ObserverContext> maybeCapture(const at::RecordFunction& fn, void* site,
-                                                  uint64_t index) {
+std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
+                                           uint64_t index) {
   if (t_checked_depth > 0) return nullptr;
   const auto name = fn.operator_name();
   if (!name) return nullptr;  // a range (autograd node, optimizer step), not an operator
@@ -567,21 +702,48 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   int checkable = 0;
   const uint64_t index = g_api->count_call(site, &checkable);
   g_api->push_context(site, index);
-  if (!checkable || !g_capture) return nullptr;
+  if (!g_sentinels && (!checkable || !g_capture)) return nullptr;
   try {
-    return maybeCapture(fn, site, index);
+    if (g_sentinels) {
+      t_running.emplace_back(site, index);
+      // A training step begins: a running search counts it.
+      if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0)
+        g_api->optimizer_step();
+    }
+    std::unique_ptr<OpObservation> obs;
+    if (checkable && g_capture)
+      if (auto captured = maybeCapture(fn, site, index)) {
+        obs = std::make_unique<OpObservation>(site, index);
+        obs->checked = std::move(captured);
+      }
+    if (g_sentinels && g_api->nan_search()) {
+      if (!obs) obs = std::make_unique<OpObservation>(site, index);
+      probeInputs(fn, *obs);
+    }
+    return obs;
   } catch (...) {
     return nullptr;
   }
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (ctx) {
+  auto* obs = static_cast<OpObservation*>(ctx);
+  if (obs && obs->checked) {
     --t_checked_depth;
     try {
-      static_cast<CapturedCall*>(ctx)->check(fumi::torch_compat::outputsOf(fn));
+      obs->checked->check(fumi::torch_compat::outputsOf(fn));
     } catch (const std::exception& e) {
       g_api->log(FUMI_LOG_ERROR, (std::string("torch adapter: ") + e.what()).c_str());
+    } catch (...) {
+    }
+  }
+  if (g_sentinels && !t_running.empty()) {
+    const auto [site, index] = t_running.back();
+    t_running.pop_back();
+    try {
+      const auto& outputs = fumi::torch_compat::outputsOf(fn);
+      if (obs && obs->searching) searchOutputs(outputs, *obs);
+      else if (!outputs.empty()) watchOutputs(outputs, site, index);
     } catch (...) {
     }
   }
@@ -601,10 +763,11 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   // Inputs and outputs cost every op a copy of its argument list: ask for them only when some
   // rule can check torch ops.
   g_capture = api->backend_checked(kBackend) != 0;
+  g_sentinels = api->nan_sentinels() != 0;
   try {
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)
-                              .needsInputs(g_capture)
-                              .needsOutputs(g_capture)
+                              .needsInputs(g_capture || g_sentinels)
+                              .needsOutputs(g_capture || g_sentinels)
                               .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
   } catch (const std::exception& e) {
     std::snprintf(err, err_len, "cannot register the RecordFunction observer: %s", e.what());

@@ -1,0 +1,181 @@
+// nan_search.cpp — sentinel, search and step-down for the origin of NaN/Inf (nan_search.h).
+#include "nan_search.h"
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "context.h"
+#include "engine.h"
+#include "pystack.h"
+#include "report.h"
+#include "runtime.h"
+#include "site.h"
+#include "stack.h"
+
+namespace fumi {
+
+std::atomic<int> g_nan_search_active{0};
+
+namespace {
+
+// Everything below is touched on the slow path only (a sentinel fired or a search runs).
+struct SearchState {
+  std::mutex mu;
+  int64_t searches = 0;
+  int64_t repeats = 0;
+  int64_t steps_left = 0;
+  int64_t ops = 0;
+  std::string sentinel_op;
+  uint64_t sentinel_index = 0;
+  std::string first_propagated;  // "aten::addmm (input 'weight')"
+  std::set<std::string> origins;  // ops already reported as origins
+};
+
+SearchState& state() {
+  static auto* s = new SearchState;  // immortal: used by the exit summary
+  return *s;
+}
+
+nlohmann::json sentinelJson(const SearchState& s) {
+  return {{"op", s.sentinel_op}, {"call_index", s.sentinel_index}};
+}
+
+// Ends the running search (caller holds the lock): a `nan_search` event unless it ends quietly.
+void endSearch(SearchState& s, const char* result, const std::string& message) {
+  g_nan_search_active.store(0, std::memory_order_relaxed);
+  Reporter* rep = activeReporter();
+  if (!rep || !result) return;
+  nlohmann::json ev;
+  ev["event"] = "nan_search";
+  ev["result"] = result;
+  ev["sentinel"] = sentinelJson(s);
+  ev["ops_scanned"] = s.ops;
+  ev["message"] = message;
+  rep->event(std::move(ev));
+  rep->log().warn("NaN/Inf search {}: {}", result, message);
+}
+
+const NanOriginSettings* settings() {
+  Engine* e = engine();
+  return e ? &e->policy().nan_origin : nullptr;
+}
+
+}  // namespace
+
+void nanSentinel(const OpSite* site, uint64_t index) {
+  const NanOriginSettings* cfg = settings();
+  if (!cfg || !cfg->enabled || g_nan_search_active.load(std::memory_order_relaxed)) return;
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (g_nan_search_active.load(std::memory_order_relaxed) || s.searches >= cfg->max_searches)
+    return;
+  ++s.searches;
+  s.steps_left = cfg->steps + 1;  // the rest of this step, then `steps` whole ones
+  s.ops = 0;
+  s.sentinel_op = site ? site->name : "?";
+  s.sentinel_index = index;
+  s.first_propagated.clear();
+  g_nan_search_active.store(1, std::memory_order_relaxed);
+  if (Reporter* rep = activeReporter())
+    rep->log().info("non-finite values in {} #{}: searching every op for where they appear",
+                    s.sentinel_op, index);
+}
+
+void nanSearchStep() {
+  if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!g_nan_search_active.load(std::memory_order_relaxed) || --s.steps_left > 0) return;
+  const NanOriginSettings* cfg = settings();
+  endSearch(s, "not_found",
+            "no op made NaN/Inf from finite inputs within " +
+                std::to_string(cfg ? cfg->steps : 0) +
+                " optimizer steps after the sentinel" +
+                (s.first_propagated.empty()
+                     ? std::string(" (no op saw non-finite values again: the cause did not recur)")
+                     : "; the first op that received them was " + s.first_propagated +
+                           ": they were already in the inputs, parameters or data when the "
+                           "search began"));
+}
+
+bool nanSearchOp() {
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!g_nan_search_active.load(std::memory_order_relaxed)) return false;
+  const NanOriginSettings* cfg = settings();
+  if (cfg && ++s.ops > cfg->max_ops) {
+    endSearch(s, "not_found",
+              "no origin within " + std::to_string(cfg->max_ops) + " scanned ops (nan_origin.max_ops)");
+    return false;
+  }
+  return true;
+}
+
+void nanPropagated(const OpSite* site, const char* input) {
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.first_propagated.empty() || !site) return;
+  s.first_propagated = std::string(site->name) + " (input '" + (input ? input : "?") + "')";
+}
+
+void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
+               uint64_t inf) {
+  if (!site) return;
+  SearchState& s = state();
+  nlohmann::json sentinel;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+    if (!s.origins.insert(site->name).second) {
+      ++s.repeats;  // the same origin again: already reported
+      endSearch(s, nullptr, "");
+      return;
+    }
+    sentinel = sentinelJson(s);
+    endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
+  }
+  Reporter* rep = activeReporter();
+  if (!rep) return;
+  InsideScope inside;
+  const_cast<OpSite*>(site)->recordMetric("nan_inf.nonfinite", FUMI_KIND_ERROR,
+                                          static_cast<double>(nan + inf), true);
+  nlohmann::json ev;
+  ev["event"] = "violation";
+  ev["op"] = site->name;
+  ev["backend"] = site->backend;
+  ev["check"] = "nan_inf";
+  ev["kind"] = "error";
+  ev["metric"] = "nonfinite";
+  ev["value"] = nan + inf;
+  ev["tolerance"] = 0;
+  ev["detail"] = detail ? detail : "appeared";
+  ev["origin"] = true;
+  ev["sentinel"] = std::move(sentinel);
+  ev["call_index"] = index;
+  ev["rule"] = "nan_origin";
+  ev["extra"] = {{"nan", nan}, {"inf", inf}};
+  if (const char* phase = currentPhase(); *phase) ev["phase"] = phase;
+  const int depth = rep->settings().stack_depth;
+  ev["stack"] = captureStack(depth);
+  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  rep->log().warn("NaN/Inf origin: {} #{} ({}; {} NaN, {} Inf)", site->name, index,
+                  detail ? detail : "appeared", nan, inf);
+  rep->event(std::move(ev));
+}
+
+void nanSearchAtExit() {
+  if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+  endSearch(s, "not_found", "the process ended before the search found where the NaN/Inf appeared" +
+                                (s.first_propagated.empty()
+                                     ? std::string()
+                                     : "; the first op that received them was " + s.first_propagated));
+}
+
+}  // namespace fumi

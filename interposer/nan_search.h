@@ -1,0 +1,46 @@
+// nan_search.h — finding the op where a NaN or Inf first appeared, cheaply enough for production.
+//
+// Checking every op's outputs on every step costs too much to leave on, so the search is armed
+// by sentinels and only then looks everywhere:
+//   sentinel   something cheap saw a non-finite value: a sampled nan_inf check (any backend), or
+//              the torch adapter's scan of single-element outputs (losses, norms) on every op.
+//   search     every framework op's outputs are scanned; the first op whose outputs hold NaN or
+//              Inf while its inputs (tensors and scalar arguments, outputs it writes in place
+//              excepted) are finite is the origin: one `violation` event with "origin": true,
+//              its native and Python stacks, and the sentinel that started the search. Training
+//              steps repeat, so an origin that ran before the sentinel fired shows again on the
+//              next step.
+//   step down  the search ends at the origin, after `steps` optimizer steps past the one it
+//              started in, or after `max_ops` scanned ops; without an origin it writes a
+//              `nan_search` event "not_found" naming the first op that received non-finite
+//              inputs (a NaN already in the parameters or the data never "appears").
+// An origin already reported ends later searches quietly (counted as repeats); at most
+// `max_searches` searches run per process. Policy: `nan_origin:` (docs/policy.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace fumi {
+
+struct OpSite;
+
+// Whether a search runs now (read by the adapter for every op: one relaxed load).
+extern std::atomic<int> g_nan_search_active;
+
+// A sentinel saw non-finite values in the outputs of `site`'s call `index`.
+void nanSentinel(const OpSite* site, uint64_t index);
+// An optimizer step began (the adapter sees "Optimizer.step#..." ranges).
+void nanSearchStep();
+// One more op scanned by the search; false once the search has ended (max_ops reached).
+bool nanSearchOp();
+// The search found non-finite outputs of `site`'s call `index` made from finite inputs.
+// `detail`: "appeared" or "nan_from_inf". Captures the calling thread's stacks.
+void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
+               uint64_t inf);
+// The search saw `site`'s call receive non-finite values through input `input`.
+void nanPropagated(const OpSite* site, const char* input);
+// At exit: a search still running ends "not_found".
+void nanSearchAtExit();
+
+}  // namespace fumi
