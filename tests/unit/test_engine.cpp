@@ -5,10 +5,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "call.h"
 #include "context.h"
@@ -318,6 +321,104 @@ rules:
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.violations, 1u);
   EXPECT_GT(st.worst.at("highprec.normwise_rel"), 0.03);
+}
+
+// The policy's `tolerances:` table for the check's kind applies to entries without their own
+// tolerance, at the call's precision; an entry's own tolerance wins.
+TEST_F(EngineFixture, KindTolerancesReplaceTheDtypeTable) {
+  std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f};  // normwise error ~0.045
+  auto violations = [&](const char* yaml) {
+    OpSite site("unit_op_kind", "unit", FUMI_DTYPE_F32);
+    auto e = make(yaml);
+    e->compileSite(site);
+    DoubleCall call(site, x, y);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{4}, 0));
+    return site.statsSnapshot().violations;
+  };
+  const char* base = R"(version: 1
+rules:
+  - match: { op: unit_op_kind }
+    checks: [ { plugin: highprec %s } ]
+tolerances: { error: %s }
+)";
+  char yaml[512];
+  std::snprintf(yaml, sizeof yaml, base, "", "{ f32: 0.5, bf16: 1e-9 }");
+  EXPECT_EQ(violations(yaml), 0u);  // f32 entry of the table: 0.5
+  std::snprintf(yaml, sizeof yaml, base, "", "{ bf16: 0.5 }");
+  EXPECT_EQ(violations(yaml), 1u);  // no f32 entry: the dtype table's 1e-4
+  std::snprintf(yaml, sizeof yaml, base, ", tolerance: 1e-6", "0.5");
+  EXPECT_EQ(violations(yaml), 1u);  // the entry's own tolerance wins
+  std::snprintf(yaml, sizeof yaml, base, "", "fumi");
+  EXPECT_EQ(violations(yaml), 1u);
+}
+
+// perturb findings are sensitivity, highprec's errors; both land in the summary's per-op
+// distributions and on events as "kind".
+TEST_F(EngineFixture, EventsAndStatsCarryTheKindOfFinding) {
+  OpSite site("unit_op_kinds", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_kinds }
+    checks: [ { plugin: highprec, tolerance: 1e-6 }, { plugin: perturb, trials: 1, tolerance: 0 } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f};
+  DoubleCall call(site, x, y);
+  e->runChecks(call, *site.decision.load()->select(CallFacts{4}, 0));
+  const OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.metrics.at("highprec.normwise_rel").kind, FUMI_KIND_ERROR);
+  EXPECT_EQ(st.metrics.at("perturb.fumi_ratio").kind, FUMI_KIND_SENSITIVITY);
+  EXPECT_EQ(st.metrics.at("perturb.fumi_ratio").count, 1u);
+  std::map<std::string, std::string> kinds;
+  for (const std::string& line : readLines(events())) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "violation") kinds[ev["check"]] = ev["kind"];
+  }
+  EXPECT_EQ(kinds["highprec"], "error");
+  EXPECT_EQ(kinds["perturb"], "sensitivity");
+}
+
+// nan_inf: non-finite outputs from non-finite inputs are counted, not raised; from finite
+// inputs they are violations ("appeared").
+TEST_F(EngineFixture, NanInfCountsPropagatedAndRaisesAppeared) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto run = [&](std::vector<float> x, std::vector<float> y) {
+    OpSite site("unit_op_nan", "unit", FUMI_DTYPE_F32);
+    auto e = make(R"(version: 1
+nan_origin: false
+rules:
+  - match: { op: unit_op_nan }
+    checks: [ { plugin: nan_inf } ]
+)");
+    e->compileSite(site);
+    DoubleCall call(site, x, y);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{2}, 0));
+    return site.statsSnapshot();
+  };
+  OpStats propagated = run({1, inf}, {2, inf});
+  EXPECT_EQ(propagated.violations, 0u);
+  EXPECT_EQ(propagated.nonfinite_propagated, 1u);
+  OpStats appeared = run({1, 2}, {2, inf});
+  EXPECT_EQ(appeared.violations, 1u);
+  EXPECT_EQ(appeared.nonfinite_propagated, 0u);
+  OpStats nan_from_inf = run({1, inf}, {2, std::nanf("")});
+  EXPECT_EQ(nan_from_inf.violations, 1u);
+}
+
+TEST(MetricStats, QuantilesWithinABinOfTheTruth) {
+  MetricStats m;
+  for (int i = 1; i <= 1000; ++i) m.add(i * 1e-6, i > 990);
+  EXPECT_EQ(m.count, 1000u);
+  EXPECT_EQ(m.violations, 10u);
+  EXPECT_DOUBLE_EQ(m.max, 1e-3);
+  EXPECT_NEAR(m.quantile(0.5), 5e-4, 5e-4 * 0.1);
+  EXPECT_NEAR(m.quantile(0.99), 9.9e-4, 9.9e-4 * 0.1);
+  EXPECT_LE(m.quantile(1.0), m.max);
+  MetricStats zeros;
+  zeros.add(0, false);
+  zeros.add(std::nan(""), true);
+  EXPECT_EQ(zeros.quantile(0.5), 0.0);
+  EXPECT_EQ(zeros.nan, 1u);
 }
 
 TEST(PluginLoader, MissingWrongAbiAndBuiltins) {

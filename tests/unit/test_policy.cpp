@@ -21,6 +21,40 @@ bool hasDiagnostic(const PolicyResult& r, Diagnostic::Severity sev, const std::s
   return false;
 }
 
+TEST(Policy, TolerancesPerKindAndPrecision) {
+  const PolicyResult r = parsePolicyText(R"(version: 1
+rules: []
+tolerances:
+  sensitivity: { f32: 1e-2, bf16: 0.25 }
+  error: 1e-3
+nan_origin: { steps: 3, max_ops: 500 }
+)", "t.yaml");
+  ASSERT_TRUE(r.ok()) << (r.diagnostics.empty() ? "" : r.diagnostics[0].str());
+  const Policy& p = *r.policy;
+  const KindTolerances& sens = p.kind_tolerances[FUMI_KIND_SENSITIVITY];
+  EXPECT_DOUBLE_EQ(sens[FUMI_DTYPE_F32], 1e-2);
+  EXPECT_DOUBLE_EQ(sens[FUMI_DTYPE_BF16], 0.25);
+  EXPECT_TRUE(std::isnan(sens[FUMI_DTYPE_F64]));
+  for (double t : p.kind_tolerances[FUMI_KIND_ERROR]) EXPECT_DOUBLE_EQ(t, 1e-3);
+  EXPECT_TRUE(p.nan_origin.enabled);
+  EXPECT_EQ(p.nan_origin.steps, 3);
+  EXPECT_EQ(p.nan_origin.max_ops, 500);
+  const PolicyResult off = parsePolicyText("version: 1\nrules: []\nnan_origin: false\n", "t.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off.policy->nan_origin.enabled);
+}
+
+TEST(Policy, DefaultPolicyRaisesSensitivityOnlyFarAboveErrors) {
+  const PolicyResult r = parsePolicyText(embeddedDefaultPolicy(), "<embedded default>");
+  ASSERT_TRUE(r.ok());
+  const KindTolerances& sens = r.policy->kind_tolerances[FUMI_KIND_SENSITIVITY];
+  // At least 100x FuMi's error table (f32 1e-4, bf16 1e-2) wherever it is set.
+  EXPECT_GE(sens[FUMI_DTYPE_F32], 100 * 1e-4);
+  EXPECT_GE(sens[FUMI_DTYPE_BF16], 10 * 1e-2);
+  EXPECT_TRUE(std::isnan(r.policy->kind_tolerances[FUMI_KIND_ERROR][FUMI_DTYPE_F32]));
+  EXPECT_TRUE(r.policy->nan_origin.enabled);
+}
+
 TEST(Policy, MinimalPolicyFromTheIssue) {
   const std::string path = std::string(FUMI_EXAMPLES_DIR) + "/minimal.yaml";
   const PolicyResult r = parsePolicyFile(path);
