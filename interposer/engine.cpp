@@ -231,6 +231,14 @@ nlohmann::json number(double v) {
 #define FUMI_VERDICT_HAS(v, field) \
   ((v)->struct_size >= offsetof(fumi_verdict, field) + sizeof((v)->field))
 
+// The verdict's extra metric `name`, or 0 when it has none.
+double extraValue(const fumi_verdict* v, const char* name) {
+  if (!FUMI_VERDICT_HAS(v, extra)) return 0;
+  for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
+    if (v->extra[i].name && std::strcmp(v->extra[i].name, name) == 0) return v->extra[i].value;
+  return 0;
+}
+
 void hostReport(fumi_call* c, const fumi_verdict* v) {
   if (!v || !FUMI_VERDICT_HAS(v, violated)) return;
   Call& call = *c->call;
@@ -241,8 +249,10 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   const bool counted_nonfinite = metric == "nonfinite" && v->value > 0 && !v->violated;
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated != 0,
                            counted_nonfinite);
-  // Non-finite outputs anywhere are a sentinel: look for the op where they first appear.
-  if (metric == "nonfinite" && v->value > 0) nanSentinel(&call.site(), call.info().call_index);
+  // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
+  // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not.
+  if (metric == "nonfinite" && v->value > 0 && (v->violated || extraValue(v, "nan") > 0))
+    nanSentinel(&call.site(), call.info().call_index);
   Reporter& rep = *c->reporter;
   if (!v->violated && !rep.settings().all_checks) return;
 

@@ -500,6 +500,17 @@ class CapturedCall final : public at::ObserverContext {
   std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)
 };
 
+// Ops whose outputs are not a function of their inputs' values: fresh uninitialised memory
+// (empty, empty_like, ...) or storage manipulation. No schema tag says so; this list does.
+bool undefinedOutput(const std::string& op) {
+  static const char* const kOps[] = {"aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                                     "aten::new_empty_strided", "aten::resize_",
+                                     "aten::resize_as_", "aten::set_", "aten::empty"};
+  for (const char* k : kOps)
+    if (op == k) return true;
+  return false;
+}
+
 // ---- NaN/Inf origin search (interposer/nan_search.h) -----------------------------------------
 
 struct NonFinite {
@@ -578,6 +589,7 @@ class OpObservation final : public at::ObserverContext {
   bool searching = false;
   NonFinite inputs_bad;
   std::string bad_input;  // name of the first non-finite input
+  bool uninitialised = false;  // its outputs are fresh memory (empty_like): whatever they hold
 
   void* site() const { return site_; }
   uint64_t index() const { return index_; }
@@ -599,6 +611,8 @@ std::string argName(const at::RecordFunction& fn, size_t i) {
 // During a search, before the op runs: are its inputs finite?
 void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   obs.searching = true;
+  obs.uninitialised = undefinedOutput(fumi::torch_compat::opName(fn));
+  if (obs.uninitialised) return;
   const auto inputs = fumi::torch_compat::inputsOf(fn);
   size_t first_bad = 0;
   obs.inputs_bad = scanValues(inputs, &first_bad);
@@ -607,7 +621,7 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
 
 // After the op ran, during a search: an origin, a propagation, or nothing.
 void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation& obs) {
-  if (!g_api->nan_search_op()) return;
+  if (obs.uninitialised || !g_api->nan_search_op()) return;
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
@@ -621,12 +635,13 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
 
 // Sentinel, on every op: a single-element CPU output (a loss, a norm, a count) that is not
 // finite. Costs a few loads per output; larger outputs are left to sampled nan_inf checks.
-void watchOutputs(const std::vector<c10::IValue>& outputs, void* site, uint64_t index) {
+void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
+                  void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
-    if (scanTensor(t).any()) {
+    if (scanTensor(t).any() && !undefinedOutput(fumi::torch_compat::opName(fn))) {
       g_api->nonfinite_seen(site, index);
       return;
     }
@@ -640,17 +655,6 @@ bool g_capture = false;  // the policy checks torch ops: the callback receives i
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
 // only the outermost sampled call is checked.
 thread_local int t_checked_depth = 0;
-
-// Ops whose outputs are not a function of their inputs' values: fresh uninitialised memory
-// (empty_like) or storage manipulation. No schema tag says so; this list does.
-bool undefinedOutput(const std::string& op) {
-  static const char* const kOps[] = {"aten::empty_like", "aten::empty_strided", "aten::new_empty",
-                                     "aten::new_empty_strided", "aten::resize_",
-                                     "aten::resize_as_", "aten::set_"};
-  for (const char* k : kOps)
-    if (op == k) return true;
-  return false;
-}
 
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
                                            uint64_t index) {
@@ -743,7 +747,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (obs && obs->searching) searchOutputs(outputs, *obs);
-      else if (!outputs.empty()) watchOutputs(outputs, site, index);
+      else if (!outputs.empty()) watchOutputs(fn, outputs, site, index);
     } catch (...) {
     }
   }

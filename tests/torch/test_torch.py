@@ -440,5 +440,59 @@ class TorchAdapter(unittest.TestCase):
         self.assertEqual(with_torch.stdout.strip(), "True", with_torch.stderr)
 
 
+NAN_CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nan_cases.py")
+
+
+class NanOrigin(unittest.TestCase):
+    """The default policy's sentinels and search find where a NaN/Inf first appears."""
+
+    def case(self, mode, policy=None):
+        plain = run([PYTHON, NAN_CASES, mode], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, NAN_CASES, mode], policy=policy)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(losses(r.stdout), losses(plain.stdout))  # results never change
+        return r
+
+    def test_origin_found_at_its_python_line(self):
+        r = self.case("log0")
+        with open(NAN_CASES) as f:
+            line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# ORIGIN"))
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual(len(origins), 1, r.of("violation"))  # found once, not per step
+        o = origins[0]
+        self.assertEqual((o["op"], o["check"], o["kind"], o["detail"]),
+                         ("aten::log", "nan_inf", "error", "appeared"))
+        self.assertGreater(o["extra"]["inf"], 0)
+        self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
+        self.assertIn("op", o["sentinel"])
+        self.assertEqual([s["result"] for s in r.of("nan_search")], ["found"])
+        # mul turns log's -inf into NaN: propagated (counted), never a violation of its own.
+        self.assertEqual([v["op"] for v in r.of("violation")], ["aten::log"])
+
+    def test_nan_already_in_the_parameters_is_not_an_origin(self):
+        r = self.case("param_nan")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        searches = r.of("nan_search")
+        self.assertGreaterEqual(len(searches), 1)
+        self.assertEqual(searches[0]["result"], "not_found")
+        self.assertIn("already in the inputs", searches[0]["message"])
+
+    def test_causal_mask_is_no_event(self):
+        r = self.case("mask", policy="""
+            version: 1
+            rules:
+              - match: { op: [aten::baddbmm, aten::_softmax, aten::bmm, sgemm_] }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.of("nan_search"), [])
+        baddbmm = r.op("aten::baddbmm")
+        self.assertEqual(baddbmm["checked"], 4)
+        self.assertEqual(baddbmm["nonfinite_propagated"], 4)  # the mask's -inf, counted
+        self.assertNotIn("nonfinite_propagated", r.op("aten::_softmax"))  # zeros, not -inf
+
+
 if __name__ == "__main__":
     unittest.main()

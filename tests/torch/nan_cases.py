@@ -1,0 +1,43 @@
+"""Small training loops for the NaN/Inf tests (test_torch.py NanOrigin). One mode per case:
+
+  log0       an entropy metric (p * log p, p with exact zeros) each step: log makes -inf from
+             finite inputs (the origin, on the line marked ORIGIN), mul makes NaN of it.
+  param_nan  a weight is NaN before training starts: every op propagates it, none makes it.
+  mask       causal attention with an additive -inf mask (baddbmm + softmax): healthy.
+Prints one loss per step so tests can compare runs with and without fumi."""
+import sys
+
+import torch
+
+mode = sys.argv[1]
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(64, 16)
+y = torch.randint(0, 4, (64,))
+if mode == "param_nan":
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("nan")
+mask = torch.triu(torch.full((8, 8), float("-inf")), diagonal=1)
+q_proj = torch.nn.Linear(16, 16)
+if mode == "mask":
+    opt = torch.optim.SGD(list(model.parameters()) + list(q_proj.parameters()), lr=0.1)
+
+for step in range(4):
+    opt.zero_grad()
+    inputs = x
+    if mode == "mask":
+        seq = q_proj(inputs).view(8, 8, 16)
+        scores = torch.baddbmm(mask, seq, seq.transpose(1, 2), alpha=0.25)
+        inputs = (torch.softmax(scores, dim=-1) @ seq).reshape(64, 16)
+    out = model(inputs)
+    loss = torch.nn.functional.cross_entropy(out, y)
+    loss.backward()
+    opt.step()
+    if mode == "log0":
+        with torch.no_grad():
+            p = torch.relu(out.softmax(-1) - 0.3)
+            logp = torch.log(p)  # ORIGIN
+            entropy = (p * logp).sum()
+    print(f"step {step} loss {loss.item():.9g}")
