@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "adapter_api.h"
 #include "call.h"
 #include "engine.h"
@@ -74,15 +76,17 @@ class AdapterCall final : public Call {
   const fumi_adapter_call& c_;
 };
 
-void apiCheck(void* site, void* token, uint64_t index, const fumi_adapter_call* call) {
-  if (!site || !token) return;
+int apiCheck(void* site, void* token, uint64_t index, const fumi_adapter_call* call) {
+  if (!site || !token) return 0;
   OpSite& s = *static_cast<OpSite*>(site);
   if (!call || call->struct_size < sizeof(fumi_adapter_call)) {
     s.addStats(0, 1);
-    return;
+    return 0;
   }
-  checkSafely(s, *static_cast<RuleSampler*>(token),
-              [&] { return std::make_unique<AdapterCall>(s, index, *call); });
+  return checkSafely(s, *static_cast<RuleSampler*>(token),
+                     [&] { return std::make_unique<AdapterCall>(s, index, *call); })
+             ? 1
+             : 0;
 }
 
 void apiSkip(void* site, void*, const char* why) {
@@ -119,12 +123,24 @@ void apiNanPropagated(void* site, const char* input) {
   nanPropagated(static_cast<const OpSite*>(site), input);
 }
 
+void apiAttribution(void* site, uint64_t index, const char* fields) {
+  Reporter* rep = activeReporter();
+  if (!site || !fields || !rep) return;
+  InsideScope inside;
+  nlohmann::json ev = nlohmann::json::parse(fields, nullptr, /*allow_exceptions=*/false);
+  if (!ev.is_object()) return;
+  ev["event"] = "attribution";
+  ev["op"] = static_cast<OpSite*>(site)->name;
+  ev["call_index"] = index;
+  rep->event(std::move(ev));
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
     apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
-    apiNanOrigin,             apiNanPropagated,         nanSearchStep};
+    apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

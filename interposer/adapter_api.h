@@ -61,8 +61,9 @@ typedef struct fumi_adapter_api {
   /* A token when the policy samples this call for checking, else NULL. `device` as "cpu",
    * "cuda:0". Each non-NULL token must be passed to exactly one of check() or skip(). */
   void* (*sample)(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device);
-  /* Run the sampled checks on a call that has run (on the calling thread, before it returns). */
-  void (*check)(void* site, void* token, uint64_t index, const fumi_adapter_call* call);
+  /* Run the sampled checks on a call that has run (on the calling thread, before it returns).
+   * Returns 1 when a check of kind error found a violation. */
+  int (*check)(void* site, void* token, uint64_t index, const fumi_adapter_call* call);
   /* A sampled call that cannot be checked (op cannot be rerun, no memory for copies). */
   void (*skip)(void* site, void* token, const char* why);
   /* Framework-op context of the calling thread: library-level calls (BLAS, cuBLAS) made while
@@ -87,6 +88,9 @@ typedef struct fumi_adapter_api {
   void (*nan_origin)(void* site, uint64_t index, const char* detail, uint64_t nan, uint64_t inf);
   void (*nan_propagated)(void* site, const char* input);
   void (*optimizer_step)(void);
+  /* Error attribution of a violating call (`fields`: a JSON object as text, written as an
+   * `attribution` event with op and call_index added). */
+  void (*attribution)(void* site, uint64_t index, const char* fields);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

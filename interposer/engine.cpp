@@ -563,12 +563,12 @@ CallOrigin Engine::captureOrigin(const OpSite& site, uint64_t call_index) const 
   return o;
 }
 
-void Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin) {
+bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin) {
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
   uint64_t checked = 0, skipped = 0;
-  bool violated = false;
+  bool violated = false, error_violated = false;
   for (CheckInstance& ci : sampler.rule->checks) {
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
     fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {}, false};
@@ -583,6 +583,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     }
     releaseAllocations(handle);
     violated = violated || handle.violated;
+    error_violated = error_violated || (handle.violated && ci.kind == FUMI_KIND_ERROR);
     switch (st) {
       case FUMI_OK: ++checked; break;
       case FUMI_SKIPPED:
@@ -616,6 +617,7 @@ void Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     reporter_.summary();
     std::abort();
   }
+  return error_violated;
 }
 
 }  // namespace fumi

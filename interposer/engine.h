@@ -153,8 +153,9 @@ class Engine {
   void compileSite(OpSite& site);
 
   // Run the checks of `sampler`'s rule on `call` (the original call already ran). `origin`:
-  // the call's stacks and context when the checks run away from the calling thread.
-  void runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin = nullptr);
+  // the call's stacks and context when the checks run away from the calling thread. Returns
+  // whether a check of kind error was violated.
+  bool runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin = nullptr);
   // The calling thread's stacks and framework context, for a check that runs later.
   CallOrigin captureOrigin(const OpSite& site, uint64_t call_index) const;
 
@@ -184,17 +185,19 @@ Engine* engine();
 
 // Build the Call of a sampled call (`build` returns a unique_ptr to it) and run the sampler's
 // checks on it. Nothing escapes: a failure inside fumi is an internal error, the program goes on.
+// Returns whether a check of kind error was violated.
 template <class Build>
-void checkSafely(OpSite& site, RuleSampler& sampler, Build&& build) {
+bool checkSafely(OpSite& site, RuleSampler& sampler, Build&& build) {
   InsideScope inside;
   try {
     auto call = build();
-    engine()->runChecks(*call, sampler);
+    return engine()->runChecks(*call, sampler);
   } catch (const std::exception& e) {
     internalError(site.name, e.what());
   } catch (...) {
     internalError(site.name, "unknown exception");
   }
+  return false;
 }
 
 }  // namespace fumi

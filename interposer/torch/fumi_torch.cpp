@@ -25,6 +25,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "adapter_api.h"
+#include "fumi/dtype.hpp"
 #include "torch_compat.h"
 
 namespace {
@@ -91,13 +92,18 @@ void* siteNamed(const std::string& name) {
   return slot->site;
 }
 
+// "aten::add.Tensor"; "aten::addmm" for the unnamed overload.
+std::string displayName(const c10::OperatorName& op) {
+  return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+}
+
 void* siteFor(const at::RecordFunction& fn) {
   const char* name = fumi::torch_compat::opName(fn);
   Slot* slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && slot->key.load(std::memory_order_acquire)) return slot->site;
   const auto op = fn.operator_name();
   if (!op) return siteNamed(name);  // a range: its name's address is not stable
-  void* site = siteNamed(op->overload_name.empty() ? op->name : op->name + "." + op->overload_name);
+  void* site = siteNamed(displayName(*op));
   std::lock_guard<std::mutex> lock(g_insert_mu);
   slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && !slot->key.load(std::memory_order_relaxed)) {
@@ -272,6 +278,96 @@ void noteRerunFailure(const char* op, const std::string& rerun, const char* what
                                 .c_str());
 }
 
+// ---- error attribution: generated vs amplified --------------------------------------------
+//
+// A checked call whose wider rerun ran (highprec) leaves its reference outputs here, keyed by
+// the identity of the values it produced (storage, offset, shape, strides, version counter: an
+// in-place change later makes a different key). When a later call of the same step violates an
+// error check and one of its inputs is such an output, the call is rerun in the wider precision
+// once more with those inputs replaced by their producers' references:
+//   generated  its output against its own wider rerun on the inputs it got (highprec's figure)
+//   amplified  its wider rerun on the inputs it got against the one on the producers'
+//              references: the error already in its inputs, carried through the op
+// (normwise relative errors; docs/detection.md). Cleared at each optimizer step; bounded.
+
+struct TensorKey {
+  const void* storage = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  uint32_t version = 0;
+
+  static TensorKey of(const at::Tensor& t) {
+    TensorKey k;
+    if (!t.defined() || !t.has_storage()) return k;
+    k.storage = t.storage().data();
+    k.offset = t.storage_offset();
+    k.sizes = t.sizes().vec();
+    k.strides = t.strides().vec();
+    k.version = t._version();
+    return k;
+  }
+  bool operator==(const TensorKey& o) const {
+    return storage && storage == o.storage && offset == o.offset && sizes == o.sizes &&
+           strides == o.strides && version == o.version;
+  }
+};
+
+struct Produced {
+  TensorKey key;
+  std::string op;
+  uint64_t index = 0;
+  at::Tensor reference;  // the producer's wider rerun of this output
+  double error = 0;      // normwise error of the actual output against it
+};
+
+class Producers {
+ public:
+  static constexpr size_t kMaxEntries = 64;
+  static constexpr uint64_t kMaxBytes = 64ull << 20;
+
+  void add(Produced p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes_ += p.reference.nbytes();
+    entries_.push_back(std::move(p));
+    while (!entries_.empty() && (entries_.size() > kMaxEntries || bytes_ > kMaxBytes)) {
+      bytes_ -= entries_.front().reference.nbytes();
+      entries_.pop_front();
+    }
+  }
+  bool find(const TensorKey& key, Produced* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+      if (it->key == key) {
+        *out = *it;
+        return true;
+      }
+    return false;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<Produced> entries_;
+  uint64_t bytes_ = 0;
+};
+
+Producers& producers() {
+  static auto* p = new Producers;  // immortal: tensors must not be freed after torch is gone
+  return *p;
+}
+
+// ||a - b|| / ||b|| in f64 (0 when both are zero).
+double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.to(at::kCPU, at::kDouble), y = b.to(at::kCPU, at::kDouble);
+  const double diff = (x - y).norm().item<double>(), ref = y.norm().item<double>();
+  return ref > 0 ? diff / ref : (diff > 0 ? INFINITY : 0.0);
+}
+
 class CapturedCall final : public at::ObserverContext {
  public:
   CapturedCall(void* site, void* token, uint64_t index, const c10::OperatorHandle& op,
@@ -284,7 +380,8 @@ class CapturedCall final : public at::ObserverContext {
     QuietScope quiet;
     inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
-      inputs_.push_back(mapTensors(inputs[i], [](const at::Tensor& t, int) {
+      inputs_.push_back(mapTensors(inputs[i], [&](const at::Tensor& t, int) {
+        input_keys_.push_back(TensorKey::of(t));
         return t.clone(at::MemoryFormat::Preserve);
       }));
   }
@@ -312,7 +409,12 @@ class CapturedCall final : public at::ObserverContext {
     c.rerun = &CapturedCall::rerunThunk;
     c.self = this;
     c.reference = &CapturedCall::referenceThunk;
-    g_api->check(site_, token_, index_, &c);
+    const bool violated = g_api->check(site_, token_, index_, &c) != 0;
+    if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
+    QuietScope quiet;
+    CpuRngGuard rng;
+    if (violated) attribute();
+    offerOutputs(outputs);
   }
 
  private:
@@ -423,8 +525,13 @@ class CapturedCall final : public at::ObserverContext {
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       op_.callBoxed(&stack);
-      forEachOutput(stack, [&](size_t, int k, const at::Tensor& r) {
+      if (!own_dtype) {
+        wide_.assign(output_slots_.size(), at::Tensor());
+        wide_dtype_ = wide;
+      }
+      forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
         scratchTensor(k, buffers[k], precision).copy_(r);
+        if (!own_dtype) wide_[s] = r;
       });
       return FUMI_OK;
     } catch (const std::exception& e) {
@@ -432,6 +539,70 @@ class CapturedCall final : public at::ObserverContext {
                        std::string("rerun in ") + c10::toString(wide), e.what());
       return FUMI_UNSUPPORTED;
     }
+  }
+
+  // This call violated an error check: how much of its error came with its inputs?
+  void attribute() {
+    try {
+      std::vector<Produced> fed(input_keys_.size());
+      std::vector<bool> has(input_keys_.size(), false);
+      bool any = false;
+      for (size_t w = 0; w < input_keys_.size(); ++w) {
+        has[w] = producers().find(input_keys_[w], &fed[w]);
+        any = any || has[w];
+      }
+      if (!any) return;
+      size_t w = 0;
+      torch::jit::Stack stack;
+      for (const c10::IValue& v : inputs_)
+        stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
+          const size_t me = w++;
+          const at::Tensor& src = has[me] ? fed[me].reference : t;
+          if (!at::isFloatingType(t.scalar_type())) return t.clone(at::MemoryFormat::Preserve);
+          return src.to(t.device(), wide_dtype_, /*non_blocking=*/false, /*copy=*/true);
+        }));
+      op_.callBoxed(&stack);
+      double generated = 0, amplified = 0;
+      forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
+        if (!wide_[s].defined()) return;
+        generated = std::max(generated, normwiseRel(host_[static_cast<size_t>(k)], wide_[s]));
+        amplified = std::max(amplified, normwiseRel(wide_[s], r));
+      });
+      std::ostringstream fields;
+      fields.precision(6);
+      fields << "{\"generated\":" << generated << ",\"amplified\":" << amplified
+             << ",\"precision\":\"" << fumi::dtypeName(toFumi(wide_dtype_)) << "\",\"inputs\":[";
+      bool first = true;
+      for (size_t i = 0; i < fed.size(); ++i) {
+        if (!has[i]) continue;
+        fields << (first ? "" : ",") << "{\"producer\":{\"op\":\"" << fed[i].op
+               << "\",\"call_index\":" << fed[i].index << "},\"input_error\":" << fed[i].error
+               << "}";
+        first = false;
+      }
+      fields << "]}";
+      g_api->attribution(site_, index_, fields.str().c_str());
+    } catch (const std::exception& e) {
+      noteRerunFailure(op_.schema().name().c_str(), "attribution rerun", e.what());
+    }
+  }
+
+  // Outputs with a wider reference, for the attribution of later calls in this step.
+  void offerOutputs(const std::vector<c10::IValue>& outputs) {
+    size_t s = 0;
+    const std::string op = displayName(op_.schema().operator_name());
+    for (const c10::IValue& v : outputs)
+      forEachTensor(v, [&](const at::Tensor& t, int) {
+        const size_t me = s++;
+        if (me >= wide_.size() || !wide_[me].defined() || output_slots_[me] < 0) return;
+        Produced p;
+        p.key = TensorKey::of(t);
+        p.op = op;
+        p.index = index_;
+        p.reference = wide_[me];
+        p.error = normwiseRel(host_[static_cast<size_t>(output_slots_[me])], wide_[me]);
+        producers().add(std::move(p));
+      });
   }
 
   static fumi_status referenceThunk(void* self, int32_t index, double* out) {
@@ -496,6 +667,9 @@ class CapturedCall final : public at::ObserverContext {
   std::deque<std::string> names_;     // storage of tensors_[i].name
   std::vector<at::Tensor> host_;      // keeps tensors_[i].data alive
   std::vector<std::pair<std::string, std::string>> args_;
+  std::vector<TensorKey> input_keys_;  // per tensor of inputs_ (walk order): the originals'
+  std::vector<at::Tensor> wide_;        // per output slot: the last wider rerun's result
+  c10::ScalarType wide_dtype_ = c10::ScalarType::Double;
   bool reference_tried_ = false;
   std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)
 };
@@ -706,14 +880,15 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   int checkable = 0;
   const uint64_t index = g_api->count_call(site, &checkable);
   g_api->push_context(site, index);
-  if (!g_sentinels && (!checkable || !g_capture)) return nullptr;
+  if (!g_sentinels && !g_capture) return nullptr;
   try {
-    if (g_sentinels) {
-      t_running.emplace_back(site, index);
-      // A training step begins: a running search counts it.
-      if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0)
-        g_api->optimizer_step();
+    if (g_sentinels) t_running.emplace_back(site, index);
+    // A training step begins: a running search counts it, attribution starts afresh.
+    if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
+      g_api->optimizer_step();
+      producers().clear();
     }
+    if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
     if (checkable && g_capture)
       if (auto captured = maybeCapture(fn, site, index)) {

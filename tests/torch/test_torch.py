@@ -493,6 +493,36 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(baddbmm["nonfinite_propagated"], 4)  # the mask's -inf, counted
         self.assertNotIn("nonfinite_propagated", r.op("aten::_softmax"))  # zeros, not -inf
 
+ATTRIBUTION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attribution.py")
+
+
+class Attribution(unittest.TestCase):
+    """A violating op whose input came from another checked op: error generated vs amplified."""
+
+    def test_consumer_error_split_into_generated_and_amplified(self):
+        r = run([PYTHON, ATTRIBUTION], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::mm }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        violations = r.of("violation")
+        self.assertEqual([v["call_index"] for v in violations], [1, 3])  # the consumers only
+        attributions = r.of("attribution")
+        self.assertEqual([a["call_index"] for a in attributions], [1, 3])
+        for a, v in zip(attributions, violations):
+            self.assertEqual(a["op"], "aten::mm")
+            self.assertEqual(a["precision"], "f64")
+            # generated is highprec's own figure for the call
+            self.assertAlmostEqual(a["generated"], v["value"], delta=1e-3 * v["value"])
+            [fed] = a["inputs"]
+            self.assertEqual(fed["producer"], {"op": "aten::mm", "call_index": a["call_index"] - 1})
+            # the producer was accurate; the consumer amplified its rounding ~10^4 times
+            self.assertLess(fed["input_error"], 1e-6)
+            self.assertGreater(a["amplified"], 1e3 * fed["input_error"])
+
 
 if __name__ == "__main__":
     unittest.main()
