@@ -53,7 +53,7 @@ int printDiagnostics(const std::vector<fumi::Diagnostic>& diagnostics) {
   return errors;
 }
 
-int reportCommand(const std::string& dir, const std::string& format) {
+int reportCommand(const std::string& dir, const std::string& format, bool all) {
   size_t nfiles = 0;
   report::Report rep = report::readDirectory(absolutePath(dir), &nfiles);
   if (nfiles == 0) {
@@ -74,7 +74,9 @@ int reportCommand(const std::string& dir, const std::string& format) {
   } else {
     std::cout << "Report of " << absolutePath(dir) << " (" << nfiles << " event file"
               << (nfiles == 1 ? "" : "s") << ")\n\n";
-    std::cout << report::formatText(rep);
+    report::TextOptions options;
+    options.all = all;
+    std::cout << report::formatText(rep, options);
   }
   return 0;
 }

@@ -23,8 +23,8 @@ struct RunOptions {
 // problem, 127 when the command cannot be executed.
 int runCommand(const RunOptions& options);
 
-// `fumi report DIR`: 0, or 1 when DIR holds no event files.
-int reportCommand(const std::string& dir, const std::string& format);
+// `fumi report DIR`: 0, or 1 when DIR holds no event files. `all`: list the ops only counted too.
+int reportCommand(const std::string& dir, const std::string& format, bool all);
 
 // `fumi policy check FILE`: 0 when there is no error (warnings allowed), 1 otherwise.
 int policyCheckCommand(const std::string& file);

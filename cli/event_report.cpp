@@ -67,6 +67,19 @@ std::optional<uint64_t> getCount(const json& obj, const char* key) {
   badField(key, "a non-negative integer");
 }
 
+std::optional<bool> getBool(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) badField(key, "true or false");
+  return v->get<bool>();
+}
+
+const json* getObject(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (v && !v->is_object()) badField(key, "an object");
+  return v;
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -102,13 +115,6 @@ std::vector<std::string> getStringArray(const json& obj, const char* key) {
     out.push_back(e.get<std::string>());
   }
   return out;
-}
-
-// NaN is worse than anything; otherwise larger is worse.
-bool worse(double a, double b) {
-  if (std::isnan(a)) return !std::isnan(b);
-  if (std::isnan(b)) return false;
-  return a > b;
 }
 
 void mergeWorst(std::map<std::string, double>& worst, const std::string& key, double v) {
@@ -165,11 +171,25 @@ FirstKey firstKey(const std::string& time, uint64_t seq) {
   return k;
 }
 
-struct GlobalOp {
-  std::map<std::string, double> worst;
+struct KindAcc {
+  uint64_t violations = 0;
   std::optional<ViolationInfo> first;
   FirstKey first_key;
 };
+
+struct MetricAcc {
+  MetricSummary m;
+  uint64_t quantile_count = 0;  // count of the process whose median/p99 m holds
+  bool has_quantiles = false;
+};
+
+struct GlobalOp {
+  std::map<std::string, double> worst;
+  std::map<std::string, KindAcc> kinds;
+  std::map<std::string, MetricAcc> metrics;
+  uint64_t nonfinite_propagated = 0;
+};
+
 
 // A parsed check/violation event.
 struct CheckEvent {
@@ -186,6 +206,7 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
   ViolationInfo& v = ev.info;
   if (auto ci = getCount(obj, "call_index")) v.call_index = *ci;
   v.check = getString(obj, "check").value_or("");
+  v.kind = getString(obj, "kind").value_or(defaultKind(v.check));
   v.metric = getString(obj, "metric").value_or("");
   v.value = getNumber(obj, "value");
   v.tolerance = getNumber(obj, "tolerance");
@@ -205,7 +226,12 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     if (!k->is_array()) badField("kernels", "an array");
     v.kernels = *k;
   }
-  if (violation) v.stack = getStringArray(obj, "stack");
+  if (violation) {
+    v.stack = getStringArray(obj, "stack");
+    v.python_stack = getStringArray(obj, "python_stack");
+    v.origin = getBool(obj, "origin").value_or(false);
+    if (const json* s = getObject(obj, "sentinel")) v.sentinel = *s;
+  }
   return ev;
 }
 
@@ -213,7 +239,21 @@ struct SummaryOpEvent {
   OpKey key;
   SummaryCounts counts;
   std::vector<std::pair<std::string, double>> worst;
+  std::vector<std::pair<std::string, MetricSummary>> metrics;
+  uint64_t nonfinite_propagated = 0;
 };
+
+MetricSummary parseMetric(const std::string& key, const json& m) {
+  if (!m.is_object()) badField("metrics", "an object of objects");
+  MetricSummary s;
+  s.kind = getString(m, "kind").value_or(defaultKind(checkOfKey(key)));
+  s.count = getCount(m, "count").value_or(0);
+  s.violations = getCount(m, "violations").value_or(0);
+  s.median = getNumber(m, "median");
+  s.p99 = getNumber(m, "p99");
+  s.max = getNumber(m, "max");
+  return s;
+}
 
 struct SummaryEvent {
   std::optional<double> elapsed_s;
@@ -245,9 +285,30 @@ SummaryEvent parseSummaryEvent(const json& obj) {
         so.worst.emplace_back(it.key(), *v);
       }
     }
+    if (const json* m = getObject(o, "metrics")) {
+      for (auto it = m->begin(); it != m->end(); ++it) {
+        so.metrics.emplace_back(it.key(), parseMetric(it.key(), *it));
+      }
+    }
+    so.nonfinite_propagated = getCount(o, "nonfinite_propagated").value_or(0);
     ev.ops.push_back(std::move(so));
   }
   return ev;
+}
+
+// Counts and violations add up, the maximum is the largest; quantiles do not add up, so the
+// median and p99 are those of the process with the most values.
+void mergeMetric(MetricAcc& acc, const MetricSummary& m) {
+  if (acc.m.kind.empty()) acc.m.kind = m.kind;
+  acc.m.count += m.count;
+  acc.m.violations += m.violations;
+  if (m.max && (!acc.m.max || worse(*m.max, *acc.m.max))) acc.m.max = m.max;
+  if ((m.median || m.p99) && (!acc.has_quantiles || m.count > acc.quantile_count)) {
+    acc.m.median = m.median;
+    acc.m.p99 = m.p99;
+    acc.quantile_count = m.count;
+    acc.has_quantiles = true;
+  }
 }
 
 class Aggregator {
@@ -285,7 +346,16 @@ class Aggregator {
       s.op = key.first;
       s.backend = key.second;
       s.worst = g.worst;
-      s.first_violation = g.first;
+      const FirstKey* first_key = nullptr;
+      for (auto& [kind, acc] : g.kinds) {
+        s.by_kind[kind] = KindViolations{acc.violations, acc.first};
+        if (acc.first && (!first_key || acc.first_key < *first_key)) {
+          first_key = &acc.first_key;
+          s.first_violation = acc.first;
+        }
+      }
+      for (auto& [k, acc] : g.metrics) s.metrics[k] = acc.m;
+      s.nonfinite_propagated = g.nonfinite_propagated;
     }
     for (Segment& seg : segments_) {
       seg.info.incomplete = !seg.has_summary;
@@ -351,7 +421,7 @@ class Aggregator {
     if (!event) throw FieldError("no \"event\" field");
     const std::string& type = *event;
     if (type != "start" && type != "violation" && type != "check" && type != "summary" &&
-        type != "error") {
+        type != "error" && type != "nan_search") {
       return;  // unknown event type: ignored (forward compatibility)
     }
     const uint64_t seq = ++seq_;
@@ -366,6 +436,18 @@ class Aggregator {
       e.file = file;
       e.line = lineno;
       report_.errors.push_back(std::move(e));
+      return;
+    }
+
+    if (type == "nan_search") {
+      NanSearch n;
+      n.pid = pid;
+      n.result = getString(obj, "result").value_or("");
+      n.message = getString(obj, "message").value_or("");
+      if (const json* s = getObject(obj, "sentinel")) n.sentinel = *s;
+      n.file = file;
+      n.line = lineno;
+      report_.nan_searches.push_back(std::move(n));
       return;
     }
 
@@ -411,6 +493,8 @@ class Aggregator {
         sop.summary->violations += so.counts.violations;
         GlobalOp& g = global_[so.key];
         for (auto& [k, v] : so.worst) mergeWorst(g.worst, k, v);
+        for (auto& [k, m] : so.metrics) mergeMetric(g.metrics[k], m);
+        g.nonfinite_propagated += so.nonfinite_propagated;
       }
       return;
     }
@@ -434,10 +518,13 @@ class Aggregator {
     if (ev.info.value) mergeWorst(g.worst, metricKey(ev.info.check, ev.info.metric), *ev.info.value);
     if (violation) {
       ++d.violations;
+      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info});
+      KindAcc& acc = g.kinds[ev.info.kind];
+      ++acc.violations;
       FirstKey k = firstKey(ev.info.time, seq);
-      if (!g.first || k < g.first_key) {
-        g.first = std::move(ev.info);
-        g.first_key = k;
+      if (!acc.first || k < acc.first_key) {
+        acc.first = std::move(ev.info);
+        acc.first_key = k;
       }
     }
   }
@@ -449,6 +536,18 @@ class Aggregator {
 };
 
 }  // namespace
+
+bool worse(double a, double b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return a > b;
+}
+
+std::string defaultKind(const std::string& check) {
+  return check == "perturb" ? kKindSensitivity : kKindError;
+}
+
+std::string checkOfKey(const std::string& key) { return key.substr(0, key.find('.')); }
 
 std::string metricKey(const std::string& check, const std::string& metric) {
   if (check.empty()) return metric.empty() ? std::string("?") : metric;

@@ -57,12 +57,23 @@ struct ProcessInfo {
   std::optional<double> elapsed_s;
 };
 
+// The two kinds of finding (docs/policy.md): an error means the op computed its result badly;
+// a sensitivity is how far its outputs move when its inputs move by their rounding (data; an
+// alarm only above a high bound).
+inline constexpr const char* kKindError = "error";
+inline constexpr const char* kKindSensitivity = "sensitivity";
+
+// The kind of a finding of `check` when its event or metric does not say (files written before
+// kinds existed): perturb measures sensitivity, every other check an error.
+std::string defaultKind(const std::string& check);
+
 // The violation chosen to illustrate an op: the earliest by event time (processing order breaks
 // ties and orders events without a time).
 struct ViolationInfo {
   int64_t pid = 0;
   std::optional<uint64_t> call_index;
   std::string check;
+  std::string kind;  // kKindError or kKindSensitivity (defaultKind(check) when not written)
   std::string metric;
   std::optional<double> value;
   std::optional<double> tolerance;
@@ -74,8 +85,28 @@ struct ViolationInfo {
   nlohmann::json extra;  // as written, null when absent
   nlohmann::json kernels;  // as written (array of {name, duration_ns}), null when absent
   std::vector<std::string> stack;
+  std::vector<std::string> python_stack;  // innermost first, the program's own frames first
+  bool origin = false;    // a nan_inf violation where NaN/Inf first appeared (the NaN origin)
+  nlohmann::json sentinel;  // origin only: {"op", "call_index"} whose output started the search
   std::string file;
   int line = 0;
+};
+
+// One `check.metric` of an op, from the summaries' `metrics` (absent in older files).
+struct MetricSummary {
+  std::string kind;
+  uint64_t count = 0;       // summed over processes
+  uint64_t violations = 0;  // summed over processes
+  // Approximate quantiles of the process with the most values (quantiles do not add up).
+  std::optional<double> median;
+  std::optional<double> p99;
+  std::optional<double> max;  // over processes
+};
+
+// The violations of one kind of an op, from its violation events.
+struct KindViolations {
+  uint64_t violations = 0;
+  std::optional<ViolationInfo> first;  // earliest, as first_violation
 };
 
 struct OpStats {
@@ -88,7 +119,27 @@ struct OpStats {
   // "check.metric" -> worst (largest) value seen; NaN counts as worse than any number.
   std::map<std::string, double> worst;
   std::optional<ViolationInfo> first_violation;
+  std::map<std::string, KindViolations> by_kind;  // kKindError / kKindSensitivity -> violations
+  std::map<std::string, MetricSummary> metrics;   // "check.metric" -> distribution
+  uint64_t nonfinite_propagated = 0;  // calls whose NaN/Inf came in with their inputs (counted only)
   bool incomplete = false;  // some counts come from a process without a summary
+};
+
+// A NaN/Inf origin: the op whose output first held NaN/Inf made from finite inputs.
+struct NanOrigin {
+  std::string op;
+  std::string backend;
+  ViolationInfo violation;  // origin == true
+};
+
+// A `nan_search` event: how a search for the NaN origin ended ("found" or "not_found").
+struct NanSearch {
+  int64_t pid = 0;
+  std::string result;
+  std::string message;
+  nlohmann::json sentinel;  // {"op", "call_index"}, null when absent
+  std::string file;
+  int line = 0;
 };
 
 struct Totals {
@@ -101,6 +152,8 @@ struct Totals {
 struct Report {
   std::vector<ProcessInfo> processes;  // files in pid order, then order of appearance
   std::vector<OpStats> ops;            // most violations first, then most calls, then name
+  std::vector<NanOrigin> nan_origins;  // in the order read
+  std::vector<NanSearch> nan_searches;
   std::vector<ErrorEvent> errors;
   std::vector<MalformedLine> malformed;
   Totals totals() const;
@@ -124,13 +177,28 @@ std::optional<int64_t> pidFromFileName(const std::string& path);
 // The key of a metric in OpStats::worst: "check.metric" ("highprec.normwise_rel").
 std::string metricKey(const std::string& check, const std::string& metric);
 
+// Whether metric value a is worse than b: NaN is worse than anything, else larger is worse.
+bool worse(double a, double b);
+
+// The check of a metric key: "perturb.fumi_ratio" -> "perturb".
+std::string checkOfKey(const std::string& key);
+
 // Renderings (event_report_format.cpp).
 nlohmann::json toJson(const Report& report);
-// The `fumi report` text: processes, an aligned table of ops, first violations with up to
-// `stack_frames` frames each, error events, malformed lines.
-std::string formatText(const Report& report, size_t stack_frames = 5);
+struct TextOptions {
+  size_t stack_frames = 5;    // frames shown per violation
+  size_t most_sensitive = 5;  // ops in the "most sensitive" list
+  bool all = false;           // list the ops that were only counted too (`--all`)
+};
+// The `fumi report` text: a header line; the findings (NaN origins, violations by kind with
+// their first stack, the most sensitive ops); the table of checked ops and one line for the
+// ops only counted; processes, error events, malformed lines.
+std::string formatText(const Report& report, const TextOptions& options = {});
 // The few lines `fumi run` prints after the child ended (top `top_ops` ops by violations).
 std::string formatRunSummary(const Report& report, const std::string& dir, size_t top_ops = 5);
+// The frame of a Python stack to show a person: the first outside torch's and fumi's own
+// packages (the first frame when all are); empty for an empty stack.
+std::string userFrame(const std::vector<std::string>& python_stack);
 // A metric value as the text renderings show it ("0.5", "1.2e-07", "nan", "inf").
 std::string formatValue(double v);
 

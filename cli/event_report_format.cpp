@@ -26,6 +26,7 @@ json violationJson(const ViolationInfo& v) {
   j["pid"] = v.pid;
   j["call_index"] = v.call_index ? json(*v.call_index) : json(nullptr);
   j["check"] = v.check;
+  j["kind"] = v.kind;
   j["metric"] = v.metric;
   j["value"] = optNumberJson(v.value);
   j["tolerance"] = optNumberJson(v.tolerance);
@@ -37,6 +38,9 @@ json violationJson(const ViolationInfo& v) {
   j["detail"] = v.detail;
   j["time"] = v.time;
   j["stack"] = v.stack;
+  j["python_stack"] = v.python_stack;
+  j["origin"] = v.origin;
+  j["sentinel"] = v.sentinel;
   j["file"] = v.file;
   j["line"] = v.line;
   return j;
@@ -81,7 +85,276 @@ std::string padLeft(const std::string& s, size_t w) {
   return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }
 
+std::string plural(uint64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// Violations per kind over all ops.
+std::map<std::string, uint64_t> violationsByKind(const Report& report) {
+  std::map<std::string, uint64_t> n;
+  for (const OpStats& s : report.ops) {
+    for (const auto& [kind, kv] : s.by_kind) n[kind] += kv.violations;
+  }
+  return n;
+}
+
+// Kinds in the order a person reads them: errors, then sensitivity, then any newer kind by name.
+std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind) {
+  auto rank = [](const std::string& k) { return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2; };
+  std::vector<std::string> kinds;
+  for (const auto& kv : by_kind) kinds.push_back(kv.first);
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  return kinds;
+}
+
+std::string kindHeading(const std::string& kind) {
+  if (kind == kKindError) return "Errors (the op computed its result badly):";
+  if (kind == kKindSensitivity) {
+    return "Sensitivity above its bound (outputs move far when inputs move by their rounding):";
+  }
+  return "Violations of kind " + kind + ":";
+}
+
+// An aligned table; the last column is left unpadded (it may be long).
+void formatTable(std::ostream& out, const std::vector<std::string>& head,
+                 const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& numeric, const std::string& indent) {
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto emit = [&](const std::vector<std::string>& r) {
+    std::string line = indent;
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (c) line += "  ";
+      if (c + 1 == r.size()) {
+        line += r[c];
+      } else {
+        line += numeric[c] ? padLeft(r[c], width[c]) : padRight(r[c], width[c]);
+      }
+    }
+    out << line << "\n";
+  };
+  emit(head);
+  for (const auto& r : rows) emit(r);
+}
+
+std::string opName(const std::string& op, const std::string& backend) {
+  return op + " (" + (backend.empty() ? "-" : backend) + ")";
+}
+
+// "pid 1, call 7, highprec.normwise_rel = 0.5 > 1e-05, rule gemms, f32"
+std::string describeViolation(const ViolationInfo& v) {
+  std::string s = "pid " + std::to_string(v.pid);
+  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
+  s += ", " + metricKey(v.check, v.metric) + " = " + (v.value ? formatValue(*v.value) : "?");
+  if (v.tolerance) s += " > " + formatValue(*v.tolerance);
+  if (!v.rule.empty()) s += ", rule " + v.rule;
+  if (!v.dtype.empty()) s += ", " + v.dtype;
+  return s;
+}
+
+// The first frames of a violation's stack, the Python one when there is one.
+void formatStack(std::ostream& out, const ViolationInfo& v, size_t frames, const std::string& indent) {
+  const std::vector<std::string>& stack = v.python_stack.empty() ? v.stack : v.python_stack;
+  for (size_t i = 0; i < stack.size() && i < frames; ++i) out << indent << stack[i] << "\n";
+  if (stack.size() > frames) {
+    out << indent << "... " << (stack.size() - frames) << " more frames (--format json)\n";
+  }
+}
+
+// "aten::mse_loss #14" from a {"op", "call_index"} object; empty when it is not one.
+std::string sentinelText(const json& sentinel) {
+  if (!sentinel.is_object() || !sentinel.contains("op") || !sentinel["op"].is_string()) return "";
+  std::string s = sentinel["op"].get<std::string>();
+  if (sentinel.contains("call_index") && sentinel["call_index"].is_number_integer()) {
+    s += " #" + std::to_string(sentinel["call_index"].get<int64_t>());
+  }
+  return s;
+}
+
+// One line for a NaN origin: where, what, and which op's output started the search.
+std::string originText(const NanOrigin& o) {
+  const ViolationInfo& v = o.violation;
+  std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
+  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
+  if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
+  s += ": " + (v.detail.empty() ? std::string("appeared") : v.detail);
+  if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf")) {
+    s += " (" + v.extra["nan"].dump() + " NaN, " + v.extra["inf"].dump() + " Inf)";
+  }
+  if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
+  return s;
+}
+
+std::string notFoundText(const NanSearch& n) {
+  std::string s = "NaN search: origin not found";
+  if (!n.message.empty()) s += " (" + n.message + ")";
+  if (std::string sent = sentinelText(n.sentinel); !sent.empty()) s += "; sentinel " + sent;
+  return s;
+}
+
+// An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
+// sensitivity check), valued by its maximum.
+struct Sensitivity {
+  const OpStats* op = nullptr;
+  std::string key;
+  const MetricSummary* metric = nullptr;  // null for a `worst` entry alone
+  double max = 0;
+};
+
+std::optional<Sensitivity> mostSensitiveMetric(const OpStats& s) {
+  std::optional<Sensitivity> best;
+  auto consider = [&](const std::string& key, const MetricSummary* m, std::optional<double> v) {
+    if (!v || *v == 0) return;  // nothing measured, or inputs that moved nothing
+    if (!best || worse(*v, best->max)) best = Sensitivity{&s, key, m, *v};
+  };
+  auto worstOf = [&](const std::string& key) -> std::optional<double> {
+    auto it = s.worst.find(key);
+    return it == s.worst.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  for (const auto& [key, m] : s.metrics) {
+    if (m.kind == kKindSensitivity) consider(key, &m, m.max ? m.max : worstOf(key));
+  }
+  for (const auto& [key, w] : s.worst) {
+    if (!s.metrics.count(key) && defaultKind(checkOfKey(key)) == kKindSensitivity) {
+      consider(key, nullptr, w);
+    }
+  }
+  return best;
+}
+
+bool onlyCounted(const OpStats& s) { return s.checked == 0 && s.violations == 0; }
+
+void formatFindings(std::ostream& out, const Report& report, const TextOptions& options) {
+  const auto kinds = violationsByKind(report);
+  std::vector<const NanSearch*> not_found;
+  for (const NanSearch& n : report.nan_searches) {
+    if (n.result != "found") not_found.push_back(&n);
+  }
+  if (kinds.empty() && report.nan_origins.empty() && not_found.empty()) {
+    out << "\nFindings: no violations\n";
+  } else {
+    out << "\nFindings:\n";
+    for (const NanOrigin& o : report.nan_origins) {
+      out << "  NaN/Inf origin: " << originText(o) << "\n";
+      if (o.violation.python_stack.empty()) formatStack(out, o.violation, options.stack_frames, "      ");
+    }
+    for (const NanSearch* n : not_found) out << "  " << notFoundText(*n) << "\n";
+    for (const std::string& kind : kindOrder(kinds)) {
+      std::vector<std::pair<const OpStats*, const KindViolations*>> ops;
+      for (const OpStats& s : report.ops) {
+        auto it = s.by_kind.find(kind);
+        if (it != s.by_kind.end() && it->second.violations > 0) ops.emplace_back(&s, &it->second);
+      }
+      std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+        return a.second->violations > b.second->violations;
+      });
+      out << "  " << kindHeading(kind) << "\n";
+      for (const auto& [s, kv] : ops) {
+        out << "    " << opName(s->op, s->backend) << ": " << plural(kv->violations, "violation");
+        if (!kv->first) {
+          out << "\n";
+          continue;
+        }
+        const ViolationInfo& v = *kv->first;
+        out << "; first: " << describeViolation(v) << "\n";
+        if (v.origin) {
+          out << "        (the NaN/Inf origin above)\n";
+          continue;
+        }
+        if (!v.detail.empty()) out << "        " << v.detail << "\n";
+        if (v.kernels.is_array() && !v.kernels.empty()) {
+          out << "        kernels: " << kernelList(v.kernels) << "\n";
+        }
+        formatStack(out, v, options.stack_frames, "        ");
+      }
+    }
+  }
+  std::string passed;
+  for (const OpStats& s : report.ops) {
+    if (!s.nonfinite_propagated) continue;
+    passed += (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
+  }
+  if (!passed.empty()) {
+    out << "  NaN/Inf passed along from inputs (counted, not violations): " << passed << "\n";
+  }
+
+  std::vector<Sensitivity> sens;
+  for (const OpStats& s : report.ops) {
+    if (auto m = mostSensitiveMetric(s)) sens.push_back(*m);
+  }
+  std::stable_sort(sens.begin(), sens.end(),
+                   [](const Sensitivity& a, const Sensitivity& b) { return worse(a.max, b.max); });
+  if (sens.size() > options.most_sensitive) sens.resize(options.most_sensitive);
+  if (sens.empty()) return;
+  out << "\nMost sensitive ops (data, not alarms: how far outputs move when inputs move by their\n"
+         "rounding, FuMi's lower bound of the max relative error; median and p99 approximate):\n";
+  auto opt = [](const std::optional<double>& v) { return v ? formatValue(*v) : std::string("-"); };
+  std::vector<std::vector<std::string>> rows;
+  for (const Sensitivity& x : sens) {
+    const MetricSummary* m = x.metric;
+    rows.push_back({x.op->op, x.op->backend.empty() ? "-" : x.op->backend, x.key,
+                    m ? std::to_string(m->count) : "-", m ? opt(m->median) : "-",
+                    m ? opt(m->p99) : "-", formatValue(x.max)});
+  }
+  formatTable(out, {"OP", "BACKEND", "METRIC", "COUNT", "MEDIAN", "P99", "MAX"}, rows,
+              {false, false, false, true, true, true, true}, "  ");
+}
+
+// The table of checked ops (all ops with --all), then one line for the ops only counted.
+void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& options) {
+  if (report.ops.empty()) {
+    out << "\nNo intercepted calls recorded.\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  uint64_t counted_ops = 0, counted_calls = 0;
+  bool any_incomplete = false;
+  for (const OpStats& s : report.ops) {
+    if (onlyCounted(s) && !options.all) {
+      ++counted_ops;
+      counted_calls += s.calls;
+      continue;
+    }
+    any_incomplete |= s.incomplete;
+    rows.push_back({s.op + (s.incomplete ? "*" : ""), s.backend.empty() ? "-" : s.backend,
+                    std::to_string(s.calls), std::to_string(s.checked), std::to_string(s.skipped),
+                    std::to_string(s.violations), worstText(s.worst)});
+  }
+  out << "\n" << (options.all ? "Ops:" : "Checked ops:") << "\n";
+  if (rows.empty()) {
+    out << "  none\n";
+  } else {
+    formatTable(out, {"OP", "BACKEND", "CALLS", "CHECKED", "SKIPPED", "VIOLATIONS", "WORST"}, rows,
+                {false, false, true, true, true, true, false}, "  ");
+  }
+  if (any_incomplete) out << "  (* includes counts derived from events of incomplete processes)\n";
+  if (counted_ops) {
+    out << "  " << counted_ops << " other op" << (counted_ops == 1 ? "" : "s") << " only counted ("
+        << plural(counted_calls, "call") << "); --all lists them\n";
+  }
+}
+
 }  // namespace
+
+std::string userFrame(const std::vector<std::string>& python_stack) {
+  // Frames of an installed torch (or a fumi package) say where the op was dispatched, not
+  // which line of the program asked for it.
+  auto framework = [](const std::string& frame) {
+    const std::string file = frame.substr(0, frame.find(':'));
+    for (const char* pkg : {"packages/torch/", "packages/fumi"}) {
+      if (file.find(pkg) != std::string::npos) return true;
+    }
+    return file.rfind("torch/", 0) == 0 || file.rfind("<frozen", 0) == 0;
+  };
+  for (const std::string& f : python_stack) {
+    if (!framework(f)) return f;
+  }
+  return python_stack.empty() ? std::string() : python_stack.front();
+}
 
 std::string formatValue(double v) {
   if (std::isnan(v)) return "nan";
@@ -123,9 +396,46 @@ json toJson(const Report& report) {
     for (const auto& [k, v] : s.worst) w[k] = numberJson(v);
     oj["worst"] = std::move(w);
     oj["first_violation"] = s.first_violation ? violationJson(*s.first_violation) : json(nullptr);
+    json kinds = json::object(), firsts = json::object();
+    for (const auto& [kind, kv] : s.by_kind) {
+      kinds[kind] = kv.violations;
+      if (kv.first) firsts[kind] = violationJson(*kv.first);
+    }
+    oj["violations_by_kind"] = std::move(kinds);
+    oj["first_violation_by_kind"] = std::move(firsts);
+    json metrics = json::object();
+    for (const auto& [k, m] : s.metrics) {
+      metrics[k] = {{"kind", m.kind},
+                    {"count", m.count},
+                    {"violations", m.violations},
+                    {"median", optNumberJson(m.median)},
+                    {"p99", optNumberJson(m.p99)},
+                    {"max", optNumberJson(m.max)}};
+    }
+    oj["metrics"] = std::move(metrics);
+    oj["nonfinite_propagated"] = s.nonfinite_propagated;
     ops.push_back(std::move(oj));
   }
   j["ops"] = std::move(ops);
+
+  json origins = json::array();
+  for (const NanOrigin& o : report.nan_origins) {
+    json oj = violationJson(o.violation);
+    oj["op"] = o.op;
+    oj["backend"] = o.backend;
+    origins.push_back(std::move(oj));
+  }
+  j["nan_origins"] = std::move(origins);
+  json searches = json::array();
+  for (const NanSearch& n : report.nan_searches) {
+    searches.push_back({{"pid", n.pid},
+                        {"result", n.result},
+                        {"message", n.message},
+                        {"sentinel", n.sentinel},
+                        {"file", n.file},
+                        {"line", n.line}});
+  }
+  j["nan_searches"] = std::move(searches);
 
   json errors = json::array();
   for (const ErrorEvent& e : report.errors) {
@@ -152,17 +462,36 @@ json toJson(const Report& report) {
                  {"checked", t.checked},
                  {"skipped", t.skipped},
                  {"violations", t.violations},
+                 {"violations_by_kind", violationsByKind(report)},
+                 {"nan_origins", report.nan_origins.size()},
                  {"error_events", report.errors.size()},
                  {"malformed_lines", report.malformed.size()}};
   return j;
 }
 
-std::string formatText(const Report& report, size_t stack_frames) {
+std::string formatText(const Report& report, const TextOptions& options) {
   std::ostringstream out;
-  const size_t nincomplete = report.incompleteCount();
-  out << "Processes: " << report.processes.size();
-  if (nincomplete) out << " (" << nincomplete << " incomplete: no summary, counts are lower bounds)";
+  const Totals t = report.totals();
+  const size_t nprocs = report.processes.size(), nincomplete = report.incompleteCount();
+  out << nprocs << " process" << (nprocs == 1 ? "" : "es") << ", " << t.calls << " calls, "
+      << t.checked << " checked";
+  if (t.skipped) out << " (" << t.skipped << " skipped)";
+  out << ", " << plural(t.violations, "violation");
+  const auto kinds = violationsByKind(report);
+  if (!kinds.empty()) {
+    std::string split;
+    for (const std::string& kind : kindOrder(kinds)) {
+      split += (split.empty() ? "" : ", ") + std::to_string(kinds.at(kind)) + " " + kind;
+    }
+    out << " (" << split << ")";
+  }
   out << "\n";
+  if (nincomplete) out << "(" << nincomplete << " incomplete: no summary, counts are lower bounds)\n";
+
+  formatFindings(out, report, options);
+  formatOpsTable(out, report, options);
+
+  out << "\nProcesses:\n";
   for (const ProcessInfo& p : report.processes) {
     out << "  pid " << padRight(std::to_string(p.pid), 8);
     if (p.incomplete) {
@@ -175,71 +504,6 @@ std::string formatText(const Report& report, size_t stack_frames) {
       out << padRight("", 11);
     }
     out << (p.argv.empty() ? std::string("?") : joinArgv(p.argv)) << "\n";
-  }
-  out << "\n";
-
-  if (report.ops.empty()) {
-    out << "No intercepted calls recorded.\n";
-  } else {
-    const std::vector<std::string> head = {"OP", "BACKEND", "CALLS", "CHECKED", "SKIPPED",
-                                           "VIOLATIONS", "WORST"};
-    std::vector<std::vector<std::string>> rows;
-    for (const OpStats& s : report.ops) {
-      rows.push_back({s.op + (s.incomplete ? "*" : ""), s.backend.empty() ? "-" : s.backend,
-                      std::to_string(s.calls), std::to_string(s.checked),
-                      std::to_string(s.skipped), std::to_string(s.violations),
-                      worstText(s.worst)});
-    }
-    std::vector<size_t> width(head.size());
-    for (size_t c = 0; c < head.size(); ++c) {
-      width[c] = head[c].size();
-      for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-    }
-    auto emit = [&](const std::vector<std::string>& r) {
-      std::string line;
-      for (size_t c = 0; c < r.size(); ++c) {
-        const bool numeric = c >= 2 && c <= 5;
-        if (c) line += "  ";
-        if (c + 1 == r.size()) {
-          line += r[c];
-        } else {
-          line += numeric ? padLeft(r[c], width[c]) : padRight(r[c], width[c]);
-        }
-      }
-      out << line << "\n";
-    };
-    emit(head);
-    for (const auto& r : rows) emit(r);
-    Totals t = report.totals();
-    out << "Total: " << t.calls << " calls, " << t.checked << " checked, " << t.skipped
-        << " skipped, " << t.violations << (t.violations == 1 ? " violation\n" : " violations\n");
-    if (std::any_of(report.ops.begin(), report.ops.end(),
-                    [](const OpStats& s) { return s.incomplete; })) {
-      out << "(* includes counts derived from events of incomplete processes)\n";
-    }
-  }
-
-  bool any_violation = false;
-  for (const OpStats& s : report.ops) {
-    if (!s.first_violation) continue;
-    if (!any_violation) out << "\nFirst violations:\n";
-    any_violation = true;
-    const ViolationInfo& v = *s.first_violation;
-    out << "  " << s.op << " (" << (s.backend.empty() ? "-" : s.backend) << "): pid " << v.pid;
-    if (v.call_index) out << ", call " << *v.call_index;
-    out << ", " << metricKey(v.check, v.metric) << " = " << (v.value ? formatValue(*v.value) : "?");
-    if (v.tolerance) out << " > " << formatValue(*v.tolerance);
-    if (!v.rule.empty()) out << ", rule " << v.rule;
-    if (!v.dtype.empty()) out << ", " << v.dtype;
-    out << "\n";
-    if (!v.detail.empty()) out << "      " << v.detail << "\n";
-    if (v.kernels.is_array() && !v.kernels.empty()) out << "      kernels: " << kernelList(v.kernels) << "\n";
-    for (size_t i = 0; i < v.stack.size() && i < stack_frames; ++i) {
-      out << "      " << v.stack[i] << "\n";
-    }
-    if (v.stack.size() > stack_frames) {
-      out << "      ... " << (v.stack.size() - stack_frames) << " more frames (--format json)\n";
-    }
   }
 
   if (!report.errors.empty()) {
@@ -274,6 +538,10 @@ std::string formatRunSummary(const Report& report, const std::string& dir, size_
     out << "  " << s.op << " (" << (s.backend.empty() ? "-" : s.backend) << "): " << s.violations
         << " violation" << (s.violations == 1 ? "" : "s") << " in " << s.checked << " checked of "
         << s.calls << " calls; worst " << worstText(s.worst) << "\n";
+  }
+  for (const NanOrigin& o : report.nan_origins) out << "fumi: NaN/Inf origin: " << originText(o) << "\n";
+  for (const NanSearch& n : report.nan_searches) {
+    if (n.result != "found") out << "fumi: " << notFoundText(n) << "\n";
   }
   if (!report.errors.empty()) {
     out << "fumi: " << report.errors.size() << " error event" << (report.errors.size() == 1 ? "" : "s")

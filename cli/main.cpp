@@ -60,12 +60,14 @@ int main(int argc, char** argv) {
 
   // fumi report
   std::string report_dir, report_format = "text";
+  bool report_all = false;
   CLI::App* rep = app.add_subcommand("report", "Aggregate the event files of an output directory");
   rep->add_option("DIR", report_dir, "Output directory of a run")->required();
   rep->add_option("--format", report_format, "text or json")
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  rep->add_flag("--all", report_all, "List the ops that were only counted, not checked, in the table");
 
   // fumi policy check|default
   std::string policy_file;
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
     run_opts.command = sep >= 0 ? after_separator : run->remaining();
     return fumi::cli::runCommand(run_opts);
   }
-  if (rep->parsed()) return fumi::cli::reportCommand(report_dir, report_format);
+  if (rep->parsed()) return fumi::cli::reportCommand(report_dir, report_format, report_all);
   if (pcheck->parsed()) return fumi::cli::policyCheckCommand(policy_file);
   if (pdefault->parsed()) return fumi::cli::policyDefaultCommand();
   if (plugins->parsed()) return fumi::cli::pluginsCommand(plugin_dirs);

@@ -32,6 +32,9 @@ class Run(unittest.TestCase):
         self.assertEqual(text.returncode, 0, text.stderr)
         self.assertIn("sgemm_", text.stdout)
         self.assertIn("blas_demo.c", text.stdout)  # first violation's stack
+        # Findings (errors with their first stack) come before the table of checked ops.
+        self.assertLess(text.stdout.index("Findings:"), text.stdout.index("Errors (the op computed"))
+        self.assertLess(text.stdout.index("blas_demo.c"), text.stdout.index("Checked ops:"))
         js = fumi("report", out, "--format", "json")
         doc = json.loads(js.stdout)
         op = next(o for o in doc["ops"] if o["op"] == "sgemm_")
@@ -69,6 +72,28 @@ class Run(unittest.TestCase):
 class Commands(unittest.TestCase):
     def test_report_without_events(self):
         self.assertEqual(fumi("report", tempfile.mkdtemp()).returncode, 1)
+
+    def test_report_collapses_ops_only_counted_and_all_lists_them(self):
+        out = tempfile.mkdtemp(prefix="fumi-cli-")
+        ops = [{"op": "aten::mm", "backend": "torch", "calls": 4, "checked": 4, "skipped": 0,
+                "violations": 0, "worst": {}},
+               {"op": "aten::view", "backend": "torch", "calls": 30, "checked": 0, "skipped": 0,
+                "violations": 0, "worst": {}}]
+        with open(os.path.join(out, "events-42.jsonl"), "w") as f:
+            f.write(json.dumps({"event": "start", "pid": 42, "argv": ["x"]}) + "\n")
+            f.write(json.dumps({"event": "summary", "pid": 42, "elapsed_s": 1, "ops": ops}) + "\n")
+        short = fumi("report", out)
+        self.assertEqual(short.returncode, 0, short.stderr)
+        self.assertIn("Findings: no violations", short.stdout)
+        self.assertIn("1 other op only counted (30 calls); --all lists them", short.stdout)
+        self.assertNotIn("aten::view", short.stdout)
+        full = fumi("report", out, "--all")
+        self.assertEqual(full.returncode, 0, full.stderr)
+        self.assertIn("aten::view", full.stdout)
+        self.assertNotIn("only counted", full.stdout)
+        doc = json.loads(fumi("report", out, "--format", "json").stdout)
+        self.assertEqual([o["op"] for o in doc["ops"]], ["aten::mm", "aten::view"])
+        self.assertEqual(doc["nan_origins"], [])
 
     def test_policy_check(self):
         good = write_policy(ILL_POLICY)

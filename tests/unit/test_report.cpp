@@ -349,7 +349,7 @@ TEST(Report, TextRenderingShowsTableAndFirstFrames) {
                      summaryLine(1, R"([{"op":"sgemm_","backend":"blas","calls":100,"checked":10,
                        "skipped":0,"violations":2,"worst":{"highprec.normwise_rel":0.5}}])")})};
   Report r = aggregate({f});
-  std::string text = fumi::report::formatText(r, 1);
+  std::string text = fumi::report::formatText(r, {/*stack_frames=*/1});
   EXPECT_NE(text.find("VIOLATIONS"), std::string::npos) << text;
   EXPECT_NE(text.find("highprec.normwise_rel=0.5"), std::string::npos) << text;
   EXPECT_NE(text.find("#0 0x1 in main at /src/x.c:12"), std::string::npos) << text;
@@ -374,7 +374,7 @@ TEST(Report, KernelsOfAViolationAreKeptAndShown) {
   ASSERT_TRUE(s->first_violation.has_value());
   ASSERT_EQ(s->first_violation->kernels.size(), 2u);
   EXPECT_EQ(s->first_violation->kernels[1]["name"], "splitk_reduce");
-  const std::string text = fumi::report::formatText(r, 1);
+  const std::string text = fumi::report::formatText(r, {/*stack_frames=*/1});
   EXPECT_NE(text.find("kernels: sm90_gemm_tf32 (12.35 us), splitk_reduce\n"), std::string::npos)
       << text;
   const nlohmann::json j = fumi::report::toJson(r);
@@ -387,6 +387,269 @@ TEST(Report, KernelsOfAViolationAreKeptAndShown) {
   Report r2 = aggregate({EventFile{"events-1.jsonl", lines({startLine(1), bad})}});
   ASSERT_EQ(r2.malformed.size(), 1u);
   EXPECT_NE(r2.malformed[0].message.find("kernels"), std::string::npos) << r2.malformed[0].str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kinds of finding, NaN origins, metrics, and the text for people (findings first).
+
+// A violation of `check` with an optional "kind" (omitted when empty) and python stack.
+std::string kindViolation(int pid, const std::string& op, const std::string& check,
+                          const std::string& kind, double value, int call_index,
+                          const std::string& time, const std::string& py_frame) {
+  std::string k = kind.empty() ? "" : R"("kind":")" + kind + R"(",)";
+  return R"({"event":"violation","op":")" + op + R"(","backend":"torch","check":")" + check +
+         R"(",)" + k + R"("metric":"m","value":)" + std::to_string(value) +
+         R"(,"tolerance":0.001,"call_index":)" + std::to_string(call_index) + R"(,"pid":)" +
+         std::to_string(pid) + R"(,"python_stack":[")" + py_frame +
+         R"("],"stack":["#0 native"],"time":")" + time + R"("})";
+}
+
+std::string originLine(int pid) {
+  return R"({"event":"violation","op":"aten::log","backend":"torch","check":"nan_inf",)"
+         R"("kind":"error","metric":"nonfinite","value":3,"tolerance":0,"detail":"appeared",)"
+         R"("origin":true,"sentinel":{"op":"aten::mse_loss","call_index":14},"call_index":12,)"
+         R"("extra":{"nan":3,"inf":0},"pid":)" +
+         std::to_string(pid) +
+         R"(,"python_stack":["/usr/lib/python3/dist-packages/torch/nn/functional.py:9 in f",)"
+         R"("/src/train.py:42 in loss"],"stack":["#0 at::log"],"time":"2026-11-21T20:00:09Z"})";
+}
+
+std::string opEntry(const std::string& op, int calls, int checked, int violations,
+                    const std::string& more = "") {
+  return R"({"op":")" + op + R"(","backend":"torch","calls":)" + std::to_string(calls) +
+         R"(,"checked":)" + std::to_string(checked) + R"(,"skipped":0,"violations":)" +
+         std::to_string(violations) + R"(,"worst":{})" + more + "}";
+}
+
+std::string sensMetric(double median, double p99, double max, int count = 10) {
+  return R"(,"metrics":{"perturb.fumi_ratio":{"kind":"sensitivity","count":)" +
+         std::to_string(count) + R"(,"median":)" + std::to_string(median) + R"(,"p99":)" +
+         std::to_string(p99) + R"(,"max":)" + std::to_string(max) + R"(,"violations":0}})";
+}
+
+size_t at(const std::string& text, const std::string& what) {
+  size_t p = text.find(what);
+  EXPECT_NE(p, std::string::npos) << "no '" << what << "' in:\n" << text;
+  return p;
+}
+
+TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
+  // The sensitivity violation is the earliest event and its op has the most violations: the
+  // order of the findings comes from their kind, not from time or counts.
+  EventFile f{"events-1.jsonl",
+              lines({startLine(1),
+                     kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.5, 1,
+                                   "2026-11-21T20:00:01Z", "/src/model.py:7 in attn"),
+                     kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.6, 2,
+                                   "2026-11-21T20:00:02Z", "/src/model.py:7 in attn"),
+                     kindViolation(1, "aten::addmm", "highprec", "error", 0.01, 3,
+                                   "2026-11-21T20:00:03Z", "/src/model.py:30 in forward"),
+                     originLine(1),
+                     summaryLine(1, "[" + opEntry("aten::bmm", 10, 5, 2, sensMetric(0.01, 0.5, 0.6)) +
+                                        "," + opEntry("aten::addmm", 10, 5, 1) + "," +
+                                        opEntry("aten::log", 10, 0, 1) + "]")})};
+  Report r = aggregate({f});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  ASSERT_EQ(r.nan_origins.size(), 1u);
+  EXPECT_EQ(r.nan_origins[0].op, "aten::log");
+  EXPECT_EQ(r.nan_origins[0].violation.sentinel["op"], "aten::mse_loss");
+
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_EQ(text.rfind("1 process, 30 calls, 10 checked, 4 violations (2 error, 2 sensitivity)\n", 0),
+            0u)
+      << text;
+  // The Python line of the origin skips torch's own frame.
+  const size_t origin = at(text, "NaN/Inf origin: aten::log (torch) pid 1, call 12 at "
+                                 "/src/train.py:42 in loss: appeared (3 NaN, 0 Inf); "
+                                 "sentinel aten::mse_loss #14\n");
+  const size_t errors = at(text, "Errors (the op computed its result badly):");
+  const size_t addmm = at(text, "aten::addmm (torch): 1 violation; first: pid 1, call 3, "
+                                "highprec.m = 0.01 > 0.001");
+  const size_t sens = at(text, "Sensitivity above its bound");
+  const size_t bmm = at(text, "aten::bmm (torch): 2 violations; first: pid 1, call 1, "
+                              "perturb.m = 0.5 > 0.001");
+  const size_t most = at(text, "Most sensitive ops (data, not alarms");
+  const size_t table = at(text, "Checked ops:");
+  EXPECT_LT(origin, errors);
+  EXPECT_LT(errors, addmm);
+  EXPECT_LT(addmm, sens);
+  EXPECT_LT(sens, bmm);
+  EXPECT_LT(bmm, most);
+  EXPECT_LT(most, table);
+  // A violation's stack is its Python stack when it has one; the origin's is not repeated.
+  EXPECT_NE(text.find("        /src/model.py:30 in forward\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("#0 native"), std::string::npos) << text;
+  EXPECT_NE(text.find("(the NaN/Inf origin above)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("no violations"), std::string::npos) << text;
+
+  const std::string run = fumi::report::formatRunSummary(r, "/out");
+  EXPECT_NE(run.find("fumi: NaN/Inf origin: aten::log (torch) pid 1, call 12 at /src/train.py:42"),
+            std::string::npos)
+      << run;
+}
+
+TEST(ReportFindings, OpsOnlyCountedCollapseIntoOneLineAndAllListsThem) {
+  EventFile f{"events-1.jsonl",
+              lines({startLine(1),
+                     summaryLine(1, "[" + opEntry("aten::mm", 40, 8, 0) + "," +
+                                        opEntry("aten::add_", 900, 0, 0) + "," +
+                                        opEntry("aten::view", 300, 0, 0) + "]")})};
+  Report r = aggregate({f});
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("\nChecked ops:\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  aten::mm "), std::string::npos) << text;
+  EXPECT_EQ(text.find("aten::add_"), std::string::npos) << text;
+  EXPECT_EQ(text.find("aten::view"), std::string::npos) << text;
+  EXPECT_NE(text.find("  2 other ops only counted (1200 calls); --all lists them\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Findings: no violations\n"), std::string::npos) << text;
+
+  fumi::report::TextOptions all;
+  all.all = true;
+  const std::string full = fumi::report::formatText(r, all);
+  EXPECT_NE(full.find("\nOps:\n"), std::string::npos) << full;
+  EXPECT_NE(full.find("  aten::add_  torch      900"), std::string::npos) << full;
+  EXPECT_NE(full.find("  aten::view "), std::string::npos) << full;
+  EXPECT_EQ(full.find("only counted"), std::string::npos) << full;
+}
+
+TEST(ReportFindings, OldFilesWithoutKindsOrMetricsStillRead) {
+  // Written before kinds, metrics and NaN origins existed.
+  EventFile f{"events-1.jsonl",
+              lines({startLine(1),
+                     kindViolation(1, "aten::mm", "perturb", "", 0.5, 1, "2026-11-21T20:00:01Z",
+                                   "/src/a.py:1 in f"),
+                     kindViolation(1, "aten::mm", "highprec", "", 0.01, 2, "2026-11-21T20:00:02Z",
+                                   "/src/a.py:2 in f"),
+                     summaryLine(1, R"([{"op":"aten::mm","backend":"torch","calls":4,"checked":2,
+                       "skipped":0,"violations":2,"worst":{"perturb.m":0.5,"highprec.m":0.01}}])")})};
+  Report r = aggregate({f});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  ASSERT_EQ(r.ops.size(), 1u);
+  const OpStats& s = r.ops[0];
+  EXPECT_TRUE(s.metrics.empty());
+  EXPECT_EQ(s.nonfinite_propagated, 0u);
+  ASSERT_EQ(s.by_kind.count("sensitivity"), 1u);  // perturb without a kind: sensitivity
+  EXPECT_EQ(s.by_kind.at("sensitivity").violations, 1u);
+  ASSERT_EQ(s.by_kind.count("error"), 1u);  // every other check: error
+  EXPECT_EQ(s.by_kind.at("error").first->check, "highprec");
+  ASSERT_TRUE(s.first_violation.has_value());
+  EXPECT_EQ(s.first_violation->check, "perturb");  // still the earliest of all kinds
+  EXPECT_TRUE(r.nan_origins.empty());
+
+  // The most sensitive list falls back to the worst value of a sensitivity check.
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("  aten::mm  torch    perturb.m      -       -    -  0.5\n"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = fumi::report::toJson(r);
+  EXPECT_EQ(j["ops"][0]["first_violation"]["kind"], "sensitivity");
+  EXPECT_EQ(j["ops"][0]["violations_by_kind"]["error"], 1);
+  EXPECT_TRUE(j["ops"][0]["metrics"].empty());
+}
+
+TEST(ReportFindings, MostSensitiveListsTheTopOpsBySensitivityMax) {
+  std::string ops = "[";
+  for (int i = 1; i <= 7; ++i) {
+    if (i > 1) ops += ",";
+    ops += opEntry("op" + std::to_string(i), 10, 10, 0, sensMetric(0.001 * i, 0.01 * i, 0.1 * i, i));
+  }
+  // Large, but an error metric: not a sensitivity.
+  ops += "," + opEntry("aten::err", 10, 10, 0,
+                       R"(,"metrics":{"highprec.normwise_rel":{"kind":"error","count":3,"max":50}})");
+  ops += "]";
+  Report r = aggregate({EventFile{"events-1.jsonl", lines({startLine(1), summaryLine(1, ops)})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  const std::string text = fumi::report::formatText(r);
+  const size_t most = at(text, "Most sensitive ops");
+  const size_t table = at(text, "Checked ops:");
+  const std::string list = text.substr(most, table - most);
+  EXPECT_NE(list.find("  op7  torch    perturb.fumi_ratio      7   0.007  0.07  0.7\n"),
+            std::string::npos)
+      << list;
+  EXPECT_LT(at(list, "  op7 "), at(list, "  op6 "));
+  EXPECT_LT(at(list, "  op4 "), at(list, "  op3 "));
+  EXPECT_EQ(list.find("  op2 "), std::string::npos) << list;  // top 5 only
+  EXPECT_EQ(list.find("aten::err"), std::string::npos) << list;
+}
+
+TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
+  auto metric = [](int count, double median, double max, int violations) {
+    return R"(,"metrics":{"perturb.fumi_ratio":{"kind":"sensitivity","count":)" +
+           std::to_string(count) + R"(,"median":)" + std::to_string(median) +
+           R"(,"p99":0.5,"max":)" + std::to_string(max) + R"(,"violations":)" +
+           std::to_string(violations) + R"(}},"nonfinite_propagated":2)";
+  };
+  EventFile a{"events-1.jsonl",
+              lines({startLine(1), summaryLine(1, "[" + opEntry("aten::mm", 10, 10, 0,
+                                                                metric(10, 0.25, 0.75, 1)) + "]")})};
+  EventFile b{"events-2.jsonl",
+              lines({startLine(2), summaryLine(2, "[" + opEntry("aten::mm", 30, 30, 0,
+                                                                metric(30, 0.125, 0.5, 2)) + "]")}),
+              };
+  EventFile c{"events-3.jsonl",
+              lines({startLine(3), originLine(3),
+                     R"({"event":"nan_search","result":"not_found","sentinel":{"op":"aten::sum",)"
+                     R"("call_index":5},"message":"no op made NaN/Inf","pid":3})"})};
+  Report r = aggregate({a, b, c});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  const nlohmann::json j = fumi::report::toJson(r);
+  const nlohmann::json* mm = nullptr;
+  for (const nlohmann::json& o : j["ops"]) {
+    if (o["op"] == "aten::mm") mm = &o;
+  }
+  ASSERT_NE(mm, nullptr);
+  const nlohmann::json& m = (*mm)["metrics"]["perturb.fumi_ratio"];
+  EXPECT_EQ(m["kind"], "sensitivity");
+  EXPECT_EQ(m["count"], 40);       // summed
+  EXPECT_EQ(m["violations"], 3);   // summed
+  EXPECT_EQ(m["max"], 0.75);       // the largest
+  EXPECT_EQ(m["median"], 0.125);   // of the process with the most values
+  EXPECT_EQ((*mm)["nonfinite_propagated"], 4);
+
+  ASSERT_EQ(j["nan_origins"].size(), 1u);
+  EXPECT_EQ(j["nan_origins"][0]["op"], "aten::log");
+  EXPECT_EQ(j["nan_origins"][0]["origin"], true);
+  EXPECT_EQ(j["nan_origins"][0]["sentinel"]["call_index"], 14);
+  EXPECT_EQ(j["nan_origins"][0]["python_stack"][1], "/src/train.py:42 in loss");
+  ASSERT_EQ(j["nan_searches"].size(), 1u);
+  EXPECT_EQ(j["nan_searches"][0]["result"], "not_found");
+  EXPECT_EQ(j["nan_searches"][0]["sentinel"]["op"], "aten::sum");
+  EXPECT_EQ(j["totals"]["nan_origins"], 1);
+  EXPECT_EQ(j["totals"]["violations_by_kind"]["error"], 1);
+
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("  NaN search: origin not found (no op made NaN/Inf); sentinel aten::sum #5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("NaN/Inf passed along from inputs (counted, not violations): aten::mm (4 calls)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(ReportFindings, NewFieldsOfTheWrongTypeMakeTheLineMalformed) {
+  std::string origin = originLine(1);
+  origin.replace(origin.find(R"("origin":true)"), 13, R"("origin":"yes")");
+  Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), origin,
+             summaryLine(1, "[" + opEntry("aten::mm", 1, 1, 0, R"(,"metrics":[1])") + "]"),
+             R"({"event":"nan_search","result":"not_found","sentinel":"aten::sum"})"})}});
+  ASSERT_EQ(r.malformed.size(), 3u);
+  EXPECT_NE(r.malformed[0].message.find("origin"), std::string::npos) << r.malformed[0].str();
+  EXPECT_NE(r.malformed[1].message.find("metrics"), std::string::npos) << r.malformed[1].str();
+  EXPECT_NE(r.malformed[2].message.find("sentinel"), std::string::npos) << r.malformed[2].str();
+  EXPECT_TRUE(r.nan_origins.empty());
+}
+
+TEST(ReportFindings, UserFrameSkipsTorchsOwnFrames) {
+  using fumi::report::userFrame;
+  EXPECT_EQ(userFrame({"/x/site-packages/torch/nn/modules/module.py:1 in _call_impl",
+                       "/home/me/tests/torch/train.py:5 in main"}),
+            "/home/me/tests/torch/train.py:5 in main");
+  EXPECT_EQ(userFrame({"/x/dist-packages/torch/a.py:1 in f"}), "/x/dist-packages/torch/a.py:1 in f");
+  EXPECT_EQ(userFrame({}), "");
 }
 
 }  // namespace
