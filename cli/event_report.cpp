@@ -190,7 +190,6 @@ struct GlobalOp {
   uint64_t nonfinite_propagated = 0;
 };
 
-
 // A parsed check/violation event.
 struct CheckEvent {
   OpKey key;

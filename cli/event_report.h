@@ -86,7 +86,7 @@ struct ViolationInfo {
   nlohmann::json kernels;  // as written (array of {name, duration_ns}), null when absent
   std::vector<std::string> stack;
   std::vector<std::string> python_stack;  // innermost first, the program's own frames first
-  bool origin = false;    // a nan_inf violation where NaN/Inf first appeared (the NaN origin)
+  bool origin = false;      // a nan_inf violation where NaN/Inf first appeared (the NaN origin)
   nlohmann::json sentinel;  // origin only: {"op", "call_index"} whose output started the search
   std::string file;
   int line = 0;
@@ -121,8 +121,8 @@ struct OpStats {
   std::optional<ViolationInfo> first_violation;
   std::map<std::string, KindViolations> by_kind;  // kKindError / kKindSensitivity -> violations
   std::map<std::string, MetricSummary> metrics;   // "check.metric" -> distribution
-  uint64_t nonfinite_propagated = 0;  // calls whose NaN/Inf came in with their inputs (counted only)
-  bool incomplete = false;  // some counts come from a process without a summary
+  uint64_t nonfinite_propagated = 0;  // calls whose NaN/Inf came with their inputs (counted)
+  bool incomplete = false;            // some counts come from a process without a summary
 };
 
 // A NaN/Inf origin: the op whose output first held NaN/Inf made from finite inputs.

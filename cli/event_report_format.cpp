@@ -100,7 +100,9 @@ std::map<std::string, uint64_t> violationsByKind(const Report& report) {
 
 // Kinds in the order a person reads them: errors, then sensitivity, then any newer kind by name.
 std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind) {
-  auto rank = [](const std::string& k) { return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2; };
+  auto rank = [](const std::string& k) {
+    return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2;
+  };
   std::vector<std::string> kinds;
   for (const auto& kv : by_kind) kinds.push_back(kv.first);
   std::stable_sort(kinds.begin(), kinds.end(),
@@ -157,7 +159,8 @@ std::string describeViolation(const ViolationInfo& v) {
 }
 
 // The first frames of a violation's stack, the Python one when there is one.
-void formatStack(std::ostream& out, const ViolationInfo& v, size_t frames, const std::string& indent) {
+void formatStack(std::ostream& out, const ViolationInfo& v, size_t frames,
+                 const std::string& indent) {
   const std::vector<std::string>& stack = v.python_stack.empty() ? v.stack : v.python_stack;
   for (size_t i = 0; i < stack.size() && i < frames; ++i) out << indent << stack[i] << "\n";
   if (stack.size() > frames) {
@@ -240,7 +243,8 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
     out << "\nFindings:\n";
     for (const NanOrigin& o : report.nan_origins) {
       out << "  NaN/Inf origin: " << originText(o) << "\n";
-      if (o.violation.python_stack.empty()) formatStack(out, o.violation, options.stack_frames, "      ");
+      if (o.violation.python_stack.empty())
+        formatStack(out, o.violation, options.stack_frames, "      ");
     }
     for (const NanSearch* n : not_found) out << "  " << notFoundText(*n) << "\n";
     for (const std::string& kind : kindOrder(kinds)) {
@@ -276,7 +280,8 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
   std::string passed;
   for (const OpStats& s : report.ops) {
     if (!s.nonfinite_propagated) continue;
-    passed += (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
+    passed +=
+        (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
   }
   if (!passed.empty()) {
     out << "  NaN/Inf passed along from inputs (counted, not violations): " << passed << "\n";
@@ -486,7 +491,8 @@ std::string formatText(const Report& report, const TextOptions& options) {
     out << " (" << split << ")";
   }
   out << "\n";
-  if (nincomplete) out << "(" << nincomplete << " incomplete: no summary, counts are lower bounds)\n";
+  if (nincomplete)
+    out << "(" << nincomplete << " incomplete: no summary, counts are lower bounds)\n";
 
   formatFindings(out, report, options);
   formatOpsTable(out, report, options);
@@ -539,7 +545,8 @@ std::string formatRunSummary(const Report& report, const std::string& dir, size_
         << " violation" << (s.violations == 1 ? "" : "s") << " in " << s.checked << " checked of "
         << s.calls << " calls; worst " << worstText(s.worst) << "\n";
   }
-  for (const NanOrigin& o : report.nan_origins) out << "fumi: NaN/Inf origin: " << originText(o) << "\n";
+  for (const NanOrigin& o : report.nan_origins)
+    out << "fumi: NaN/Inf origin: " << originText(o) << "\n";
   for (const NanSearch& n : report.nan_searches) {
     if (n.result != "found") out << "fumi: " << notFoundText(n) << "\n";
   }

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  rep->add_flag("--all", report_all, "List the ops that were only counted, not checked, in the table");
+  rep->add_flag("--all", report_all,
+                "List the ops that were only counted, not checked, in the table");
 
   // fumi policy check|default
   std::string policy_file;

@@ -421,10 +421,11 @@ std::string opEntry(const std::string& op, int calls, int checked, int violation
          std::to_string(violations) + R"(,"worst":{})" + more + "}";
 }
 
-std::string sensMetric(double median, double p99, double max, int count = 10) {
+std::string sensMetric(double median, double p99, double max, int count = 10, int violations = 0) {
   return R"(,"metrics":{"perturb.fumi_ratio":{"kind":"sensitivity","count":)" +
          std::to_string(count) + R"(,"median":)" + std::to_string(median) + R"(,"p99":)" +
-         std::to_string(p99) + R"(,"max":)" + std::to_string(max) + R"(,"violations":0}})";
+         std::to_string(p99) + R"(,"max":)" + std::to_string(max) + R"(,"violations":)" +
+         std::to_string(violations) + "}}";
 }
 
 size_t at(const std::string& text, const std::string& what) {
@@ -436,18 +437,19 @@ size_t at(const std::string& text, const std::string& what) {
 TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
   // The sensitivity violation is the earliest event and its op has the most violations: the
   // order of the findings comes from their kind, not from time or counts.
-  EventFile f{"events-1.jsonl",
-              lines({startLine(1),
-                     kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.5, 1,
-                                   "2026-11-21T20:00:01Z", "/src/model.py:7 in attn"),
-                     kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.6, 2,
-                                   "2026-11-21T20:00:02Z", "/src/model.py:7 in attn"),
-                     kindViolation(1, "aten::addmm", "highprec", "error", 0.01, 3,
-                                   "2026-11-21T20:00:03Z", "/src/model.py:30 in forward"),
-                     originLine(1),
-                     summaryLine(1, "[" + opEntry("aten::bmm", 10, 5, 2, sensMetric(0.01, 0.5, 0.6)) +
-                                        "," + opEntry("aten::addmm", 10, 5, 1) + "," +
-                                        opEntry("aten::log", 10, 0, 1) + "]")})};
+  EventFile f{
+      "events-1.jsonl",
+      lines({startLine(1),
+             kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.5, 1, "2026-11-21T20:00:01Z",
+                           "/src/model.py:7 in attn"),
+             kindViolation(1, "aten::bmm", "perturb", "sensitivity", 0.6, 2, "2026-11-21T20:00:02Z",
+                           "/src/model.py:7 in attn"),
+             kindViolation(1, "aten::addmm", "highprec", "error", 0.01, 3, "2026-11-21T20:00:03Z",
+                           "/src/model.py:30 in forward"),
+             originLine(1),
+             summaryLine(1, "[" + opEntry("aten::bmm", 10, 5, 2, sensMetric(0.01, 0.5, 0.6)) + "," +
+                                opEntry("aten::addmm", 10, 5, 1) + "," +
+                                opEntry("aten::log", 10, 0, 1) + "]")})};
   Report r = aggregate({f});
   ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
   ASSERT_EQ(r.nan_origins.size(), 1u);
@@ -455,19 +457,22 @@ TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
   EXPECT_EQ(r.nan_origins[0].violation.sentinel["op"], "aten::mse_loss");
 
   const std::string text = fumi::report::formatText(r);
-  EXPECT_EQ(text.rfind("1 process, 30 calls, 10 checked, 4 violations (2 error, 2 sensitivity)\n", 0),
-            0u)
+  EXPECT_EQ(
+      text.rfind("1 process, 30 calls, 10 checked, 4 violations (2 error, 2 sensitivity)\n", 0), 0u)
       << text;
   // The Python line of the origin skips torch's own frame.
-  const size_t origin = at(text, "NaN/Inf origin: aten::log (torch) pid 1, call 12 at "
-                                 "/src/train.py:42 in loss: appeared (3 NaN, 0 Inf); "
-                                 "sentinel aten::mse_loss #14\n");
+  const size_t origin = at(text,
+                           "NaN/Inf origin: aten::log (torch) pid 1, call 12 at "
+                           "/src/train.py:42 in loss: appeared (3 NaN, 0 Inf); "
+                           "sentinel aten::mse_loss #14\n");
   const size_t errors = at(text, "Errors (the op computed its result badly):");
-  const size_t addmm = at(text, "aten::addmm (torch): 1 violation; first: pid 1, call 3, "
-                                "highprec.m = 0.01 > 0.001");
+  const size_t addmm = at(text,
+                          "aten::addmm (torch): 1 violation; first: pid 1, call 3, "
+                          "highprec.m = 0.01 > 0.001");
   const size_t sens = at(text, "Sensitivity above its bound");
-  const size_t bmm = at(text, "aten::bmm (torch): 2 violations; first: pid 1, call 1, "
-                              "perturb.m = 0.5 > 0.001");
+  const size_t bmm = at(text,
+                        "aten::bmm (torch): 2 violations; first: pid 1, call 1, "
+                        "perturb.m = 0.5 > 0.001");
   const size_t most = at(text, "Most sensitive ops (data, not alarms");
   const size_t table = at(text, "Checked ops:");
   EXPECT_LT(origin, errors);
@@ -490,10 +495,9 @@ TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
 
 TEST(ReportFindings, OpsOnlyCountedCollapseIntoOneLineAndAllListsThem) {
   EventFile f{"events-1.jsonl",
-              lines({startLine(1),
-                     summaryLine(1, "[" + opEntry("aten::mm", 40, 8, 0) + "," +
-                                        opEntry("aten::add_", 900, 0, 0) + "," +
-                                        opEntry("aten::view", 300, 0, 0) + "]")})};
+              lines({startLine(1), summaryLine(1, "[" + opEntry("aten::mm", 40, 8, 0) + "," +
+                                                      opEntry("aten::add_", 900, 0, 0) + "," +
+                                                      opEntry("aten::view", 300, 0, 0) + "]")})};
   Report r = aggregate({f});
   const std::string text = fumi::report::formatText(r);
   EXPECT_NE(text.find("\nChecked ops:\n"), std::string::npos) << text;
@@ -553,11 +557,13 @@ TEST(ReportFindings, MostSensitiveListsTheTopOpsBySensitivityMax) {
   std::string ops = "[";
   for (int i = 1; i <= 7; ++i) {
     if (i > 1) ops += ",";
-    ops += opEntry("op" + std::to_string(i), 10, 10, 0, sensMetric(0.001 * i, 0.01 * i, 0.1 * i, i));
+    ops +=
+        opEntry("op" + std::to_string(i), 10, 10, 0, sensMetric(0.001 * i, 0.01 * i, 0.1 * i, i));
   }
   // Large, but an error metric: not a sensitivity.
-  ops += "," + opEntry("aten::err", 10, 10, 0,
-                       R"(,"metrics":{"highprec.normwise_rel":{"kind":"error","count":3,"max":50}})");
+  ops +=
+      "," + opEntry("aten::err", 10, 10, 0,
+                    R"(,"metrics":{"highprec.normwise_rel":{"kind":"error","count":3,"max":50}})");
   ops += "]";
   Report r = aggregate({EventFile{"events-1.jsonl", lines({startLine(1), summaryLine(1, ops)})}});
   ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
@@ -576,18 +582,18 @@ TEST(ReportFindings, MostSensitiveListsTheTopOpsBySensitivityMax) {
 
 TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
   auto metric = [](int count, double median, double max, int violations) {
-    return R"(,"metrics":{"perturb.fumi_ratio":{"kind":"sensitivity","count":)" +
-           std::to_string(count) + R"(,"median":)" + std::to_string(median) +
-           R"(,"p99":0.5,"max":)" + std::to_string(max) + R"(,"violations":)" +
-           std::to_string(violations) + R"(}},"nonfinite_propagated":2)";
+    return sensMetric(median, 0.5, max, count, violations) + R"(,"nonfinite_propagated":2)";
   };
-  EventFile a{"events-1.jsonl",
-              lines({startLine(1), summaryLine(1, "[" + opEntry("aten::mm", 10, 10, 0,
-                                                                metric(10, 0.25, 0.75, 1)) + "]")})};
-  EventFile b{"events-2.jsonl",
-              lines({startLine(2), summaryLine(2, "[" + opEntry("aten::mm", 30, 30, 0,
-                                                                metric(30, 0.125, 0.5, 2)) + "]")}),
-              };
+  EventFile a{
+      "events-1.jsonl",
+      lines(
+          {startLine(1),
+           summaryLine(1, "[" + opEntry("aten::mm", 10, 10, 0, metric(10, 0.25, 0.75, 1)) + "]")})};
+  EventFile b{
+      "events-2.jsonl",
+      lines(
+          {startLine(2),
+           summaryLine(2, "[" + opEntry("aten::mm", 30, 30, 0, metric(30, 0.125, 0.5, 2)) + "]")})};
   EventFile c{"events-3.jsonl",
               lines({startLine(3), originLine(3),
                      R"({"event":"nan_search","result":"not_found","sentinel":{"op":"aten::sum",)"
@@ -602,10 +608,10 @@ TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
   ASSERT_NE(mm, nullptr);
   const nlohmann::json& m = (*mm)["metrics"]["perturb.fumi_ratio"];
   EXPECT_EQ(m["kind"], "sensitivity");
-  EXPECT_EQ(m["count"], 40);       // summed
-  EXPECT_EQ(m["violations"], 3);   // summed
-  EXPECT_EQ(m["max"], 0.75);       // the largest
-  EXPECT_EQ(m["median"], 0.125);   // of the process with the most values
+  EXPECT_EQ(m["count"], 40);      // summed
+  EXPECT_EQ(m["violations"], 3);  // summed
+  EXPECT_EQ(m["max"], 0.75);      // the largest
+  EXPECT_EQ(m["median"], 0.125);  // of the process with the most values
   EXPECT_EQ((*mm)["nonfinite_propagated"], 4);
 
   ASSERT_EQ(j["nan_origins"].size(), 1u);
@@ -620,11 +626,13 @@ TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
   EXPECT_EQ(j["totals"]["violations_by_kind"]["error"], 1);
 
   const std::string text = fumi::report::formatText(r);
-  EXPECT_NE(text.find("  NaN search: origin not found (no op made NaN/Inf); sentinel aten::sum #5\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("  NaN search: origin not found (no op made NaN/Inf); sentinel aten::sum #5\n"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("NaN/Inf passed along from inputs (counted, not violations): aten::mm (4 calls)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("NaN/Inf passed along from inputs (counted, not violations): aten::mm (4 calls)"),
+      std::string::npos)
       << text;
 }
 
@@ -648,7 +656,8 @@ TEST(ReportFindings, UserFrameSkipsTorchsOwnFrames) {
   EXPECT_EQ(userFrame({"/x/site-packages/torch/nn/modules/module.py:1 in _call_impl",
                        "/home/me/tests/torch/train.py:5 in main"}),
             "/home/me/tests/torch/train.py:5 in main");
-  EXPECT_EQ(userFrame({"/x/dist-packages/torch/a.py:1 in f"}), "/x/dist-packages/torch/a.py:1 in f");
+  EXPECT_EQ(userFrame({"/x/dist-packages/torch/a.py:1 in f"}),
+            "/x/dist-packages/torch/a.py:1 in f");
   EXPECT_EQ(userFrame({}), "");
 }
 
