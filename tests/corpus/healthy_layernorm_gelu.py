@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from corpus_common import forward_ctx, report, setup
 
-VOCAB, D, T, B = 30, 32, 8, 8
+VOCAB, D, T, B = 40, 64, 16, 16
 
 
 class Block(nn.Module):
@@ -37,7 +37,7 @@ def main():
     model = Model()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     losses = []
-    for _ in range(5):
+    for _ in range(8):
         idx = torch.randint(0, VOCAB, (B, T))
         y = idx[:, 0] % 4   # the class is a function of the first token
         with forward_ctx():

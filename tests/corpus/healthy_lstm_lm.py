@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from corpus_common import forward_ctx, report, setup
 
-VOCAB, EMB, HID, BPTT, B = 40, 16, 32, 10, 4
+VOCAB, EMB, HID, BPTT, B = 60, 32, 64, 12, 8
 
 
 class LSTMLM(nn.Module):
@@ -32,12 +32,12 @@ def token_stream(n):
 
 def main():
     setup(3)
-    data = token_stream(B * (BPTT * 4 + 1)).reshape(B, -1).t().contiguous()   # (time, batch)
+    data = token_stream(B * (BPTT * 6 + 1)).reshape(B, -1).t().contiguous()   # (time, batch)
     model = LSTMLM()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     state = None
     losses = []
-    for i in range(4):
+    for i in range(6):
         x = data[i * BPTT:(i + 1) * BPTT]
         y = data[i * BPTT + 1:(i + 1) * BPTT + 1]
         if state is not None:

@@ -8,13 +8,13 @@ from corpus_common import forward_ctx, report, setup
 
 def main():
     setup(4)
-    net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(),
-                        nn.Linear(64, 6))
+    net = nn.Sequential(nn.Linear(20, 128), nn.ReLU(), nn.Linear(128, 128), nn.Tanh(),
+                        nn.Linear(128, 6))
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
     w_true = torch.randn(20, 6)
     losses = []
-    for _ in range(5):
-        x = torch.randn(32, 20)
+    for _ in range(8):
+        x = torch.randn(64, 20)
         y = (x @ w_true).argmax(dim=1)
         with forward_ctx():
             logits = net(x)
