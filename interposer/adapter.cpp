@@ -7,6 +7,7 @@
 #include <link.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -20,7 +21,9 @@
 #include "report.h"
 #include "context.h"
 #include "loader.h"
+#include "plugin_loader.h"
 #include "nan_search.h"
+#include "pystack.h"
 #include "resolve.h"
 #include "runtime.h"
 #include "settings.h"
@@ -51,19 +54,22 @@ uint64_t apiCountCall(void* site, int* checkable) {
   return index;
 }
 
-void* apiSample(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device) {
+void* apiSample(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device,
+                fumi_dtype autocast) {
   if (!site || size <= 0) return nullptr;
   OpDecision* d = static_cast<OpSite*>(site)->decision.load(std::memory_order_acquire);
-  return d ? d->select(CallFacts{size, dtype, device ? device : "cpu"}, index) : nullptr;
+  return d ? d->select(CallFacts{size, dtype, device ? device : "cpu", autocast}, index) : nullptr;
 }
 
 // A framework-op call as the engine sees it: the adapter's description, rerun through it.
 class AdapterCall final : public Call {
  public:
   AdapterCall(OpSite& site, uint64_t index, const fumi_adapter_call& c)
-      : Call(site, c.dtype, c.dtype, c.size, index), c_(c) {
+      : Call(site, c.dtype, c.compute == FUMI_DTYPE_UNKNOWN ? c.dtype : c.compute, c.size, index),
+        c_(c) {
     for (int32_t i = 0; i < c.ntensors; ++i) addTensor(c.tensors[i]);
     for (int32_t i = 0; i < c.nargs; ++i) addArg(c.arg_names[i], c.arg_values[i]);
+    setAutocast(c.autocast);
   }
   fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
     return c_.rerun(c_.self, precision, buffers);
@@ -135,12 +141,43 @@ void apiAttribution(void* site, uint64_t index, const char* fields) {
   rep->event(std::move(ev));
 }
 
+void apiRecordMetric(void* site, uint64_t index, const char* name, fumi_kind kind, double value,
+                     double bound) {
+  if (!site || !name) return;
+  OpSite& s = *static_cast<OpSite*>(site);
+  const bool violated = !std::isnan(bound) && !(value <= bound);
+  s.recordMetric(name, kind, value, violated);
+  Reporter* rep = activeReporter();
+  if (!violated || !rep) return;
+  InsideScope inside;
+  nlohmann::json ev;
+  ev["event"] = "violation";
+  ev["op"] = s.name;
+  ev["backend"] = s.backend;
+  ev["check"] = std::string(name).substr(0, std::string(name).find('.'));
+  ev["kind"] = kindName(kind);
+  ev["metric"] = std::string(name).substr(std::string(name).find('.') + 1);
+  ev["value"] = value;
+  ev["tolerance"] = bound;
+  ev["call_index"] = index;
+  ev["stack"] = captureStack(rep->settings().stack_depth);
+  if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
+    ev["python_stack"] = std::move(py);
+  rep->event(std::move(ev));
+}
+
+double apiAutocastBound() {
+  Engine* e = engine();
+  return e ? e->policy().autocast_bound : NAN;
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
     apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
-    apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution};
+    apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
+    apiRecordMetric,          apiAutocastBound};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -44,6 +44,11 @@ typedef struct fumi_adapter_call {
    * fp64); FUMI_UNSUPPORTED when the adapter has none (torch: the CPU kernel, for ops that ran
    * on a device). NULL: none. */
   fumi_status (*reference)(void* self, int32_t index, double* out);
+  /* The autocast dtype of the region the op ran in (torch.autocast); FUMI_DTYPE_UNKNOWN: none. */
+  fumi_dtype autocast;
+  /* The precision the op computed in: the autocast dtype when autocast cast its (f32) inputs
+   * down, so its results carry that precision; else `dtype`. */
+  fumi_dtype compute;
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {
@@ -59,8 +64,9 @@ typedef struct fumi_adapter_api {
    * set to 1 when some rule may check calls of this op, else 0. */
   uint64_t (*count_call)(void* site, int* checkable);
   /* A token when the policy samples this call for checking, else NULL. `device` as "cpu",
-   * "cuda:0". Each non-NULL token must be passed to exactly one of check() or skip(). */
-  void* (*sample)(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device);
+   * "cuda:0"; `autocast` the autocast region's dtype (FUMI_DTYPE_UNKNOWN: none). Each non-NULL token must be passed to exactly one of check() or skip(). */
+  void* (*sample)(void* site, uint64_t index, int64_t size, fumi_dtype dtype, const char* device,
+                  fumi_dtype autocast);
   /* Run the sampled checks on a call that has run (on the calling thread, before it returns).
    * Returns 1 when a check of kind error found a violation. */
   int (*check)(void* site, void* token, uint64_t index, const fumi_adapter_call* call);
@@ -91,6 +97,12 @@ typedef struct fumi_adapter_api {
   /* Error attribution of a violating call (`fields`: a JSON object as text, written as an
    * `attribution` event with op and call_index added). */
   void (*attribution)(void* site, uint64_t index, const char* fields);
+  /* One value of a host-measured metric of `site` ("autocast.normwise"), into the summary's
+   * per-op distributions; `bound` (NaN: none) makes a value above it a violation. */
+  void (*record_metric)(void* site, uint64_t index, const char* name, fumi_kind kind,
+                        double value, double bound);
+  /* The policy's bound on autocast.normwise (NaN: data only). */
+  double (*autocast_bound)(void);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -40,6 +40,10 @@ class Call {
   // dense row-major fp64; FUMI_UNSUPPORTED for operations fumi has none for.
   virtual fumi_status reference(int32_t /*output*/, double* /*out*/) { return FUMI_UNSUPPORTED; }
 
+  // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
+  void setAutocast(fumi_dtype d) { autocast_ = d; }
+  fumi_dtype autocast() const { return autocast_; }
+
   // Info handed to plugins; valid while the Call lives.
   const fumi_call_info& info();
   const std::vector<fumi_tensor>& tensors() const { return tensors_; }
@@ -52,6 +56,7 @@ class Call {
   std::vector<fumi_tensor> tensors_;
   std::vector<std::pair<const char*, std::string>> args_;
   int64_t size_;
+  fumi_dtype autocast_ = FUMI_DTYPE_UNKNOWN;
 };
 
 }  // namespace fumi

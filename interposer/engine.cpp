@@ -70,13 +70,16 @@ bool staticMatch(const MatchSpec& m, const OpSite& site) {
 bool hasPerCallConditions(const MatchSpec& m, const OpSite& site) {
   return m.min_size > 0 || m.max_size != std::numeric_limits<int64_t>::max() ||
          (site.dtype == FUMI_DTYPE_UNKNOWN && !m.dtypes.empty()) || !m.phases.empty() ||
-         m.device != "*";
+         m.device != "*" || !m.autocast.empty();
 }
 
 bool perCallMatch(const MatchSpec& m, const OpSite& site, const CallFacts& f) {
   if (f.size < m.min_size || f.size > m.max_size) return false;
   if (site.dtype == FUMI_DTYPE_UNKNOWN && !dtypeMatch(m, f.dtype)) return false;
   if (m.device != "*" && !globMatch(m.device, f.device ? f.device : "")) return false;
+  if (!m.autocast.empty() &&
+      std::find(m.autocast.begin(), m.autocast.end(), f.autocast) == m.autocast.end())
+    return false;
   if (!m.phases.empty()) {
     const char* phase = currentPhase();
     bool any = false;
@@ -267,6 +270,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["tolerance"] = number(v->tolerance);
   ev["dtype"] = dtypeName(call.info().dtype);
   ev["compute"] = dtypeName(call.info().compute);
+  if (call.autocast() != FUMI_DTYPE_UNKNOWN) ev["autocast"] = dtypeName(call.autocast());
   ev["shape"] = shapesOf(call);
   nlohmann::json args = nlohmann::json::object();
   for (const auto& [name, value] : call.args()) args[name] = value;

@@ -52,6 +52,7 @@ struct CallFacts {
   int64_t size = 0;                      // problem size (MatchSpec::min_size)
   fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // the call's dtype, for sites without a static one
   const char* device = "cpu";
+  fumi_dtype autocast = FUMI_DTYPE_UNKNOWN;  // the autocast region's dtype; UNKNOWN: none
 };
 
 // Per (rule, op) sampling state.

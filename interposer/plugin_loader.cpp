@@ -72,7 +72,11 @@ fumi_kind pluginKind(const fumi_plugin& p) {
 }
 
 const char* kindName(fumi_kind kind) {
-  return kind == FUMI_KIND_SENSITIVITY ? "sensitivity" : "error";
+  switch (kind) {
+    case FUMI_KIND_SENSITIVITY: return "sensitivity";
+    case FUMI_KIND_PRECISION_COST: return "precision_cost";
+    default: return "error";
+  }
 }
 
 std::string pluginFileName(const std::string& name) { return "libfumi_" + name + ".so"; }

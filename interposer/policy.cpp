@@ -276,13 +276,21 @@ class Parser {
   }
 
   void match(const YAML::Node& n, MatchSpec* m) {
-    forMap(n, "match", {"op", "backend", "dtype", "min_size", "max_size", "phase", "device"},
+    forMap(n, "match",
+           {"op", "backend", "dtype", "min_size", "max_size", "phase", "device", "autocast"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "op") opGlobs(v, &m->ops);
              if (key == "backend") scalar(v, key, &m->backend);
              if (key == "dtype") dtypes(v, &m->dtypes);
              if (key == "phase") phases(v, &m->phases);
              if (key == "device") scalar(v, key, &m->device);
+             if (key == "autocast")
+               oneOrMany(v, [&](const YAML::Node& a) {
+                 std::string name;
+                 fumi_dtype d = FUMI_DTYPE_UNKNOWN;
+                 if (!scalar(a, "autocast", &name)) return;
+                 if (name == "none" || dtypeOf(a, name, &d)) m->autocast.push_back(d);
+               });
              if (key == "min_size") integer(v, key, 0, &m->min_size);
              if (key == "max_size") integer(v, key, 0, &m->max_size);
            });
@@ -417,7 +425,7 @@ class Parser {
     YAML::Node rules;
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
-            "overhead_budget", "on_error", "tolerances", "nan_origin"},
+            "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -429,6 +437,14 @@ class Parser {
              if (key == "report") report(v, &p->report);
              if (key == "tolerances") tolerances(v, p);
              if (key == "nan_origin") nanOrigin(v, &p->nan_origin);
+             if (key == "autocast")
+               forMap(v, "autocast", {"bound"}, [&](const std::string& k2, const YAML::Node& v2) {
+                 double b = 0;
+                 if (k2 == "bound" && number(v2, k2, &b)) {
+                   if (b < 0) error(v2, "'bound' must be >= 0");
+                   else p->autocast_bound = b;
+                 }
+               });
              if (key == "scratch_budget") bytes(v, key, &p->scratch_budget);
              if (key == "overhead_budget") {
                double b = 0;

@@ -57,6 +57,9 @@ struct MatchSpec {
   int64_t max_size = std::numeric_limits<int64_t>::max();
   std::vector<std::string> phases;  // empty: any; else "forward" / "backward" / "optimizer"
   std::string device = "*";         // glob over the call's device ("cpu", "cuda:0")
+  // empty: any; else the autocast dtypes whose regions match, FUMI_DTYPE_UNKNOWN for "none"
+  // (outside any autocast region)
+  std::vector<fumi_dtype> autocast;
 };
 
 struct Rule {
@@ -103,6 +106,9 @@ struct Policy {
   double overhead_budget = 0;
   OnError on_error = OnError::kContinue;
   NanOriginSettings nan_origin;
+  // `autocast: { bound: X }`: the precision cost of an op under autocast (autocast.normwise)
+  // above X is a violation; NaN: measured and summarised only.
+  double autocast_bound = NAN;
   // `tolerances:` by fumi_kind (error, sensitivity).
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
 };

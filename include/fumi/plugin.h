@@ -65,7 +65,13 @@ typedef enum fumi_dtype {
  *   SENSITIVITY  how much the output moves when the inputs move by their rounding (perturb):
  *                a property of the op and its inputs, data rather than an alarm below a bound
  *                far above the error tolerances. */
-typedef enum fumi_kind { FUMI_KIND_ERROR = 0, FUMI_KIND_SENSITIVITY = 1 } fumi_kind;
+typedef enum fumi_kind {
+  FUMI_KIND_ERROR = 0,
+  FUMI_KIND_SENSITIVITY = 1,
+  /* What running in a lower precision than the program's values costs (autocast): the op in
+   * its autocast dtype against the same op on the values before the cast. Host-measured. */
+  FUMI_KIND_PRECISION_COST = 2
+} fumi_kind;
 
 /* Tolerances indexed by fumi_dtype (the check's effective precision); NaN: not set. */
 #define FUMI_TOLERANCE_SLOTS 16

@@ -23,6 +23,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 
 #include "adapter_api.h"
 #include "fumi/dtype.hpp"
@@ -133,6 +134,17 @@ c10::ScalarType fromFumi(fumi_dtype d) {
     case FUMI_DTYPE_BF16: return c10::ScalarType::BFloat16;
     default: return c10::ScalarType::Float;  // f32, and tf32 (a math mode, stored as f32)
   }
+}
+
+// The autocast dtype of the calling thread's region for ops on `device`; UNKNOWN outside one.
+fumi_dtype autocastFor(const std::string& device) {
+  if (device == "cpu")
+    return at::autocast::is_cpu_enabled() ? toFumi(at::autocast::get_autocast_cpu_dtype())
+                                          : FUMI_DTYPE_UNKNOWN;
+  if (device.rfind("cuda", 0) == 0)
+    return at::autocast::is_enabled() ? toFumi(at::autocast::get_autocast_gpu_dtype())
+                                      : FUMI_DTYPE_UNKNOWN;
+  return FUMI_DTYPE_UNKNOWN;
 }
 
 // A tensor fumi can describe: dense, defined, floating.
@@ -371,8 +383,8 @@ double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
 class CapturedCall final : public at::ObserverContext {
  public:
   CapturedCall(void* site, void* token, uint64_t index, const c10::OperatorHandle& op,
-               const Facts& facts)
-      : site_(site), token_(token), index_(index), op_(op), facts_(facts) {}
+               const Facts& facts, fumi_dtype autocast)
+      : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast) {}
 
   // Before the op runs: copies of every tensor input (the op may overwrite its own).
   template <class Inputs>
@@ -409,13 +421,17 @@ class CapturedCall final : public at::ObserverContext {
     c.rerun = &CapturedCall::rerunThunk;
     c.self = this;
     c.reference = &CapturedCall::referenceThunk;
+    c.autocast = autocast_;
+    c.compute = computedIn();
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
     CpuRngGuard rng;
+    if (castByAutocast()) precisionCost();
     if (violated) attribute();
     offerOutputs(outputs);
   }
+
 
  private:
   void describe(const std::vector<c10::IValue>& outputs) {
@@ -510,6 +526,10 @@ class CapturedCall final : public at::ObserverContext {
     try {
       QuietScope quiet;
       CpuRngGuard rng;
+      // A wider rerun must stay wide: autocast would cast its f32 inputs back down (own-dtype
+      // reruns keep autocast, which is how the call ran).
+      c10::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
+      if (!own_dtype) no_autocast.emplace(c10::autocast_dispatch_keyset);
       // Fresh copies every time: the op may write into its inputs (in-place, out=, batch-norm
       // running statistics), and the captured ones must stay as they were.
       size_t slot = 0;
@@ -539,6 +559,33 @@ class CapturedCall final : public at::ObserverContext {
                        std::string("rerun in ") + c10::toString(wide), e.what());
       return FUMI_UNSUPPORTED;
     }
+  }
+
+  // The precision the call computed in: autocast casts f32 inputs of the ops on its list down
+  // to its dtype, and such a call's outputs come out in it (recorded at the autocast level,
+  // the call's inputs are the values before the cast).
+  fumi_dtype computedIn() const { return castByAutocast() ? autocast_ : facts_.dtype; }
+  bool castByAutocast() const {
+    if (autocast_ == FUMI_DTYPE_UNKNOWN) return false;
+    bool wide_in = false, cast_out = false;
+    for (const fumi_tensor& t : tensors_) {
+      wide_in = wide_in || (t.role == FUMI_ROLE_INPUT && (t.dtype == FUMI_DTYPE_F32 ||
+                                                           t.dtype == FUMI_DTYPE_F64));
+      cast_out = cast_out || (t.role == FUMI_ROLE_OUTPUT && t.dtype == autocast_);
+    }
+    return wide_in && cast_out;
+  }
+
+  // What autocast cost this call: its outputs against the same op on the values before the
+  // cast, run in the wider precision (highprec's rerun, which autocast leaves alone: it never
+  // casts f64). Data for the summary's per-op table, a violation only above autocast.bound.
+  void precisionCost() {
+    double cost = 0;
+    for (size_t s = 0; s < wide_.size(); ++s)
+      if (wide_[s].defined() && output_slots_[s] >= 0)
+        cost = std::max(cost, normwiseRel(host_[static_cast<size_t>(output_slots_[s])], wide_[s]));
+    g_api->record_metric(site_, index_, "autocast.normwise", FUMI_KIND_PRECISION_COST, cost,
+                         g_api->autocast_bound());
   }
 
   // This call violated an error check: how much of its error came with its inputs?
@@ -660,6 +707,7 @@ class CapturedCall final : public at::ObserverContext {
   uint64_t index_;
   c10::OperatorHandle op_;
   Facts facts_;
+  fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
   std::vector<c10::IValue> inputs_;   // copies taken before the op ran
   std::vector<int> input_slots_;      // per tensor of inputs_, in walk order: index in tensors_
   std::vector<int> output_slots_;     // per tensor of the outputs, likewise
@@ -838,7 +886,9 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
   const auto inputs = fumi::torch_compat::inputsOf(fn);
   const Facts facts = factsOf(inputs);
   if (facts.dtype == FUMI_DTYPE_UNKNOWN || !facts.dense) return nullptr;
-  void* token = g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str());
+  const fumi_dtype autocast = autocastFor(facts.device);
+  void* token =
+      g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str(), autocast);
   if (!token) return nullptr;
   try {
     const auto op = c10::Dispatcher::singleton().findOp(*name);
@@ -858,7 +908,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, "copies of its inputs would exceed the scratch budget");
       return nullptr;
     }
-    auto captured = std::make_unique<CapturedCall>(site, token, index, *op, facts);
+    auto captured = std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast);
     captured->capture(inputs);
     ++t_checked_depth;
     return captured;

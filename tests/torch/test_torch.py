@@ -523,6 +523,58 @@ class Attribution(unittest.TestCase):
             self.assertLess(fed["input_error"], 1e-6)
             self.assertGreater(a["amplified"], 1e3 * fed["input_error"])
 
+AUTOCAST_MM = """
+import torch
+torch.manual_seed(0)
+a, b = torch.randn(64, 256), torch.randn(256, 32)
+for _ in range(2):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        c = torch.nn.functional.linear(a, b.t())
+    d = torch.nn.functional.linear(a, b.t())
+print(c.dtype, d.dtype)
+"""
+
+
+class Autocast(unittest.TestCase):
+    """Ops autocast casts down: verdicts at the autocast precision, and what it costs."""
+
+    def test_autocast_call_judged_at_its_precision_and_its_cost_recorded(self):
+        r = run([PYTHON, "-c", AUTOCAST_MM], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::linear, autocast: [bf16, f16] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertIn("torch.bfloat16 torch.float32", r.stdout)
+        self.assertEqual(r.of("violation"), [])  # bf16 rounding is no error at bf16
+        checks = r.of("check")
+        self.assertEqual(len(checks), 2)  # the autocast calls only (match: autocast)
+        for c in checks:
+            self.assertEqual((c["dtype"], c["compute"], c["autocast"]), ("f32", "bf16", "bf16"))
+            self.assertEqual(c["tolerance"], 1e-2)
+            self.assertGreater(c["value"], 1e-4)  # what f32 would have called a violation
+        cost = r.op("aten::linear")["metrics"]["autocast.normwise"]
+        self.assertEqual((cost["kind"], cost["count"]), ("precision_cost", 2))
+        self.assertGreater(cost["max"], 2 ** -12)  # about bf16's unit roundoff, not 0
+        self.assertLess(cost["max"], 2 ** -6)
+
+    def test_policy_bound_turns_the_cost_into_a_violation(self):
+        r = run([PYTHON, "-c", AUTOCAST_MM], policy="""
+            version: 1
+            autocast: { bound: 1e-4 }
+            rules:
+              - match: { op: aten::linear, autocast: bf16 }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        v = r.of("violation")
+        self.assertEqual([(e["check"], e["metric"], e["kind"]) for e in v],
+                         [("autocast", "normwise", "precision_cost")] * 2)
+
 
 if __name__ == "__main__":
     unittest.main()
