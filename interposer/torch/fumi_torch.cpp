@@ -545,13 +545,16 @@ class CapturedCall final : public at::ObserverContext {
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       op_.callBoxed(&stack);
-      if (!own_dtype) {
+      // The first wider rerun is the reference (highprec's); later ones run on other inputs
+      // (highprec's rerun on |x| to size the terms).
+      const bool keep = !own_dtype && wide_.empty();
+      if (keep) {
         wide_.assign(output_slots_.size(), at::Tensor());
         wide_dtype_ = wide;
       }
       forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
         scratchTensor(k, buffers[k], precision).copy_(r);
-        if (!own_dtype) wide_[s] = r;
+        if (keep) wide_[s] = r;
       });
       return FUMI_OK;
     } catch (const std::exception& e) {
@@ -716,7 +719,7 @@ class CapturedCall final : public at::ObserverContext {
   std::vector<at::Tensor> host_;      // keeps tensors_[i].data alive
   std::vector<std::pair<std::string, std::string>> args_;
   std::vector<TensorKey> input_keys_;  // per tensor of inputs_ (walk order): the originals'
-  std::vector<at::Tensor> wide_;        // per output slot: the last wider rerun's result
+  std::vector<at::Tensor> wide_;        // per output slot: the first wider rerun's result
   c10::ScalarType wide_dtype_ = c10::ScalarType::Double;
   bool reference_tried_ = false;
   std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)

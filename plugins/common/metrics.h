@@ -235,6 +235,34 @@ inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dt
   return worst;
 }
 
+// ||a||_2 / ||b||_2 over the elements where both are finite, with power-of-two scaling (no
+// overflow or underflow); 0 when both are zero, +inf when only ||b|| is.
+inline double normRatio(const double* a, const double* b, size_t n) {
+  double max_a = 0.0, max_b = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool ok = detail::finitePair(a[i], b[i]);
+    max_a = std::max(max_a, ok ? std::fabs(a[i]) : 0.0);
+    max_b = std::max(max_b, ok ? std::fabs(b[i]) : 0.0);
+  }
+  const int ea = detail::scaleExponent(max_a), eb = detail::scaleExponent(max_b);
+  const double sa = detail::pow2(-ea), sb = detail::pow2(-eb);
+  double sum_a = 0.0, sum_b = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool ok = detail::finitePair(a[i], b[i]);
+    const double x = a[i] * sa, y = b[i] * sb;
+    sum_a += ok ? x * x : 0.0;
+    sum_b += ok ? y * y : 0.0;
+  }
+  if (sum_b == 0.0) return sum_a == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::ldexp(std::sqrt(sum_a) / std::sqrt(sum_b), ea - eb);
+}
+
+// Unit roundoff 2^-(p+1) of `dtype` (NaN for an unknown one).
+inline double unitRoundoff(fumi_dtype dtype) {
+  const DtypeInfo* d = dtypeInfo(dtype);
+  return d ? std::ldexp(1.0, -(d->mantissa_bits + 1)) : std::numeric_limits<double>::quiet_NaN();
+}
+
 // Largest |a_i - b_i| over the elements where both are finite (0 when none are).
 inline double maxAbsDiff(const double* a, const double* b, size_t n) {
   double worst = 0.0;

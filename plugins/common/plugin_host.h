@@ -255,6 +255,54 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
   }
 }
 
+// Outputs that are rounding noise: a sum of terms much larger than itself whose exact value is
+// about zero (a convolution's bias gradient when batch norm follows, the saved mean of rows
+// already normalised). Whatever the op does, such an output holds the rounding of its terms,
+// and any relative figure of it — error or sensitivity — is meaningless. The terms'
+// magnitudes are the op rerun on |x| (exact for sums and products: GEMM, convolution and
+// their backwards give |A||B|; elsewhere a guess, and a small op(|x|) marks nothing). Output k
+// is noise when ||y_k|| <= kNoiseRoundoffs * u * ||op(|x|)_k||, u the unit roundoff of its
+// dtype — unless every output of the call is (see below). Costs one rerun at `precision`;
+// checks call it only for a verdict over tolerance.
+constexpr double kNoiseRoundoffs = 4;
+
+inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs,
+                                const std::vector<int32_t>& outputs, fumi_dtype precision,
+                                std::vector<bool>* noise) {
+  noise->assign(outputs.size(), false);
+  size_t in_total = 0, in_largest = 0, out_total = 0, out_largest = 0;
+  countElements(ctx, inputs, &in_total, &in_largest);
+  countElements(ctx, outputs, &out_total, &out_largest);
+  double* a = ctx.allocDense(std::max(in_largest, out_largest));
+  double* b = ctx.allocDense(out_largest);
+  if (!a || !b) return FUMI_NO_SCRATCH;
+  std::vector<void*> buffers;
+  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, &buffers));
+  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, &buffers));
+  for (int32_t i : inputs) {
+    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
+    const size_t n = ctx.numel(i);
+    for (size_t j = 0; j < n; ++j) a[j] = std::fabs(a[j]);
+    FUMI_RETURN_IF_NOT_OK(
+        ctx.scatter(i, a, buffers[static_cast<size_t>(i)], ctx.bufferDtype(i, precision)));
+  }
+  FUMI_RETURN_IF_NOT_OK(ctx.rerun(precision, buffers));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int32_t o = outputs[k];
+    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
+    FUMI_RETURN_IF_NOT_OK(
+        ctx.gather(o, buffers[static_cast<size_t>(o)], ctx.bufferDtype(o, precision), b));
+    const double u = metrics::unitRoundoff(ctx.tensor(o).dtype);
+    (*noise)[k] = metrics::normRatio(a, b, ctx.numel(o)) <= kNoiseRoundoffs * u;
+  }
+  // A call whose every output is at that level is a cancellation to report (a GEMM whose
+  // exact result is 1 from terms of 1e8): only auxiliary outputs beside meaningful ones are
+  // left out.
+  if (std::all_of(noise->begin(), noise->end(), [](bool is_noise) { return is_noise; }))
+    noise->assign(outputs.size(), false);
+  return FUMI_OK;
+}
+
 // Copies `msg` into a C buffer, truncated and always NUL-terminated.
 // Outputs against a reference (highprec: a wider rerun; reference: the host's own fp64
 // implementation): normwise relative error, guarded max elementwise relative error and ULP error
@@ -287,19 +335,31 @@ class ReferenceErrors {
     s.metric[kUlp] = std::max(s.metric[kUlp], metrics::maxUlp(got, ref, n, precision));
     s.nonfinite_skipped += skipped;
   }
+  static void merge(Sums& into, const Sums& from) {
+    for (size_t m = 0; m < 3; ++m) into.metric[m] = std::max(into.metric[m], from.metric[m]);
+    into.nonfinite_skipped += from.nonfinite_skipped;
+  }
+  // Whether the primary metric is over the tolerance.
+  bool violates(Context& ctx, const Sums& s) const {
+    return !(s.metric[primary_] <= tolerance(ctx));
+  }
   // The verdict: primary metric against the tolerance (the policy's, else the dtype table's for
-  // the call's effective precision), the others as extras.
-  void report(Context& ctx, const Sums& s, const std::string& detail) const {
+  // the call's effective precision), the others as extras. `noise`: outputs left out as
+  // rounding noise (noiseOutputs).
+  void report(Context& ctx, const Sums& s, const std::string& detail, size_t noise = 0) const {
     static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
-    const double tolerance = toleranceFor(tolerance_, effectivePrecision(ctx.info()));
-    Verdict v(kNames[primary_], s.metric[primary_], tolerance);
+    Verdict v(kNames[primary_], s.metric[primary_], tolerance(ctx));
     for (size_t m = 0; m < 3; ++m)
       if (m != primary_) v.extra(kNames[m], s.metric[m]);
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
+    if (noise) v.extra("noise_outputs", static_cast<double>(noise));
     ctx.report(v);
   }
 
  private:
+  double tolerance(Context& ctx) const {
+    return toleranceFor(tolerance_, effectivePrecision(ctx.info()));
+  }
   enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
   const size_t primary_;
   const double guard_;  // NaN: metrics::defaultGuard of the call's precision
