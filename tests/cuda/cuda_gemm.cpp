@@ -469,6 +469,31 @@ int tf32() {
   return 0;
 }
 
+// An fp16 GEMM with k = 4096 (all-positive operands, so partial sums grow to ~1000 where an
+// fp16 ulp is 0.5), accumulated in fp16 and then in fp32: the first loses its sums' low bits.
+int accum16() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  const int m = 8, n = 8, k = 4096;
+  void* A = upload(CUDA_R_16F, static_cast<size_t>(m) * k,
+                   [](size_t i) { return 0.25 + 0.5 * quarter(i, 1); });
+  void* B = upload(CUDA_R_16F, static_cast<size_t>(k) * n,
+                   [](size_t i) { return 0.25 + 0.5 * quarter(i, 2); });
+  void* C = upload(CUDA_R_16F, static_cast<size_t>(m) * n, [](size_t) { return 0.0; });
+  const __half h_one = __double2half(1.0), h_zero = __double2half(0.0);
+  const float f_one = 1, f_zero = 0;
+  for (cublasComputeType_t c : {CUBLAS_COMPUTE_16F, CUBLAS_COMPUTE_32F}) {
+    const bool half = c == CUBLAS_COMPUTE_16F;
+    CHECK_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k,
+                            half ? static_cast<const void*>(&h_one) : &f_one, A, CUDA_R_16F, m, B,
+                            CUDA_R_16F, k, half ? static_cast<const void*>(&h_zero) : &f_zero, C,
+                            CUDA_R_16F, m, c, CUBLAS_GEMM_DEFAULT));
+    printHash(half ? "accumulate f16" : "accumulate f32", C, static_cast<size_t>(m) * n * 2);
+  }
+  cublasDestroy(h);
+  return 0;
+}
+
 // An f32 Gemm of the given shape, allocated.
 Gemm f32Gemm(int m, int n, int k) {
   Gemm g;
@@ -667,12 +692,13 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "sweep";
   if (mode == "sweep") return sweep();
   if (mode == "tf32") return tf32();
+  if (mode == "accum16") return accum16();
   if (mode == "fault") return fault();
   if (mode == "device-scalars") return deviceScalars();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
   if (mode == "profiler") return profiler();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|device-scalars|capture|errors|profiler\n",
+  std::fprintf(stderr, "usage: %s sweep|tf32|accum16|fault|device-scalars|capture|errors|profiler\n",
                argv[0]);
   return 64;
 }

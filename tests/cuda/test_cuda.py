@@ -146,6 +146,18 @@ class Precision(unittest.TestCase):
         self.assertEqual(tf32["event"], "violation")
         self.assertAlmostEqual(tf32["value"], 3 / 8192, delta=1e-5)
 
+    def test_fp16_accumulation_flagged_fp32_accumulation_quiet(self):
+        r = cuda("accum16", policy=every_call("{ plugin: highprec }"))  # f16 table: 1e-3
+        self.assertEqual(lines(cuda("accum16", preload=False).stdout), lines(r.stdout))
+        hp = sorted([c for c in r.of("check") + r.of("violation") if c["check"] == "highprec"],
+                    key=lambda c: c["call_index"])
+        self.assertEqual(len(hp), 2)
+        half, single = hp
+        self.assertEqual(half["event"], "violation")  # summed in fp16: its low bits are lost
+        self.assertGreater(half["value"], 1e-2)
+        self.assertEqual(single["event"], "check", single)  # summed in fp32: quiet
+        self.assertLess(single["value"], 1e-3)
+
     def test_planted_wrong_result_flagged(self):
         env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
         r = cuda("fault", policy=HIGHPREC, env=env)
