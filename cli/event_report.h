@@ -62,6 +62,7 @@ struct ProcessInfo {
 // alarm only above a high bound).
 inline constexpr const char* kKindError = "error";
 inline constexpr const char* kKindSensitivity = "sensitivity";
+inline constexpr const char* kKindPrecisionCost = "precision_cost";
 
 // The kind of a finding of `check` when its event or metric does not say (files written before
 // kinds existed): perturb measures sensitivity, every other check an error.

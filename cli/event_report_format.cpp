@@ -309,6 +309,31 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
               {false, false, false, true, true, true, true}, "  ");
 }
 
+// What autocast cost each op (metrics of kind precision_cost), worst first: which ops should
+// stay in f32.
+void formatPrecisionCost(std::ostream& out, const Report& report) {
+  std::vector<std::pair<const OpStats*, const std::pair<const std::string, MetricSummary>*>> rows_in;
+  for (const OpStats& s : report.ops)
+    for (const auto& entry : s.metrics)
+      if (entry.second.kind == kKindPrecisionCost) rows_in.emplace_back(&s, &entry);
+  if (rows_in.empty()) return;
+  auto maxOf = [](const auto& r) { return r.second->second.max.value_or(0.0); };
+  std::stable_sort(rows_in.begin(), rows_in.end(),
+                   [&](const auto& a, const auto& b) { return worse(maxOf(a), maxOf(b)); });
+  out << "\nPrecision cost under autocast (data: each op in its autocast dtype against the same op\n"
+         "on the f32 values before the cast, normwise; the worst are the ones to keep in f32):\n";
+  auto opt = [](const std::optional<double>& v) { return v ? formatValue(*v) : std::string("-"); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [op, entry] : rows_in) {
+    const MetricSummary& m = entry->second;
+    rows.push_back({op->op, op->backend.empty() ? "-" : op->backend, entry->first,
+                    std::to_string(m.count), opt(m.median), opt(m.p99), opt(m.max),
+                    std::to_string(m.violations)});
+  }
+  formatTable(out, {"OP", "BACKEND", "METRIC", "COUNT", "MEDIAN", "P99", "MAX", "VIOLATIONS"},
+              rows, {false, false, false, true, true, true, true, true}, "  ");
+}
+
 // The table of checked ops (all ops with --all), then one line for the ops only counted.
 void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& options) {
   if (report.ops.empty()) {
@@ -495,6 +520,7 @@ std::string formatText(const Report& report, const TextOptions& options) {
     out << "(" << nincomplete << " incomplete: no summary, counts are lower bounds)\n";
 
   formatFindings(out, report, options);
+  formatPrecisionCost(out, report);
   formatOpsTable(out, report, options);
 
   out << "\nProcesses:\n";

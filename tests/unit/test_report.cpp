@@ -493,6 +493,32 @@ TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
       << run;
 }
 
+TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
+  auto cost = [](double max) {
+    return R"(,"metrics":{"autocast.normwise":{"kind":"precision_cost","count":3,"median":)" +
+           std::to_string(max / 2) + R"(,"p99":)" + std::to_string(max) + R"(,"max":)" +
+           std::to_string(max) + R"(,"violations":0}})";
+  };
+  EventFile f{"events-1.jsonl",
+              lines({startLine(1),
+                     summaryLine(1, "[" + opEntry("aten::linear", 10, 3, 0, cost(0.003)) + "," +
+                                        opEntry("aten::conv2d", 10, 3, 0, cost(0.02)) + "," +
+                                        opEntry("aten::mm", 10, 3, 0, sensMetric(0.01, 0.5, 0.6)) +
+                                        "]")})};
+  const std::string text = fumi::report::formatText(aggregate({f}));
+  const size_t table = at(text, "\nPrecision cost under autocast");
+  const size_t conv = at(text, "  aten::conv2d  ");
+  const size_t linear = at(text, "  aten::linear  ");
+  EXPECT_LT(table, conv);
+  EXPECT_LT(conv, linear);  // the costlier op first
+  EXPECT_EQ(text.find("aten::mm", table), text.find("aten::mm", at(text, "\nChecked ops:")))
+      << text;  // a sensitivity metric is not a precision cost
+
+  EventFile plain{"events-1.jsonl",
+                  lines({startLine(1), summaryLine(1, "[" + opEntry("aten::mm", 10, 3, 0) + "]")})};
+  EXPECT_EQ(fumi::report::formatText(aggregate({plain})).find("Precision cost"), std::string::npos);
+}
+
 TEST(ReportFindings, OpsOnlyCountedCollapseIntoOneLineAndAllListsThem) {
   EventFile f{"events-1.jsonl",
               lines({startLine(1), summaryLine(1, "[" + opEntry("aten::mm", 40, 8, 0) + "," +
