@@ -330,7 +330,10 @@ struct Produced {
   std::string op;
   uint64_t index = 0;
   at::Tensor reference;  // the producer's wider rerun of this output
-  double error = 0;      // normwise error of the actual output against it
+  // The output itself, held so its memory cannot be reused by a later tensor with an equal key.
+  at::Tensor output;
+  double error = 0;  // normwise error of the actual output against it
+  uint64_t bytes() const { return reference.nbytes() + output.nbytes(); }
 };
 
 class Producers {
@@ -340,10 +343,10 @@ class Producers {
 
   void add(Produced p) {
     std::lock_guard<std::mutex> lock(mu_);
-    bytes_ += p.reference.nbytes();
+    bytes_ += p.bytes();
     entries_.push_back(std::move(p));
     while (!entries_.empty() && (entries_.size() > kMaxEntries || bytes_ > kMaxBytes)) {
-      bytes_ -= entries_.front().reference.nbytes();
+      bytes_ -= entries_.front().bytes();
       entries_.pop_front();
     }
   }
@@ -650,6 +653,7 @@ class CapturedCall final : public at::ObserverContext {
         p.op = op;
         p.index = index_;
         p.reference = wide_[me];
+        p.output = t;
         p.error = normwiseRel(host_[static_cast<size_t>(output_slots_[me])], wide_[me]);
         producers().add(std::move(p));
       });
