@@ -17,21 +17,31 @@
 # dynamic thresholds, a step's time depends on the largest block freed so far, and the checks'
 # big scratch blocks make the training loop itself faster (~0.83× in a default-policy run).
 #
-# Usage: bench/torch.sh [--quick] [--no-build] [--glibc-malloc]   (~3 min on 2 idle cores)
+# Usage: bench/torch.sh [--quick] [--no-build] [--glibc-malloc] [--autocast bf16]
+#                                                                  (~3 min on 2 idle cores)
 #   --quick         1 round, fewer steps (a smoke run, ~25 s; numbers are rougher)
 #   --no-build      use the build as it is (default: configure if needed, then build libfumi,
 #                   the CLI and the check plugins, a no-op when up to date)
 #   --glibc-malloc  leave glibc's dynamic malloc thresholds (no GLIBC_TUNABLES)
+#   --autocast bf16 every mode trains under torch.autocast(cpu, bfloat16) (a bf16 job)
 # Environment: FUMI_BUILD_DIR (default: <repo>/build), PYTHON (default: /usr/bin/python3, with
-# torch and torchvision). Results are described in docs/benchmarks.md, part 4.
+# torch and torchvision). Results are described in docs/benchmarks.md, parts 4 and 4b.
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 QUICK=0
 BUILD_IT=1
 PIN_MALLOC=1
+AUTOCAST=()
+NEXT_IS_AUTOCAST=0
 for arg in "$@"; do
+  if [[ $NEXT_IS_AUTOCAST == 1 ]]; then
+    AUTOCAST=(--autocast "$arg")
+    NEXT_IS_AUTOCAST=0
+    continue
+  fi
   case $arg in
+    --autocast) NEXT_IS_AUTOCAST=1 ;;
     --quick) QUICK=1 ;;
     --no-build) BUILD_IT=0 ;;
     --glibc-malloc) PIN_MALLOC=0 ;;
@@ -103,7 +113,7 @@ run_mode() {
     default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out") ;;
     leaves) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/leaves.yaml") ;;
   esac
-  if ! "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --steps "$STEPS" --warmup "$WARMUP" \
+  if ! "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" "${AUTOCAST[@]}" --steps "$STEPS" --warmup "$WARMUP" \
        --threads "$THREADS" >"$TMP/steps-$mode-$round" 2>>"$TMP/stderr-$mode"; then
     echo "torch.sh: the $mode run failed; its stderr ends with:" >&2
     tail -n 20 "$TMP/stderr-$mode" >&2
@@ -133,6 +143,7 @@ if [[ $PIN_MALLOC == 1 ]]; then
 else
   echo "glibc's dynamic malloc thresholds (--glibc-malloc): fumi's allocations change the job's page faults."
 fi
+[[ ${#AUTOCAST[@]} -gt 0 ]] && echo "Every mode trained under torch.autocast(cpu, ${AUTOCAST[1]})."
 if bench_busy; then
   echo "**Warning: the machine is busy; times below are inflated and noisy.**"
 fi

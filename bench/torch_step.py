@@ -8,9 +8,12 @@ A step is zero_grad + forward + loss + backward + optimizer step + loss.item(), 
 time.perf_counter(); drawing the batch is outside the timed region.
 
 Usage: /usr/bin/python3 bench/torch_step.py [--steps N] [--warmup W] [--batch B] [--size S]
-                                            [--threads T]
---threads 0 (the default) leaves PyTorch's own choice (one thread per core)."""
+                                            [--threads T] [--autocast bf16]
+--threads 0 (the default) leaves PyTorch's own choice (one thread per core).
+--autocast bf16 runs the forward pass and the loss under torch.autocast("cpu", bfloat16), the way
+a bf16 mixed-precision job runs."""
 import argparse
+import contextlib
 import time
 
 import torch
@@ -27,6 +30,8 @@ def main():
     parser.add_argument("--size", type=int, default=64, help="image height and width")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads (0: leave the default)")
+    parser.add_argument("--autocast", choices=["bf16"], default=None,
+                        help="forward and loss under torch.autocast (cpu, bfloat16)")
     args = parser.parse_args()
 
     if args.threads > 0:
@@ -43,7 +48,10 @@ def main():
         y = torch.randint(0, 10, (args.batch,), generator=gen)
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        region = (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast
+                  else contextlib.nullcontext())
+        with region:
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         value = loss.item()
