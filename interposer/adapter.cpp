@@ -23,7 +23,6 @@
 #include "loader.h"
 #include "plugin_loader.h"
 #include "nan_search.h"
-#include "pystack.h"
 #include "resolve.h"
 #include "runtime.h"
 #include "settings.h"
@@ -145,25 +144,15 @@ void apiRecordMetric(void* site, uint64_t index, const char* name, fumi_kind kin
                      double bound) {
   if (!site || !name) return;
   OpSite& s = *static_cast<OpSite*>(site);
-  const bool violated = !std::isnan(bound) && !(value <= bound);
-  s.recordMetric(name, kind, value, violated);
-  Reporter* rep = activeReporter();
-  if (!violated || !rep) return;
-  InsideScope inside;
-  nlohmann::json ev;
-  ev["event"] = "violation";
-  ev["op"] = s.name;
-  ev["backend"] = s.backend;
-  ev["check"] = std::string(name).substr(0, std::string(name).find('.'));
-  ev["kind"] = kindName(kind);
-  ev["metric"] = std::string(name).substr(std::string(name).find('.') + 1);
-  ev["value"] = value;
-  ev["tolerance"] = bound;
-  ev["call_index"] = index;
-  ev["stack"] = captureStack(rep->settings().stack_depth);
-  if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
-    ev["python_stack"] = std::move(py);
-  rep->event(std::move(ev));
+  if (std::isnan(bound) || value <= bound) {
+    s.recordMetric(name, kind, value, /*violated=*/false);
+    return;
+  }
+  const std::string key = name;  // "check.metric"
+  const size_t dot = key.find('.');
+  reportHostViolation(s, index, key.substr(0, dot), kind,
+                      dot == std::string::npos ? "value" : key.substr(dot + 1), value, bound,
+                      nlohmann::json::object());
 }
 
 double apiAutocastBound() {

@@ -364,6 +364,32 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
 
 }  // namespace
 
+void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
+                         const std::string& metric, double value, double tolerance,
+                         const nlohmann::json& more) {
+  site.recordMetric(check + "." + metric, kind, value, /*violated=*/true);
+  Reporter* rep = activeReporter();
+  if (!rep) return;
+  InsideScope inside;
+  nlohmann::json ev = more.is_object() ? more : nlohmann::json::object();
+  ev["event"] = "violation";
+  ev["op"] = site.name;
+  ev["backend"] = site.backend;
+  ev["check"] = check;
+  ev["kind"] = kindName(kind);
+  ev["metric"] = metric;
+  ev["value"] = number(value);
+  ev["tolerance"] = number(tolerance);
+  ev["call_index"] = index;
+  if (const char* phase = currentPhase(); *phase) ev["phase"] = phase;
+  const int depth = rep->settings().stack_depth;
+  ev["stack"] = captureStack(depth);
+  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  rep->log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g}", site.name, index, check, metric,
+                  value, tolerance);
+  rep->event(std::move(ev));
+}
+
 // ---- sampling and decisions -----------------------------------------------------------------
 
 bool sampleHit(const SampleSpec& s, uint64_t index) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "context.h"
 #include "fumi/plugin.h"
 #include "plugin_loader.h"
@@ -138,6 +140,14 @@ void setDeviceMemory(const DeviceMemory* ops);
 // Tensor t's logical elements read from `buffer` holding `dtype` (nullptr: its own data in its
 // own dtype), host or device memory, as dense row-major fp64 in `out` (the host API's gather).
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out);
+
+// A violation found by the host itself (not by a plugin's verdict on a Call: a NaN origin, a
+// precision cost over its bound) for `site`'s call `index`, on the calling thread: records the
+// metric as violated and writes a `violation` event with the calling thread's phase and
+// stacks, plus the fields of `more`.
+void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
+                         const std::string& metric, double value, double tolerance,
+                         const nlohmann::json& more);
 
 // Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?
 bool sampleHit(const SampleSpec& s, uint64_t index);

@@ -8,13 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "context.h"
 #include "engine.h"
-#include "pystack.h"
 #include "report.h"
 #include "runtime.h"
 #include "site.h"
-#include "stack.h"
 
 namespace fumi {
 
@@ -138,33 +135,13 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
     sentinel = sentinelJson(s);
     endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
   }
-  Reporter* rep = activeReporter();
-  if (!rep) return;
-  InsideScope inside;
-  const_cast<OpSite*>(site)->recordMetric("nan_inf.nonfinite", FUMI_KIND_ERROR,
-                                          static_cast<double>(nan + inf), true);
-  nlohmann::json ev;
-  ev["event"] = "violation";
-  ev["op"] = site->name;
-  ev["backend"] = site->backend;
-  ev["check"] = "nan_inf";
-  ev["kind"] = "error";
-  ev["metric"] = "nonfinite";
-  ev["value"] = nan + inf;
-  ev["tolerance"] = 0;
-  ev["detail"] = detail ? detail : "appeared";
-  ev["origin"] = true;
-  ev["sentinel"] = std::move(sentinel);
-  ev["call_index"] = index;
-  ev["rule"] = "nan_origin";
-  ev["extra"] = {{"nan", nan}, {"inf", inf}};
-  if (const char* phase = currentPhase(); *phase) ev["phase"] = phase;
-  const int depth = rep->settings().stack_depth;
-  ev["stack"] = captureStack(depth);
-  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
-  rep->log().warn("NaN/Inf origin: {} #{} ({}; {} NaN, {} Inf)", site->name, index,
-                  detail ? detail : "appeared", nan, inf);
-  rep->event(std::move(ev));
+  reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
+                      static_cast<double>(nan + inf), 0,
+                      {{"detail", detail ? detail : "appeared"},
+                       {"origin", true},
+                       {"sentinel", std::move(sentinel)},
+                       {"rule", "nan_origin"},
+                       {"extra", {{"nan", nan}, {"inf", inf}}}});
 }
 
 void nanSearchAtExit() {

@@ -255,6 +255,25 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
   }
 }
 
+// Reruns the call in `precision` on `inputs` transformed elementwise by `f` (each read as its
+// own dtype, staged through `stage`, dense scratch for the largest input, and written into a
+// rerun buffer), with fresh buffers for `outputs`; `buffers` receives them all.
+template <class F>
+fumi_status rerunOn(Context& ctx, const std::vector<int32_t>& inputs,
+                    const std::vector<int32_t>& outputs, fumi_dtype precision, double* stage,
+                    F&& f, std::vector<void*>* buffers) {
+  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
+  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
+  for (int32_t i : inputs) {
+    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, stage));
+    const size_t n = ctx.numel(i);
+    for (size_t j = 0; j < n; ++j) stage[j] = f(stage[j]);
+    FUMI_RETURN_IF_NOT_OK(ctx.scatter(i, stage, (*buffers)[static_cast<size_t>(i)],
+                                      ctx.bufferDtype(i, precision)));
+  }
+  return ctx.rerun(precision, *buffers);
+}
+
 // Outputs that are rounding noise: a sum of terms much larger than itself whose exact value is
 // about zero (a convolution's bias gradient when batch norm follows, the saved mean of rows
 // already normalised). Whatever the op does, such an output holds the rounding of its terms,
@@ -277,16 +296,8 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
   double* b = ctx.allocDense(out_largest);
   if (!a || !b) return FUMI_NO_SCRATCH;
   std::vector<void*> buffers;
-  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, &buffers));
-  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, &buffers));
-  for (int32_t i : inputs) {
-    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
-    const size_t n = ctx.numel(i);
-    for (size_t j = 0; j < n; ++j) a[j] = std::fabs(a[j]);
-    FUMI_RETURN_IF_NOT_OK(
-        ctx.scatter(i, a, buffers[static_cast<size_t>(i)], ctx.bufferDtype(i, precision)));
-  }
-  FUMI_RETURN_IF_NOT_OK(ctx.rerun(precision, buffers));
+  FUMI_RETURN_IF_NOT_OK(rerunOn(
+      ctx, inputs, outputs, precision, a, [](double x) { return std::fabs(x); }, &buffers));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int32_t o = outputs[k];
     FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));

@@ -68,13 +68,8 @@ class HighprecCheck {
     double* ref = ctx.allocDense(out_largest);
     if (!a || !ref) return FUMI_NO_SCRATCH;
     std::vector<void*> buffers;
-    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, wider, &buffers));
-    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, wider, &buffers));
-    for (int32_t i : inputs) {
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
-      FUMI_RETURN_IF_NOT_OK(ctx.scatter(i, a, buffers[static_cast<size_t>(i)], wider));
-    }
-    FUMI_RETURN_IF_NOT_OK(ctx.rerun(wider, buffers));
+    FUMI_RETURN_IF_NOT_OK(fumi::plugin::rerunOn(
+        ctx, inputs, outputs, wider, a, [](double x) { return x; }, &buffers));
 
     std::vector<ReferenceErrors::Sums> per_output(outputs.size());
     ReferenceErrors::Sums sums;
