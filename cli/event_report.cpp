@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -144,11 +145,15 @@ struct SegmentOp {
   DerivedCounts derived;
 };
 
+struct SummaryEvent;
+
 struct Segment {
   ProcessInfo info;
   bool has_content = false;  // any start/check/violation/summary attributed to it
   bool has_summary = false;
   std::map<OpKey, SegmentOp> ops;
+  std::shared_ptr<SummaryEvent> snapshot;  // the latest snapshot (used when no summary came)
+  std::string snapshot_reason;
 };
 
 // Ordering key for choosing the first violation: events with a time come first, by time
@@ -259,6 +264,15 @@ struct SummaryEvent {
   std::vector<SummaryOpEvent> ops;
 };
 
+// The counts of a summary or of the snapshot a process ended with.
+template <typename To>
+void addCounts(To& to, const SummaryCounts& c) {
+  to.calls += c.calls;
+  to.checked += c.checked;
+  to.skipped += c.skipped;
+  to.violations += c.violations;
+}
+
 SummaryEvent parseSummaryEvent(const json& obj) {
   SummaryEvent ev;
   ev.elapsed_s = getNumber(obj, "elapsed_s");
@@ -339,6 +353,13 @@ class Aggregator {
   }
 
   Report finish() {
+    std::map<int64_t, RankTotals> ranks;
+    // Snapshots first: their metrics join the global ones below.
+    for (Segment& seg : segments_)
+      if (!seg.has_summary && seg.snapshot) {
+        applyState(seg, *seg.snapshot);
+        seg.info.ended = isSignalOrExec(seg.snapshot_reason) ? seg.snapshot_reason : "killed";
+      }
     std::map<OpKey, OpStats> stats;
     for (auto& [key, g] : global_) {
       OpStats& s = stats[key];
@@ -357,28 +378,41 @@ class Aggregator {
       s.nonfinite_propagated = g.nonfinite_propagated;
     }
     for (Segment& seg : segments_) {
-      seg.info.incomplete = !seg.has_summary;
+      seg.info.incomplete = seg.info.ended.empty() || seg.info.ended == "killed";
       for (auto& [key, so] : seg.ops) {
         OpStats& s = stats[key];
         s.op = key.first;
         s.backend = key.second;
-        if (so.summary) {
-          s.calls += so.summary->calls;
-          s.checked += so.summary->checked;
-          s.skipped += so.summary->skipped;
-          s.violations += so.summary->violations;
-        } else {
-          const DerivedCounts& d = so.derived;
-          uint64_t checked = d.checked_calls.size() + d.unindexed_checks;
-          uint64_t calls = d.max_index ? *d.max_index + 1 : 0;
-          s.calls += std::max(calls, checked);
-          s.checked += checked;
-          s.violations += d.violations;
-          s.incomplete = true;
+        const DerivedCounts& d = so.derived;
+        SummaryCounts derived;
+        derived.checked = d.checked_calls.size() + d.unindexed_checks;
+        derived.calls = std::max(d.max_index ? *d.max_index + 1 : 0, derived.checked);
+        derived.violations = d.violations;
+        SummaryCounts c = so.summary.value_or(SummaryCounts{});
+        if (!seg.has_summary) {
+          c.calls = std::max(c.calls, derived.calls);
+          c.checked = std::max(c.checked, derived.checked);
+          c.violations = std::max(c.violations, derived.violations);
         }
+        addCounts(s, c);
+        s.incomplete = s.incomplete || seg.info.incomplete;
+        if (seg.info.rank && c.violations) s.rank_violations[*seg.info.rank] += c.violations;
+        if (seg.info.rank) {
+          RankTotals& r = ranks[*seg.info.rank];
+          r.calls += c.calls;
+          r.checked += c.checked;
+          r.violations += c.violations;
+        }
+      }
+      if (seg.info.rank) {
+        RankTotals& r = ranks[*seg.info.rank];
+        r.rank = *seg.info.rank;
+        ++r.processes;
+        r.incomplete += seg.info.incomplete ? 1 : 0;
       }
       report_.processes.push_back(seg.info);
     }
+    for (auto& [rank, r] : ranks) report_.ranks.push_back(r);
     for (auto& [key, s] : stats) report_.ops.push_back(std::move(s));
     std::stable_sort(report_.ops.begin(), report_.ops.end(), [](const OpStats& a, const OpStats& b) {
       // Violations first, then ops that were checked at all, then by calls: observed-only ops
@@ -394,6 +428,24 @@ class Aggregator {
  private:
   void malformed(const std::string& file, int line, const std::string& message) {
     report_.malformed.push_back(MalformedLine{file, line, message});
+  }
+
+  // The counts and metrics of a summary (or of the snapshot a process ended with).
+  void applyState(Segment& seg, const SummaryEvent& ev) {
+    seg.info.elapsed_s = ev.elapsed_s;
+    for (const SummaryOpEvent& so : ev.ops) {
+      SegmentOp& sop = seg.ops[so.key];
+      if (!sop.summary) sop.summary = SummaryCounts{};
+      addCounts(*sop.summary, so.counts);
+      GlobalOp& g = global_[so.key];
+      for (auto& [k, v] : so.worst) mergeWorst(g.worst, k, v);
+      for (auto& [k, m] : so.metrics) mergeMetric(g.metrics[k], m);
+      g.nonfinite_propagated += so.nonfinite_propagated;
+    }
+  }
+
+  static bool isSignalOrExec(const std::string& reason) {
+    return reason == "exec" || reason.rfind("SIG", 0) == 0;
   }
 
   Segment& newSegment(const std::string& file, int64_t pid, std::map<int64_t, size_t>& current) {
@@ -420,11 +472,13 @@ class Aggregator {
     if (!event) throw FieldError("no \"event\" field");
     const std::string& type = *event;
     if (type != "start" && type != "violation" && type != "check" && type != "summary" &&
-        type != "error" && type != "nan_search") {
+        type != "snapshot" && type != "error" && type != "nan_search") {
       return;  // unknown event type: ignored (forward compatibility)
     }
     const uint64_t seq = ++seq_;
     int64_t pid = getInt(obj, "pid").value_or(file_pid.value_or(0));
+    const std::optional<int64_t> rank = getInt(obj, "rank") ? getInt(obj, "rank")
+                                                             : rankFromFileName(file);
 
     if (type == "error") {
       ErrorEvent e;
@@ -459,6 +513,7 @@ class Aggregator {
       info.fumi_version = getString(obj, "fumi_version").value_or("");
       info.start_time = getString(obj, "time").value_or("");
       info.file = file;
+      info.rank = rank;
       info.has_start = true;
       // A second start for the same pid (exec into another program that also loads libfumi)
       // begins a new process record.
@@ -471,30 +526,28 @@ class Aggregator {
       return;
     }
 
-    if (type == "summary") {
-      SummaryEvent ev = parseSummaryEvent(obj);
+    if (type == "summary" || type == "snapshot") {
+      auto ev = std::make_shared<SummaryEvent>(parseSummaryEvent(obj));
       auto it = current.find(pid);
       Segment* seg = nullptr;
       if (it == current.end() || segments_[it->second].has_summary) {
+        // A snapshot after its process's summary (written while it ended) adds nothing.
+        if (type == "snapshot" && it != current.end()) return;
         seg = &newSegment(file, pid, current);
       } else {
         seg = &segments_[it->second];
       }
       seg->has_content = true;
-      seg->info.elapsed_s = ev.elapsed_s;
-      seg->has_summary = true;
-      for (SummaryOpEvent& so : ev.ops) {
-        SegmentOp& sop = seg->ops[so.key];
-        if (!sop.summary) sop.summary = SummaryCounts{};
-        sop.summary->calls += so.counts.calls;
-        sop.summary->checked += so.counts.checked;
-        sop.summary->skipped += so.counts.skipped;
-        sop.summary->violations += so.counts.violations;
-        GlobalOp& g = global_[so.key];
-        for (auto& [k, v] : so.worst) mergeWorst(g.worst, k, v);
-        for (auto& [k, m] : so.metrics) mergeMetric(g.metrics[k], m);
-        g.nonfinite_propagated += so.nonfinite_propagated;
+      if (!seg->info.rank) seg->info.rank = rank;
+      if (type == "snapshot") {
+        seg->snapshot = std::move(ev);
+        seg->snapshot_reason = getString(obj, "reason").value_or("periodic");
+        return;
       }
+      seg->has_summary = true;
+      seg->snapshot.reset();
+      seg->info.ended = "exit";
+      applyState(*seg, *ev);
       return;
     }
 
@@ -506,6 +559,7 @@ class Aggregator {
     ev.info.line = lineno;
     Segment& seg = segmentFor(file, pid, current);
     seg.has_content = true;
+    if (!seg.info.rank) seg.info.rank = rank;
     DerivedCounts& d = seg.ops[ev.key].derived;
     if (ev.info.call_index) {
       d.checked_calls.insert(*ev.info.call_index);
@@ -581,20 +635,61 @@ Report aggregate(const std::vector<EventFile>& files) {
   return agg.finish();
 }
 
-std::optional<int64_t> pidFromFileName(const std::string& path) {
+namespace {
+std::optional<int64_t> digitsValue(const std::string& digits) {
+  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// "events-[rank<R>-]<pid>.jsonl" -> (rank, pid); nullopt for any other name.
+std::optional<std::pair<std::optional<int64_t>, int64_t>> parseEventFileName(
+    const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
-  static const std::string kPrefix = "events-", kSuffix = ".jsonl";
+  static const std::string kPrefix = "events-", kSuffix = ".jsonl", kRank = "rank";
   if (name.size() <= kPrefix.size() + kSuffix.size()) return std::nullopt;
   if (name.compare(0, kPrefix.size(), kPrefix) != 0) return std::nullopt;
   if (name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return std::nullopt;
-  std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-  if (digits.size() > 18) return std::nullopt;
-  int64_t pid = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    pid = pid * 10 + (c - '0');
+  std::string middle = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  std::optional<int64_t> rank;
+  if (middle.compare(0, kRank.size(), kRank) == 0) {
+    const size_t dash = middle.find('-');
+    if (dash == std::string::npos) return std::nullopt;
+    rank = digitsValue(middle.substr(kRank.size(), dash - kRank.size()));
+    if (!rank) return std::nullopt;
+    middle = middle.substr(dash + 1);
   }
-  return pid;
+  std::optional<int64_t> pid = digitsValue(middle);
+  if (!pid) return std::nullopt;
+  return std::make_pair(rank, *pid);
+}
+}  // namespace
+
+std::optional<int64_t> pidFromFileName(const std::string& path) {
+  auto parsed = parseEventFileName(path);
+  if (!parsed) return std::nullopt;
+  return parsed->second;
+}
+
+std::optional<int64_t> rankFromFileName(const std::string& path) {
+  auto parsed = parseEventFileName(path);
+  if (!parsed) return std::nullopt;
+  return parsed->first;
+}
+
+std::optional<int64_t> OpStats::worstRank() const {
+  std::optional<int64_t> best;
+  uint64_t most = 0;
+  for (const auto& [rank, n] : rank_violations)
+    if (n > most) {
+      most = n;
+      best = rank;
+    }
+  return best;
 }
 
 std::vector<std::string> findEventFiles(const std::string& dir) {
@@ -615,8 +710,8 @@ std::vector<std::string> findEventFiles(const std::string& dir) {
     found.emplace_back(name, it->path().string());
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
-    auto pa = pidFromFileName(a.first), pb = pidFromFileName(b.first);
-    // Names with a pid first, by pid; then the rest by name.
+    auto pa = parseEventFileName(a.first), pb = parseEventFileName(b.first);
+    // Names with a pid first, by rank (none first), then pid; then the rest by name.
     if (pa.has_value() != pb.has_value()) return pa.has_value();
     if (pa && *pa != *pb) return *pa < *pb;
     return a.first < b.first;

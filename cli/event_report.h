@@ -46,6 +46,7 @@ struct ErrorEvent {
 // counts are derived from its violation/check events and are lower bounds.
 struct ProcessInfo {
   int64_t pid = 0;
+  std::optional<int64_t> rank;  // the launcher's rank (events' "rank"), when there was one
   int64_t ppid = 0;
   std::vector<std::string> argv;
   std::string policy;
@@ -53,8 +54,22 @@ struct ProcessInfo {
   std::string start_time;
   std::string file;
   bool has_start = false;
-  bool incomplete = true;  // no summary seen
+  bool incomplete = true;  // neither a summary nor a snapshot taken as the process ended
+  // How the process image ended: "exit" (its summary), "exec", "SIGTERM"/"SIGINT"/"SIGHUP"
+  // (the snapshot fumi wrote on the signal), "killed" (only periodic snapshots: its counts are
+  // those of the last one), "" (nothing: counts derived from its check/violation events).
+  std::string ended;
   std::optional<double> elapsed_s;
+};
+
+// One rank's share of a distributed job (processes with that launcher rank).
+struct RankTotals {
+  int64_t rank = 0;
+  size_t processes = 0;
+  size_t incomplete = 0;
+  uint64_t calls = 0;
+  uint64_t checked = 0;
+  uint64_t violations = 0;
 };
 
 // The two kinds of finding (docs/policy.md): an error means the op computed its result badly;
@@ -124,6 +139,10 @@ struct OpStats {
   std::map<std::string, MetricSummary> metrics;   // "check.metric" -> distribution
   uint64_t nonfinite_propagated = 0;  // calls whose NaN/Inf came with their inputs (counted)
   bool incomplete = false;            // some counts come from a process without a summary
+  std::map<int64_t, uint64_t> rank_violations;  // launcher rank -> violations (ranked processes)
+  // The rank with the most violations of this op (the lowest such rank on ties); none when no
+  // ranked process raised one.
+  std::optional<int64_t> worstRank() const;
 };
 
 // A NaN/Inf origin: the op whose output first held NaN/Inf made from finite inputs.
@@ -157,6 +176,7 @@ struct Report {
   std::vector<NanSearch> nan_searches;
   std::vector<ErrorEvent> errors;
   std::vector<MalformedLine> malformed;
+  std::vector<RankTotals> ranks;       // by rank; empty when no process had a launcher rank
   Totals totals() const;
   size_t incompleteCount() const;
 };
@@ -172,8 +192,11 @@ std::vector<std::string> findEventFiles(const std::string& dir);
 // reported in `malformed` with line 0. `nfiles` (optional) receives the number of event files.
 Report readDirectory(const std::string& dir, size_t* nfiles = nullptr);
 
-// "events-123.jsonl" -> 123; nullopt for any other name. Accepts a path.
+// "events-123.jsonl" or "events-rank2-123.jsonl" -> 123; nullopt for any other name. Accepts a
+// path.
 std::optional<int64_t> pidFromFileName(const std::string& path);
+// "events-rank2-123.jsonl" -> 2; nullopt for a name without a rank.
+std::optional<int64_t> rankFromFileName(const std::string& path);
 
 // The key of a metric in OpStats::worst: "check.metric" ("highprec.normwise_rel").
 std::string metricKey(const std::string& check, const std::string& metric);

@@ -334,6 +334,19 @@ void formatPrecisionCost(std::ostream& out, const Report& report) {
               rows, {false, false, false, true, true, true, true, true}, "  ");
 }
 
+// One row per launcher rank (a distributed job).
+void formatRanks(std::ostream& out, const Report& report) {
+  if (report.ranks.empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  for (const RankTotals& r : report.ranks)
+    rows.push_back({std::to_string(r.rank), std::to_string(r.processes),
+                    std::to_string(r.incomplete), std::to_string(r.calls),
+                    std::to_string(r.checked), std::to_string(r.violations)});
+  out << "\nRanks:\n";
+  formatTable(out, {"RANK", "PROCESSES", "INCOMPLETE", "CALLS", "CHECKED", "VIOLATIONS"}, rows,
+              {true, true, true, true, true, true}, "  ");
+}
+
 // The table of checked ops (all ops with --all), then one line for the ops only counted.
 void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& options) {
   if (report.ops.empty()) {
@@ -343,6 +356,7 @@ void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& 
   std::vector<std::vector<std::string>> rows;
   uint64_t counted_ops = 0, counted_calls = 0;
   bool any_incomplete = false;
+  const bool ranked = report.ranks.size() > 1;  // a distributed job: which rank is worst
   for (const OpStats& s : report.ops) {
     if (onlyCounted(s) && !options.all) {
       ++counted_ops;
@@ -353,10 +367,19 @@ void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& 
     rows.push_back({s.op + (s.incomplete ? "*" : ""), s.backend.empty() ? "-" : s.backend,
                     std::to_string(s.calls), std::to_string(s.checked), std::to_string(s.skipped),
                     std::to_string(s.violations), worstText(s.worst)});
+    if (ranked) {
+      const auto r = s.worstRank();
+      rows.back().insert(rows.back().begin() + 6, r ? std::to_string(*r) : "-");
+    }
   }
   out << "\n" << (options.all ? "Ops:" : "Checked ops:") << "\n";
   if (rows.empty()) {
     out << "  none\n";
+  } else if (ranked) {
+    formatTable(out,
+                {"OP", "BACKEND", "CALLS", "CHECKED", "SKIPPED", "VIOLATIONS", "WORST RANK",
+                 "WORST"},
+                rows, {false, false, true, true, true, true, true, false}, "  ");
   } else {
     formatTable(out, {"OP", "BACKEND", "CALLS", "CHECKED", "SKIPPED", "VIOLATIONS", "WORST"}, rows,
                 {false, false, true, true, true, true, false}, "  ");
@@ -407,6 +430,8 @@ json toJson(const Report& report) {
     pj["start_time"] = p.start_time;
     pj["file"] = p.file;
     pj["incomplete"] = p.incomplete;
+    pj["ended"] = p.ended;
+    pj["rank"] = p.rank ? json(*p.rank) : json(nullptr);
     pj["elapsed_s"] = optNumberJson(p.elapsed_s);
     procs.push_back(std::move(pj));
   }
@@ -444,9 +469,23 @@ json toJson(const Report& report) {
     }
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;
+    const auto worst_rank = s.worstRank();
+    oj["worst_rank"] = worst_rank ? json(*worst_rank) : json(nullptr);
+    json rank_violations = json::object();
+    for (const auto& [rank, n] : s.rank_violations) rank_violations[std::to_string(rank)] = n;
+    oj["rank_violations"] = std::move(rank_violations);
     ops.push_back(std::move(oj));
   }
   j["ops"] = std::move(ops);
+  json ranks = json::array();
+  for (const RankTotals& r : report.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"processes", r.processes},
+                     {"incomplete_processes", r.incomplete},
+                     {"calls", r.calls},
+                     {"checked", r.checked},
+                     {"violations", r.violations}});
+  j["ranks"] = std::move(ranks);
 
   json origins = json::array();
   for (const NanOrigin& o : report.nan_origins) {
@@ -517,25 +556,30 @@ std::string formatText(const Report& report, const TextOptions& options) {
   }
   out << "\n";
   if (nincomplete)
-    out << "(" << nincomplete << " incomplete: no summary, counts are lower bounds)\n";
+    out << "(" << nincomplete
+        << " incomplete: killed without a final summary, counts are lower bounds)\n";
 
   formatFindings(out, report, options);
   formatPrecisionCost(out, report);
   formatOpsTable(out, report, options);
+  formatRanks(out, report);
 
   out << "\nProcesses:\n";
   for (const ProcessInfo& p : report.processes) {
     out << "  pid " << padRight(std::to_string(p.pid), 8);
-    if (p.incomplete) {
-      out << padRight("incomplete", 11);
-    } else if (p.elapsed_s) {
+    if (p.rank) out << padRight("rank " + std::to_string(*p.rank), 9);
+    std::string when;
+    if (p.elapsed_s) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.2f s", *p.elapsed_s);
-      out << padRight(buf, 11);
-    } else {
-      out << padRight("", 11);
+      when = buf;
     }
-    out << (p.argv.empty() ? std::string("?") : joinArgv(p.argv)) << "\n";
+    // How it ended, when not by a normal exit: the counts are those of its last snapshot.
+    if (p.ended == "killed") when += (when.empty() ? "" : " ") + std::string("killed, last snapshot");
+    else if (p.ended.empty()) when = "incomplete";
+    else if (p.ended != "exit") when += (when.empty() ? "" : " ") + p.ended;
+    out << padRight(when, 11) << " "
+        << (p.argv.empty() ? std::string("?") : joinArgv(p.argv)) << "\n";
   }
 
   if (!report.errors.empty()) {

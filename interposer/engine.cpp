@@ -20,6 +20,7 @@
 #include "nan_search.h"
 #include "pystack.h"
 #include "fumi/dtype.hpp"
+#include "rank.h"
 #include "report.h"
 #include "runtime.h"
 #include "site.h"
@@ -56,6 +57,7 @@ bool dtypeMatch(const MatchSpec& m, fumi_dtype dtype) {
 // in any dtype) leaves the dtype to perCallMatch.
 bool staticMatch(const MatchSpec& m, const OpSite& site) {
   if (!globMatch(m.backend, site.backend)) return false;
+  if (!rankSelected(m, rankInfo().rank.value_or(0))) return false;  // the rank is the process's
   // A framework op's overload ("aten::add.Tensor") also answers to its bare name.
   const char* ns = std::strstr(site.name, "::");
   const char* dot = ns ? std::strchr(ns, '.') : nullptr;
@@ -602,6 +604,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   for (CheckInstance& ci : sampler.rule->checks) {
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
     fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {}, false};
+    const double check_started = monotonicSeconds();
     fumi_status st = FUMI_ERROR;
     std::string what;
     try {
@@ -638,6 +641,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
         ++skipped;
       }
     }
+    call.site().recordCheck(ci.name, st == FUMI_OK, handle.violated,
+                            monotonicSeconds() - check_started);
   }
   const double seconds = monotonicSeconds() - started;
   budget_.charge(seconds);

@@ -277,7 +277,8 @@ class Parser {
 
   void match(const YAML::Node& n, MatchSpec* m) {
     forMap(n, "match",
-           {"op", "backend", "dtype", "min_size", "max_size", "phase", "device", "autocast"},
+           {"op", "backend", "dtype", "min_size", "max_size", "phase", "device", "autocast",
+            "rank"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "op") opGlobs(v, &m->ops);
              if (key == "backend") scalar(v, key, &m->backend);
@@ -291,10 +292,38 @@ class Parser {
                  if (!scalar(a, "autocast", &name)) return;
                  if (name == "none" || dtypeOf(a, name, &d)) m->autocast.push_back(d);
                });
+             if (key == "rank") ranks(v, &m->ranks);
              if (key == "min_size") integer(v, key, 0, &m->min_size);
              if (key == "max_size") integer(v, key, 0, &m->max_size);
            });
     if (m->min_size > m->max_size) error(n, "'min_size' is larger than 'max_size'");
+  }
+
+  // `rank: 0`, `rank: [0, 8, "16-31"]`: single ranks and inclusive ranges.
+  void ranks(const YAML::Node& n, std::vector<std::pair<int64_t, int64_t>>* out) {
+    oneOrMany(n, [&](const YAML::Node& v) {
+      std::string s;
+      if (!scalar(v, "rank", &s)) return;
+      const size_t dash = s.find('-', 1);
+      auto parse = [&](const std::string& t, int64_t* r) {
+        char* end = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(t.c_str(), &end, 10);
+        if (t.empty() || *end != '\0' || errno != 0 || x < 0) {
+          error(v, "rank '" + s + "' is not a rank (0, 1, ...) or a range such as '8-15'");
+          return false;
+        }
+        *r = x;
+        return true;
+      };
+      int64_t lo = 0, hi = 0;
+      if (dash == std::string::npos) {
+        if (parse(s, &lo)) out->emplace_back(lo, lo);
+      } else if (parse(s.substr(0, dash), &lo) && parse(s.substr(dash + 1), &hi)) {
+        if (lo > hi) error(v, "rank range '" + s + "' is empty");
+        else out->emplace_back(lo, hi);
+      }
+    });
   }
 
   void opGlobs(const YAML::Node& n, std::vector<std::string>* out) {
@@ -395,10 +424,19 @@ class Parser {
   }
 
   void report(const YAML::Node& n, ReportSettings* r) {
-    forMap(n, "report", {"dir", "stack_depth", "log_level", "all_checks"},
+    forMap(n, "report",
+           {"dir", "stack_depth", "log_level", "all_checks", "snapshot_every", "prometheus"},
            [&](const std::string& key, const YAML::Node& v) {
              int64_t i = 0;
              if (key == "dir") scalar(v, key, &r->dir);
+             if (key == "prometheus") scalar(v, key, &r->prometheus);
+             if (key == "snapshot_every") {
+               double every = 0;
+               if (number(v, key, &every)) {
+                 if (every < 0) error(v, "'snapshot_every' must be >= 0 seconds (0: off)");
+                 else r->snapshot_every = every;
+               }
+             }
              if (key == "stack_depth" && integer(v, key, 0, &i)) r->stack_depth = static_cast<int>(i);
              if (key == "all_checks") boolean(v, key, &r->all_checks);
              if (key == "log_level") {

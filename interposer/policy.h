@@ -60,7 +60,18 @@ struct MatchSpec {
   // empty: any; else the autocast dtypes whose regions match, FUMI_DTYPE_UNKNOWN for "none"
   // (outside any autocast region)
   std::vector<fumi_dtype> autocast;
+  // empty: any; else [first, last] ranges of the ranks whose processes match (a process with
+  // no launcher rank is rank 0)
+  std::vector<std::pair<int64_t, int64_t>> ranks;
 };
+
+// Whether `rank` is one of the match's ranks (any rank when it names none).
+inline bool rankSelected(const MatchSpec& m, int64_t rank) {
+  if (m.ranks.empty()) return true;
+  for (const auto& [lo, hi] : m.ranks)
+    if (rank >= lo && rank <= hi) return true;
+  return false;
+}
 
 struct Rule {
   std::string name;  // `name:` or "rule[<index>]"
@@ -76,6 +87,8 @@ struct ReportSettings {
   int stack_depth = 32;
   std::string log_level = "info";
   bool all_checks = false;  // also write a `check` event for checks that pass
+  double snapshot_every = 60;  // seconds between `snapshot` events (0: none but the signal/exec ones)
+  std::string prometheus;      // textfile-collector file rewritten at each snapshot ("": none)
 };
 
 // Tolerances per precision (indexed by fumi_dtype) for the checks of one kind of finding;

@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "plugin_loader.h"
+#include "prometheus.h"
+#include "rank.h"
 #include "site.h"
 
 namespace fumi {
@@ -82,9 +84,16 @@ void Reporter::makeLogger(std::shared_ptr<spdlog::sinks::sink> file_sink) {
   logger_->flush_on(spdlog::level::warn);
 }
 
+// "1234", or "rank3-1234" in a distributed launch: file names sort by rank, then pid.
+std::string processTag() {
+  const std::string pid = std::to_string(::getpid());
+  const RankInfo& r = rankInfo();
+  return r.rank ? "rank" + std::to_string(*r.rank) + "-" + pid : pid;
+}
+
 void Reporter::open() {
   makeDirs(dir_);
-  const std::string pid = std::to_string(::getpid());
+  const std::string pid = processTag();
   const std::string path = dir_ + "/events-" + pid + ".jsonl";
   // Append: a process that exec()s keeps its pid, and its new image must not erase the old
   // image's events (`fumi run` clears the directory of earlier runs).
@@ -98,9 +107,17 @@ void Reporter::open() {
     logger_->error("cannot open the log file in {}: {}", dir_, e.what());
   }
   start_time_ = monotonicSeconds();
+  last_fingerprint_ = 0;
+  if (!settings_.prometheus.empty())
+    prometheus_path_ = prometheusPath(settings_.prometheus, rankInfo().rank, ::getpid());
   nlohmann::json ev;
   ev["event"] = "start";
   ev["ppid"] = ::getppid();
+  if (const RankInfo& r = rankInfo(); r.rank) {
+    ev["rank_from"] = r.source;
+    if (r.local_rank) ev["local_rank"] = *r.local_rank;
+    if (r.world_size) ev["world_size"] = *r.world_size;
+  }
   ev["argv"] = processArgv();
   ev["policy"] = policy_source_;
   ev["fumi_version"] = FUMI_VERSION;
@@ -111,10 +128,13 @@ void Reporter::reopenInChild() {
   if (events_) std::fclose(events_);
   events_ = nullptr;
   open();
+  // The parent owns the Prometheus file; a fork child's counts are in its events file.
+  prometheus_path_.clear();
 }
 
 void Reporter::event(nlohmann::json ev) {
   ev["pid"] = ::getpid();
+  if (const RankInfo& r = rankInfo(); r.rank) ev["rank"] = *r.rank;
   ev["time"] = isoNow();
   const std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::lock_guard<std::mutex> lock(mu_);
@@ -134,16 +154,39 @@ void Reporter::diagnostic(const char* kind, const std::string& where,
   event(std::move(ev));
 }
 
-void Reporter::summary() {
-  nlohmann::json ops = nlohmann::json::array();
-  uint64_t total_calls = 0, total_checked = 0, total_violations = 0;
+std::vector<SiteState> collectSiteStates() {
+  std::vector<SiteState> out;
   for (OpSite* s = firstSite(); s; s = s->next) {
     const uint64_t calls = s->totalCalls();
     if (calls == 0) continue;
-    OpStats st = s->statsSnapshot();
-    ops.push_back({{"op", s->name},
-                   {"backend", s->backend},
-                   {"calls", calls},
+    out.push_back({s->name, s->backend, calls, s->statsSnapshot()});
+  }
+  return out;
+}
+
+Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
+                                           bool if_changed) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  const std::vector<SiteState> sites = collectSiteStates();
+  uint64_t calls = 0, checked = 0, skipped = 0, violations = 0;
+  double check_s = 0;
+  for (const SiteState& s : sites) {
+    calls += s.calls;
+    checked += s.stats.checked;
+    skipped += s.stats.skipped;
+    violations += s.stats.violations;
+    check_s += s.stats.check_seconds;
+  }
+  const uint64_t fingerprint = calls + checked + skipped;
+  if (if_changed && fingerprint == last_fingerprint_) return {false, calls, checked, violations};
+  last_fingerprint_ = fingerprint;
+
+  nlohmann::json ops = nlohmann::json::array();
+  for (const SiteState& s : sites) {
+    const OpStats& st = s.stats;
+    ops.push_back({{"op", s.op},
+                   {"backend", s.backend},
+                   {"calls", s.calls},
                    {"checked", st.checked},
                    {"skipped", st.skipped},
                    {"violations", st.violations},
@@ -156,18 +199,42 @@ void Reporter::summary() {
                       {"p99", m.quantile(0.99)},    {"max", m.max}};
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
     if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
-    total_calls += calls;
-    total_checked += st.checked;
-    total_violations += st.violations;
   }
+  const double elapsed = monotonicSeconds() - start_time_;
   nlohmann::json ev;
-  ev["event"] = "summary";
-  ev["elapsed_s"] = monotonicSeconds() - start_time_;
+  ev["event"] = type;
+  if (reason) ev["reason"] = reason;
+  ev["seq"] = ++state_seq_;
+  ev["elapsed_s"] = elapsed;
+  ev["totals"] = {{"calls", calls},           {"checked", checked}, {"skipped", skipped},
+                  {"violations", violations}, {"check_s", check_s}};
   ev["ops"] = std::move(ops);
   event(std::move(ev));
-  logger_->info("{} calls intercepted, {} checked, {} violations; events in {}", total_calls,
-                total_checked, total_violations, dir_);
+  writePrometheus(sites, elapsed);
+  return {true, calls, checked, violations};
+}
+
+void Reporter::writePrometheus(const std::vector<SiteState>& sites, double elapsed) {
+  if (prometheus_path_.empty()) return;
+  std::string why;
+  if (!writeFileAtomically(prometheus_path_,
+                           prometheusText(sites, rankInfo().rank, elapsed, ::time(nullptr)),
+                           &why)) {
+    logger_->error("cannot write the Prometheus file {}: {}; no more tries", prometheus_path_,
+                   why);
+    prometheus_path_.clear();
+  }
+}
+
+void Reporter::summary() {
+  const StateTotals t = writeState("summary", nullptr, false);
+  logger_->info("{} calls intercepted, {} checked, {} violations; events in {}", t.calls,
+                t.checked, t.violations, dir_);
   logger_->flush();
+}
+
+bool Reporter::snapshot(const char* reason) {
+  return writeState("snapshot", reason, std::strcmp(reason, "periodic") == 0).written;
 }
 
 void logMessage(int fumi_level, const std::string& text) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "policy.h"
+#include "site.h"
 
 namespace spdlog {
 class logger;
@@ -20,6 +21,15 @@ class sink;
 }  // namespace spdlog
 
 namespace fumi {
+
+// One op site's summary state at one moment (sites with calls only).
+struct SiteState {
+  std::string op;
+  std::string backend;
+  uint64_t calls = 0;
+  OpStats stats;
+};
+std::vector<SiteState> collectSiteStates();
 
 class Reporter {
  public:
@@ -42,10 +52,21 @@ class Reporter {
     diagnostic("warning", where, location, message);
   }
 
-  // Held across fork() so the child never inherits it locked (see runtime.cpp).
-  void lockForFork() { mu_.lock(); }
-  void unlockAfterFork() { mu_.unlock(); }
-  void summary();  // summary event over every op site
+  // Held across fork() so the child never inherits them locked (see runtime.cpp).
+  void lockForFork() {
+    state_mu_.lock();
+    mu_.lock();
+  }
+  void unlockAfterFork() {
+    mu_.unlock();
+    state_mu_.unlock();
+  }
+  // The summary state of every op site: `summary` at the end of the process image, `snapshot`
+  // (with why: "periodic", a signal's name, "exec") while it runs. Each also rewrites the
+  // Prometheus file. `snapshot` returns false (and writes nothing) for a periodic snapshot
+  // when nothing changed since the last state written.
+  void summary();
+  bool snapshot(const char* reason);
 
   spdlog::logger& log() { return *logger_; }
   const std::string& dir() const { return dir_; }
@@ -55,11 +76,22 @@ class Reporter {
   void diagnostic(const char* kind, const std::string& where, const std::string& location,
                   const std::string& message);
   void makeLogger(std::shared_ptr<spdlog::sinks::sink> file_sink);
+  struct StateTotals {
+    bool written = false;
+    uint64_t calls = 0, checked = 0, violations = 0;
+  };
+  // Writes a state event (unless `if_changed` and nothing changed); returns its totals.
+  StateTotals writeState(const char* type, const char* reason, bool if_changed);
+  void writePrometheus(const std::vector<SiteState>& sites, double elapsed);
 
   ReportSettings settings_;
   std::string dir_;
   std::string policy_source_;
-  std::mutex mu_;
+  std::mutex mu_;        // the events file
+  std::mutex state_mu_;  // one state event at a time (taken before mu_)
+  uint64_t state_seq_ = 0;
+  uint64_t last_fingerprint_ = 0;  // calls + checked + skipped of the last state written
+  std::string prometheus_path_;    // "" : no Prometheus file
   std::FILE* events_ = nullptr;
   std::shared_ptr<spdlog::logger> logger_;
   int level_;  // spdlog::level::level_enum

@@ -2,8 +2,14 @@
 #include "runtime.h"
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -41,6 +47,66 @@ bool g_abort_on_error = false;
 // posix_spawn child runs on its parent's memory with another pid, and must not touch it.
 pid_t g_owner_pid = 0;
 std::atomic<void (*)()> g_before_summary{nullptr};
+std::atomic<void (*)()> g_after_init{nullptr};
+
+// The snapshot thread (started by init in the initialising process; fork children have none).
+int g_wake_fd = -1;          // eventfd: a signal handler's request
+pid_t g_snapshot_pid = 0;    // the process whose thread it is
+std::atomic<int> g_pending_signal{0};
+std::atomic<uint64_t> g_requested{0};
+std::atomic<uint64_t> g_served{0};
+
+const char* signalName(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal";
+  }
+}
+
+void snapshotLoop(double every) {
+  InsideScope inside;
+  const int timeout_ms = every > 0 ? static_cast<int>(std::min(every * 1000.0, 2.0e9)) : -1;
+  for (;;) {
+    pollfd p{g_wake_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, timeout_ms);
+    if (g_state.load(std::memory_order_acquire) != kActive) return;  // shut down
+    try {
+      if (r > 0) {
+        uint64_t n = 0;
+        if (::read(g_wake_fd, &n, sizeof n) < 0) continue;
+        const uint64_t requested = g_requested.load();
+        g_reporter->snapshot(signalName(g_pending_signal.exchange(0)));
+        g_served.store(requested);
+      } else if (r == 0) {
+        g_reporter->snapshot("periodic");
+      }
+    } catch (const std::exception& e) {
+      g_reporter->log().error("snapshot failed: {}", e.what());
+    }
+  }
+}
+
+// A thread that never receives the program's asynchronous signals (they go to the program's
+// own threads, as without fumi): created with every signal blocked.
+void startSnapshotThread(double every) {
+  g_wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (g_wake_fd < 0) {
+    g_reporter->log().warn("no eventfd ({}): no snapshots", std::strerror(errno));
+    return;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    std::thread(snapshotLoop, every).detach();
+    g_snapshot_pid = getpid();
+  } catch (const std::exception& e) {
+    g_reporter->log().warn("no snapshot thread ({}): no snapshots", e.what());
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 std::string builtinPluginDir() {
   const std::string dir = selfDir();
@@ -92,6 +158,7 @@ bool initialise() {
   }
   Policy& policy = *pr.policy;
   const std::string out = settings.out.empty() ? policy.report.dir : settings.out;
+  if (!settings.prometheus.empty()) policy.report.prometheus = settings.prometheus;
   const std::string level = settings.log_level.empty() ? policy.report.log_level
                                                         : settings.log_level;
   g_reporter = new Reporter(policy.report, out, level, policy.source);
@@ -102,6 +169,7 @@ bool initialise() {
   g_engine->compileAll();
   g_owner_pid = getpid();
   pthread_atfork(beforeFork, afterForkInParent, afterForkInChild);
+  startSnapshotThread(g_reporter->settings().snapshot_every);
   return true;
 }
 
@@ -136,7 +204,36 @@ bool initSlow() {
     if (g_abort_on_error) std::abort();
   }
   g_state.store(ok ? kActive : kDisabled, std::memory_order_release);
+  if (ok)
+    if (auto step = g_after_init.load()) step();
   return ok;  // the call that triggered init is intercepted like any other
+}
+
+void setAfterInit(void (*step)()) { g_after_init.store(step); }
+
+bool snapshotForSignal(int signal) {
+  if (g_state.load(std::memory_order_acquire) != kActive || g_snapshot_pid != getpid())
+    return false;
+  g_pending_signal.store(signal);
+  const uint64_t want = g_requested.fetch_add(1) + 1;
+  const uint64_t one = 1;
+  if (::write(g_wake_fd, &one, sizeof one) < 0) return false;
+  for (int waited_ms = 0; waited_ms < 2000; ++waited_ms) {
+    if (g_served.load() >= want) return true;
+    const timespec ms{0, 1000000};
+    ::nanosleep(&ms, nullptr);
+  }
+  return false;
+}
+
+void snapshotBeforeExec() {
+  if (t_inside_fumi || getpid() != g_owner_pid) return;
+  if (g_state.load(std::memory_order_acquire) != kActive) return;
+  InsideScope inside;
+  try {
+    g_reporter->snapshot("exec");
+  } catch (...) {
+  }
 }
 
 void internalError(const char* where, const char* message) {

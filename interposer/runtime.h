@@ -49,6 +49,16 @@ void shutdown();
 // Work that must finish before the summary is written (the CUDA checker's queue). One step.
 void setBeforeSummary(void (*step)());
 
+// Durable data (docs/report-schema.md#snapshots). The process that initialised fumi runs a
+// thread writing `snapshot` events every report.snapshot_every seconds (when anything changed).
+// From a signal handler: ask that thread for a snapshot named after `signal` and wait for it,
+// at most ~2 s (async-signal-safe; false when there was none or it did not finish in time).
+bool snapshotForSignal(int signal);
+// Before exec() replaces the process image: its state as a snapshot ("exec"), written here.
+void snapshotBeforeExec();
+// Work to run once initialisation succeeded (libfumi installs its signal handlers). One step.
+void setAfterInit(void (*step)());
+
 // Internal failure: honours on_error (abort) or just logs and carries on.
 void internalError(const char* where, const char* message);
 

@@ -81,6 +81,14 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.check_seconds += seconds;
 }
 
+void OpSite::recordCheck(const std::string& check, bool ran, bool violated, double seconds) {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  CheckCounts& c = stats.checks[check];
+  ++(ran ? c.runs : c.skipped);
+  c.violations += violated ? 1 : 0;
+  c.seconds += seconds;
+}
+
 void MetricStats::add(double value, bool violated) {
   ++count;
   violations += violated ? 1 : 0;

@@ -47,6 +47,14 @@ struct MetricStats {
   double quantile(double q) const;
 };
 
+// One check of an op: how often it ran to a verdict, was skipped, raised; its wall time.
+struct CheckCounts {
+  uint64_t runs = 0;
+  uint64_t skipped = 0;
+  uint64_t violations = 0;
+  double seconds = 0;
+};
+
 struct OpStats {
   uint64_t checked = 0;
   uint64_t skipped = 0;
@@ -55,6 +63,7 @@ struct OpStats {
   double check_seconds = 0;  // wall time spent running checks (reruns included)
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
+  std::map<std::string, CheckCounts> checks;   // check name -> its runs
 };
 
 struct OpSite {
@@ -104,6 +113,7 @@ struct OpSite {
   OpStats stats;  // guarded by stats_mu (slow path only)
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
+  void recordCheck(const std::string& check, bool ran, bool violated, double seconds);
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                     bool counted_nonfinite = false);
   OpStats statsSnapshot();

@@ -25,7 +25,9 @@ class Exports(unittest.TestCase):
                              text=True, check=True).stdout
         exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
         expected = hook_table_names() | {"fumi_version", "fumi_plugin_abi_version", "dlopen",
-                                          "_exit"}
+                                          "_exit", "sigaction", "signal", "execve", "execv",
+                                          "execvp", "execvpe", "fexecve", "execl", "execlp",
+                                          "execle"}
         self.assertIn("sgemm_", expected)
         if "cublasGemmEx" in expected:  # CUDA build: CUPTI clients' entry points too
             self.assertIn("cuptiSubscribe_v2", expected)
