@@ -560,7 +560,13 @@ PolicyResult parsePolicyFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     PolicyResult r;
-    r.diagnostics.push_back({Diagnostic::Severity::kError, {path, 0, 0}, "cannot read the policy file"});
+    // Filled field by field: a braced temporary here trips GCC 12's -Wmaybe-uninitialized
+    // in Release builds (a false positive in the temporary string's destructor).
+    Diagnostic d;
+    d.severity = Diagnostic::Severity::kError;
+    d.loc.file = path;
+    d.message = "cannot read the policy file";
+    r.diagnostics.push_back(std::move(d));
     return r;
   }
   std::stringstream ss;
