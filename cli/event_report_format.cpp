@@ -567,7 +567,7 @@ std::string formatText(const Report& report, const TextOptions& options) {
   out << "\nProcesses:\n";
   for (const ProcessInfo& p : report.processes) {
     out << "  pid " << padRight(std::to_string(p.pid), 8);
-    if (p.rank) out << padRight("rank " + std::to_string(*p.rank), 9);
+    if (!report.ranks.empty()) out << padRight(p.rank ? "rank " + std::to_string(*p.rank) : "", 9);
     std::string when;
     if (p.elapsed_s) {
       char buf[32];

@@ -211,6 +211,8 @@ bool initSlow() {
 
 void setAfterInit(void (*step)()) { g_after_init.store(step); }
 
+bool ownsProcessState() { return getpid() == g_owner_pid; }
+
 bool snapshotForSignal(int signal) {
   if (g_state.load(std::memory_order_acquire) != kActive || g_snapshot_pid != getpid())
     return false;
@@ -227,7 +229,7 @@ bool snapshotForSignal(int signal) {
 }
 
 void snapshotBeforeExec() {
-  if (t_inside_fumi || getpid() != g_owner_pid) return;
+  if (t_inside_fumi || !ownsProcessState()) return;
   if (g_state.load(std::memory_order_acquire) != kActive) return;
   InsideScope inside;
   try {

@@ -56,6 +56,9 @@ void setBeforeSummary(void (*step)());
 bool snapshotForSignal(int signal);
 // Before exec() replaces the process image: its state as a snapshot ("exec"), written here.
 void snapshotBeforeExec();
+// Whether this process owns fumi's state: false in a vfork() child (or posix_spawn's), which
+// runs on its parent's memory until it execs and must change nothing there.
+bool ownsProcessState();
 // Work to run once initialisation succeeded (libfumi installs its signal handlers). One step.
 void setAfterInit(void (*step)());
 

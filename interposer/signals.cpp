@@ -129,7 +129,10 @@ Fn realFn(const char* name) {
 
 extern "C" FUMI_EXPORT int sigaction(int sig, const struct sigaction* act,
                                      struct sigaction* old) {
-  if (sig <= 0 || sig >= NSIG || !watched(sig) || !g_watch[sig].installed.load())
+  // A vfork child (Python's subprocess resets every handler in it before exec) has its own
+  // dispositions in the kernel but its parent's memory: it must not touch the parent's record.
+  if (sig <= 0 || sig >= NSIG || !watched(sig) || !g_watch[sig].installed.load() ||
+      !fumi::ownsProcessState())
     return realSigaction(sig, act, old);
   Watched& w = g_watch[sig];
   if (old) *old = w.program;

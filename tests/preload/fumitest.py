@@ -51,10 +51,12 @@ def write_policy(text):
     return path
 
 
-def run(cmd, policy=None, preload=True, env=None, timeout=600):
-    """Run `cmd`; with preload, under LD_PRELOAD=libfumi.so with `policy` (YAML text)."""
+def preload_env(policy=None, preload=True, env=None):
+    """(environment, output directory) for a program run under LD_PRELOAD=libfumi.so with
+    `policy` (YAML text; None: the embedded default); without preload, a clean environment."""
     full_env = dict(os.environ)
-    for k in ("LD_PRELOAD", "FUMI_POLICY", "FUMI_OUT", "FUMI_ON_ERROR", "FUMI_DISABLE"):
+    for k in ("LD_PRELOAD", "FUMI_POLICY", "FUMI_OUT", "FUMI_ON_ERROR", "FUMI_DISABLE",
+              "FUMI_PROMETHEUS"):
         full_env.pop(k, None)
     out_dir = None
     if preload:
@@ -65,5 +67,11 @@ def run(cmd, policy=None, preload=True, env=None, timeout=600):
         if policy is not None:
             full_env["FUMI_POLICY"] = write_policy(policy)
     full_env.update(env or {})
+    return full_env, out_dir
+
+
+def run(cmd, policy=None, preload=True, env=None, timeout=600):
+    """Run `cmd`; with preload, under LD_PRELOAD=libfumi.so with `policy` (YAML text)."""
+    full_env, out_dir = preload_env(policy, preload, env)
     proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
     return Run(proc, out_dir)
