@@ -19,6 +19,10 @@
 
 extern "C" void* fumi_call_with_return_address(const char* file, int mode, void* fn,
                                                const void* ret);
+// The same thunk for dlsym(handle, name): both arguments pass through in their registers.
+extern "C" void* fumi_dlsym_with_return_address(void* handle, const char* name, void* fn,
+                                                const void* ret)
+    __asm__("fumi_call_with_return_address");
 
 namespace fumi {
 namespace {
@@ -77,7 +81,58 @@ const void* gadgetFor(const void* caller) {
   return s.gadget;
 }
 
+using DlsymFn = void* (*)(void*, const char*);
+
+// libc's dlsym, found with dlvsym: looking it up with dlsym would call fumi's own wrapper.
+DlsymFn realDlsym() {
+  static const DlsymFn fn = [] {
+    void* p = nullptr;
+    for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"})
+      if (!p) p = dlvsym(RTLD_NEXT, "dlsym", version);
+    return reinterpret_cast<DlsymFn>(p);
+  }();
+  return fn;
+}
+
+bool inSelf(const void* p) {
+  Dl_info info{};
+  return p && dladdr(p, &info) != 0 && info.dli_fbase == selfBase();
+}
+
+// libfumi's own definition of `name` (a hook or a wrapper it exports), or nullptr.
+void* ownDefinition(const char* name) {
+  static void* self = [] {
+    Dl_info info{};
+    dladdr(reinterpret_cast<const void*>(&realDlsym), &info);
+    return info.dli_fname ? realDlopen()(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : nullptr;
+  }();
+  if (!self) return nullptr;
+  void* p = realDlsym()(self, name);  // searches libfumi, then its dependencies
+  return inSelf(p) ? p : nullptr;
+}
+
 }  // namespace
+
+void* dlsymAsCaller(void* handle, const char* name, const void* caller) {
+#if defined(__x86_64__)
+  if (const void* gadget = gadgetFor(caller))
+    return fumi_dlsym_with_return_address(handle, name, reinterpret_cast<void*>(realDlsym()),
+                                          gadget);
+#endif
+  return realDlsym()(handle, name);
+}
+
+void* interposeLookup(void* handle, const char* name, void* found, const void* caller) {
+  // RTLD_DEFAULT and RTLD_NEXT already follow the search order that puts libfumi first;
+  // libfumi's own lookups (resolveReal) must get the real functions.
+  if (!found || !name || handle == RTLD_DEFAULT || handle == RTLD_NEXT || inSelf(caller))
+    return found;
+  void* ours = ownDefinition(name);
+  if (!ours || ours == found) return found;
+  // fumi's hook forwards to resolveReal(name): hand it out only when that is the very
+  // function the program asked for (not another copy of the library, loaded privately).
+  return resolveReal(name) == found ? ours : found;
+}
 
 void* dlopenAsCaller(const char* file, int mode, const void* caller) {
 #if defined(__x86_64__)
@@ -96,6 +151,14 @@ namespace {
 // loaded, once every constructor has run.
 __thread int t_dlopen_depth __attribute__((tls_model("initial-exec"))) = 0;
 }  // namespace
+
+// dlsym(handle, name) on a library handle bypasses symbol interposition: a program (or cuDNN's
+// Python frontend) that dlopens libcublas/libcudnn/libblas itself would call the real functions.
+// For names fumi hooks, the wrapper hands out fumi's hook instead (interposeLookup).
+extern "C" FUMI_EXPORT void* dlsym(void* handle, const char* name) {
+  const void* caller = __builtin_return_address(0);
+  return fumi::interposeLookup(handle, name, fumi::dlsymAsCaller(handle, name, caller), caller);
+}
 
 extern "C" FUMI_EXPORT void* dlopen(const char* file, int mode) {
   ++t_dlopen_depth;

@@ -339,6 +339,25 @@ class Processes(unittest.TestCase):
         self.assertEqual(plain.stdout, r.stdout)
         self.assertTrue(any(v["check"] == "highprec" for v in r.of("violation")))
 
+    def test_function_looked_up_with_dlsym_on_a_library_handle(self):
+        # dlopen("libblas.so.3") + dlsym(handle, "sgemm_") bypasses symbol interposition;
+        # fumi's dlsym hands out its hook, which forwards to that same sgemm_.
+        cmd = [os.environ["LOCAL_SCOPE"], "libblas.so.3", "sgemm"]
+        plain = run(cmd, preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        self.assertTrue(plain.stdout.startswith("sgemm "))
+        r = run(cmd, policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        sgemm = r.op("sgemm_")
+        self.assertIsNotNone(sgemm, r.events)
+        self.assertEqual((sgemm["calls"], sgemm["checked"]), (1, 1))
+        # Symbols fumi does not hook come back as they are.
+        py = run(["/usr/bin/python3", "-c",
+                  "import ctypes; l = ctypes.CDLL('libm.so.6'); l.cos.restype = ctypes.c_double;"
+                  "l.cos.argtypes = [ctypes.c_double]; print(l.cos(0.0))"], policy=CHECK_ALL)
+        self.assertEqual((py.rc, py.stdout), (0, "1.0\n"), py.stderr)
+
 
 class Actions(unittest.TestCase):
     def test_abort_on_violation(self):
