@@ -1,0 +1,444 @@
+"""The cuDNN stand-in (libcudnn.so.9 of the simulated device) against PyTorch CPU.
+
+cudnn_selftest is linked against the REAL libcudnn.so.9 and libcudart.so.13; it runs here with
+the cudart and cuDNN stand-ins preloaded (their sonames satisfy its DT_NEEDED entries). Each
+case prints the inputs as stored and the outputs (hex floats); the references are computed
+from those same inputs by torch in float64 (conv2d/conv3d, autograd for the backward passes,
+batch_norm). Tolerances are relative to the sum of |terms| of each output element, per the
+output type; TF32 cases are compared with references from TF32-rounded inputs.
+
+ctest runs this as `simcudnn` (CUDNN_SELFTEST, FUMI_SIM_CUDART, FUMI_SIM_CUDNN set)."""
+import os
+import subprocess
+import unittest
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover
+    torch = None
+
+SELFTEST = os.environ.get("CUDNN_SELFTEST", "")
+SIM_CUDART = os.environ.get("FUMI_SIM_CUDART", "")
+SIM_CUDNN = os.environ.get("FUMI_SIM_CUDNN", "")
+
+BAD_PARAM, NOT_SUPPORTED = 2000, 3000
+# Error bound per output type, relative to sum |terms| (accumulation + one output rounding).
+TOL = {"f64": 1e-13, "f32": 2e-6, "f16": 2.0 ** -10, "bf16": 2.0 ** -7}
+
+
+class Result:
+    def __init__(self, stdout):
+        self.status, self.tensors, self.gaps = {}, {}, {}
+        for line in stdout.splitlines():
+            if line.startswith("S "):
+                _, name, *rest = line.split(" ")
+                value = " ".join(rest)
+                self.status[name] = int(value) if value.lstrip("-").isdigit() else value
+            elif line.startswith("T "):
+                head, _, vals = line.partition(" : ")
+                _, name, dims = head.split(" ")
+                shape = [int(d) for d in dims.split(",")]
+                data = [float.fromhex(v) for v in vals.split()] if vals else []
+                self.tensors[name] = np.array(data, dtype=np.float64).reshape(shape)
+            elif line.startswith("G "):
+                _, name, ok = line.split(" ")
+                self.gaps[name] = ok == "1"
+
+    def t(self, name):
+        return torch.from_numpy(self.tensors[name].copy())
+
+
+def selftest(faults=None, env=None, **case):
+    full_env = dict(os.environ)
+    full_env["LD_PRELOAD"] = ":".join([SIM_CUDART, SIM_CUDNN])
+    full_env.pop("FUMI_SIMCUDNN_FAULTS", None)
+    if faults:
+        full_env["FUMI_SIMCUDNN_FAULTS"] = faults
+    full_env.update(env or {})
+    args = [SELFTEST] + [f"{k}={v}" for k, v in case.items()]
+    p = subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return Result(p.stdout)
+
+
+def tf32(t):
+    """float64 tensor of float32 values rounded to TF32 (10-bit mantissa, ties to even)."""
+    b = t.to(torch.float32).numpy().view(np.uint32).astype(np.uint64)
+    b = (b + 0xFFF + ((b >> 13) & 1)) & ~np.uint64(0x1FFF)
+    return torch.from_numpy(b.astype(np.uint32).view(np.float32).astype(np.float64))
+
+
+def conv_fn(case):
+    """f(x, w) -> y for the case's geometry (flipping the filter for true convolution)."""
+    three = int(case.get("d", 0)) > 0
+    n = 3 if three else 2
+
+    def per_dim(key, default):
+        v = [int(s) for s in str(case.get(key, default)).split(",")]
+        return tuple((v + [v[-1]] * n)[:n])
+
+    stride, pad, dil = per_dim("stride", 1), per_dim("pad", 0), per_dim("dil", 1)
+    groups = int(case.get("groups", 1))
+    flip = case.get("mode", "xcorr") == "conv"
+    fn = F.conv3d if three else F.conv2d
+
+    def f(x, w):
+        if flip:
+            w = torch.flip(w, dims=list(range(2, 2 + n)))
+        return fn(x, w, None, stride, pad, dil, groups)
+    return f
+
+
+def conv_reference(case, r, round_tf32=False):
+    """(reference, bound): the op's result in float64 and sum |terms| per element."""
+    op = case["op"]
+    f = conv_fn(case)
+    alpha = float(case.get("alpha", 1))
+    beta = float(case.get("beta", 0))
+    rnd = tf32 if round_tf32 else (lambda t: t)
+
+    def run(x, w, dy, absolute):
+        if op in ("fwd", "biasact"):
+            return f(x, w)
+        if op == "bwdd":
+            xz = torch.zeros(r.tensors["dx_prior"].shape, dtype=torch.float64, requires_grad=True)
+            f(xz, w).backward(dy)
+            return xz.grad
+        wz = torch.zeros(r.tensors["dw_prior"].shape, dtype=torch.float64, requires_grad=True)
+        f(x, wz).backward(dy)
+        return wz.grad
+
+    x = rnd(r.t("x")) if "x" in r.tensors else None
+    w = rnd(r.t("w")) if "w" in r.tensors else None
+    dy = rnd(r.t("dy")) if "dy" in r.tensors else None
+    conv = run(x, w, dy, False)
+    bound = run(*(t.abs() if t is not None else None for t in (x, w, dy)), True) * abs(alpha)
+    if op == "biasact":
+        alpha2 = float(case.get("alpha2", 0))
+        bias = r.t("bias")
+        ref = alpha * conv + alpha2 * r.t("z") + bias
+        bound = bound + abs(alpha2) * r.t("z").abs() + bias.abs()
+        if case.get("act", "relu") == "relu":
+            ref = torch.relu(ref)
+        return ref, bound
+    prior = {"fwd": "y_prior", "bwdd": "dx_prior", "bwdf": "dw_prior"}[op]
+    ref = alpha * conv
+    if beta != 0:
+        ref = ref + beta * r.t(prior)
+        bound = bound + abs(beta) * r.t(prior).abs()
+    return ref, bound
+
+
+def max_rel_error(out, ref, bound):
+    err = (torch.from_numpy(out) - ref).abs()
+    return float((err / (bound + 1e-300)).max())
+
+
+def conv_case(op, **kw):
+    case = {"op": op, "dtype": "f32", "math": "fma"}
+    case.update(kw)
+    return case
+
+
+# The sweep: every direction x layouts x dtypes x geometry (groups, dilation, stride, padding),
+# true convolution and cross-correlation, alpha/beta, 3-D, bias-activation, every algo value.
+SWEEP = []
+for op in ("fwd", "bwdd", "bwdf"):
+    for dtype in ("f64", "f32", "f16", "bf16"):
+        SWEEP.append(conv_case(op, dtype=dtype, layout="nchw", n=2, c=4, k=6, h=6, w=7, r=3, s=3,
+                               pad=1, mode="conv"))
+    SWEEP += [
+        conv_case(op, layout="nhwc", flayout="nhwc", n=2, c=4, k=4, groups=2, h=7, w=6, r=3, s=2,
+                  pad="1,0", stride=2, alpha=0.75, beta=0.5, algo=1),
+        conv_case(op, dtype="f16", layout="strided", n=1, c=6, k=3, groups=3, h=8, w=9, r=3, s=3,
+                  dil=2, pad=2, mode="conv", alpha=-1.5, beta=0.25, algo=2),
+        conv_case(op, dtype="bf16", layout="nhwc", flayout="nchw", n=2, c=3, k=5, h=9, w=5, r=2,
+                  s=3, stride="2,1", dil="1,2", pad="0,1", alpha=2, beta=-1, algo=3),
+        conv_case(op, dtype="f64", layout="strided", flayout="nhwc", n=2, c=4, k=4, groups=4,
+                  h=6, w=6, r=3, s=3, pad=1, stride=3, mode="xcorr", algo=4),
+        conv_case(op, dtype="f64", layout="nchw", n=1, c=2, k=3, d=4, h=5, w=4, t=2, r=3, s=2,
+                  pad="1,1,0", stride="1,2,1", dil="2,1,1", mode="conv", alpha=0.5, beta=2),
+        conv_case(op, dtype="f32", layout="nhwc", flayout="nhwc", n=2, c=4, k=2, groups=2, d=3,
+                  h=4, w=5, t=3, r=2, s=2, pad=1, alpha=1, beta=1, algo=5),
+        conv_case(op, dtype="f16", layout="strided", n=1, c=3, k=2, d=3, h=3, w=4, t=2, r=2, s=3,
+                  pad="0,1,1", compute="f16"),
+    ]
+SWEEP += [
+    conv_case("biasact", dtype="f32", layout="nchw", n=2, c=3, k=4, h=5, w=5, r=3, s=3, pad=1,
+              alpha=1, alpha2=0.5, act="relu", algo=0),
+    conv_case("biasact", dtype="f16", layout="nhwc", flayout="nhwc", n=2, c=4, k=4, groups=2,
+              h=6, w=5, r=3, s=3, stride=2, alpha=0.5, alpha2=1, act="identity", algo=1),
+    conv_case("biasact", dtype="f64", layout="strided", n=1, c=2, k=3, d=3, h=4, w=4, t=2, r=2,
+              s=2, mode="conv", alpha=1.5, alpha2=-1, act="relu", algo=7),
+    conv_case("biasact", dtype="bf16", layout="nchw", n=1, c=4, k=2, h=5, w=6, r=3, s=3,
+              dil=2, pad=2, alpha=1, alpha2=0, act="relu", algo=6),
+]
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None,
+                     "cudnn_selftest or the cuDNN stand-in not built, or no torch")
+class Convolutions(unittest.TestCase):
+
+    def check(self, case):
+        r = selftest(**case)
+        self.assertEqual(r.status["call0"], 0, case)
+        self.assertEqual(r.status["workspace"], 0)
+        ref, bound = conv_reference(case, r)
+        err = max_rel_error(r.tensors["out0"], ref, bound)
+        self.assertLessEqual(err, TOL[case["dtype"]], case)
+        out_name = {"bwdd": "x", "bwdf": "w"}.get(case["op"], "y")
+        self.assertTrue(r.gaps[out_name], f"wrote between strided elements: {case}")
+        return r, ref, bound
+
+    def test_sweep(self):
+        self.assertGreaterEqual(len(SWEEP), 30)
+        for case in SWEEP:
+            with self.subTest(case=case):
+                self.check(case)
+
+    def test_beta_zero_does_not_read_output(self):
+        for op in ("fwd", "bwdd", "bwdf"):
+            case = conv_case(op, n=1, c=2, k=3, h=5, w=5, r=3, s=3, pad=1, nanprior=1)
+            r, _, _ = self.check(case)
+            self.assertFalse(np.isnan(r.tensors["out0"]).any())
+
+    def test_tf32_default_math(self):
+        """f32 data under DEFAULT/TENSOR_OP math rounds inputs to TF32; FMA_MATH does not."""
+        base = dict(n=2, c=8, k=4, h=6, w=6, r=3, s=3, pad=1, dtype="f32")
+        for op in ("fwd", "bwdd", "bwdf"):
+            fma = selftest(op=op, math="fma", **base)
+            ref, bound = conv_reference(dict(op=op, **base), fma)
+            self.assertLessEqual(max_rel_error(fma.tensors["out0"], ref, bound), TOL["f32"])
+            for math in ("default", "tensor", "conversion"):
+                with self.subTest(op=op, math=math):
+                    r = selftest(op=op, math=math, **base)
+                    self.assertEqual(r.status["call0"], 0)
+                    case = dict(op=op, **base)
+                    ref_tf32, bound_tf32 = conv_reference(case, r, round_tf32=True)
+                    self.assertLessEqual(
+                        max_rel_error(r.tensors["out0"], ref_tf32, bound_tf32), TOL["f32"])
+                    # Against the unrounded inputs the TF32 error shows (~2^-11), and the
+                    # result differs from FMA_MATH.
+                    self.assertGreater(max_rel_error(r.tensors["out0"], ref, bound), 1e-4)
+                    self.assertFalse(np.array_equal(r.tensors["out0"], fma.tensors["out0"]))
+        # NVIDIA_TF32_OVERRIDE=0 turns TF32 off, as in the real libraries.
+        off = selftest(op="fwd", math="default", env={"NVIDIA_TF32_OVERRIDE": "0"}, **base)
+        fma = selftest(op="fwd", math="fma", **base)
+        np.testing.assert_array_equal(off.tensors["out0"], fma.tensors["out0"])
+
+    def test_runs_in_stream_order(self):
+        """Inputs copied by cudaMemcpyAsync behind a slow host function on the handle's
+        stream are what the call computes with: it runs on the stream, asynchronously."""
+        for op in ("fwd", "bwdd", "bwdf", "biasact"):
+            with self.subTest(op=op):
+                case = conv_case(op, n=1, c=2, k=3, h=5, w=5, r=3, s=3, pad=1, beta=0.5,
+                                 ordered=1, calls=2)
+                r, _, _ = self.check(case)
+                self.assertEqual(r.status["pending0"], 1)  # still queued when the call returns
+                np.testing.assert_array_equal(r.tensors["out0"], r.tensors["out1"])
+        for op in ("bn_train", "bn_bwd"):
+            with self.subTest(op=op):
+                case = dict(op=op, dtype="f32", ordered=1)
+                r = selftest(**case)
+                self.assertEqual(r.status["pending0"], 1)
+                ref = BatchNorm.reference(None, case, r)["out0"]
+                np.testing.assert_allclose(r.tensors["out0"], ref.numpy(), rtol=1e-5, atol=1e-5)
+
+    def test_every_algo_same_result(self):
+        counts = {"fwd": 8, "bwdd": 6, "bwdf": 7}
+        for op, count in counts.items():
+            outs = [selftest(op=op, algo=a, n=1, c=4, k=4, groups=2, h=5, w=5, r=3, s=3,
+                             pad=1).tensors["out0"] for a in range(count)]
+            for o in outs[1:]:
+                np.testing.assert_array_equal(o, outs[0])
+
+    def test_half_compute_accumulates_in_float(self):
+        """HALF compute (no fault) gives exactly what FLOAT compute gives on fp16 data."""
+        base = dict(op="fwd", dtype="f16", n=1, c=16, k=4, h=6, w=6, r=3, s=3, pad=1)
+        a = selftest(compute="f16", **base).tensors["out0"]
+        b = selftest(compute="f32", **base).tensors["out0"]
+        np.testing.assert_array_equal(a, b)
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class BatchNorm(unittest.TestCase):
+
+    def reference(self, case, r):
+        op = case["op"]
+        x = r.t("x")
+        per_act = case.get("bnmode", "spatial") == "per_act"
+        n = x.shape[0]
+        flat = (lambda t: t.reshape(n, -1)) if per_act else (lambda t: t)
+        p = lambda name: r.t(name).reshape(-1)  # noqa: E731
+        eps = float(case.get("eps", 1e-5))
+        factor = float(case.get("factor", 0.1))
+        alpha, beta = float(case.get("alpha", 1)), float(case.get("beta", 0))
+        out = {}
+        if op == "bn_train":
+            rm, rv = p("mean_in").clone(), p("var_in").clone()
+            y = F.batch_norm(flat(x), rm, rv, p("scale"), p("bias"), True, factor, eps)
+            out["out0"] = alpha * y.reshape(x.shape) + beta * r.t("y_prior")
+            out["running_mean"], out["running_var"] = rm, rv
+            dims = [0] + ([] if per_act else list(range(2, x.dim())))
+            xf = flat(x)
+            mean = xf.mean(dim=dims)
+            var = xf.var(dim=dims, unbiased=False)
+            out["save_mean"], out["save_inv"] = mean.reshape(-1), (1 / torch.sqrt(var + eps)).reshape(-1)
+        elif op == "bn_infer":
+            y = F.batch_norm(flat(x), p("mean_in"), p("var_in"), p("scale"), p("bias"), False,
+                             0.0, eps)
+            out["out0"] = alpha * y.reshape(x.shape) + beta * r.t("y_prior")
+        else:
+            xr = flat(x).clone().requires_grad_()
+            wr = p("scale").clone().requires_grad_()
+            br = torch.zeros_like(wr, requires_grad=True)
+            y = F.batch_norm(xr, None, None, wr, br, True, 0.0, eps)
+            y.backward(flat(r.t("dy")))
+            ap, bp = float(case.get("alphap", alpha)), float(case.get("betap", beta))
+            out["out0"] = alpha * xr.grad.reshape(x.shape) + beta * r.t("dx_prior")
+            out["dscale"] = ap * wr.grad + bp * p("dscale_prior")
+            out["dbias"] = ap * br.grad + bp * p("dbias_prior")
+        return out
+
+    CASES = [
+        dict(op="bn_train", dtype="f32", layout="nchw", bnmode="spatial"),
+        dict(op="bn_train", dtype="f64", layout="nhwc", bnmode="per_act", factor=0.3),
+        dict(op="bn_train", dtype="f16", layout="strided", bnmode="persistent", alpha=0.5,
+             beta=0.5),
+        dict(op="bn_train", dtype="bf16", layout="nchw", bnmode="spatial", d=2, factor=1.0),
+        dict(op="bn_infer", dtype="f32", layout="nhwc", bnmode="spatial", alpha=2, beta=-1),
+        dict(op="bn_infer", dtype="f64", layout="strided", bnmode="per_act"),
+        dict(op="bn_infer", dtype="f16", layout="nchw", bnmode="spatial", d=3),
+        dict(op="bn_bwd", dtype="f32", layout="nchw", bnmode="spatial"),
+        dict(op="bn_bwd", dtype="f64", layout="nhwc", bnmode="per_act", saved=0, alpha=0.5,
+             beta=0.25, alphap=2, betap=1),
+        dict(op="bn_bwd", dtype="f16", layout="strided", bnmode="spatial", d=2),
+        dict(op="bn_bwd", dtype="bf16", layout="nhwc", bnmode="spatial", saved=0),
+    ]
+
+    def test_batch_norm(self):
+        for case in self.CASES:
+            with self.subTest(case=case):
+                r = selftest(**case)
+                self.assertEqual(r.status["call0"], 0)
+                self.assertEqual(r.status["derived_type"], 1 if case["dtype"] == "f64" else 0)
+                ref = self.reference(case, r)
+                for name, want in ref.items():
+                    got = torch.from_numpy(r.tensors[name]).reshape(want.shape)
+                    # The data output has the data type; statistics are float or double.
+                    dtype = case["dtype"] if name == "out0" else \
+                        ("f64" if case["dtype"] == "f64" else "f32")
+                    tol = {"f64": 1e-12, "f32": 1e-5, "f16": 2 ** -9, "bf16": 2 ** -6}[dtype]
+                    err = float(((got - want).abs() / (want.abs() + 1)).max())
+                    self.assertLessEqual(err, tol, f"{name}: {case}")
+                out_name = "dx" if case["op"] == "bn_bwd" else "y"
+                self.assertTrue(r.gaps[out_name])
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class PlantedFaults(unittest.TestCase):
+
+    def test_wrong_scales_matching_convolutions(self):
+        for op in ("fwd", "bwdd", "bwdf", "biasact"):
+            for dtype, tol in (("f64", 1e-15), ("f32", 1e-6), ("f16", 2 ** -10)):
+                with self.subTest(op=op, dtype=dtype):
+                    case = dict(op=op, dtype=dtype, math="fma", n=1, c=3, k=5, h=5, w=5, r=3,
+                                s=3, pad=1, alpha2=0)
+                    clean = selftest(**case).tensors["out0"]
+                    bad = selftest(faults="wrong:3x5", **case).tensors["out0"]
+                    mask = np.abs(clean) > 1e-3
+                    ratio = bad[mask] / clean[mask]
+                    self.assertLess(np.abs(ratio - (1 + 2 ** -7)).max(), tol)
+                    # Other channel counts are untouched.
+                    other = selftest(faults="wrong:5x3", **case).tensors["out0"]
+                    np.testing.assert_array_equal(other, clean)
+
+    def test_accum16_reduced_precision_accumulation(self):
+        case = dict(op="fwd", dtype="f16", n=2, c=32, k=4, h=6, w=6, r=3, s=3, pad=1)
+        f32c = selftest(compute="f32", faults="accum16", **case)
+        f16c = selftest(compute="f16", faults="accum16", **case)
+        ref, bound = conv_reference(dict(case), f32c)
+        err32 = max_rel_error(f32c.tensors["out0"], ref, bound)
+        err16 = max_rel_error(f16c.tensors["out0"], ref, bound)
+        self.assertLessEqual(err32, TOL["f16"])
+        self.assertGreater(err16, 2 * err32)
+        # f32 compute is unaffected by the fault.
+        clean = selftest(compute="f32", **case)
+        np.testing.assert_array_equal(clean.tensors["out0"], f32c.tensors["out0"])
+
+    def test_nondet_every_other_forward_call(self):
+        for dtype in ("f32", "f16", "f64"):
+            r = selftest(op="fwd", dtype=dtype, calls=4, faults="nondet", n=1, c=2, k=2, h=4, w=4,
+                         r=3, s=3, pad=1)
+            o = [r.tensors[f"out{i}"].reshape(-1) for i in range(4)]
+            np.testing.assert_array_equal(o[0], o[2])
+            np.testing.assert_array_equal(o[1], o[3])
+            self.assertNotEqual(o[0][0], o[1][0])
+            np.testing.assert_array_equal(o[0][1:], o[1][1:])
+            np.testing.assert_array_equal(o[0][0] < o[1][0], True)
+            # Backward passes are deterministic under the fault.
+            r = selftest(op="bwdd", dtype=dtype, calls=2, faults="nondet", n=1, c=2, k=2, h=4,
+                         w=4, r=3, s=3, pad=1)
+            np.testing.assert_array_equal(r.tensors["out0"], r.tensors["out1"])
+        clean = selftest(op="fwd", calls=2, n=1, c=2, k=2, h=4, w=4, r=3, s=3)
+        np.testing.assert_array_equal(clean.tensors["out0"], clean.tensors["out1"])
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN, "not built")
+class Api(unittest.TestCase):
+
+    def test_host_pointers_are_errors(self):
+        r = selftest(op="hostptr")
+        self.assertEqual(r.status["host_x"], BAD_PARAM)
+        self.assertEqual(r.status["host_y"], BAD_PARAM)
+        self.assertEqual(r.status["pinned_x"], 0)  # pinned host memory is device-accessible
+        self.assertEqual(r.status["pinned_y0"], 9)
+
+    def test_documented_error_statuses(self):
+        r = selftest(op="badparam")
+        want = {
+            "set4d_negative": BAD_PARAM, "set4d_bad_format": BAD_PARAM,
+            "setnd_9dims": NOT_SUPPORTED, "conv_stride0": BAD_PARAM,
+            "conv_pad_negative": BAD_PARAM, "groups0": BAD_PARAM, "math_bad": BAD_PARAM,
+            "fwd_ok": 0, "fwd_algo_bad": BAD_PARAM, "fwd_alpha_null": BAD_PARAM,
+            "fwd_channels": BAD_PARAM, "fwd_out_dims": NOT_SUPPORTED,
+            "fwd_compute_half": NOT_SUPPORTED, "fwd_mixed_types": BAD_PARAM,
+            "outdim_filter_too_big": BAD_PARAM, "biasact_relu_algo0": 0,
+            "biasact_identity_algo0": NOT_SUPPORTED, "biasact_identity_algo1": 0,
+            "biasact_sigmoid": NOT_SUPPORTED, "bn_derive_bad_mode": BAD_PARAM,
+            "bn_eps_negative": BAD_PARAM, "bn_infer_ok": 0, "bn_save_half_null": BAD_PARAM,
+            "handle_null": BAD_PARAM, "error_string_CUDNN_STATUS_BAD_PARAM": 0,
+        }
+        for name, status in want.items():
+            self.assertEqual(r.status.get(name), status, name)
+
+    def test_descriptor_getters(self):
+        r = selftest(op="descs")
+        want = {
+            "version": 91900,
+            "nhwc4d": "2 2,3,4,5 60,1,15,3",
+            "nhwc4d_bytes": 240,
+            "ndhwc": "0 5 2,3,4,5,6 360,1,90,18,3",
+            "strided_bytes": 1272,
+            "filter4d": "9 1 8,3,5,7",
+            "filternd": "0 0 5 4,2,3,3,3",
+            "conv_defaults": "1 0",
+            "conv2d": "1,2,3,4,5,6 0 2",
+            "convnd": "3 1,0,2 1,2,1 2,1,1 1 0",
+            "conv_set": "2 3",
+            # depth (7+2-3)/1+1... with dilation 2: 7+2-5+1 = 5; 9: (9-3)/2+1 = 4; 11+4-3+1 = 13
+            "outdim": "2,4,5,4,13",
+            "activation": "5 1 2.5",
+            "default_stream": 1,
+            "set_stream": 1,
+        }
+        for name, value in want.items():
+            self.assertEqual(r.status.get(name), value, name)
+
+
+if __name__ == "__main__":
+    unittest.main()
