@@ -65,17 +65,22 @@ int reportCommand(const std::string& dir, const std::string& format, bool all) {
     }
     return 1;
   }
-  if (format == "json") {
-    // Malformed lines are in the document's "errors"; say so on stderr too.
+  if (format != "text") {
+    // Malformed lines are in the document (JSON "errors", the page's Errors); say so on stderr
+    // too: the document itself goes to a file.
     for (const report::MalformedLine& m : rep.malformed) {
       std::cerr << "fumi report: warning: " << m.str() << " (skipped)\n";
     }
+  }
+  report::TextOptions options;
+  options.all = all;
+  if (format == "json") {
     std::cout << report::toJson(rep).dump(2) << "\n";
+  } else if (format == "html") {
+    std::cout << report::formatHtml(rep, options, absolutePath(dir));  // one self-contained page
   } else {
     std::cout << "Report of " << absolutePath(dir) << " (" << nfiles << " event file"
               << (nfiles == 1 ? "" : "s") << ")\n\n";
-    report::TextOptions options;
-    options.all = all;
     std::cout << report::formatText(rep, options);
   }
   return 0;

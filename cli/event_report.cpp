@@ -309,6 +309,22 @@ SummaryEvent parseSummaryEvent(const json& obj) {
   return ev;
 }
 
+// The timeline point of a snapshot or summary: its `totals` at its `elapsed_s`; none in files
+// written before totals existed.
+std::optional<TimelinePoint> parseTimelinePoint(const json& obj, std::string reason) {
+  const json* totals = getObject(obj, "totals");
+  const std::optional<double> elapsed = getNumber(obj, "elapsed_s");
+  if (!totals || !elapsed || !std::isfinite(*elapsed)) return std::nullopt;
+  TimelinePoint p;
+  p.elapsed_s = *elapsed;
+  p.calls = getCount(*totals, "calls").value_or(0);
+  p.checked = getCount(*totals, "checked").value_or(0);
+  p.skipped = getCount(*totals, "skipped").value_or(0);
+  p.violations = getCount(*totals, "violations").value_or(0);
+  p.reason = std::move(reason);
+  return p;
+}
+
 // Counts and violations add up, the maximum is the largest; quantiles do not add up, so the
 // median and p99 are those of the process with the most values.
 void mergeMetric(MetricAcc& acc, const MetricSummary& m) {
@@ -528,6 +544,9 @@ class Aggregator {
 
     if (type == "summary" || type == "snapshot") {
       auto ev = std::make_shared<SummaryEvent>(parseSummaryEvent(obj));
+      const std::string reason =
+          type == "snapshot" ? getString(obj, "reason").value_or("periodic") : "exit";
+      const std::optional<TimelinePoint> point = parseTimelinePoint(obj, reason);
       auto it = current.find(pid);
       Segment* seg = nullptr;
       if (it == current.end() || segments_[it->second].has_summary) {
@@ -539,9 +558,10 @@ class Aggregator {
       }
       seg->has_content = true;
       if (!seg->info.rank) seg->info.rank = rank;
+      if (point) seg->info.timeline.push_back(*point);
       if (type == "snapshot") {
         seg->snapshot = std::move(ev);
-        seg->snapshot_reason = getString(obj, "reason").value_or("periodic");
+        seg->snapshot_reason = reason;
         return;
       }
       seg->has_summary = true;

@@ -41,6 +41,16 @@ struct ErrorEvent {
   int line = 0;
 };
 
+// One point of a process's timeline: its totals as of a `snapshot` or its `summary`.
+struct TimelinePoint {
+  double elapsed_s = 0;  // seconds since the process started (the event's elapsed_s)
+  uint64_t calls = 0;
+  uint64_t checked = 0;
+  uint64_t skipped = 0;
+  uint64_t violations = 0;
+  std::string reason;  // the snapshot's reason ("periodic", "SIGTERM", "exec"), "exit": summary
+};
+
 // One process as seen in the event files: from a `start` event (or the first event of a pid)
 // up to its `summary`. A process with no summary (killed, or exec'd away) is `incomplete`: its
 // counts are derived from its violation/check events and are lower bounds.
@@ -60,6 +70,9 @@ struct ProcessInfo {
   // those of the last one), "" (nothing: counts derived from its check/violation events).
   std::string ended;
   std::optional<double> elapsed_s;
+  // Its totals at each snapshot and at its summary, in the order written (files without
+  // `totals` give none).
+  std::vector<TimelinePoint> timeline;
 };
 
 // One rank's share of a distributed job (processes with that launcher rank).
@@ -210,7 +223,7 @@ std::string checkOfKey(const std::string& key);
 // Renderings (event_report_format.cpp).
 nlohmann::json toJson(const Report& report);
 struct TextOptions {
-  size_t stack_frames = 5;    // frames shown per violation
+  size_t stack_frames = 5;    // frames shown per violation (text; the HTML shows them all)
   size_t most_sensitive = 5;  // ops in the "most sensitive" list
   bool all = false;           // list the ops that were only counted too (`--all`)
 };
@@ -218,6 +231,13 @@ struct TextOptions {
 // their first stack, the most sensitive ops); the table of checked ops and one line for the
 // ops only counted; processes, error events, malformed lines.
 std::string formatText(const Report& report, const TextOptions& options = {});
+// The `fumi report --format html` page: one self-contained HTML document (inline CSS and SVG,
+// no script, nothing fetched) with the header totals, the findings with every op's first
+// violation of each kind and its stacks, a timeline of checks and violations, the metric
+// distributions, the ops, ranks and processes (event_report_html.cpp). `source` names the
+// directory reported in the title.
+std::string formatHtml(const Report& report, const TextOptions& options = {},
+                       const std::string& source = "");
 // The few lines `fumi run` prints after the child ended (top `top_ops` ops by violations).
 std::string formatRunSummary(const Report& report, const std::string& dir, size_t top_ops = 5);
 // The frame of a Python stack to show a person: the first outside torch's and fumi's own

@@ -6,10 +6,12 @@
 #include <sstream>
 
 #include "event_report.h"
+#include "event_report_detail.h"
 
 namespace fumi::report {
 
 using nlohmann::json;
+using namespace detail;
 
 namespace {
 
@@ -46,76 +48,11 @@ json violationJson(const ViolationInfo& v) {
   return j;
 }
 
-// "name (12.3 us), name2" from an event's `kernels` (entries of other shapes are skipped).
-std::string kernelList(const json& kernels) {
-  std::string s;
-  for (const json& k : kernels) {
-    if (!k.is_object() || !k.contains("name") || !k["name"].is_string()) continue;
-    if (!s.empty()) s += ", ";
-    s += k["name"].get<std::string>();
-    if (k.contains("duration_ns") && k["duration_ns"].is_number())
-      s += " (" + formatValue(k["duration_ns"].get<double>() / 1000) + " us)";
-  }
-  return s;
-}
-
-std::string joinArgv(const std::vector<std::string>& argv, size_t max_len = 60) {
-  std::string s;
-  for (const std::string& a : argv) {
-    if (!s.empty()) s += ' ';
-    s += a;
-  }
-  if (s.size() > max_len) s = s.substr(0, max_len - 3) + "...";
-  return s;
-}
-
-std::string worstText(const std::map<std::string, double>& worst) {
-  std::string s;
-  for (const auto& [k, v] : worst) {
-    if (!s.empty()) s += "  ";
-    s += k + "=" + formatValue(v);
-  }
-  return s.empty() ? "-" : s;
-}
-
 std::string padRight(const std::string& s, size_t w) {
   return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
 }
 std::string padLeft(const std::string& s, size_t w) {
   return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
-}
-
-std::string plural(uint64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-// Violations per kind over all ops.
-std::map<std::string, uint64_t> violationsByKind(const Report& report) {
-  std::map<std::string, uint64_t> n;
-  for (const OpStats& s : report.ops) {
-    for (const auto& [kind, kv] : s.by_kind) n[kind] += kv.violations;
-  }
-  return n;
-}
-
-// Kinds in the order a person reads them: errors, then sensitivity, then any newer kind by name.
-std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind) {
-  auto rank = [](const std::string& k) {
-    return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2;
-  };
-  std::vector<std::string> kinds;
-  for (const auto& kv : by_kind) kinds.push_back(kv.first);
-  std::stable_sort(kinds.begin(), kinds.end(),
-                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
-  return kinds;
-}
-
-std::string kindHeading(const std::string& kind) {
-  if (kind == kKindError) return "Errors (the op computed its result badly):";
-  if (kind == kKindSensitivity) {
-    return "Sensitivity above its bound (outputs move far when inputs move by their rounding):";
-  }
-  return "Violations of kind " + kind + ":";
 }
 
 // An aligned table; the last column is left unpadded (it may be long).
@@ -143,21 +80,6 @@ void formatTable(std::ostream& out, const std::vector<std::string>& head,
   for (const auto& r : rows) emit(r);
 }
 
-std::string opName(const std::string& op, const std::string& backend) {
-  return op + " (" + (backend.empty() ? "-" : backend) + ")";
-}
-
-// "pid 1, call 7, highprec.normwise_rel = 0.5 > 1e-05, rule gemms, f32"
-std::string describeViolation(const ViolationInfo& v) {
-  std::string s = "pid " + std::to_string(v.pid);
-  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
-  s += ", " + metricKey(v.check, v.metric) + " = " + (v.value ? formatValue(*v.value) : "?");
-  if (v.tolerance) s += " > " + formatValue(*v.tolerance);
-  if (!v.rule.empty()) s += ", rule " + v.rule;
-  if (!v.dtype.empty()) s += ", " + v.dtype;
-  return s;
-}
-
 // The first frames of a violation's stack, the Python one when there is one.
 void formatStack(std::ostream& out, const ViolationInfo& v, size_t frames,
                  const std::string& indent) {
@@ -168,75 +90,9 @@ void formatStack(std::ostream& out, const ViolationInfo& v, size_t frames,
   }
 }
 
-// "aten::mse_loss #14" from a {"op", "call_index"} object; empty when it is not one.
-std::string sentinelText(const json& sentinel) {
-  if (!sentinel.is_object() || !sentinel.contains("op") || !sentinel["op"].is_string()) return "";
-  std::string s = sentinel["op"].get<std::string>();
-  if (sentinel.contains("call_index") && sentinel["call_index"].is_number_integer()) {
-    s += " #" + std::to_string(sentinel["call_index"].get<int64_t>());
-  }
-  return s;
-}
-
-// One line for a NaN origin: where, what, and which op's output started the search.
-std::string originText(const NanOrigin& o) {
-  const ViolationInfo& v = o.violation;
-  std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
-  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
-  if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
-  s += ": " + (v.detail.empty() ? std::string("appeared") : v.detail);
-  if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf")) {
-    s += " (" + v.extra["nan"].dump() + " NaN, " + v.extra["inf"].dump() + " Inf)";
-  }
-  if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
-  return s;
-}
-
-std::string notFoundText(const NanSearch& n) {
-  std::string s = "NaN search: origin not found";
-  if (!n.message.empty()) s += " (" + n.message + ")";
-  if (std::string sent = sentinelText(n.sentinel); !sent.empty()) s += "; sentinel " + sent;
-  return s;
-}
-
-// An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
-// sensitivity check), valued by its maximum.
-struct Sensitivity {
-  const OpStats* op = nullptr;
-  std::string key;
-  const MetricSummary* metric = nullptr;  // null for a `worst` entry alone
-  double max = 0;
-};
-
-std::optional<Sensitivity> mostSensitiveMetric(const OpStats& s) {
-  std::optional<Sensitivity> best;
-  auto consider = [&](const std::string& key, const MetricSummary* m, std::optional<double> v) {
-    if (!v || *v == 0) return;  // nothing measured, or inputs that moved nothing
-    if (!best || worse(*v, best->max)) best = Sensitivity{&s, key, m, *v};
-  };
-  auto worstOf = [&](const std::string& key) -> std::optional<double> {
-    auto it = s.worst.find(key);
-    return it == s.worst.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  for (const auto& [key, m] : s.metrics) {
-    if (m.kind == kKindSensitivity) consider(key, &m, m.max ? m.max : worstOf(key));
-  }
-  for (const auto& [key, w] : s.worst) {
-    if (!s.metrics.count(key) && defaultKind(checkOfKey(key)) == kKindSensitivity) {
-      consider(key, nullptr, w);
-    }
-  }
-  return best;
-}
-
-bool onlyCounted(const OpStats& s) { return s.checked == 0 && s.violations == 0; }
-
 void formatFindings(std::ostream& out, const Report& report, const TextOptions& options) {
   const auto kinds = violationsByKind(report);
-  std::vector<const NanSearch*> not_found;
-  for (const NanSearch& n : report.nan_searches) {
-    if (n.result != "found") not_found.push_back(&n);
-  }
+  const std::vector<const NanSearch*> not_found = searchesNotFound(report);
   if (kinds.empty() && report.nan_origins.empty() && not_found.empty()) {
     out << "\nFindings: no violations\n";
   } else {
@@ -248,16 +104,8 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
     }
     for (const NanSearch* n : not_found) out << "  " << notFoundText(*n) << "\n";
     for (const std::string& kind : kindOrder(kinds)) {
-      std::vector<std::pair<const OpStats*, const KindViolations*>> ops;
-      for (const OpStats& s : report.ops) {
-        auto it = s.by_kind.find(kind);
-        if (it != s.by_kind.end() && it->second.violations > 0) ops.emplace_back(&s, &it->second);
-      }
-      std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
-        return a.second->violations > b.second->violations;
-      });
       out << "  " << kindHeading(kind) << "\n";
-      for (const auto& [s, kv] : ops) {
+      for (const auto& [s, kv] : opsWithKind(report, kind)) {
         out << "    " << opName(s->op, s->backend) << ": " << plural(kv->violations, "violation");
         if (!kv->first) {
           out << "\n";
@@ -277,23 +125,11 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
       }
     }
   }
-  std::string passed;
-  for (const OpStats& s : report.ops) {
-    if (!s.nonfinite_propagated) continue;
-    passed +=
-        (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
-  }
-  if (!passed.empty()) {
+  if (const std::string passed = nonfinitePassedText(report); !passed.empty()) {
     out << "  NaN/Inf passed along from inputs (counted, not violations): " << passed << "\n";
   }
 
-  std::vector<Sensitivity> sens;
-  for (const OpStats& s : report.ops) {
-    if (auto m = mostSensitiveMetric(s)) sens.push_back(*m);
-  }
-  std::stable_sort(sens.begin(), sens.end(),
-                   [](const Sensitivity& a, const Sensitivity& b) { return worse(a.max, b.max); });
-  if (sens.size() > options.most_sensitive) sens.resize(options.most_sensitive);
+  const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
   out << "\nMost sensitive ops (data, not alarms: how far outputs move when inputs move by their\n"
          "rounding, FuMi's lower bound of the max relative error; median and p99 approximate):\n";
@@ -433,6 +269,15 @@ json toJson(const Report& report) {
     pj["ended"] = p.ended;
     pj["rank"] = p.rank ? json(*p.rank) : json(nullptr);
     pj["elapsed_s"] = optNumberJson(p.elapsed_s);
+    json timeline = json::array();
+    for (const TimelinePoint& t : p.timeline)
+      timeline.push_back({{"elapsed_s", t.elapsed_s},
+                          {"calls", t.calls},
+                          {"checked", t.checked},
+                          {"skipped", t.skipped},
+                          {"violations", t.violations},
+                          {"reason", t.reason}});
+    pj["timeline"] = std::move(timeline);
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);

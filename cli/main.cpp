@@ -63,9 +63,9 @@ int main(int argc, char** argv) {
   bool report_all = false;
   CLI::App* rep = app.add_subcommand("report", "Aggregate the event files of an output directory");
   rep->add_option("DIR", report_dir, "Output directory of a run")->required();
-  rep->add_option("--format", report_format, "text or json")
+  rep->add_option("--format", report_format, "text, json or html (one self-contained page)")
       ->type_name("FORMAT")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   rep->add_flag("--all", report_all,
                 "List the ops that were only counted, not checked, in the table");

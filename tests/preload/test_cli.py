@@ -1,4 +1,5 @@
 """The `fumi` CLI end to end: run (env, exit codes, summary), report, policy check, plugins."""
+import html.parser
 import json
 import os
 import subprocess
@@ -17,6 +18,16 @@ def fumi(*args, **kw):
         env.pop(k, None)
     return subprocess.run([FUMI, *args], capture_output=True, text=True, timeout=300, env=env,
                           **kw)
+
+
+def run_ill_then_well(test):
+    """`fumi run` of blas_demo ill (2 violations: an error, a sensitivity) then well, two
+    processes under the minimal policy; returns the output directory."""
+    out = tempfile.mkdtemp(prefix="fumi-cli-")
+    r = fumi("run", "--policy", write_policy(ILL_POLICY), "--out", out, "--", "sh", "-c",
+             f"{BLAS_DEMO} ill >/dev/null; {BLAS_DEMO} well >/dev/null")
+    test.assertEqual(r.returncode, 0, r.stderr)
+    return out
 
 
 class Run(unittest.TestCase):
@@ -57,16 +68,123 @@ class Run(unittest.TestCase):
         self.assertFalse(os.path.exists(marker))
 
     def test_children_report_separately(self):
-        out = tempfile.mkdtemp(prefix="fumi-cli-")
-        policy = write_policy(ILL_POLICY)
-        r = fumi("run", "--policy", policy, "--out", out, "--", "sh", "-c",
-                 f"{BLAS_DEMO} ill >/dev/null; {BLAS_DEMO} well >/dev/null")
-        self.assertEqual(r.returncode, 0, r.stderr)
+        out = run_ill_then_well(self)
         doc = json.loads(fumi("report", out, "--format", "json").stdout)
         self.assertEqual(len([p for p in doc["processes"]]), 2)
         op = next(o for o in doc["ops"] if o["op"] == "sgemm_")
         self.assertEqual(op["calls"], 2)
         self.assertEqual(op["checked"], 2)
+
+
+# Elements without an end tag in HTML.
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+
+
+class PageParser(html.parser.HTMLParser):
+    """Checks that every element is closed in order, collects the text (references decoded),
+    the external references, and the <svg> elements with their class."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.open = []
+        self.errors = []
+        self.text = []
+        self.external = []
+        self.svgs = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for name in ("src", "href", "xlink:href", "data"):
+            v = (a.get(name) or "").strip().lower()
+            if v and not v.startswith("#"):
+                self.external.append((tag, name, v))
+        if tag == "svg":
+            self.svgs.append(a.get("class", ""))
+        if tag not in VOID:
+            self.open.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.open.pop()
+
+    def handle_endtag(self, tag):
+        if not self.open or self.open[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.open[-1:] or 'nothing'} at {self.getpos()}")
+            if tag in self.open:
+                while self.open.pop() != tag:
+                    pass
+        else:
+            self.open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+class HtmlReport(unittest.TestCase):
+    def test_html_report_of_a_job_with_violations(self):
+        out = run_ill_then_well(self)
+        page = fumi("report", out, "--format", "html")
+        self.assertEqual(page.returncode, 0, page.stderr)
+        doc = json.loads(fumi("report", out, "--format", "json").stdout)
+
+        p = PageParser()
+        p.feed(page.stdout)
+        p.close()
+        self.assertEqual(p.errors, [])
+        self.assertEqual(p.open, [], "elements left open")
+        self.assertEqual(p.external, [])  # self-contained: nothing fetched
+        low = page.stdout.lower()
+        for bad in ("<script src", "<link", "@import", "url(", "http://", "https://"):
+            self.assertNotIn(bad, low)
+        self.assertTrue(page.stdout.startswith("<!DOCTYPE html>"))
+        self.assertIn("timeline", p.svgs)
+        text = "".join(p.text)
+
+        # Every violating op with its first violation of each kind and that violation's stacks.
+        violating = [o for o in doc["ops"] if o["violations"] > 0]
+        self.assertTrue(violating)
+        for op in violating:
+            self.assertIn(op["op"], text)
+            self.assertTrue(op["first_violation_by_kind"], op["op"])
+            for kind, v in op["first_violation_by_kind"].items():
+                frames = v["stack"] + v["python_stack"]
+                self.assertTrue(frames, (op["op"], kind))
+                for frame in frames:
+                    self.assertIn(frame, text)
+        self.assertIn("blas_demo.c", text)
+        # Both processes, with how they ended; the timeline points are in the JSON too.
+        self.assertEqual(len(doc["processes"]), 2)
+        for proc in doc["processes"]:
+            self.assertIn(str(proc["pid"]), text)
+            self.assertEqual(proc["ended"], "exit")
+            self.assertEqual(proc["timeline"][-1]["reason"], "exit")
+            self.assertEqual(proc["timeline"][-1]["checked"], 1)
+        self.assertEqual(sum(p["timeline"][-1]["violations"] for p in doc["processes"]),
+                         doc["totals"]["violations"])
+
+    def test_html_escapes_event_text(self):
+        out = tempfile.mkdtemp(prefix="fumi-cli-")
+        op = '<img src=x onerror="alert(1)">&'
+        with open(os.path.join(out, "events-42.jsonl"), "w") as f:
+            start = {"event": "start", "pid": 42, "argv": ["<marquee>x</marquee>"]}
+            f.write(json.dumps(start) + "\n")
+            f.write(json.dumps({"event": "violation", "pid": 42, "op": op, "check": "highprec",
+                                "metric": "normwise_rel", "value": 0.5, "tolerance": 1e-5,
+                                "stack": ["#0 f<int>() at a.c:1"],
+                                "python_stack": ["t.py:3 in <module>"]}) + "\n")
+        page = fumi("report", out, "--format", "html")
+        self.assertEqual(page.returncode, 0, page.stderr)
+        self.assertNotIn("<img", page.stdout)
+        self.assertNotIn("<marquee", page.stdout)
+        p = PageParser()
+        p.feed(page.stdout)
+        p.close()
+        self.assertEqual((p.errors, p.open, p.external), ([], [], []))
+        text = "".join(p.text)
+        for s in (op, "<marquee>x</marquee>", "#0 f<int>() at a.c:1", "t.py:3 in <module>"):
+            self.assertIn(s, text)
 
 
 class Commands(unittest.TestCase):

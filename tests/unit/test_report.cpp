@@ -687,4 +687,138 @@ TEST(ReportFindings, UserFrameSkipsTorchsOwnFrames) {
   EXPECT_EQ(userFrame({}), "");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Timeline points (snapshots and summaries with `totals`) and the HTML page.
+
+std::string stateLine(int pid, const std::string& type, double elapsed, int checked, int violations,
+                      const std::string& reason = "") {
+  return R"({"event":")" + type + R"(","pid":)" + std::to_string(pid) +
+         (reason.empty() ? "" : R"(,"reason":")" + reason + R"(")") + R"(,"elapsed_s":)" +
+         std::to_string(elapsed) + R"(,"totals":{"calls":)" + std::to_string(checked * 2) +
+         R"(,"checked":)" + std::to_string(checked) + R"(,"skipped":0,"violations":)" +
+         std::to_string(violations) + R"(,"check_s":0.1},"ops":[)" +
+         opEntry("aten::mm", checked * 2, checked, violations) + "]}";
+}
+
+// The number of times `what` occurs in `text`.
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))
+    ++n;
+  return n;
+}
+
+TEST(ReportTimeline, SnapshotsAndSummaryGivePointsInOrder) {
+  Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), stateLine(1, "snapshot", 60, 10, 0, "periodic"),
+             stateLine(1, "snapshot", 120, 25, 3, "periodic"), stateLine(1, "summary", 130, 30, 4),
+             // Written while the process ended, after its summary: adds nothing.
+             stateLine(1, "snapshot", 131, 31, 4, "SIGTERM")})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  ASSERT_EQ(r.processes.size(), 1u);
+  const auto& tl = r.processes[0].timeline;
+  ASSERT_EQ(tl.size(), 3u);
+  EXPECT_DOUBLE_EQ(tl[0].elapsed_s, 60);
+  EXPECT_EQ(tl[0].checked, 10u);
+  EXPECT_EQ(tl[0].calls, 20u);
+  EXPECT_EQ(tl[0].reason, "periodic");
+  EXPECT_EQ(tl[1].violations, 3u);
+  EXPECT_EQ(tl[2].reason, "exit");
+  EXPECT_EQ(tl[2].checked, 30u);
+  const nlohmann::json j = fumi::report::toJson(r);
+  ASSERT_EQ(j["processes"][0]["timeline"].size(), 3u);
+  EXPECT_EQ(j["processes"][0]["timeline"][1]["violations"], 3);
+  EXPECT_EQ(j["processes"][0]["timeline"][2]["elapsed_s"], 130.0);
+
+  // Files without totals (older libfumi): no points, and the page says so.
+  Report old = aggregate(
+      {EventFile{"events-2.jsonl",
+                 lines({startLine(2), summaryLine(2, "[" + opEntry("aten::mm", 1, 1, 0) + "]")})}});
+  EXPECT_TRUE(old.processes[0].timeline.empty());
+  EXPECT_NE(fumi::report::formatHtml(old).find("No timeline"), std::string::npos);
+
+  // A totals field of the wrong type makes the line malformed, like any other field.
+  Report bad = aggregate({EventFile{
+      "events-3.jsonl",
+      lines({startLine(3), R"({"event":"snapshot","pid":3,"elapsed_s":1,"totals":[1]})"})}});
+  ASSERT_EQ(bad.malformed.size(), 1u);
+  EXPECT_NE(bad.malformed[0].message.find("totals"), std::string::npos);
+}
+
+TEST(ReportHtml, EveryFirstViolationWithItsStacksAndEverythingEscaped) {
+  std::string evil =
+      violationLine(1, "x", 3, 0.5, "2026-11-21T20:00:02Z", "#0 0x1 in f<int>() at /src/a&b.c:7");
+  evil.replace(evil.find(R"("op":"x")"), 8, R"("op":"<script>alert(\"op\")</script>&co")");
+  EventFile f{
+      "events-1.jsonl",
+      lines(
+          {R"({"event":"start","pid":1,"ppid":1,"time":"2026-11-21T20:00:00Z",)"
+           R"("argv":["python3","<marquee>train.py</marquee>"]})",
+           evil, violationLine(1, "sgemm_", 7, 0.5),
+           kindViolation(1, "aten::conv2d", "perturb", "", 9.5, 4, "2026-11-21T20:00:03Z",
+                         "/src/train.py:17 in <lambda>"),
+           kindViolation(1, "aten::conv2d", "highprec", "", 0.25, 5, "2026-11-21T20:00:04Z",
+                         "/src/train.py:18 in step"),
+           originLine(1), stateLine(1, "snapshot", 1.5, 4, 2, "periodic"),
+           summaryLine(1, "[" + opEntry("aten::mm", 4, 4, 0, sensMetric(1e-6, 1e-4, 0.5)) + "]")})};
+  Report r = aggregate({f});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  const std::string html = fumi::report::formatHtml(r, {}, "/tmp/out<1>");
+
+  // Nothing from the events reaches the page unescaped.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<marquee"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&quot;op&quot;)&lt;/script&gt;&amp;co"),
+            std::string::npos);
+  EXPECT_NE(html.find("#0 0x1 in f&lt;int&gt;() at /src/a&amp;b.c:7"), std::string::npos);
+  EXPECT_NE(html.find("/src/train.py:17 in &lt;lambda&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&lt;marquee&gt;train.py&lt;/marquee&gt;"), std::string::npos);
+  EXPECT_NE(html.find("/tmp/out&lt;1&gt;"), std::string::npos);
+  // Self-contained: nothing is fetched.
+  EXPECT_EQ(html.find("http"), std::string::npos);
+  EXPECT_EQ(html.find(" src="), std::string::npos);
+
+  // Every op's first violation of each kind, with its stacks; the NaN origin with its own.
+  EXPECT_NE(html.find("#0 0x1 in main at /src/x.c:12"), std::string::npos);  // sgemm_'s native
+  EXPECT_NE(html.find("/src/train.py:18 in step"), std::string::npos);       // conv2d's error
+  EXPECT_NE(html.find("NaN/Inf origin: aten::log (torch)"), std::string::npos);
+  EXPECT_NE(html.find("<span class=\"user\">/src/train.py:42 in loss</span>"), std::string::npos);
+  EXPECT_EQ(count(html, "class=\"finding error\""), 4u);        // x, sgemm_, conv2d, log
+  EXPECT_EQ(count(html, "class=\"finding sensitivity\""), 1u);  // conv2d
+  EXPECT_LT(html.find("Errors (the op computed"), html.find("Sensitivity above its bound"));
+
+  // The timeline and the metric strip (median, p99, max marks).
+  EXPECT_NE(html.find("<svg class=\"timeline\""), std::string::npos);
+  EXPECT_NE(html.find("<title>median 1e-06</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>max 0.5</title>"), std::string::npos);
+
+  // Balanced where it matters.
+  for (const char* tag : {"div", "table", "tr", "svg", "details", "pre", "h2", "h4"}) {
+    EXPECT_EQ(count(html, std::string("<") + tag + ">") + count(html, std::string("<") + tag + " "),
+              count(html, std::string("</") + tag + ">"))
+        << tag;
+  }
+}
+
+TEST(ReportHtml, RanksTableAndWorstRankWithTwoRanks) {
+  auto rankFile = [](int rank, int pid, int violations) {
+    std::string v;
+    for (int i = 0; i < violations; ++i) v += violationLine(pid, "sgemm_", i, 0.5) + "\n";
+    return EventFile{"events-rank" + std::to_string(rank) + "-" + std::to_string(pid) + ".jsonl",
+                     startLine(pid) + "\n" + v};
+  };
+  Report r = aggregate({rankFile(0, 10, 1), rankFile(1, 11, 3)});
+  ASSERT_EQ(r.ranks.size(), 2u);
+  const std::string html = fumi::report::formatHtml(r);
+  EXPECT_NE(html.find("<h2 id=\"ranks\">Ranks</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<th>worst rank</th>"), std::string::npos);
+  EXPECT_NE(html.find("worst rank 1 (rank 0: 1, rank 1: 3)"), std::string::npos) << html;
+  EXPECT_NE(html.find("incomplete (no summary"), std::string::npos);  // how they ended
+
+  // One rank: no worst-rank column.
+  Report one = aggregate({rankFile(0, 10, 1)});
+  EXPECT_EQ(fumi::report::formatHtml(one).find("<th>worst rank</th>"), std::string::npos);
+}
+
 }  // namespace

@@ -1,0 +1,184 @@
+// event_report_detail.cpp — helpers shared by the renderings of a Report (event_report_detail.h).
+#include "event_report_detail.h"
+
+#include <algorithm>
+
+namespace fumi::report::detail {
+
+using nlohmann::json;
+
+std::string plural(uint64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+std::string opName(const std::string& op, const std::string& backend) {
+  return op + " (" + (backend.empty() ? "-" : backend) + ")";
+}
+
+std::string kernelList(const json& kernels) {
+  std::string s;
+  for (const json& k : kernels) {
+    if (!k.is_object() || !k.contains("name") || !k["name"].is_string()) continue;
+    if (!s.empty()) s += ", ";
+    s += k["name"].get<std::string>();
+    if (k.contains("duration_ns") && k["duration_ns"].is_number())
+      s += " (" + formatValue(k["duration_ns"].get<double>() / 1000) + " us)";
+  }
+  return s;
+}
+
+std::string joinArgv(const std::vector<std::string>& argv, size_t max_len) {
+  std::string s;
+  for (const std::string& a : argv) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  if (s.size() > max_len) s = s.substr(0, max_len - 3) + "...";
+  return s;
+}
+
+std::string worstText(const std::map<std::string, double>& worst) {
+  std::string s;
+  for (const auto& [k, v] : worst) {
+    if (!s.empty()) s += "  ";
+    s += k + "=" + formatValue(v);
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::map<std::string, uint64_t> violationsByKind(const Report& report) {
+  std::map<std::string, uint64_t> n;
+  for (const OpStats& s : report.ops) {
+    for (const auto& [kind, kv] : s.by_kind) n[kind] += kv.violations;
+  }
+  return n;
+}
+
+std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind) {
+  auto rank = [](const std::string& k) {
+    return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2;
+  };
+  std::vector<std::string> kinds;
+  for (const auto& kv : by_kind) kinds.push_back(kv.first);
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  return kinds;
+}
+
+std::string kindHeading(const std::string& kind) {
+  if (kind == kKindError) return "Errors (the op computed its result badly):";
+  if (kind == kKindSensitivity) {
+    return "Sensitivity above its bound (outputs move far when inputs move by their rounding):";
+  }
+  return "Violations of kind " + kind + ":";
+}
+
+std::vector<std::pair<const OpStats*, const KindViolations*>> opsWithKind(const Report& report,
+                                                                          const std::string& kind) {
+  std::vector<std::pair<const OpStats*, const KindViolations*>> ops;
+  for (const OpStats& s : report.ops) {
+    auto it = s.by_kind.find(kind);
+    if (it != s.by_kind.end() && it->second.violations > 0) ops.emplace_back(&s, &it->second);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+    return a.second->violations > b.second->violations;
+  });
+  return ops;
+}
+
+std::string describeViolation(const ViolationInfo& v) {
+  std::string s = "pid " + std::to_string(v.pid);
+  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
+  s += ", " + metricKey(v.check, v.metric) + " = " + (v.value ? formatValue(*v.value) : "?");
+  if (v.tolerance) s += " > " + formatValue(*v.tolerance);
+  if (!v.rule.empty()) s += ", rule " + v.rule;
+  if (!v.dtype.empty()) s += ", " + v.dtype;
+  return s;
+}
+
+std::string sentinelText(const json& sentinel) {
+  if (!sentinel.is_object() || !sentinel.contains("op") || !sentinel["op"].is_string()) return "";
+  std::string s = sentinel["op"].get<std::string>();
+  if (sentinel.contains("call_index") && sentinel["call_index"].is_number_integer()) {
+    s += " #" + std::to_string(sentinel["call_index"].get<int64_t>());
+  }
+  return s;
+}
+
+std::string originText(const NanOrigin& o) {
+  const ViolationInfo& v = o.violation;
+  std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
+  if (v.call_index) s += ", call " + std::to_string(*v.call_index);
+  if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
+  s += ": " + (v.detail.empty() ? std::string("appeared") : v.detail);
+  if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf")) {
+    s += " (" + v.extra["nan"].dump() + " NaN, " + v.extra["inf"].dump() + " Inf)";
+  }
+  if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
+  return s;
+}
+
+std::string notFoundText(const NanSearch& n) {
+  std::string s = "NaN search: origin not found";
+  if (!n.message.empty()) s += " (" + n.message + ")";
+  if (std::string sent = sentinelText(n.sentinel); !sent.empty()) s += "; sentinel " + sent;
+  return s;
+}
+
+std::vector<const NanSearch*> searchesNotFound(const Report& report) {
+  std::vector<const NanSearch*> not_found;
+  for (const NanSearch& n : report.nan_searches) {
+    if (n.result != "found") not_found.push_back(&n);
+  }
+  return not_found;
+}
+
+std::string nonfinitePassedText(const Report& report) {
+  std::string passed;
+  for (const OpStats& s : report.ops) {
+    if (!s.nonfinite_propagated) continue;
+    passed +=
+        (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
+  }
+  return passed;
+}
+
+namespace {
+
+std::optional<Sensitivity> mostSensitiveMetric(const OpStats& s) {
+  std::optional<Sensitivity> best;
+  auto consider = [&](const std::string& key, const MetricSummary* m, std::optional<double> v) {
+    if (!v || *v == 0) return;  // nothing measured, or inputs that moved nothing
+    if (!best || worse(*v, best->max)) best = Sensitivity{&s, key, m, *v};
+  };
+  auto worstOf = [&](const std::string& key) -> std::optional<double> {
+    auto it = s.worst.find(key);
+    return it == s.worst.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  for (const auto& [key, m] : s.metrics) {
+    if (m.kind == kKindSensitivity) consider(key, &m, m.max ? m.max : worstOf(key));
+  }
+  for (const auto& [key, w] : s.worst) {
+    if (!s.metrics.count(key) && defaultKind(checkOfKey(key)) == kKindSensitivity) {
+      consider(key, nullptr, w);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<Sensitivity> mostSensitive(const Report& report, size_t limit) {
+  std::vector<Sensitivity> sens;
+  for (const OpStats& s : report.ops) {
+    if (auto m = mostSensitiveMetric(s)) sens.push_back(*m);
+  }
+  std::stable_sort(sens.begin(), sens.end(),
+                   [](const Sensitivity& a, const Sensitivity& b) { return worse(a.max, b.max); });
+  if (sens.size() > limit) sens.resize(limit);
+  return sens;
+}
+
+bool onlyCounted(const OpStats& s) { return s.checked == 0 && s.violations == 0; }
+
+}  // namespace fumi::report::detail

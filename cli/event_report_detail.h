@@ -1,0 +1,77 @@
+// event_report_detail.h — helpers shared by the renderings of a Report (the text and JSON of
+// event_report_format.cpp, the HTML of event_report_html.cpp): how a violation, an origin, an op
+// are described and which findings are listed. Not part of the report library's interface.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event_report.h"
+
+namespace fumi::report::detail {
+
+// "3 violations", "1 violation".
+std::string plural(uint64_t n, const char* word);
+
+// "sgemm_ (blas)"; "-" for no backend.
+std::string opName(const std::string& op, const std::string& backend);
+
+// "name (12.3 us), name2" from an event's `kernels` (entries of other shapes are skipped).
+std::string kernelList(const nlohmann::json& kernels);
+
+// The argv joined by spaces, cut to `max_len` characters ("..." at the end) when longer.
+std::string joinArgv(const std::vector<std::string>& argv, size_t max_len = 60);
+
+// "highprec.normwise_rel=0.5  perturb.fumi_ratio=0.01"; "-" when empty.
+std::string worstText(const std::map<std::string, double>& worst);
+
+// Violations per kind over all ops.
+std::map<std::string, uint64_t> violationsByKind(const Report& report);
+
+// Kinds in the order a person reads them: errors, then sensitivity, then any newer kind by name.
+std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind);
+
+// The heading of a kind's findings ("Errors (the op computed its result badly):").
+std::string kindHeading(const std::string& kind);
+
+// The ops with violations of `kind`, most violations first.
+std::vector<std::pair<const OpStats*, const KindViolations*>> opsWithKind(const Report& report,
+                                                                          const std::string& kind);
+
+// "pid 1, call 7, highprec.normwise_rel = 0.5 > 1e-05, rule gemms, f32"
+std::string describeViolation(const ViolationInfo& v);
+
+// "aten::mse_loss #14" from a {"op", "call_index"} object; empty when it is not one.
+std::string sentinelText(const nlohmann::json& sentinel);
+
+// One line for a NaN origin: where, what, and which op's output started the search.
+std::string originText(const NanOrigin& o);
+
+// "NaN search: origin not found (...); sentinel ..." for a search that did not find it.
+std::string notFoundText(const NanSearch& n);
+
+// The NaN searches whose result is not "found".
+std::vector<const NanSearch*> searchesNotFound(const Report& report);
+
+// "aten::log (3 calls), ..." over the ops whose NaN/Inf came with their inputs; empty for none.
+std::string nonfinitePassedText(const Report& report);
+
+// An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
+// sensitivity check), valued by its maximum.
+struct Sensitivity {
+  const OpStats* op = nullptr;
+  std::string key;
+  const MetricSummary* metric = nullptr;  // null for a `worst` entry alone
+  double max = 0;
+};
+
+// The `limit` most sensitive ops, most sensitive first.
+std::vector<Sensitivity> mostSensitive(const Report& report, size_t limit);
+
+// Whether an op was only counted: never checked, no violation.
+bool onlyCounted(const OpStats& s);
+
+}  // namespace fumi::report::detail
