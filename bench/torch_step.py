@@ -1,33 +1,169 @@
-"""One resnet18 CPU training job for bench/torch.sh: torchvision resnet18 (10 classes), SGD with
-momentum, on random images and labels drawn from fixed seeds, so that every run computes the
-same losses bit for bit (with the same thread count).
+"""One CPU training job for bench/torch.sh, on data drawn from fixed seeds, so that every run
+computes the same losses bit for bit (with the same thread count). --model picks the job:
+
+  resnet18     torchvision resnet18 (10 classes), SGD with momentum, batches of B random
+               3×S×S images with random labels: few, large ops (~1 600 aten calls a step).
+  lstm         a word-level LSTM language model in the shape of the classic PyTorch example:
+               embedding 200, 2-layer LSTM with hidden size 200, dropout 0.2, linear decoder to
+               a 10 000-word vocabulary; bptt 35, batch 20; the hidden state carried from one
+               step to the next (detached), gradient norm clipped at 0.25, and the example's
+               hand-written SGD update (p -= 20 * grad, no torch.optim: no optimizer step for
+               fumi to see). Many small ops: the LSTM runs cell by cell (~7 000 aten calls a
+               step).
+  transformer  a small Transformer language model: the same embedding and decoder around
+               nn.TransformerEncoder (2 layers, d_model 200, 2 heads, feed-forward 200,
+               dropout 0.2) under a causal mask, sinusoidal positions; same batches, clipping
+               and update as lstm.
+
+The language models train on a synthetic token stream (random words drawn from fixed seeds,
+batch B columns, bptt rows a step), like the example's batchify/get_batch on a real corpus.
 
 Runs W warm-up steps, then N timed steps. Prints one line per step:
-    step <i> warmup|timed step_s <seconds> loss <loss.item().hex()>
-A step is zero_grad + forward + loss + backward + optimizer step + loss.item(), timed with
-time.perf_counter(); drawing the batch is outside the timed region.
+    step <i> warmup|timed step_s <seconds> loss <loss.item().hex()> minflt <faults>
+A step is zero_grad + forward + loss + backward + parameter update + loss.item(),
+timed with time.perf_counter(); drawing the batch is outside the timed region. minflt: the
+process's minor page faults during the step (getrusage), the allocator's footprint.
 
-Usage: /usr/bin/python3 bench/torch_step.py [--steps N] [--warmup W] [--batch B] [--size S]
-                                            [--threads T] [--autocast bf16]
+Usage: /usr/bin/python3 bench/torch_step.py [--model resnet18|lstm|transformer] [--steps N]
+                                            [--warmup W] [--batch B] [--size S] [--threads T]
+                                            [--autocast bf16]
+--batch defaults to 8 for resnet18 and 20 for the language models; --size is resnet18's image
+size (default 64) and the language models' bptt (default 35).
 --threads 0 (the default) leaves PyTorch's own choice (one thread per core).
 --autocast bf16 runs the forward pass and the loss under torch.autocast("cpu", bfloat16), the way
 a bf16 mixed-precision job runs."""
 import argparse
 import contextlib
+import math
+import resource
 import time
 
 import torch
 import torch.nn as nn
-import torchvision
+
+VOCAB = 10000
+EMBED = 200
+HIDDEN = 200
+LAYERS = 2
+DROPOUT = 0.2
+
+
+class LstmLM(nn.Module):
+    """Embedding -> dropout -> LSTM -> dropout -> linear decoder; (seq, batch) token layout."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(DROPOUT)
+        self.encoder = nn.Embedding(VOCAB, EMBED)
+        self.rnn = nn.LSTM(EMBED, HIDDEN, LAYERS, dropout=DROPOUT)
+        self.decoder = nn.Linear(HIDDEN, VOCAB)
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+    def initial_state(self, batch):
+        z = torch.zeros(LAYERS, batch, HIDDEN)
+        return (z, z.clone())
+
+    def forward(self, tokens, state):
+        out, state = self.rnn(self.drop(self.encoder(tokens)), state)
+        return self.decoder(self.drop(out)).view(-1, VOCAB), state
+
+
+class TransformerLM(nn.Module):
+    """Embedding * sqrt(d) + sinusoidal positions -> TransformerEncoder (causal) -> decoder."""
+
+    def __init__(self, max_len=512):
+        super().__init__()
+        self.encoder = nn.Embedding(VOCAB, EMBED)
+        layer = nn.TransformerEncoderLayer(EMBED, nhead=2, dim_feedforward=HIDDEN,
+                                           dropout=DROPOUT)
+        self.transformer = nn.TransformerEncoder(layer, LAYERS)
+        self.decoder = nn.Linear(EMBED, VOCAB)
+        self.drop = nn.Dropout(DROPOUT)
+        pos = torch.arange(max_len).unsqueeze(1)
+        freq = torch.exp(torch.arange(0, EMBED, 2) * (-math.log(10000.0) / EMBED))
+        pe = torch.zeros(max_len, 1, EMBED)
+        pe[:, 0, 0::2] = torch.sin(pos * freq)
+        pe[:, 0, 1::2] = torch.cos(pos * freq)
+        self.register_buffer("pe", pe)
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+    def initial_state(self, batch):
+        return None
+
+    def forward(self, tokens, state):
+        n = tokens.size(0)
+        mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        x = self.drop(self.encoder(tokens) * math.sqrt(EMBED) + self.pe[:n])
+        return self.decoder(self.transformer(x, mask)).view(-1, VOCAB), None
+
+
+def resnet18_job(args, gen):
+    """(model, draw() -> batch, zero_grad(), forward(batch) -> loss, update()) for resnet18:
+    torch.optim.SGD,
+    whose step() PyTorch records as the range "Optimizer.step#SGD.step"."""
+    import torchvision
+    model = torchvision.models.resnet18(num_classes=10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    batch, size = args.batch or 8, args.size or 64
+
+    def draw():
+        return (torch.randn(batch, 3, size, size, generator=gen),
+                torch.randint(0, 10, (batch,), generator=gen))
+
+    def forward(data):
+        x, y = data
+        return loss_fn(model(x), y)
+
+    return model, draw, opt.zero_grad, forward, opt.step
+
+
+def language_model_job(args, gen):
+    """The same for the LSTM and Transformer language models (shared data and training)."""
+    model = LstmLM() if args.model == "lstm" else TransformerLM()
+    lr = 20.0
+    loss_fn = nn.CrossEntropyLoss()
+    batch, bptt = args.batch or 20, args.size or 35
+    state = [model.initial_state(batch)]
+
+    def draw():
+        # One bptt window of a token stream: rows are time, columns the batch's streams; the
+        # targets are the next tokens.
+        seq = torch.randint(0, VOCAB, (bptt + 1, batch), generator=gen)
+        return seq[:-1], seq[1:].reshape(-1)
+
+    def forward(data):
+        tokens, targets = data
+        hidden = state[0]
+        if hidden is not None:  # carried over, cut from the last step's graph
+            hidden = tuple(h.detach() for h in hidden)
+        out, state[0] = model(tokens, hidden)
+        return loss_fn(out, targets)
+
+    def update():
+        nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-lr)
+
+    return model, draw, model.zero_grad, forward, update
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["resnet18", "lstm", "transformer"],
+                        default="resnet18")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--size", type=int, default=64, help="image height and width")
+    parser.add_argument("--batch", type=int, default=0, help="0: the model's default")
+    parser.add_argument("--size", type=int, default=0,
+                        help="resnet18: image height and width; language models: bptt "
+                             "(0: the model's default)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads (0: leave the default)")
     parser.add_argument("--autocast", choices=["bf16"], default=None,
@@ -38,26 +174,27 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
-    model = torchvision.models.resnet18(num_classes=10)
+    job = resnet18_job if args.model == "resnet18" else language_model_job
+    model, draw, zero_grad, forward, update = job(args, gen)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
 
     for step in range(args.warmup + args.steps):
-        x = torch.randn(args.batch, 3, args.size, args.size, generator=gen)
-        y = torch.randint(0, 10, (args.batch,), generator=gen)
+        data = draw()
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
-        opt.zero_grad()
+        zero_grad()
         region = (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast
                   else contextlib.nullcontext())
         with region:
-            loss = loss_fn(model(x), y)
+            loss = forward(data)
         loss.backward()
-        opt.step()
+        update()
         value = loss.item()
         dt = time.perf_counter() - t0
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
         kind = "warmup" if step < args.warmup else "timed"
-        print(f"step {step} {kind} step_s {dt:.6f} loss {value.hex()}", flush=True)
+        print(f"step {step} {kind} step_s {dt:.6f} loss {value.hex()} minflt {faults}",
+              flush=True)
 
 
 if __name__ == "__main__":

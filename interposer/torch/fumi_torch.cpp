@@ -51,6 +51,7 @@ struct Slot {
   std::atomic<const char*> key{nullptr};  // published after the other fields
   const char* text = nullptr;             // owned copy of the key's text
   void* site = nullptr;
+  bool view = false;  // by address: the op returns views of its inputs (torch_compat::returnsView)
 };
 Slot g_by_address[kSlots];
 Slot g_by_content[kSlots];
@@ -98,17 +99,30 @@ std::string displayName(const c10::OperatorName& op) {
   return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
 }
 
-void* siteFor(const at::RecordFunction& fn) {
+// Does the op only return views of its inputs (as_strided, select, t, expand, ...)? Looked up
+// once per overload, when its slot is filled.
+bool returnsView(const c10::OperatorName& name) {
+  const auto op = c10::Dispatcher::singleton().findOp(name);
+  return op && fumi::torch_compat::returnsView(op->schema());
+}
+
+// The op's site; *view says whether the op returns views of its inputs (false for ranges).
+void* siteFor(const at::RecordFunction& fn, bool* view) {
   const char* name = fumi::torch_compat::opName(fn);
   Slot* slot = probe(g_by_address, name, name, hashAddress(name));
-  if (slot && slot->key.load(std::memory_order_acquire)) return slot->site;
+  if (slot && slot->key.load(std::memory_order_acquire)) {
+    *view = slot->view;
+    return slot->site;
+  }
   const auto op = fn.operator_name();
   if (!op) return siteNamed(name);  // a range: its name's address is not stable
   void* site = siteNamed(displayName(*op));
+  *view = returnsView(*op);
   std::lock_guard<std::mutex> lock(g_insert_mu);
   slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && !slot->key.load(std::memory_order_relaxed)) {
     slot->site = site;
+    slot->view = *view;
     slot->text = strdup(name);
     slot->key.store(name, std::memory_order_release);
   }
@@ -862,8 +876,14 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
   }
 }
 
-// Sentinel, on every op: a single-element CPU output (a loss, a norm, a count) that is not
-// finite. Costs a few loads per output; larger outputs are left to sampled nan_inf checks.
+// Sentinel, on every op that computes its outputs: a single-element CPU output (a loss, a norm,
+// a count) that is not finite. Costs a few loads per output; larger outputs are left to sampled
+// nan_inf checks. Ops returning views of their inputs (as_strided, select, expand, ...) compute
+// nothing and are not watched, nor scanned during a search: kernels take views of the fresh,
+// uninitialised memory they are about to write (a reduction restrides its empty one-element
+// result with as_strided before filling it), and whatever bytes such memory held from its last
+// use — a NaN pattern now and then — would start a search for a NaN no op made. The op that
+// writes the memory is watched when it returns.
 void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
                   void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {
@@ -877,8 +897,13 @@ void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& 
   }
 }
 
-// (site, index) of the ops running on this thread, innermost last: the sentinel names the op.
-thread_local std::vector<std::pair<void*, uint64_t>> t_running;
+// The ops running on this thread, innermost last: the sentinel names the op.
+struct Running {
+  void* site;
+  uint64_t index;
+  bool view;  // returns views of its inputs: neither watched nor scanned
+};
+thread_local std::vector<Running> t_running;
 
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
@@ -930,8 +955,9 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
 // pop always pairs with it.
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   void* site = nullptr;
+  bool view = false;
   try {
-    site = siteFor(fn);
+    site = siteFor(fn, &view);
   } catch (...) {
   }
   int checkable = 0;
@@ -939,7 +965,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   g_api->push_context(site, index);
   if (!g_sentinels && !g_capture) return nullptr;
   try {
-    if (g_sentinels) t_running.emplace_back(site, index);
+    if (g_sentinels) t_running.push_back(Running{site, index, view});
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
       g_api->optimizer_step();
@@ -952,7 +978,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
         obs = std::make_unique<OpObservation>(site, index);
         obs->checked = std::move(captured);
       }
-    if (g_sentinels && g_api->nan_search()) {
+    if (g_sentinels && !view && g_api->nan_search()) {
       if (!obs) obs = std::make_unique<OpObservation>(site, index);
       probeInputs(fn, *obs);
     }
@@ -974,12 +1000,16 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     }
   }
   if (g_sentinels && !t_running.empty()) {
-    const auto [site, index] = t_running.back();
+    const Running op = t_running.back();
     t_running.pop_back();
+    if (op.view) {
+      g_api->pop_context();
+      return;
+    }
     try {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (obs && obs->searching) searchOutputs(outputs, *obs);
-      else if (!outputs.empty()) watchOutputs(fn, outputs, site, index);
+      else if (!outputs.empty()) watchOutputs(fn, outputs, op.site, op.index);
     } catch (...) {
     }
   }

@@ -7,6 +7,8 @@
 //   RecordFunction::name()     >= 1.10: const char*; older: a StringView.
 //   OperatorHandle::hasTag     >= 1.13 (tags in native_functions.yaml); older: never seeded.
 //   InferenceMode              >= 1.9.
+//   Argument::alias_info()     older: const c10::optional<AliasInfo>&; newer: const AliasInfo*.
+//                              Both test and dereference alike: returnsView() uses either.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -29,6 +31,20 @@ inline auto inputsOf(const at::RecordFunction& fn) { return fn.inputs(); }
 // The op's outputs; valid inside the end callback of a callback that needs outputs.
 inline const std::vector<c10::IValue>& outputsOf(const at::RecordFunction& fn) {
   return fn.outputs();
+}
+
+// Ops that return only views of their inputs (as_strided, select, t, expand, detach, unbind):
+// every return carries an alias annotation that is not a write (`Tensor(a)`; in-place and out=
+// ops return `Tensor(a!)`). alias_info() is an optional in older releases, a pointer in newer
+// ones: both test and dereference alike.
+inline bool returnsView(const c10::FunctionSchema& schema) {
+  const auto& returns = schema.returns();
+  if (returns.empty()) return false;
+  for (const c10::Argument& r : returns) {
+    const auto& alias = r.alias_info();
+    if (!alias || alias->isWrite()) return false;
+  }
+  return true;
 }
 
 // Ops whose result depends on the random generator (dropout, bernoulli, randn, ...): a rerun

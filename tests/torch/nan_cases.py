@@ -4,6 +4,10 @@
              finite inputs (the origin, on the line marked ORIGIN), mul makes NaN of it.
   param_nan  a weight is NaN before training starts: every op propagates it, none makes it.
   mask       causal attention with an additive -inf mask (baddbmm + softmax): healthy.
+  stale      each step a buffer holds NaN bytes that no floating op made (written through an
+             int32 view, as memory holds stale bytes from its last use), is looked at through
+             one-element float views (select, as_strided), then overwritten before use, the way
+             kernels view fresh output memory before filling it: healthy.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -24,9 +28,15 @@ q_proj = torch.nn.Linear(16, 16)
 if mode == "mask":
     opt = torch.optim.SGD(list(model.parameters()) + list(q_proj.parameters()), lr=0.1)
 
+buf = torch.empty(4)
 for step in range(4):
     opt.zero_grad()
     inputs = x
+    if mode == "stale":
+        buf.view(torch.int32).fill_(0x7FC00000)  # quiet-NaN bytes, made by no floating op
+        first, last = buf[0], buf.as_strided((1,), (1,), 3)
+        buf.zero_()
+        inputs = x + buf.sum()
     if mode == "mask":
         seq = q_proj(inputs).view(8, 8, 16)
         scores = torch.baddbmm(mask, seq, seq.transpose(1, 2), alpha=0.25)

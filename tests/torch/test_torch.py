@@ -493,6 +493,14 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(baddbmm["nonfinite_propagated"], 4)  # the mask's -inf, counted
         self.assertNotIn("nonfinite_propagated", r.op("aten::_softmax"))  # zeros, not -inf
 
+    def test_stale_bytes_seen_through_views_start_no_search(self):
+        # Views compute nothing: a one-element view of memory about to be written is not a
+        # sentinel (before, stale NaN bytes there started a search that scanned every op).
+        r = self.case("stale")
+        self.assertEqual(r.of("nan_search"), [])
+        self.assertEqual(r.of("violation"), [])
+        self.assertGreaterEqual(r.op("aten::select.int")["calls"], 4)  # the views were seen
+
 ATTRIBUTION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attribution.py")
 
 
