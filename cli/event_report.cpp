@@ -193,6 +193,7 @@ struct GlobalOp {
   std::map<std::string, KindAcc> kinds;
   std::map<std::string, MetricAcc> metrics;
   uint64_t nonfinite_propagated = 0;
+  uint64_t handled_overflow = 0;
 };
 
 // A parsed check/violation event.
@@ -245,6 +246,7 @@ struct SummaryOpEvent {
   std::vector<std::pair<std::string, double>> worst;
   std::vector<std::pair<std::string, MetricSummary>> metrics;
   uint64_t nonfinite_propagated = 0;
+  uint64_t handled_overflow = 0;
 };
 
 MetricSummary parseMetric(const std::string& key, const json& m) {
@@ -304,6 +306,7 @@ SummaryEvent parseSummaryEvent(const json& obj) {
       }
     }
     so.nonfinite_propagated = getCount(o, "nonfinite_propagated").value_or(0);
+    so.handled_overflow = getCount(o, "handled_overflow").value_or(0);
     ev.ops.push_back(std::move(so));
   }
   return ev;
@@ -392,6 +395,7 @@ class Aggregator {
       }
       for (auto& [k, acc] : g.metrics) s.metrics[k] = acc.m;
       s.nonfinite_propagated = g.nonfinite_propagated;
+      s.handled_overflow = g.handled_overflow;
     }
     for (Segment& seg : segments_) {
       seg.info.incomplete = seg.info.ended.empty() || seg.info.ended == "killed";
@@ -457,6 +461,7 @@ class Aggregator {
       for (auto& [k, v] : so.worst) mergeWorst(g.worst, k, v);
       for (auto& [k, m] : so.metrics) mergeMetric(g.metrics[k], m);
       g.nonfinite_propagated += so.nonfinite_propagated;
+      g.handled_overflow += so.handled_overflow;
     }
   }
 

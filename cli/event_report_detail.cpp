@@ -133,14 +133,13 @@ std::vector<const NanSearch*> searchesNotFound(const Report& report) {
   return not_found;
 }
 
-std::string nonfinitePassedText(const Report& report) {
-  std::string passed;
+std::string opCountsText(const Report& report, uint64_t OpStats::*count) {
+  std::string text;
   for (const OpStats& s : report.ops) {
-    if (!s.nonfinite_propagated) continue;
-    passed +=
-        (passed.empty() ? "" : ", ") + s.op + " (" + plural(s.nonfinite_propagated, "call") + ")";
+    if (!(s.*count)) continue;
+    text += (text.empty() ? "" : ", ") + s.op + " (" + plural(s.*count, "call") + ")";
   }
-  return passed;
+  return text;
 }
 
 namespace {

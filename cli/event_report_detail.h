@@ -56,8 +56,9 @@ std::string notFoundText(const NanSearch& n);
 // The NaN searches whose result is not "found".
 std::vector<const NanSearch*> searchesNotFound(const Report& report);
 
-// "aten::log (3 calls), ..." over the ops whose NaN/Inf came with their inputs; empty for none.
-std::string nonfinitePassedText(const Report& report);
+// "aten::log (3 calls), ..." over the ops whose `count` (nonfinite_propagated: NaN/Inf that came
+// with their inputs; handled_overflow: a loss scaler handled it) is not zero; empty for none.
+std::string opCountsText(const Report& report, uint64_t OpStats::*count);
 
 // An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
 // sensitivity check), valued by its maximum.

@@ -125,8 +125,14 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
       }
     }
   }
-  if (const std::string passed = nonfinitePassedText(report); !passed.empty()) {
+  if (const std::string passed = opCountsText(report, &OpStats::nonfinite_propagated);
+      !passed.empty()) {
     out << "  NaN/Inf passed along from inputs (counted, not violations): " << passed << "\n";
+  }
+  if (const std::string handled = opCountsText(report, &OpStats::handled_overflow);
+      !handled.empty()) {
+    out << "  Backward-pass overflow handled by the loss scaler (counted, not violations): "
+        << handled << "\n";
   }
 
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
@@ -314,6 +320,7 @@ json toJson(const Report& report) {
     }
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;
+    oj["handled_overflow"] = s.handled_overflow;
     const auto worst_rank = s.worstRank();
     oj["worst_rank"] = worst_rank ? json(*worst_rank) : json(nullptr);
     json rank_violations = json::object();

@@ -272,9 +272,16 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
       out << "</div>\n";
     }
   }
-  if (const std::string passed = nonfinitePassedText(report); !passed.empty()) {
+  if (const std::string passed = opCountsText(report, &OpStats::nonfinite_propagated);
+      !passed.empty()) {
     out << "<p class=\"meta\">NaN/Inf passed along from inputs (counted, not violations): "
         << esc(passed) << "</p>\n";
+  }
+  if (const std::string handled = opCountsText(report, &OpStats::handled_overflow);
+      !handled.empty()) {
+    out << "<p class=\"meta\">Backward-pass overflow handled by the loss scaler (counted, not "
+           "violations): "
+        << esc(handled) << "</p>\n";
   }
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;

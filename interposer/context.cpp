@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "loss_scaling.h"
 #include "site.h"
 
 namespace fumi {
@@ -18,6 +19,8 @@ int storedDepth() { return t_depth < kMaxDepth ? t_depth : kMaxDepth; }
 void pushContext(const OpSite* site, uint64_t call_index) {
   if (t_depth < kMaxDepth) t_stack[t_depth] = ContextEntry{site, call_index};
   ++t_depth;
+  if (site && __builtin_expect(site->scaler_marker != 0, 0))
+    scalerMarker(static_cast<ScalerMarker>(site->scaler_marker));
 }
 
 void popContext() {

@@ -20,6 +20,7 @@
 #include "nan_search.h"
 #include "pystack.h"
 #include "fumi/dtype.hpp"
+#include "loss_scaling.h"
 #include "rank.h"
 #include "report.h"
 #include "runtime.h"
@@ -252,7 +253,11 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   const fumi_kind kind = c->check->kind;
   // A non-finite output that came in through the inputs: counted, not raised (nan_inf).
   const bool counted_nonfinite = metric == "nonfinite" && v->value > 0 && !v->violated;
-  call.site().recordMetric(check + "." + metric, kind, v->value, v->violated != 0,
+  const CallOrigin* origin = c->origin;
+  const char* phase = origin ? origin->phase : currentPhase();
+  // NaN/Inf of the backward pass waits for what the loss scaler does (loss_scaling.h).
+  const bool held = v->violated && metric == "nonfinite" && lossScalingHolds(phase);
+  call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
                            counted_nonfinite);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
   // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not.
@@ -280,8 +285,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["call_index"] = call.info().call_index;
   // Framework ops running on this thread: a BLAS call made by aten::addmm says so, and
   // `parent` names that op's call so both views of the computation can be joined.
-  const CallOrigin* origin = c->origin;
-  if (const char* phase = origin ? origin->phase : currentPhase(); *phase) {
+  if (*phase) {
     const auto ctx =
         origin ? origin->context : currentContext(&call.site(), call.info().call_index);
     nlohmann::json names = nlohmann::json::array();
@@ -309,7 +313,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   ev["extra"] = extra;
   if (FUMI_VERDICT_HAS(v, detail) && v->detail) ev["detail"] = v->detail;
   if (v->violated) {
-    c->violated = true;
+    c->violated = !held;  // a held finding is no violation (yet): no abort, no attribution
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";
@@ -317,6 +321,10 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
     if (auto py = origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
         !py.empty())
       ev["python_stack"] = std::move(py);
+    if (held) {
+      holdViolation(call.site(), check + "." + metric, std::move(ev));
+      return;
+    }
     rep.log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
                    call.info().op, call.info().call_index, check, metric, v->value, v->tolerance,
                    dtypeName(call.info().dtype), c->rule->name);
@@ -369,7 +377,9 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
 void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
                          const std::string& metric, double value, double tolerance,
                          const nlohmann::json& more) {
-  site.recordMetric(check + "." + metric, kind, value, /*violated=*/true);
+  const char* phase = currentPhase();
+  const bool held = check == "nan_inf" && lossScalingHolds(phase);
+  site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held);
   Reporter* rep = activeReporter();
   if (!rep) return;
   InsideScope inside;
@@ -383,10 +393,14 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
   ev["value"] = number(value);
   ev["tolerance"] = number(tolerance);
   ev["call_index"] = index;
-  if (const char* phase = currentPhase(); *phase) ev["phase"] = phase;
+  if (*phase) ev["phase"] = phase;
   const int depth = rep->settings().stack_depth;
   ev["stack"] = captureStack(depth);
   if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  if (held) {
+    holdViolation(site, check + "." + metric, std::move(ev));
+    return;
+  }
   rep->log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g}", site.name, index, check, metric,
                   value, tolerance);
   rep->event(std::move(ev));

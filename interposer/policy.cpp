@@ -233,6 +233,19 @@ class Parser {
            });
   }
 
+  // `loss_scaling: { enabled, max_consecutive }`, or `loss_scaling: false`.
+  void lossScaling(const YAML::Node& n, LossScalingSettings* o) {
+    if (n.IsScalar()) {
+      boolean(n, "loss_scaling", &o->enabled);
+      return;
+    }
+    forMap(n, "loss_scaling", {"enabled", "max_consecutive"},
+           [&](const std::string& key, const YAML::Node& v) {
+             if (key == "enabled") boolean(v, key, &o->enabled);
+             if (key == "max_consecutive") integer(v, key, 1, &o->max_consecutive);
+           });
+  }
+
   // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
   // check's own default, FuMi's dtype table), or a map of dtype -> number.
   void tolerances(const YAML::Node& n, Policy* p) {
@@ -463,7 +476,8 @@ class Parser {
     YAML::Node rules;
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
-            "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast"},
+            "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast",
+            "loss_scaling"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -475,6 +489,7 @@ class Parser {
              if (key == "report") report(v, &p->report);
              if (key == "tolerances") tolerances(v, p);
              if (key == "nan_origin") nanOrigin(v, &p->nan_origin);
+             if (key == "loss_scaling") lossScaling(v, &p->loss_scaling);
              if (key == "autocast")
                forMap(v, "autocast", {"bound"}, [&](const std::string& k2, const YAML::Node& v2) {
                  double b = 0;

@@ -108,6 +108,12 @@ struct NanOriginSettings {
   int64_t max_searches = 3;   // per process
 };
 
+// `loss_scaling:` — NaN/Inf of the backward pass that a loss scaler handles (loss_scaling.h).
+struct LossScalingSettings {
+  bool enabled = true;
+  int64_t max_consecutive = 30;  // handled overflows in a row before the scale counts as collapsing
+};
+
 struct Policy {
   int version = 1;
   std::string source;  // file path or "<embedded default>"
@@ -119,6 +125,7 @@ struct Policy {
   double overhead_budget = 0;
   OnError on_error = OnError::kContinue;
   NanOriginSettings nan_origin;
+  LossScalingSettings loss_scaling;
   // `autocast: { bound: X }`: the precision cost of an op under autocast (autocast.normwise)
   // above X is a violation; NaN: measured and summarised only.
   double autocast_bound = NAN;

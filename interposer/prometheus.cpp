@@ -107,6 +107,9 @@ std::string prometheusText(const std::vector<SiteState>& sites, std::optional<in
   perOp("fumi_nonfinite_propagated_total", "counter",
         "Checked calls whose NaN/Inf outputs came with their inputs (counted, not raised).",
         [](const SiteState& s) { return s.stats.nonfinite_propagated; });
+  perOp("fumi_handled_overflow_total", "counter",
+        "NaN/Inf of the backward pass that a loss scaler handled (counted, not raised).",
+        [](const SiteState& s) { return s.stats.handled_overflow; });
   perCheck("fumi_checks_total", "counter", "Checks of the op that ran to a verdict.",
            [](const CheckCounts& c) { return static_cast<double>(c.runs); });
   perCheck("fumi_checks_skipped_total", "counter",

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine.h"
+#include "loss_scaling.h"
 #include "nan_search.h"
 #include "plugin_loader.h"
 #include "policy.h"
@@ -258,6 +259,7 @@ void shutdown() {
   try {
     if (auto step = g_before_summary.load()) step();
     nanSearchAtExit();
+    lossScalingAtExit();
     g_reporter->summary();
   } catch (...) {
   }

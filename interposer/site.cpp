@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "loss_scaling.h"
+
 namespace fumi {
 __thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -51,7 +53,11 @@ void OpSite::resetCounts() {
 }
 
 OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtype)
-    : name(op_name), backend(backend_name), dtype(op_dtype), slot(g_next_slot.fetch_add(1)) {
+    : name(op_name),
+      scaler_marker(static_cast<uint8_t>(scalerMarkerOf(op_name))),
+      backend(backend_name),
+      dtype(op_dtype),
+      slot(g_next_slot.fetch_add(1)) {
   pushSite(this);
 }
 
@@ -79,6 +85,17 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.checked += checked_delta;
   stats.skipped += skipped_delta;
   stats.check_seconds += seconds;
+}
+
+void OpSite::addHeldViolation(const std::string& key) {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  ++stats.violations;
+  ++stats.metrics[key].violations;
+}
+
+void OpSite::addHandledOverflow() {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  ++stats.handled_overflow;
 }
 
 void OpSite::recordCheck(const std::string& check, bool ran, bool violated, double seconds) {

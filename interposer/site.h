@@ -60,6 +60,7 @@ struct OpStats {
   uint64_t skipped = 0;
   uint64_t violations = 0;
   uint64_t nonfinite_propagated = 0;  // nan_inf findings counted, not raised (propagated)
+  uint64_t handled_overflow = 0;  // backward-pass NaN/Inf a loss scaler handled (loss_scaling.h)
   double check_seconds = 0;  // wall time spent running checks (reruns included)
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
@@ -104,6 +105,7 @@ struct OpSite {
   alignas(64) std::atomic<uint64_t> calls{0};
   alignas(64) std::atomic<OpDecision*> decision{nullptr};
   alignas(64) const char* name;
+  uint8_t scaler_marker = 0;  // ScalerMarker of this range or op (loss_scaling.h)
   const char* backend;
   fumi_dtype dtype;
   uint32_t slot;  // index in ThreadCounts (>= kMaxCountedSites: counted in `calls` only)
@@ -114,6 +116,9 @@ struct OpSite {
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
   void recordCheck(const std::string& check, bool ran, bool violated, double seconds);
+  // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
+  void addHeldViolation(const std::string& key);
+  void addHandledOverflow();
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                     bool counted_nonfinite = false);
   OpStats statsSnapshot();

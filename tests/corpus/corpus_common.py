@@ -28,3 +28,25 @@ def report(name, losses):
     print("%s: loss %s" % (name, " ".join("%.4f" % l for l in losses)))
     if not all(l == l and abs(l) != float("inf") for l in losses):
         raise SystemExit("%s: non-finite loss" % name)
+
+
+def scaled_mlp(seed, spread=30.0):
+    """A classifier whose output layer's weight gradient is ~`spread`/1.5 times the loss scale:
+    with the scale near float32's top (2^126, as a loss scaler's first guesses are for fp16),
+    the backward matmul overflows on some batches (on every batch with spread 60) while the
+    scaled loss itself stays finite. Returns (net, batch): batch() gives (inputs, labels)."""
+    setup(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    with torch.no_grad():
+        net[2].weight.mul_(0.05)  # small logits: the loss stays ~2.3, the scaled loss finite
+    w_true = torch.randn(20, 10)
+
+    def batch():
+        x = spread * torch.randn(32, 20)
+        return x, (x @ w_true).argmax(dim=1)
+
+    return net, batch
+
+
+def grads_finite(params):
+    return all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None)

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "loss_scaling.h"
 #include "policy.h"
 #include "prometheus.h"
 #include "rank.h"
@@ -82,6 +83,29 @@ TEST(Snapshot, DefaultIntervalIsAMinute) {
   ASSERT_TRUE(r.ok());
   EXPECT_DOUBLE_EQ(r.policy->report.snapshot_every, 60);
   EXPECT_TRUE(r.policy->report.prometheus.empty());
+}
+
+TEST(LossScaling, PolicyAndMarkers) {
+  PolicyResult r = parsePolicyText("version: 1\nrules: []\n", "p.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.policy->loss_scaling.enabled);
+  EXPECT_EQ(r.policy->loss_scaling.max_consecutive, 30);
+  r = parsePolicyText("version: 1\nrules: []\nloss_scaling: { max_consecutive: 5 }\n", "p.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.policy->loss_scaling.max_consecutive, 5);
+  r = parsePolicyText("version: 1\nrules: []\nloss_scaling: false\n", "p.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.policy->loss_scaling.enabled);
+  EXPECT_FALSE(parsePolicyText("version: 1\nrules: []\nloss_scaling: { max_consecutive: 0 }\n",
+                               "p.yaml")
+                   .ok());
+  EXPECT_EQ(scalerMarkerOf("Optimizer.zero_grad#SGD.zero_grad"), ScalerMarker::kZeroGrad);
+  EXPECT_EQ(scalerMarkerOf("Optimizer.step#Adam.step"), ScalerMarker::kStep);
+  EXPECT_EQ(scalerMarkerOf("aten::_amp_foreach_non_finite_check_and_unscale_"),
+            ScalerMarker::kUnscale);
+  EXPECT_EQ(scalerMarkerOf("aten::mm"), ScalerMarker::kNone);
+  // Without an engine (no policy loaded) nothing is held.
+  EXPECT_FALSE(lossScalingHolds("backward"));
 }
 
 TEST(Prometheus, PathsPerRankAndPid) {

@@ -1,0 +1,114 @@
+// loss_scaling.cpp — held NaN/Inf findings of the backward pass (loss_scaling.h).
+#include "loss_scaling.h"
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "engine.h"
+#include "plugin_loader.h"
+#include "report.h"
+#include "runtime.h"
+#include "site.h"
+
+namespace fumi {
+
+namespace {
+
+struct Held {
+  OpSite* site;
+  std::string key;
+  nlohmann::json event;
+};
+
+std::mutex g_mu;
+std::vector<Held>* g_held = new std::vector<Held>;  // never freed: used at exit
+uint64_t g_consecutive = 0;   // handled overflows since the last clean optimizer step
+bool g_collapse_reported = false;
+bool g_training = false;      // an optimizer range or GradScaler op was seen
+
+const LossScalingSettings* settings() {
+  Engine* e = engine();
+  return e ? &e->policy().loss_scaling : nullptr;
+}
+
+void writeRaised(Held& h, const char* why) {
+  h.site->addHeldViolation(h.key);
+  Reporter* rep = activeReporter();
+  if (!rep) return;
+  h.event["loss_scaling"] = why;
+  rep->log().warn("violation: {} {} (NaN/Inf {})", h.site->name, h.key, why);
+  rep->event(std::move(h.event));
+}
+
+// Resolve every held finding; called with g_mu held.
+void resolve(bool raised, const char* why) {
+  if (g_held->empty()) return;
+  std::vector<Held> held;
+  held.swap(*g_held);
+  OpSite* last = held.back().site;
+  for (Held& h : held) {
+    if (raised) writeRaised(h, why);
+    else h.site->addHandledOverflow();
+  }
+  if (raised) return;
+  ++g_consecutive;
+  const LossScalingSettings* cfg = settings();
+  if (!cfg || g_collapse_reported || g_consecutive <= static_cast<uint64_t>(cfg->max_consecutive))
+    return;
+  g_collapse_reported = true;
+  reportHostViolation(*last, 0, "loss_scaling", FUMI_KIND_ERROR, "consecutive_overflows",
+                      static_cast<double>(g_consecutive),
+                      static_cast<double>(cfg->max_consecutive),
+                      {{"detail", "the loss scaler keeps finding overflowed gradients: "
+                                  "the scale collapses and training stalls"},
+                       {"rule", "loss_scaling"}});
+}
+
+}  // namespace
+
+ScalerMarker scalerMarkerOf(const char* name) {
+  if (std::strncmp(name, "Optimizer.zero_grad", 19) == 0) return ScalerMarker::kZeroGrad;
+  if (std::strncmp(name, "Optimizer.step", 14) == 0) return ScalerMarker::kStep;
+  if (std::strcmp(name, "aten::_amp_foreach_non_finite_check_and_unscale_") == 0)
+    return ScalerMarker::kUnscale;
+  return ScalerMarker::kNone;
+}
+
+bool lossScalingHolds(const char* phase) {
+  const LossScalingSettings* cfg = settings();
+  return cfg && cfg->enabled && phase && std::strcmp(phase, "backward") == 0;
+}
+
+void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_held->push_back(Held{&site, key, std::move(ev)});
+}
+
+void scalerMarker(ScalerMarker m) {
+  if (m == ScalerMarker::kNone) return;
+  InsideScope inside;
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_training = true;
+  if (m == ScalerMarker::kStep) {
+    const bool clean = g_held->empty();
+    resolve(/*raised=*/true, "reached_optimizer");
+    if (clean) g_consecutive = 0;
+    return;
+  }
+  resolve(/*raised=*/false, nullptr);  // zero_grad, or GradScaler inspecting the gradients
+}
+
+void lossScalingAtExit() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_training) {
+    for (Held& h : *g_held) h.site->addHandledOverflow();
+    g_held->clear();
+  } else {
+    resolve(/*raised=*/true, "no_optimizer_step");
+  }
+}
+
+}  // namespace fumi

@@ -1,0 +1,47 @@
+// loss_scaling.h — overflow that a loss scaler handles is counted, not raised (issue 16).
+//
+// Mixed-precision training multiplies the loss by a scale so that small gradients survive the
+// low-precision backward pass; when the scale is too large the backward pass overflows, the
+// scaler sees non-finite gradients, skips the optimizer step and lowers the scale. That Inf is
+// the scaler working, not an error. So a NaN/Inf finding (`nan_inf`, a NaN origin) of an op in
+// the backward phase is held, not written, until what happens to the gradients shows:
+//   handled   torch's GradScaler inspects them (aten::_amp_foreach_non_finite_check_and_unscale_)
+//             or the optimizer zeroes them (an Optimizer.zero_grad range) before any optimizer
+//             step: counted per op as `handled_overflow`;
+//   raised    an optimizer step (Optimizer.step range) begins first: the non-finite gradients
+//             reach the parameters; every held finding becomes its violation, "loss_scaling":
+//             "reached_optimizer";
+//   collapse  more than `max_consecutive` handled overflows in a row without a clean optimizer
+//             step between them (the scale keeps dropping, training stalls): one violation of
+//             check `loss_scaling`, metric `consecutive_overflows`;
+//   at exit   findings still held are raised when the process never ran an optimizer (no
+//             training); in a training process they are counted as handled (the last step's
+//             overflow, skipped as the loop ended).
+// Policy: `loss_scaling: { enabled, max_consecutive }` (docs/policy.md#loss-scaling).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fumi/plugin.h"
+
+namespace fumi {
+
+struct OpSite;
+
+// What a framework range or op means to the scaler logic; set once per site (site.h).
+enum class ScalerMarker : uint8_t { kNone = 0, kZeroGrad, kStep, kUnscale };
+ScalerMarker scalerMarkerOf(const char* site_name);
+
+// Whether a NaN/Inf violation of a call in `phase` is held instead of written.
+bool lossScalingHolds(const char* phase);
+// Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
+void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
+// A marked range or op began on this thread (context.cpp).
+void scalerMarker(ScalerMarker m);
+// At exit: resolve what is still held.
+void lossScalingAtExit();
+
+}  // namespace fumi
