@@ -11,10 +11,10 @@
 // - cublasSgemm_v2 checks its handle and sizes and reads alpha and beta, as host pointer mode
 //   does, and returns success. It never touches A, B or C (they would be device memory) and
 //   computes nothing.
-// - Every function libfumi resolves for its own use (interposer/cuda/cuda_api.def, the same
-//   table) answers like CUDA 13 on a machine without a driver: cudaErrorInsufficientDriver,
-//   CUBLAS_STATUS_NOT_INITIALIZED. With both stand-ins loaded, libfumi finds the whole CUDA API
-//   as in a real CUDA process, so a matching cuBLAS call pays for reading the handle's state
+// - Every function libfumi resolves for its own use (interposer/cuda/cuda_api.def and
+//   cublas_fns.def, the same tables) answers like CUDA 13 on a machine without a driver:
+//   cudaErrorInsufficientDriver, CUBLAS_STATUS_NOT_INITIALIZED. With both stand-ins loaded,
+//   libfumi finds the whole CUDA API as in a real CUDA process, so a matching cuBLAS call pays for reading the handle's state
 //   (cublasGet{Stream,MathMode,PointerMode}); a sampled call finds that the checker cannot
 //   start, and runs unchecked.
 #include <cublasLt.h>
@@ -43,6 +43,7 @@ const char* noDriver<const char*>() {  // cudaGetErrorString: libfumi logs it
 #define FUMI_CUDA_FN(name, ret, params) \
   extern "C" ret name params { return noDriver<ret>(); }
 #include "cuda_api.def"
+#include "cublas_fns.def"
 #undef FUMI_CUDA_FN
 
 extern "C" cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t,

@@ -11,6 +11,7 @@ const std::vector<std::string>& knownOpNames() {
 #define FUMI_HOOK(name, ...) #name,
 #include "hooks/blas.def"
 #include "hooks/cublas.def"
+#include "hooks/cudnn.def"
 #undef FUMI_HOOK
   };
   return kNames;

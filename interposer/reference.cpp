@@ -1,6 +1,8 @@
 // reference.cpp — the host fp64 reference implementations of reference.h.
 #include "reference.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "engine.h"
@@ -18,19 +20,26 @@ bool gathered(const std::vector<fumi_tensor>& ts, int i, std::vector<double>& ou
   return gatherTensor(t, nullptr, t.dtype, out.data()) == FUMI_OK;
 }
 
-// sum a[i] * b[i*sb] with error-free transformations (TwoProduct by fma, TwoSum): the result
-// is as accurate as a dot product computed in twice the working precision.
-double dot2(const double* a, const double* b, int64_t sb, int64_t n) {
+// A sum of products kept with error-free transformations (TwoProduct by fma, TwoSum): as
+// accurate as a dot product computed in twice the working precision.
+struct Compensated {
   double s = 0, c = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double p = a[i] * b[i * sb];
-    const double pe = std::fma(a[i], b[i * sb], -p);
+  void add(double a, double b) {
+    const double p = a * b;
+    const double pe = std::fma(a, b, -p);
     const double t = s + p;
     const double z = t - s;
     c += (s - (t - z)) + (p - z) + pe;
     s = t;
   }
-  return s + c;
+  double value() const { return s + c; }
+};
+
+// sum a[i] * b[i*sb], compensated.
+double dot2(const double* a, const double* b, int64_t sb, int64_t n) {
+  Compensated sum;
+  for (int64_t i = 0; i < n; ++i) sum.add(a[i], b[i * sb]);
+  return sum.value();
 }
 
 double activate(double x, MatmulSpec::Act act) {
@@ -81,6 +90,117 @@ fumi_status matmulReference(const std::vector<fumi_tensor>& ts, const MatmulSpec
         if (!bias.empty()) v += bias[static_cast<size_t>(i)];
         out[o] = activate(v, s.act);
       }
+  return FUMI_OK;
+}
+
+namespace {
+
+// Dimensions of the convolution, from the x, w and y tensors (3 spatial dimensions, unused
+// ones of extent 1).
+struct ConvDims {
+  int64_t n = 0, c = 0, k = 0, cg = 0, kg = 0;
+  std::array<int64_t, 3> in{1, 1, 1}, filter{1, 1, 1}, out{1, 1, 1};
+  std::array<int64_t, 3> pad{0, 0, 0}, stride{1, 1, 1}, dilation{1, 1, 1};
+
+  bool read(const fumi_tensor& x, const fumi_tensor& w, const fumi_tensor& y, const ConvSpec& s) {
+    const int nd = s.spatial + 2;
+    if (s.spatial < 1 || s.spatial > 3 || s.groups < 1 || x.ndim != nd || w.ndim != nd ||
+        y.ndim != nd)
+      return false;
+    n = x.shape[0];
+    c = x.shape[1];
+    k = w.shape[0];
+    cg = w.shape[1];
+    if (y.shape[0] != n || y.shape[1] != k || cg * s.groups != c || k % s.groups != 0)
+      return false;
+    kg = k / s.groups;
+    for (int d = 0; d < s.spatial; ++d) {
+      in[d] = x.shape[d + 2];
+      filter[d] = w.shape[d + 2];
+      out[d] = y.shape[d + 2];
+      pad[d] = s.pad[d];
+      stride[d] = s.stride[d];
+      dilation[d] = s.dilation[d];
+      if (stride[d] < 1 || dilation[d] < 1) return false;
+    }
+    return true;
+  }
+  int64_t spatialSize(const std::array<int64_t, 3>& e) const { return e[0] * e[1] * e[2]; }
+};
+
+}  // namespace
+
+fumi_status convReference(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
+                          int32_t output, double* out) {
+  using Dir = ConvSpec::Direction;
+  const int expected = s.direction == Dir::kForward        ? s.y
+                       : s.direction == Dir::kBackwardData ? s.x
+                                                           : s.w;
+  if (output != expected || s.x < 0 || s.w < 0 || s.y < 0) return FUMI_UNSUPPORTED;
+  ConvDims d;
+  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
+              ts[static_cast<size_t>(s.y)], s))
+    return FUMI_UNSUPPORTED;
+  // The two operands of the direction (the output's own data is never read: prior holds it).
+  std::vector<double> X, W, Y, prior, Z, bias;
+  const bool ok = (s.direction == Dir::kBackwardData || gathered(ts, s.x, X)) &&
+                  (s.direction == Dir::kBackwardFilter || gathered(ts, s.w, W)) &&
+                  (s.direction == Dir::kForward || gathered(ts, s.y, Y)) &&
+                  gathered(ts, s.beta != 0 ? s.prior : -1, prior) &&
+                  gathered(ts, s.alpha2 != 0 ? s.z : -1, Z) && gathered(ts, s.bias, bias);
+  if (!ok) return FUMI_UNSUPPORTED;
+  const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
+                out_sp = d.spatialSize(d.out);
+  const size_t n_out = static_cast<size_t>(tensorNumel(ts[static_cast<size_t>(output)]));
+  std::vector<Compensated> acc(n_out);
+  // One loop nest for every direction: each (x, w, y) triple of the convolution contributes
+  // x*w to y (forward), dy*w to dx (backward data) or x*dy to dw (backward filter).
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t k = 0; k < d.k; ++k) {
+      const int64_t g = k / d.kg;
+      for (int64_t cl = 0; cl < d.cg; ++cl) {
+        const int64_t c = g * d.cg + cl;
+        const int64_t x_base = (n * d.c + c) * in_sp, w_base = (k * d.cg + cl) * f_sp,
+                      y_base = (n * d.k + k) * out_sp;
+        for (int64_t o0 = 0; o0 < d.out[0]; ++o0)
+          for (int64_t o1 = 0; o1 < d.out[1]; ++o1)
+            for (int64_t o2 = 0; o2 < d.out[2]; ++o2)
+              for (int64_t f0 = 0; f0 < d.filter[0]; ++f0)
+                for (int64_t f1 = 0; f1 < d.filter[1]; ++f1)
+                  for (int64_t f2 = 0; f2 < d.filter[2]; ++f2) {
+                    const int64_t o[3] = {o0, o1, o2}, f[3] = {f0, f1, f2};
+                    int64_t xi = 0, wi = 0, yi = 0;
+                    bool inside = true;
+                    for (int e = 0; e < 3; ++e) {
+                      const int64_t i = o[e] * d.stride[e] - d.pad[e] + f[e] * d.dilation[e];
+                      inside = inside && i >= 0 && i < d.in[e];
+                      xi = xi * d.in[e] + i;
+                      wi = wi * d.filter[e] + (s.flip ? d.filter[e] - 1 - f[e] : f[e]);
+                      yi = yi * d.out[e] + o[e];
+                    }
+                    if (!inside) continue;
+                    xi += x_base;
+                    wi += w_base;
+                    yi += y_base;
+                    const auto at = [](const std::vector<double>& v, int64_t i) {
+                      return v[static_cast<size_t>(i)];
+                    };
+                    switch (s.direction) {
+                      case Dir::kForward: acc[static_cast<size_t>(yi)].add(at(X, xi), at(W, wi)); break;
+                      case Dir::kBackwardData: acc[static_cast<size_t>(xi)].add(at(Y, yi), at(W, wi)); break;
+                      case Dir::kBackwardFilter: acc[static_cast<size_t>(wi)].add(at(X, xi), at(Y, yi)); break;
+                    }
+                  }
+      }
+    }
+  const int64_t channel_size = std::max<int64_t>(1, out_sp);  // bias: forward only
+  for (size_t i = 0; i < n_out; ++i) {
+    double v = s.alpha * acc[i].value();
+    if (!prior.empty()) v += s.beta * prior[i];
+    if (!Z.empty()) v += s.alpha2 * Z[i];
+    if (!bias.empty()) v += bias[static_cast<size_t>((static_cast<int64_t>(i) / channel_size) % d.k)];
+    out[i] = s.act == ConvSpec::Act::kRelu && v < 0 ? 0 : v;
+  }
   return FUMI_OK;
 }
 

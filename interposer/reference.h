@@ -2,9 +2,9 @@
 // of a call recomputed in fp64 on the host from the call's own operands (any dtype, layout or
 // memory), by code that shares nothing with the library that ran the call.
 //
-// How to give a Call a reference: describe its operands once as a MatmulSpec (or add a spec
-// type for another operation family here) and return matmulReference(...) from the Call's
-// reference() override.
+// How to give a Call a reference: describe its operands once as a MatmulSpec or ConvSpec (or add
+// a spec type for another operation family here) and return matmulReference(...) /
+// convReference(...) from the Call's reference() override.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +29,34 @@ struct MatmulSpec {
 // rounding even for an fp64 call.
 fumi_status matmulReference(const std::vector<fumi_tensor>& tensors, const MatmulSpec& spec,
                             int32_t output, double* out);
+
+// A convolution over 1 to 3 spatial dimensions, cuDNN's legacy definition, by tensor indices of
+// a call. x is N x C x spatial, w is K x C/groups x filter spatial, y is N x K x output spatial
+// (logical dimensions: any layout is read through the tensors' strides).
+//   y[n, k, o] = sum over c in k's group and filter taps f of
+//                x[n, c, o*stride - pad + f*dilation] * w[k, c mod C/groups, f'],
+// f' = f for cross-correlation and the mirrored tap for (true) convolution; inputs outside x
+// are zero. The direction says which of x, w, y is the output:
+//   kForward         y = act(alpha * conv(x, w) + beta * y_in + alpha2 * z + bias[k])
+//   kBackwardData    x = alpha * (dy correlated back through w) + beta * x_in
+//   kBackwardFilter  w = alpha * (x correlated with dy) + beta * w_in
+// The index of the output is `y`, `x` or `w` respectively; `prior` (the output's value before the
+// call, read with beta), `z` and `bias` (forward only, bias 1 x K x 1...) are -1 when absent.
+struct ConvSpec {
+  enum class Direction { kForward, kBackwardData, kBackwardFilter };
+  enum class Act { kNone, kRelu };
+  Direction direction = Direction::kForward;
+  int x = -1, w = -1, y = -1, prior = -1, z = -1, bias = -1;
+  int spatial = 2, groups = 1;
+  int pad[3] = {0, 0, 0}, stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};
+  bool flip = true;  // true convolution; false: cross-correlation
+  double alpha = 1, beta = 0, alpha2 = 0;
+  Act act = Act::kNone;
+};
+
+// Output `output` of the call (x, w or y as the direction says) as dense row-major fp64 in
+// `out`, with compensated sums like matmulReference.
+fumi_status convReference(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
+                          int32_t output, double* out);
 
 }  // namespace fumi

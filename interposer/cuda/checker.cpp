@@ -327,15 +327,4 @@ bool Checker::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind
          api_.cudaStreamSynchronize(stream_) == cudaSuccess;
 }
 
-cublasHandle_t Checker::blas() {
-  if (!blas_ && api_.cublasCreate_v2(&blas_) == CUBLAS_STATUS_SUCCESS)
-    api_.cublasSetStream_v2(blas_, stream_);
-  return blas_;
-}
-
-cublasLtHandle_t Checker::lt() {
-  if (!lt_) api_.cublasLtCreate(&lt_);
-  return lt_;
-}
-
 }  // namespace fumi::cuda

@@ -1,5 +1,6 @@
 // checker.h — where checks of device calls run: one fumi thread (the checker) with its own
-// stream, cuBLAS/cuBLASLt handles and a device memory pool.
+// stream and a device memory pool. Each library's handles for reruns live with its hooks,
+// created on the checker thread on first use (device_call.h: checkerHandle).
 //
 // The asynchronous design (docs/cuda.md): a sampled call's operands are snapshotted with
 // device-to-device copies enqueued on the call's own stream (inputs before the call, outputs
@@ -64,8 +65,6 @@ class Checker {
 
   // Checker thread only.
   cudaStream_t stream() const { return stream_; }
-  cublasHandle_t blas();
-  cublasLtHandle_t lt();
   const CudaApi& api() const { return api_; }
   bool copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 
@@ -75,8 +74,6 @@ class Checker {
   explicit Checker(const CudaApi& api) : api_(api) {}
   const CudaApi& api_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
   friend struct State;
 };
 

@@ -18,12 +18,28 @@
 
 #include "call.h"
 #include "cuda/checker.h"
+#include "cuda/cublas_fns.h"
+#include "cuda/device_call.h"
 #include "cuda/kernels.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "hook.h"
 #include "reference.h"
 #include "report.h"
+
+namespace fumi::cuda {
+
+namespace {
+void fillBlas(BlasApi& api, const char*& absent) {
+#define FUMI_CUDA_FN(name, ret, params) resolveInto(api.name, #name, absent);
+#include "cuda/cublas_fns.def"
+#undef FUMI_CUDA_FN
+}
+}  // namespace
+
+const BlasApi* blasApi(const char** missing) { return resolvedTable<BlasApi, fillBlas>(missing); }
+
+}  // namespace fumi::cuda
 
 namespace fumi::hooks {
 
@@ -35,17 +51,11 @@ namespace fumi::hooks {
 
 namespace {
 
+using cuda::BlasApi;
 using cuda::Checker;
-using cuda::CudaApi;
-
-// cuBLAS calls cublasLt* internally through its PLT: while a cuBLAS call runs, this thread is
-// "inside fumi", so those inner calls pass straight through and the program's call is the one
-// counted and checked.
-template <class F, class... A>
-inline auto forwardReal(F f, A... a) {
-  InsideScope inside;
-  return f(a...);
-}
+using cuda::countSkipped;
+using cuda::HostScalars;
+using cuda::Snapshots;
 
 // ---- types -----------------------------------------------------------------------------------
 
@@ -242,21 +252,25 @@ class DeviceGemmCall final : public Call {
   GemmProblem p_;
 };
 
-// Scalars in `type` for a host-pointer-mode rerun.
-struct HostScalars {
-  unsigned char alpha[8] = {}, beta[8] = {};
-  HostScalars(double a, double b, cudaDataType type) {
-    storeFromDouble(alpha, 0, a, dtypeOfCuda(type));
-    storeFromDouble(beta, 0, b, dtypeOfCuda(type));
-  }
-};
+// The checker's own cuBLAS and cuBLASLt handles (checker thread only).
+cublasHandle_t checkerBlas(Checker& ck, const BlasApi& api) {
+  return cuda::checkerHandle<cublasHandle_t>([&](cublasHandle_t* h) {
+    return api.cublasCreate_v2(h) == CUBLAS_STATUS_SUCCESS &&
+           api.cublasSetStream_v2(*h, ck.stream()) == CUBLAS_STATUS_SUCCESS;
+  });
+}
+cublasLtHandle_t checkerLt(const BlasApi& api) {
+  return cuda::checkerHandle<cublasLtHandle_t>(
+      [&](cublasLtHandle_t* h) { return api.cublasLtCreate(h) == CUBLAS_STATUS_SUCCESS; });
+}
 
 // The checker's cuBLAS handle set up like the program's was (math mode), host scalars.
 cublasHandle_t rerunHandle(Checker& ck, cublasMath_t math) {
-  cublasHandle_t h = ck.blas();
+  const BlasApi* api = cuda::blasApi();
+  cublasHandle_t h = api ? checkerBlas(ck, *api) : nullptr;
   if (!h) return nullptr;
-  ck.api().cublasSetMathMode(h, math);
-  ck.api().cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_HOST);
+  api->cublasSetMathMode(h, math);
+  api->cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_HOST);
   return h;
 }
 
@@ -273,59 +287,13 @@ Launch widerCublas(const GemmProblem& p, cublasOperation_t ta, cublasOperation_t
     const bool f64 = o.precision == FUMI_DTYPE_F64;
     const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F_PEDANTIC
                                             : CUBLAS_COMPUTE_32F_PEDANTIC;
-    const HostScalars s(o.alpha, o.beta, f64 ? CUDA_R_64F : CUDA_R_32F);
+    const HostScalars s(o.alpha, o.beta, f64 ? FUMI_DTYPE_F64 : FUMI_DTYPE_F32);
     return fn(h, ta, tb, p.m, p.n, p.k, s.alpha, o.a, t, lda, sa, o.b, t, ldb, sb, s.beta, o.d, t,
               ldc, sc, p.batch, compute, CUBLAS_GEMM_DEFAULT);
   };
 }
 
 // ---- snapshotting on the user's thread --------------------------------------------------------
-
-// Device-to-device copies into the checker's pool, enqueued on the call's stream.
-class Snapshots {
- public:
-  Snapshots(Checker& ck, cudaStream_t s) : ck_(ck), stream_(s) {}
-  ~Snapshots() {
-    for (void* b : blocks_) ck_.give(b);
-  }
-  void* copy(const void* src, size_t bytes) {
-    if (!ok_) return nullptr;
-    void* dst = ck_.take(bytes ? bytes : 1);
-    if (!dst) return fail();
-    blocks_.push_back(dst);
-    if (bytes && ck_.api().cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_) !=
-                     cudaSuccess)
-      return fail();
-    return dst;
-  }
-  // A pointer-array operand packed into one strided snapshot (batch stride = one matrix).
-  void* copyBatches(const Operand& o, const std::vector<const void*>& ptrs) {
-    if (!ok_) return nullptr;
-    const size_t one = o.bytes(1);
-    auto* dst = static_cast<unsigned char*>(ck_.take(one * ptrs.size() + 1));
-    if (!dst) return fail();
-    blocks_.push_back(dst);
-    for (size_t i = 0; i < ptrs.size(); ++i)
-      if (ck_.api().cudaMemcpyAsync(dst + i * one, ptrs[i], one, cudaMemcpyDeviceToDevice,
-                                    stream_) != cudaSuccess)
-        return fail();
-    return dst;
-  }
-  bool ok() const { return ok_; }
-  std::vector<void*> release() { return std::move(blocks_); }
-
- private:
-  void* fail() {
-    ok_ = false;
-    return nullptr;
-  }
-  Checker& ck_;
-  cudaStream_t stream_;
-  std::vector<void*> blocks_;
-  bool ok_ = true;
-};
-
-std::string formatScalar(double v) { return fmt::format("{:.17g}", v); }
 
 // Add operand `o` (snapshot at `snap`) to the call, as a [batch x] rows x cols tensor.
 int addOperand(DeviceGemmCall& call, const char* name, fumi_role role, const Operand& o,
@@ -370,11 +338,6 @@ bool readPointerArrays(Checker& ck, cudaStream_t stream, const GemmProblem& p,
   return ok;
 }
 
-void countSkipped(OpSite& site, const char* why) {
-  site.addStats(0, 1);
-  logMessage(FUMI_LOG_DEBUG, fmt::format("{}: call not checked: {}", site.name, why));
-}
-
 // The policy's sampling decision for a GEMM of m x n x k (x batch) with A of type `a`, made
 // from the call's arguments alone, so that reading the handle's state and decoding the call is
 // paid only by sampled calls; nullptr: forward unchecked. Each call is decided once.
@@ -391,52 +354,19 @@ RuleSampler* selectGemm(const CallSite& cs, int64_t m, int64_t n, int64_t k, int
 template <class Forward, class Describe>
 cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_t stream,
                            GemmProblem& p, Forward&& forward, Describe&& describe) {
-  const fumi_dtype dtype = dtypeOfCuda(p.a.type);
-  Checker* ck = nullptr;
-  {
-    InsideScope inside;
-    ck = Checker::get();
-  }
-  if (!ck) {
-    countSkipped(cs.site, "CUDA checks unavailable");
-    return forward();
-  }
-  const CudaApi& api = ck->api();
-  std::unique_ptr<cuda::PendingCheck> pending;
+  auto call = std::make_unique<DeviceGemmCall>(cs.site, p, cs.call_index, dtypeOfCuda(p.a.type));
   std::vector<const void*> arrays[3];
-  {
-    InsideScope inside;
-    cuda::LastErrorScope keep_errors(api);
-    // Capture safety: while the call's stream records a graph, fumi issues nothing at all.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (api.cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-        capture != cudaStreamCaptureStatusNone) {
-      countSkipped(cs.site, "stream is capturing a graph");
-      return forward();
-    }
-    if (p.pointer_array && !readPointerArrays(*ck, stream, p, arrays)) {
-      countSkipped(cs.site, "pointer arrays unreadable");
-      return forward();
-    }
-    pending = std::make_unique<cuda::PendingCheck>();
-    pending->ready = ck->takeEvent();
-    if (!pending->ready) {
-      countSkipped(cs.site, "check queue full");
-      return forward();
-    }
-  }
-  auto call = std::make_unique<DeviceGemmCall>(cs.site, p, cs.call_index, dtype);
-  Snapshots snaps(*ck, stream);
-  void *sa = nullptr, *sb = nullptr, *sc = nullptr, *sbias = nullptr;
-  {
-    InsideScope inside;
-    cuda::LastErrorScope keep_errors(api);
-    const bool reads_c = p.readsC();
-    sa = p.pointer_array ? snaps.copyBatches(p.a, arrays[0]) : snaps.copy(p.a.data, p.a.bytes(p.batch));
-    sb = p.pointer_array ? snaps.copyBatches(p.b, arrays[1]) : snaps.copy(p.b.data, p.b.bytes(p.batch));
-    if (reads_c)
-      sc = p.pointer_array ? snaps.copyBatches(p.c, arrays[2])
-                           : snaps.copy(p.c.data, p.c.bytes(p.batch));
+  void *sa = nullptr, *sb = nullptr, *sc = nullptr, *sbias = nullptr, *sd = nullptr;
+  // Pointer-array operands: each batch's matrix packed into one snapshot.
+  auto take = [&](Snapshots& snaps, const Operand& o, const std::vector<const void*>& ptrs) {
+    return p.pointer_array ? snaps.copyBatches(o.bytes(1), ptrs) : snaps.copy(o.data, o.bytes(p.batch));
+  };
+  auto before = [&](Checker& ck, Snapshots& snaps) -> const char* {
+    if (p.pointer_array && !readPointerArrays(ck, stream, p, arrays))
+      return "pointer arrays unreadable";
+    sa = take(snaps, p.a, arrays[0]);
+    sb = take(snaps, p.b, arrays[1]);
+    if (p.readsC()) sc = take(snaps, p.c, arrays[2]);
     if (p.has_bias) sbias = snaps.copy(p.bias.data, p.bias.bytes(1));
     if (p.device_scalars) {
       const size_t bytes = static_cast<size_t>(dtypeBytes(dtypeOfCuda(p.scale)));
@@ -446,62 +376,31 @@ cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_
       call->alpha = scalarValue(p.alpha, p.scale);
       call->beta = scalarValue(p.beta, p.scale);
     }
-  }
-  // Which kernels the call launches (CUPTI, when available): bracketed on this thread.
-  cuda::KernelRecorder* kr = nullptr;
-  {
-    InsideScope inside;
-    kr = cuda::KernelRecorder::get();
-  }
-  pending->kernels = kr ? kr->begin() : 0;
-  const cublasStatus_t status = forward();
-  if (kr) kr->end(pending->kernels);
-  void* sd = nullptr;
-  {
-    InsideScope inside;
-    cuda::LastErrorScope keep_errors(api);
-    if (status == CUBLAS_STATUS_SUCCESS) {
-      sd = p.pointer_array ? snaps.copyBatches(p.d, arrays[2])
-                           : snaps.copy(p.d.data, p.d.bytes(p.batch));
-      if (snaps.ok() && api.cudaEventRecord(pending->ready, stream) != cudaSuccess) sd = nullptr;
+    return nullptr;
+  };
+  auto after = [&](Snapshots& snaps) { return (sd = take(snaps, p.d, arrays[2])) != nullptr; };
+  auto build = [&]() -> std::unique_ptr<Call> {
+    call->a = addOperand(*call, "A", FUMI_ROLE_INPUT, p.a, p.batch, sa);
+    call->b = addOperand(*call, "B", FUMI_ROLE_INPUT, p.b, p.batch, sb);
+    if (sc) call->c_in = addOperand(*call, "C", FUMI_ROLE_INPUT, p.c, p.batch, sc);
+    if (sbias) call->bias = addOperand(*call, "bias", FUMI_ROLE_INPUT, p.bias, 1, sbias);
+    call->d = addOperand(*call, p.c.data == p.d.data ? "C" : "D", FUMI_ROLE_OUTPUT, p.d, p.batch,
+                         sd);
+    call->addArg("m", std::to_string(p.m));
+    call->addArg("n", std::to_string(p.n));
+    call->addArg("k", std::to_string(p.k));
+    if (p.batch > 1) call->addArg("batch", std::to_string(p.batch));
+    call->addArg("compute", dtypeName(p.compute));
+    call->addArg("pointer_mode", p.device_scalars ? "device" : "host");
+    if (!p.device_scalars) {
+      call->addArg("alpha", cuda::formatScalar(call->alpha));
+      call->addArg("beta", cuda::formatScalar(call->beta));
     }
-    if (status != CUBLAS_STATUS_SUCCESS || !snaps.ok() || !sd) {
-      // Not checked: the program's call failed (its status is returned as is) or a snapshot
-      // could not be taken (pool share used up).
-      countSkipped(cs.site, status != CUBLAS_STATUS_SUCCESS ? "the call failed"
-                                                            : "no pool memory for snapshots");
-      ck->returnEvent(pending->ready);
-      return status;
-    }
-    try {
-      call->a = addOperand(*call, "A", FUMI_ROLE_INPUT, p.a, p.batch, sa);
-      call->b = addOperand(*call, "B", FUMI_ROLE_INPUT, p.b, p.batch, sb);
-      if (sc) call->c_in = addOperand(*call, "C", FUMI_ROLE_INPUT, p.c, p.batch, sc);
-      if (sbias) call->bias = addOperand(*call, "bias", FUMI_ROLE_INPUT, p.bias, 1, sbias);
-      call->d = addOperand(*call, p.c.data == p.d.data ? "C" : "D", FUMI_ROLE_OUTPUT, p.d,
-                           p.batch, sd);
-      call->addArg("m", std::to_string(p.m));
-      call->addArg("n", std::to_string(p.n));
-      call->addArg("k", std::to_string(p.k));
-      if (p.batch > 1) call->addArg("batch", std::to_string(p.batch));
-      call->addArg("compute", dtypeName(p.compute));
-      call->addArg("pointer_mode", p.device_scalars ? "device" : "host");
-      if (!p.device_scalars) {
-        call->addArg("alpha", formatScalar(call->alpha));
-        call->addArg("beta", formatScalar(call->beta));
-      }
-      describe(*call);
-      pending->origin = engine()->captureOrigin(cs.site, cs.call_index);
-      pending->call = std::move(call);
-      pending->sampler = sampler;
-      pending->blocks = snaps.release();
-      ck->submit(std::move(pending));
-    } catch (const std::exception& e) {
-      internalError(cs.site.name, e.what());
-      ck->returnEvent(pending->ready);
-    }
-  }
-  return status;
+    describe(*call);
+    return std::move(call);
+  };
+  return cuda::checkedDeviceCall(cs, sampler, stream, CUBLAS_STATUS_SUCCESS, forward, before,
+                                 after, build);
 }
 
 // ---- handle state ----------------------------------------------------------------------------
@@ -517,7 +416,7 @@ struct HandleState {
 
 HandleState handleState(cublasHandle_t h) {
   HandleState s;
-  const CudaApi* api = cuda::cudaApi();
+  const BlasApi* api = cuda::blasApi();
   if (!api) return s;
   InsideScope inside;
   cublasPointerMode_t pm = CUBLAS_POINTER_MODE_HOST;
@@ -574,7 +473,7 @@ void setBlasLaunches(DeviceGemmCall& call, const GemmProblem& p, const HandleSta
   call.same = [=](Checker& ck, const RerunOperands& o) {
     cublasHandle_t h = rerunHandle(ck, math);
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    const HostScalars s(o.alpha, o.beta, scale);
+    const HostScalars s(o.alpha, o.beta, dtypeOfCuda(scale));
     return replay(ck, h, o, s);
   };
   call.wider = widerCublas(p, ta, tb, lda, ldb, ldc, sa, sb, sc);
@@ -768,14 +667,14 @@ cublasStatus_t batchedEx(const CallSite& cs, Real real, cublasHandle_t h, cublas
 // ---- cuBLASLt ----------------------------------------------------------------------------------
 
 template <class V>
-bool descAttr(const CudaApi& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+bool descAttr(const BlasApi& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
               V* v) {
   size_t written = 0;
   return api.cublasLtMatmulDescGetAttribute(d, a, v, sizeof(V), &written) ==
          CUBLAS_STATUS_SUCCESS;
 }
 template <class V>
-bool layoutAttr(const CudaApi& api, cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+bool layoutAttr(const BlasApi& api, cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
                 V* v) {
   size_t written = 0;
   return api.cublasLtMatrixLayoutGetAttribute(l, a, v, sizeof(V), &written) ==
@@ -789,7 +688,7 @@ struct Layout {
   uint64_t rows = 0, cols = 0;
   int64_t ld = 0, batch_offset = 0;
   int32_t batch = 1;
-  bool read(const CudaApi& api, cublasLtMatrixLayout_t l) {
+  bool read(const BlasApi& api, cublasLtMatrixLayout_t l) {
     return l && layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type) &&
            layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order) &&
            layoutAttr(api, l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows) &&
@@ -815,7 +714,7 @@ struct Layout {
     return o;
   }
   // A layout object like this one holding `as` (or its own type).
-  cublasLtMatrixLayout_t create(const CudaApi& api, cudaDataType as) const {
+  cublasLtMatrixLayout_t create(const BlasApi& api, cudaDataType as) const {
     cublasLtMatrixLayout_t l = nullptr;
     if (api.cublasLtMatrixLayoutCreate(&l, as, rows, cols, ld) != CUBLAS_STATUS_SUCCESS)
       return nullptr;
@@ -835,7 +734,7 @@ struct MatmulDesc {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
   int32_t bias_type = -1;
-  bool read(const CudaApi& api, cublasLtMatmulDesc_t d) {
+  bool read(const BlasApi& api, cublasLtMatmulDesc_t d) {
     return d && descAttr(api, d, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute) &&
            descAttr(api, d, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &scale) &&
            descAttr(api, d, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointer_mode) &&
@@ -872,7 +771,7 @@ struct MatmulDesc {
   }
   // A descriptor like this one, computing in `compute`/`scale`, bias of `bias_as` at `bias_ptr`,
   // host scalars.
-  cublasLtMatmulDesc_t create(const CudaApi& api, cublasComputeType_t c, cudaDataType s,
+  cublasLtMatmulDesc_t create(const BlasApi& api, cublasComputeType_t c, cudaDataType s,
                               const void* bias_ptr, int32_t bias_as) const {
     cublasLtMatmulDesc_t d = nullptr;
     if (api.cublasLtMatmulDescCreate(&d, c, s) != CUBLAS_STATUS_SUCCESS) return nullptr;
@@ -899,16 +798,17 @@ cublasStatus_t ltRerun(Checker& ck, const MatmulDesc& md, const Layout (&l)[4],
                        int32_t bias_as, const cublasLtMatmulAlgo_t* algo, size_t workspace,
                        const RerunOperands& o) {
   auto fn = try_real_cublasLtMatmul();
-  cublasLtHandle_t h = ck.lt();
+  const BlasApi* blas = cuda::blasApi();
+  cublasLtHandle_t h = blas ? checkerLt(*blas) : nullptr;
   if (!fn || !h) return CUBLAS_STATUS_NOT_SUPPORTED;
-  const CudaApi& api = ck.api();
+  const BlasApi& api = *blas;
   cublasLtMatmulDesc_t d = md.create(api, compute, scale, o.bias, bias_as);
   cublasLtMatrixLayout_t ls[4];
   for (int i = 0; i < 4; ++i) ls[i] = l[i].create(api, as[i]);
   void* ws = workspace ? ck.scratch(workspace) : nullptr;
   cublasStatus_t st = CUBLAS_STATUS_ALLOC_FAILED;
   if (d && ls[0] && ls[1] && ls[2] && ls[3] && (ws || !workspace)) {
-    const HostScalars s(o.alpha, o.beta, scale);
+    const HostScalars s(o.alpha, o.beta, dtypeOfCuda(scale));
     st = fn(h, d, s.alpha, o.a, ls[0], o.b, ls[1], s.beta, o.c, ls[2], o.d, ls[3], algo, ws,
             workspace, ck.stream());
     ck.api().cudaStreamSynchronize(ck.stream());  // before workspace and descriptors go
@@ -924,7 +824,7 @@ cublasStatus_t ltRerun(Checker& ck, const MatmulDesc& md, const Layout (&l)[4],
 // only those are read (A's type and shape, transa, D's shape and batch: 7 attribute reads; the
 // full decode, ~37, waits for a sampled call). Descriptors that cannot be read are decided
 // with unknown facts, so that a sampled call still counts as skipped.
-RuleSampler* selectLt(const CallSite& cs, const CudaApi* api, cublasLtMatmulDesc_t desc,
+RuleSampler* selectLt(const CallSite& cs, const BlasApi* api, cublasLtMatmulDesc_t desc,
                       cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t d) {
   int32_t ta = CUBLAS_OP_N, batch = 1;
   uint32_t a_type = 0;
@@ -957,7 +857,7 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
     return forwardReal(real, lh, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                        workspace, ws_size, stream);
   };
-  const CudaApi* api = cuda::cudaApi();
+  const BlasApi* api = cuda::blasApi();
   RuleSampler* sampler = selectLt(cs, api, desc, Adesc, Ddesc);
   if (!sampler) return forward();
   MatmulDesc md;

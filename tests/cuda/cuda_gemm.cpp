@@ -33,6 +33,8 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include "device_test.h"
+
 #include <atomic>
 
 #include <cstdint>
@@ -44,23 +46,7 @@
 
 namespace {
 
-#define CHECK_CUDA(x)                                                              \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,              \
-                   cudaGetErrorString(e_));                                        \
-      std::exit(2);                                                                \
-    }                                                                              \
-  } while (0)
-#define CHECK_BLAS(x)                                                                  \
-  do {                                                                                 \
-    cublasStatus_t s_ = (x);                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-      std::fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_); \
-      std::exit(3);                                                                    \
-    }                                                                                  \
-  } while (0)
+#define CHECK_BLAS(x) CHECK_STATUS(x, CUBLAS_STATUS_SUCCESS)
 
 size_t sizeOf(cudaDataType t) {
   switch (t) {
@@ -80,29 +66,16 @@ const char* typeName(cudaDataType t) {
   }
 }
 
-void storeAs(void* p, cudaDataType t, double v) {
-  switch (t) {
-    case CUDA_R_64F: std::memcpy(p, &v, 8); break;
-    case CUDA_R_32F: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    case CUDA_R_16F: { const __half h = __double2half(v); std::memcpy(p, &h, 2); break; }
-    case CUDA_R_16BF: {
-      const __nv_bfloat16 h = __double2bfloat16(v);
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    default: break;
-  }
+devtest::Elem elemOf(cudaDataType t) {
+  using devtest::Elem;
+  return t == CUDA_R_64F ? Elem::kF64 : t == CUDA_R_32F ? Elem::kF32
+                                      : t == CUDA_R_16F ? Elem::kF16 : Elem::kBF16;
 }
 
 // `elements` values of type t in device memory: value(i) at element i.
 template <class F>
 void* upload(cudaDataType t, size_t elements, F value) {
-  std::vector<unsigned char> host(elements * sizeOf(t));
-  for (size_t i = 0; i < elements; ++i) storeAs(host.data() + i * sizeOf(t), t, value(i));
-  void* dev = nullptr;
-  CHECK_CUDA(cudaMalloc(&dev, host.size() ? host.size() : 1));
-  CHECK_CUDA(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
-  return dev;
+  return devtest::upload(elemOf(t), elements, value);
 }
 
 // Multiples of 1/4 in [-1, 1] (a fixed pattern per operand `salt`).
@@ -111,18 +84,7 @@ double quarter(size_t i, int salt) {
          4.0;
 }
 
-uint64_t fnv(const unsigned char* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-void printHash(const std::string& name, const void* dev, size_t bytes) {
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<unsigned char> host(bytes);
-  CHECK_CUDA(cudaMemcpy(host.data(), dev, bytes, cudaMemcpyDeviceToHost));
-  std::printf("%s %016llx\n", name.c_str(), static_cast<unsigned long long>(fnv(host.data(), bytes)));
-}
+using devtest::printHash;
 
 // One GEMM's operands: column-major op(A) m x k, op(B) k x n, C m x n, with leading dimensions
 // 2 more than needed and batch strides 7 elements more than one matrix.

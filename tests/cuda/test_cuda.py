@@ -1,4 +1,5 @@
-"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) under libfumi.
+"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) and cuda_conv
+(linked against the real cuDNN 9) under libfumi.
 
 Everything runs on the simulated device (tests/simdevice: stand-ins preloaded after libfumi).
 Class OnGpu runs the same program on the real libraries and needs a GPU: ctest runs it as its
@@ -17,6 +18,8 @@ from fumitest import FUMI, LIBFUMI, run  # noqa: E402
 CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
 SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
 SIM_CUPTI = os.environ.get("FUMI_SIM_CUPTI", "")  # the CUPTI stand-in (libcupti.so.13)
+CUDA_CONV = os.environ.get("CUDA_CONV", "")
+SIM_CUDNN = os.environ.get("FUMI_SIM_CUDNN", "")  # the cuDNN stand-in (libcudnn.so.9)
 
 
 def gpu_present():
@@ -251,6 +254,210 @@ class Safety(unittest.TestCase):
         s = r.op("cublasGemmStridedBatchedEx")
         self.assertGreater(s["skipped"], 0)
         self.assertEqual(r.of("violation"), [])
+
+
+# ---- cuDNN (cuda_conv) -------------------------------------------------------------------------
+
+CONV_OPS = ["cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+            "cudnnConvolutionBackwardFilter", "cudnnConvolutionBiasActivationForward"]
+
+
+def every_conv(*checks, rule=""):
+    """A policy checking every cuDNN convolution with `checks`, passing checks reported."""
+    return ("version: 1\nreport: { all_checks: true }\nrules:\n"
+            f"  - match: {{ op: \"cudnn*\" {rule}}}\n    sample: {{ every: 1 }}\n    checks:\n"
+            + "".join(f"      - {c}\n" for c in checks))
+
+
+CONV_CHECKS = every_conv(*CHECKS)
+CONV_ALL = every_conv(*CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1 }")
+
+
+def conv(mode, policy=None, preload=True, env=None):
+    """cuda_conv MODE on the simulated device, with or without libfumi."""
+    full_env = dict(env or {})
+    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
+    r = run([CUDA_CONV, mode], policy=policy, preload=preload, env=full_env)
+    if r.rc != 0:
+        raise AssertionError(f"cuda_conv {mode} failed ({r.rc}): {r.stderr[-3000:]}")
+    return r
+
+
+def checks_of(r, check):
+    return sorted([c for c in r.of("check") + r.of("violation") if c["check"] == check],
+                  key=lambda c: (c["op"], c["call_index"]))
+
+
+@unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+class ConvSweep(unittest.TestCase):
+    """Forward, backward data, backward filter and the fused forward x f32 (TF32 and FMA math),
+    f64, f16 (f32 and f16 compute), bf16 x NCHW/NHWC/strided, 2-D and 3-D, groups, padding,
+    stride, dilation, convolution and cross-correlation, beta 0 and 1/2; descriptors destroyed
+    as soon as each call returns."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = conv("sweep", preload=False)
+        cls.fumi = conv("sweep", policy=CONV_ALL, env={"FUMI_CUDA_QUEUE": "1024"})
+
+    def test_results_bit_identical(self):
+        self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
+        self.assertGreater(len(lines(self.plain.stdout)), 70)
+        self.assertFalse([l for l in lines(self.plain.stdout) if " status " in l])
+
+    def test_every_entry_point_checked_every_call(self):
+        printed = collections.Counter(l.split()[0] for l in lines(self.plain.stdout))
+        for op in CONV_OPS:
+            with self.subTest(op=op):
+                s = self.fumi.op(op)
+                self.assertIsNotNone(s, f"{op} not seen")
+                self.assertGreater(printed[op], 0)
+                self.assertEqual((s["calls"], s["checked"], s["skipped"]),
+                                 (printed[op], printed[op], 0))
+
+    def test_reruns_reproduce_the_call_exactly(self):
+        # Every result is exact, so each rerun (own precision, wider, host fp64) matches it.
+        self.assertEqual(self.fumi.of("violation"), [])
+        by = collections.defaultdict(list)
+        for c in self.fumi.of("check"):
+            by[c["check"]].append(c)
+        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb", "reference"}, set(by))
+        n = len(lines(self.plain.stdout))
+        self.assertEqual(len(by["reference"]), n)
+        self.assertEqual(len(by["determinism"]), n)
+        for c in by["determinism"] + by["highprec"] + by["reference"]:
+            self.assertEqual(c["value"], 0, c)
+        # highprec has nothing wider than f64; every other call got its wider rerun.
+        self.assertEqual(len(by["highprec"]),
+                         len([l for l in lines(self.plain.stdout) if " f64/" not in l]))
+        self.assertEqual({c["backend"] for c in self.fumi.of("check")}, {"cudnn"})
+
+    def test_events_decode_the_call(self):
+        ev = [c for c in self.fumi.of("check") if c["check"] == "reference"]
+        bwdf = next(c for c in ev if c["op"] == "cudnnConvolutionBackwardFilter"
+                    and c["args"]["layout"] == "nhwc" and c["dtype"] == "f32"
+                    and c["args"]["math_mode"] == "default" and c["shape"]["x"][1] == 4)
+        self.assertEqual(bwdf["args"]["filter_format"], "nhwc")
+        self.assertEqual(bwdf["args"]["compute"], "tf32")  # f32 data, default math
+        self.assertEqual(bwdf["shape"]["dw"], [4, 4 // int(bwdf["args"]["groups"]), 3, 3])
+        self.assertEqual(bwdf["shape"]["x"], [2, 4, 5, 5])
+        self.assertIn("dy", bwdf["shape"])
+        fma = next(c for c in ev if c["args"]["math_mode"] == "fma")
+        self.assertEqual(fma["args"]["compute"], "f32")
+        strided = [c for c in ev if c["args"]["layout"] == "strided"]
+        self.assertTrue(strided)
+        three_d = [c for c in ev if len(c["shape"].get("x", c["shape"].get("dx", []))) == 5]
+        self.assertTrue(three_d)
+        self.assertEqual(set(c["args"]["groups"] for c in ev), {"1", "2"})
+        self.assertEqual(set(c["args"]["mode"] for c in ev), {"convolution", "cross_correlation"})
+        self.assertIn("1,1", {c["args"]["dilation"] for c in ev})
+        self.assertIn("2,2", {c["args"]["dilation"] for c in ev})
+        self.assertIn("0.5", {c["args"].get("beta") for c in ev})
+        fused = next(c for c in ev if c["op"] == "cudnnConvolutionBiasActivationForward")
+        self.assertEqual(fused["args"]["activation"], "relu")
+        self.assertEqual(fused["args"]["alpha2"], "0.5")
+        self.assertEqual(fused["args"]["algo"], "1")  # IMPLICIT_PRECOMP_GEMM
+        self.assertIn("bias", fused["shape"])
+        self.assertIn("z", fused["shape"])
+        half = {c["args"]["compute"] for c in ev if c["dtype"] == "f16"}
+        self.assertEqual(half, {"f16", "f32"})
+
+
+@unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+class ConvPrecision(unittest.TestCase):
+    def test_tf32_flagged_fma_quiet(self):
+        r = conv("tf32", policy=CONV_CHECKS)
+        self.assertEqual(lines(conv("tf32", preload=False).stdout), lines(r.stdout))
+        hp = checks_of(r, "highprec")
+        self.assertEqual(len(hp), 2)
+        tf32, fma = hp
+        self.assertEqual((tf32["args"]["math_mode"], tf32["args"]["compute"]), ("default", "tf32"))
+        self.assertEqual(tf32["event"], "violation")
+        self.assertGreater(tf32["value"], 1e-4)
+        self.assertEqual(fma["args"]["math_mode"], "fma")
+        self.assertEqual(fma["event"], "check", fma)
+        self.assertLess(fma["value"], 1e-6)
+
+    def test_fp16_accumulation_flagged_fp32_accumulation_quiet(self):
+        env = {"FUMI_SIMCUDNN_FAULTS": "accum16"}
+        r = conv("accum16", policy=every_conv("{ plugin: highprec }"), env=env)  # f16: 1e-3
+        self.assertEqual(lines(conv("accum16", preload=False, env=env).stdout), lines(r.stdout))
+        hp = checks_of(r, "highprec")
+        self.assertEqual(len(hp), 2)
+        half, single = hp
+        self.assertEqual(half["args"]["compute"], "f16")
+        self.assertEqual(half["event"], "violation")  # 4096 ones summed in fp16 stop at 2048
+        self.assertGreater(half["value"], 0.1)
+        self.assertEqual(single["args"]["compute"], "f32")
+        self.assertEqual(single["event"], "check", single)
+        self.assertEqual(single["value"], 0)
+
+    def test_wrong_in_every_precision_caught_by_reference_only(self):
+        # Wrong the same way in f32 and f64: the wider rerun agrees with the call, fumi's own
+        # host convolution does not, in every direction.
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrong:3x5"}
+        r = conv("fault", policy=CONV_CHECKS, env=env)
+        planted = lines(conv("fault", preload=False, env=env).stdout)
+        self.assertEqual(planted, lines(r.stdout))
+        # The calls whose results the fault changed (the stand-in plants it in forward and
+        # backward filter at least) are flagged by `reference`, and only those.
+        clean = lines(conv("fault", preload=False).stdout)
+        wrong = {a.split()[0] for a, b in zip(planted, clean) if a != b}
+        self.assertGreaterEqual(wrong, {"cudnnConvolutionForward", "cudnnConvolutionBackwardFilter"})
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {(op, "reference") for op in wrong})
+        for v in r.of("violation"):
+            self.assertAlmostEqual(v["value"], 2 ** -7, delta=2e-3)
+            self.assertTrue(v["stack"], v)
+            self.assertIn("cuda_conv.cpp", v["stack"][0])  # the program's frame, not fumi's
+        for c in checks_of(r, "highprec"):
+            self.assertLess(c["value"], 1e-6, c)
+
+    def test_correct_results_not_flagged_without_fault(self):
+        r = conv("fault", policy=CONV_CHECKS)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(len(checks_of(r, "reference")), 3)
+
+    def test_nondeterminism_flagged(self):
+        # The fault bumps every other forward call of the process, fumi's reruns included:
+        # sync mode and determinism alone make the order of calls fixed, so the first call and
+        # its rerun always differ.
+        policy = every_conv("{ plugin: determinism }")
+        env = {"FUMI_SIMCUDNN_FAULTS": "nondet", "FUMI_CUDA_MODE": "sync"}
+        r = conv("nondet", policy=policy, env=env)
+        det = [v for v in r.of("violation") if v["check"] == "determinism"]
+        self.assertIn(0, [v["call_index"] for v in det])
+        self.assertEqual({v["op"] for v in det}, {"cudnnConvolutionForward"})
+        quiet = conv("nondet", policy=policy, env={"FUMI_CUDA_MODE": "sync"})
+        self.assertEqual(quiet.of("violation"), [])
+        self.assertEqual(len(quiet.of("check")), 3)
+
+
+@unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+class ConvSafety(unittest.TestCase):
+    def test_capture_issues_nothing_and_counts_skipped(self):
+        r = conv("capture", policy=CONV_CHECKS)
+        self.assertEqual(lines(conv("capture", preload=False).stdout), lines(r.stdout))
+        self.assertIn("capture violations 0", r.stdout)
+        s = r.op("cudnnConvolutionForward")
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (2, 1, 1))
+
+    def test_unsampled_calls_pass_straight_through(self):
+        r = conv("sweep", policy=every_conv("{ plugin: highprec }", rule=", min_size: 1000000000 "))
+        self.assertEqual(lines(conv("sweep", preload=False).stdout), lines(r.stdout))
+        printed = collections.Counter(l.split()[0] for l in lines(r.stdout))
+        for op in CONV_OPS:
+            s = r.op(op)
+            self.assertEqual((s["calls"], s["checked"], s["skipped"]), (printed[op], 0, 0))
+        self.assertEqual(r.of("check") + r.of("violation"), [])
+
+    def test_errors_pass_through(self):
+        r = conv("errors", policy=CONV_CHECKS)
+        self.assertEqual(lines(conv("errors", preload=False).stdout), lines(r.stdout))
+        self.assertRegex(r.stdout, r"bad algo status 2\d\d\d")  # CUDNN_STATUS_BAD_PARAM(_*)
+        self.assertIn("last error after a checked call 0", r.stdout)
+        s = r.op("cudnnConvolutionForward")
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (2, 1, 1))
 
 
 KERNEL_NAME = re.compile(r"sim_gemm_(f64|f32|f16|bf16)_(f64|f32|f16|bf16)_"

@@ -1,0 +1,204 @@
+// device_call.h — what the hooks of every device library (cuBLAS/cuBLASLt, cuDNN) share on the
+// program's thread: forwarding the call inside fumi's scope, snapshots into the checker's pool,
+// the checked-call path (capture safety, an event from the checker's set, snapshots before and
+// after the call, queueing the check), and host scalars for reruns on the checker thread.
+//
+// How a hook uses it: decide sampling from the arguments first; then checkedDeviceCall() with
+// the call's stream and four steps (forward, snapshot inputs, snapshot outputs, build the Call).
+// docs/cuda.md describes the asynchronous design.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "call.h"
+#include "cuda/checker.h"
+#include "cuda/kernels.h"
+#include "engine.h"
+#include "fumi/dtype.hpp"
+#include "hooks/hook.h"
+#include "report.h"
+
+namespace fumi::hooks {
+
+// Device libraries call each other's hooked entry points internally (cuBLAS calls cuBLASLt;
+// cuDNN may call either): while the program's call runs, this thread is "inside fumi", so
+// those inner calls pass straight through and the program's call is the one counted and
+// checked. hook.h's wrapper forwards unsampled calls through this too.
+template <class F, class... A>
+inline auto forwardReal(F f, A... a) {
+  InsideScope inside;
+  return f(a...);
+}
+
+}  // namespace fumi::hooks
+
+namespace fumi::cuda {
+
+// A sampled call that runs unchecked: counted `skipped`, with the reason in the debug log.
+inline void countSkipped(OpSite& site, const char* why) {
+  site.addStats(0, 1);
+  logMessage(FUMI_LOG_DEBUG, fmt::format("{}: call not checked: {}", site.name, why));
+}
+
+inline std::string formatScalar(double v) { return fmt::format("{:.17g}", v); }
+
+// Scalars in `type` for a host-pointer-mode rerun.
+struct HostScalars {
+  unsigned char alpha[8] = {}, beta[8] = {};
+  HostScalars(double a, double b, fumi_dtype type) {
+    storeFromDouble(alpha, 0, a, type);
+    storeFromDouble(beta, 0, b, type);
+  }
+};
+
+// A library handle of the checker thread (the only thread that reruns), created there on first
+// use by `create(H*)` (true: created, bound to the checker's stream); nullptr when the library
+// cannot create one here. One handle per call site: each lambda type has its own.
+template <class H, class Create>
+H checkerHandle(Create create) {
+  static H handle = nullptr;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    if (!create(&handle)) handle = nullptr;
+  }
+  return handle;
+}
+
+// Device-to-device copies into the checker's pool, enqueued on the call's stream. Blocks not
+// released to a queued check go back to the pool.
+class Snapshots {
+ public:
+  Snapshots(Checker& ck, cudaStream_t s) : ck_(ck), stream_(s) {}
+  ~Snapshots() {
+    for (void* b : blocks_) ck_.give(b);
+  }
+  Snapshots(const Snapshots&) = delete;
+  Snapshots& operator=(const Snapshots&) = delete;
+
+  void* copy(const void* src, size_t bytes) {
+    if (!ok_) return nullptr;
+    void* dst = ck_.take(bytes ? bytes : 1);
+    if (!dst) return fail();
+    blocks_.push_back(dst);
+    if (bytes && ck_.api().cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_) !=
+                     cudaSuccess)
+      return fail();
+    return dst;
+  }
+  // Matrices of `one` bytes each at `ptrs`, packed into one snapshot (pointer-array batches).
+  void* copyBatches(size_t one, const std::vector<const void*>& ptrs) {
+    if (!ok_) return nullptr;
+    auto* dst = static_cast<unsigned char*>(ck_.take(one * ptrs.size() + 1));
+    if (!dst) return fail();
+    blocks_.push_back(dst);
+    for (size_t i = 0; i < ptrs.size(); ++i)
+      if (ck_.api().cudaMemcpyAsync(dst + i * one, ptrs[i], one, cudaMemcpyDeviceToDevice,
+                                    stream_) != cudaSuccess)
+        return fail();
+    return dst;
+  }
+  bool ok() const { return ok_; }
+  std::vector<void*> release() { return std::move(blocks_); }
+
+ private:
+  void* fail() {
+    ok_ = false;
+    return nullptr;
+  }
+  Checker& ck_;
+  cudaStream_t stream_;
+  std::vector<void*> blocks_;
+  bool ok_ = true;
+};
+
+// The common path of a sampled device call on the program's thread; returns the library's
+// status unchanged. The steps:
+//   forward()                     the program's call, run exactly once whatever happens
+//   before(Checker&, Snapshots&)  snapshot the inputs on `stream` before the call; returns
+//                                 nullptr, or why the call cannot be checked
+//   after(Snapshots&)             snapshot the outputs after a successful call (false: not checked)
+//   build()                       the Call (std::unique_ptr), operands on the snapshots; may throw
+// Nothing is issued while `stream` captures a graph; the program's thread never synchronises,
+// allocates or frees; fumi's own CUDA errors are cleared (LastErrorScope).
+template <class Status, class Forward, class Before, class After, class Build>
+Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t stream,
+                         Status success, Forward&& forward, Before&& before, After&& after,
+                         Build&& build) {
+  Checker* ck = nullptr;
+  {
+    InsideScope inside;
+    ck = Checker::get();
+  }
+  if (!ck) {
+    countSkipped(cs.site, "CUDA checks unavailable");
+    return forward();
+  }
+  const CudaApi& api = ck->api();
+  auto pending = std::make_unique<PendingCheck>();
+  Snapshots snaps(*ck, stream);
+  {
+    InsideScope inside;
+    LastErrorScope keep_errors(api);
+    // Capture safety: while the call's stream records a graph, fumi issues nothing at all.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (api.cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone) {
+      countSkipped(cs.site, "stream is capturing a graph");
+      return forward();
+    }
+    pending->ready = ck->takeEvent();
+    if (!pending->ready) {
+      countSkipped(cs.site, "check queue full");
+      return forward();
+    }
+    const char* why = before(*ck, snaps);
+    if (!why && !snaps.ok()) why = "no pool memory for snapshots";
+    if (why) {
+      countSkipped(cs.site, why);
+      ck->returnEvent(pending->ready);
+      return forward();
+    }
+  }
+  // Which kernels the call launches (CUPTI, when available): bracketed on this thread.
+  KernelRecorder* kr = nullptr;
+  {
+    InsideScope inside;
+    kr = KernelRecorder::get();
+  }
+  pending->kernels = kr ? kr->begin() : 0;
+  const Status status = forward();
+  if (kr) kr->end(pending->kernels);
+  {
+    InsideScope inside;
+    LastErrorScope keep_errors(api);
+    const bool ok = status == success && after(snaps) && snaps.ok() &&
+                    api.cudaEventRecord(pending->ready, stream) == cudaSuccess;
+    if (!ok) {
+      // Not checked: the program's call failed (its status is returned as is) or a snapshot
+      // could not be taken (pool share used up).
+      countSkipped(cs.site, status != success ? "the call failed" : "no pool memory for snapshots");
+      ck->returnEvent(pending->ready);
+      return status;
+    }
+    const cudaEvent_t ready = pending->ready;
+    try {
+      pending->call = build();
+      pending->origin = engine()->captureOrigin(cs.site, cs.call_index);
+      pending->sampler = sampler;
+      pending->blocks = snaps.release();
+      ck->submit(std::move(pending));
+    } catch (const std::exception& e) {
+      internalError(cs.site.name, e.what());
+      if (pending) ck->returnEvent(ready);  // else the queued check owns it
+    }
+  }
+  return status;
+}
+
+}  // namespace fumi::cuda
