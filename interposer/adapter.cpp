@@ -5,11 +5,14 @@
 // scan of the loaded-object list per dlopen and load nothing.
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -185,6 +188,25 @@ std::atomic<bool> g_torch_attached{false};
 
 }  // namespace
 
+// PyTorch 1.13 rebuilds a thread's callback lists, with a few small allocations, each time the
+// thread-local state is set (twice per autograd node) once any RecordFunction callback exists.
+// Those allocations change which chunks glibc reuses, so its dynamic trim threshold (twice the
+// largest block freed, e.g. the logits) hands the heap top back to the kernel and the next step
+// faults it in again: 3x the page faults and 1.4x the step time on an LSTM language model
+// (docs/benchmarks.md part 4c). Fixed thresholds (mmap 32 MiB, glibc's dynamic maximum; trim
+// never) stop that; results are unchanged, peak memory is the same (the heap top is re-faulted
+// every step anyway). Not when the program's environment tunes malloc itself.
+static void pinMallocThresholds() {
+  Engine* e = engine();
+  if (!e || !e->policy().pin_malloc_thresholds) return;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::strstr(tunables, "malloc")) return;
+  for (const char* var : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"})
+    if (std::getenv(var)) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
 void onLibraryLoaded() {
   if (g_torch_attached.load(std::memory_order_acquire) || t_inside_fumi) return;
   bool torch = false;
@@ -210,6 +232,8 @@ void onLibraryLoaded() {
     internalError("torch adapter", (path + " has no " FUMI_TORCH_ATTACH_SYMBOL).c_str());
   } else if (attach(&kAdapterApi, err, sizeof err) != 0) {
     internalError("torch adapter", err[0] ? err : "attach failed");
+  } else {
+    pinMallocThresholds();
   }
 }
 

@@ -453,7 +453,9 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
     const uint64_t index =
         single_ ? call_index : cand->matched.fetch_add(1, std::memory_order_relaxed);
     if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
-    if (budget_.spent()) {
+    // `first: N` calls are checked whatever the budget (N per op: a bounded cost, and the
+    // coverage a run is guaranteed); they are charged like any other check.
+    if (index >= cand->rule->rule->sample.first && budget_.spent()) {
       site_.addStats(0, 1);
       return nullptr;
     }

@@ -477,7 +477,7 @@ class Parser {
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
             "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast",
-            "loss_scaling"},
+            "loss_scaling", "malloc_thresholds"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
                int64_t ver = 0;
@@ -490,6 +490,8 @@ class Parser {
              if (key == "tolerances") tolerances(v, p);
              if (key == "nan_origin") nanOrigin(v, &p->nan_origin);
              if (key == "loss_scaling") lossScaling(v, &p->loss_scaling);
+             if (key == "malloc_thresholds")
+               choice<bool>(v, key, {{"pin", true}, {"leave", false}}, &p->pin_malloc_thresholds);
              if (key == "autocast")
                forMap(v, "autocast", {"bound"}, [&](const std::string& k2, const YAML::Node& v2) {
                  double b = 0;

@@ -126,6 +126,10 @@ struct Policy {
   OnError on_error = OnError::kContinue;
   NanOriginSettings nan_origin;
   LossScalingSettings loss_scaling;
+  // `malloc_thresholds: pin|leave`: in PyTorch processes, fix glibc's mmap and trim thresholds
+  // when the adapter attaches (adapter.cpp): its observer otherwise makes glibc trim and
+  // re-fault the heap top every step on op-heavy models.
+  bool pin_malloc_thresholds = true;
   // `autocast: { bound: X }`: the precision cost of an op under autocast (autocast.normwise)
   // above X is a violation; NaN: measured and summarised only.
   double autocast_bound = NAN;

@@ -104,6 +104,10 @@ TEST(LossScaling, PolicyAndMarkers) {
   EXPECT_EQ(scalerMarkerOf("aten::_amp_foreach_non_finite_check_and_unscale_"),
             ScalerMarker::kUnscale);
   EXPECT_EQ(scalerMarkerOf("aten::mm"), ScalerMarker::kNone);
+  EXPECT_TRUE(parsePolicyText("version: 1\nrules: []\n", "p.yaml").policy->pin_malloc_thresholds);
+  EXPECT_FALSE(parsePolicyText("version: 1\nrules: []\nmalloc_thresholds: leave\n", "p.yaml")
+                   .policy->pin_malloc_thresholds);
+  EXPECT_FALSE(parsePolicyText("version: 1\nrules: []\nmalloc_thresholds: maybe\n", "p.yaml").ok());
   // Without an engine (no policy loaded) nothing is held.
   EXPECT_FALSE(lossScalingHolds("backward"));
 }

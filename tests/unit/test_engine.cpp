@@ -216,6 +216,21 @@ rules:
   EXPECT_EQ(limited.select(CallFacts{2}, 0), nullptr);  // sampled, but the budget is spent
   EXPECT_EQ(site.statsSnapshot().skipped, skipped + 1);
   EXPECT_EQ(limited.candidates[0]->checked.load(), 0u);  // took no max_checks slot
+  // `first: N` calls are checked whatever the budget; later ones are not.
+  OpSite first_site("unit_op_j", "unit", FUMI_DTYPE_F32);
+  auto f = make(R"(version: 1
+rules:
+  - match: { op: unit_op_j }
+    sample: { first: 2, every: 1 }
+    checks: [ { plugin: nan_inf } ]
+)");
+  f->compileSite(first_site);
+  OpDecision first_limited(first_site, budget);
+  first_limited.candidates.push_back(std::make_unique<RuleSampler>());
+  first_limited.candidates[0]->rule = first_site.decision.load()->candidates[0]->rule;
+  EXPECT_NE(first_limited.select(CallFacts{2}, 0), nullptr);
+  EXPECT_NE(first_limited.select(CallFacts{2}, 1), nullptr);
+  EXPECT_EQ(first_limited.select(CallFacts{2}, 2), nullptr);
   CheckBudget unlimited(0);
   unlimited.charge(1e6);
   EXPECT_FALSE(unlimited.spent());
