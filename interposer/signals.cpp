@@ -146,9 +146,19 @@ extern "C" FUMI_EXPORT int sigaction(int sig, const struct sigaction* act,
   return 0;
 }
 
-// glibc's signal() installs through its internal sigaction: BSD semantics (restarted calls,
-// the signal blocked in its handler).
+// glibc's signal() installs through its internal sigaction, so it is wrapped too: for the
+// signals fumi holds, BSD semantics (restarted calls, the signal blocked in its handler) through
+// the sigaction wrapper; every other call goes to glibc's own (siginterrupt() kept).
 extern "C" FUMI_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
+  if (sig <= 0 || sig >= NSIG || !watched(sig) || !g_watch[sig].installed.load() ||
+      !fumi::ownsProcessState()) {
+    static const auto real = realFn<sighandler_t (*)(int, sighandler_t)>("signal");
+    if (!real) {
+      errno = ENOSYS;
+      return SIG_ERR;
+    }
+    return real(sig, handler);
+  }
   struct sigaction act {}, old{};
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
