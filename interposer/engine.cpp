@@ -256,7 +256,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   const CallOrigin* origin = c->origin;
   const char* phase = origin ? origin->phase : currentPhase();
   // NaN/Inf of the backward pass waits for what the loss scaler does (loss_scaling.h).
-  const bool held = v->violated && metric == "nonfinite" && lossScalingHolds(phase);
+  const bool held = v->violated && lossScalingHolds(metric, phase);
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
                            counted_nonfinite);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
@@ -378,7 +378,7 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
                          const std::string& metric, double value, double tolerance,
                          const nlohmann::json& more) {
   const char* phase = currentPhase();
-  const bool held = check == "nan_inf" && lossScalingHolds(phase);
+  const bool held = lossScalingHolds(metric, phase);
   site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held);
   Reporter* rep = activeReporter();
   if (!rep) return;

@@ -77,9 +77,10 @@ ScalerMarker scalerMarkerOf(const char* name) {
   return ScalerMarker::kNone;
 }
 
-bool lossScalingHolds(const char* phase) {
+bool lossScalingHolds(const std::string& metric, const char* phase) {
   const LossScalingSettings* cfg = settings();
-  return cfg && cfg->enabled && phase && std::strcmp(phase, "backward") == 0;
+  return metric == "nonfinite" && cfg && cfg->enabled && phase &&
+         std::strcmp(phase, "backward") == 0;
 }
 
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev) {

@@ -35,8 +35,9 @@ struct OpSite;
 enum class ScalerMarker : uint8_t { kNone = 0, kZeroGrad, kStep, kUnscale };
 ScalerMarker scalerMarkerOf(const char* site_name);
 
-// Whether a NaN/Inf violation of a call in `phase` is held instead of written.
-bool lossScalingHolds(const char* phase);
+// Whether a violation of `metric` by a call in `phase` is held instead of written: NaN/Inf
+// findings ("nonfinite", of nan_inf checks and NaN origins) of the backward pass.
+bool lossScalingHolds(const std::string& metric, const char* phase);
 // Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 // A marked range or op began on this thread (context.cpp).

@@ -109,7 +109,7 @@ TEST(LossScaling, PolicyAndMarkers) {
                    .policy->pin_malloc_thresholds);
   EXPECT_FALSE(parsePolicyText("version: 1\nrules: []\nmalloc_thresholds: maybe\n", "p.yaml").ok());
   // Without an engine (no policy loaded) nothing is held.
-  EXPECT_FALSE(lossScalingHolds("backward"));
+  EXPECT_FALSE(lossScalingHolds("nonfinite", "backward"));
 }
 
 TEST(Prometheus, PathsPerRankAndPid) {
