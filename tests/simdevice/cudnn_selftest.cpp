@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -252,6 +253,21 @@ void fill(Tensor& t, double offset = 0) {
 void fillConst(Tensor& t, double v) {
   for (size_t l = 0; l < t.count(); ++l) t.set(l, v);
 }
+// ordered=1: a host function on the stream holds back the inputs' copies until the program has
+// asked whether the call is still pending (release()); a fixed sleep lost that race on a
+// loaded machine. Bounded, so a stream that never runs it cannot hang the test.
+std::atomic<bool> g_release{false};
+void holdStream(cudaStream_t stream) {
+  g_release.store(false);
+  CUDA_CHECK(cudaLaunchHostFunc(
+      stream,
+      [](void*) {
+        for (int ms = 0; ms < 30000 && !g_release.load(); ++ms) usleep(1000);
+      },
+      nullptr));
+}
+void release() { g_release.store(true); }
+
 void upload(const Tensor& t) {
   CUDA_CHECK(cudaMemcpy(t.dev, t.host.data(), t.host.size(), cudaMemcpyHostToDevice));
 }
@@ -476,8 +492,7 @@ int runConv(const std::string& op) {
     out->host = priorBytes;  // every call from the same prior output
     upload(*out);
     if (ordered) {
-      CUDA_CHECK(cudaLaunchHostFunc(
-          stream, [](void*) { usleep(200 * 1000); }, nullptr));
+      holdStream(stream);
       for (Tensor* in : inputs)
         CUDA_CHECK(cudaMemcpyAsync(in->dev, in->host.data(), in->host.size(),
                                    cudaMemcpyHostToDevice, stream));
@@ -501,7 +516,10 @@ int runConv(const std::string& op) {
           static_cast<cudnnConvolutionFwdAlgo_t>(algo), workspace, ws, sc.ptr(dt, 1), zDesc,
           z.dev, bDesc, bias.dev, act, yDesc, y.dev);
     std::printf("S call%d %d\n", call, static_cast<int>(st));
-    if (ordered) std::printf("S pending%d %d\n", call, cudaStreamQuery(stream) == cudaErrorNotReady);
+    if (ordered) {
+      std::printf("S pending%d %d\n", call, cudaStreamQuery(stream) == cudaErrorNotReady);
+      release();
+    }
     download(*out, stream);
     print(*out, "out" + std::to_string(call));
     printGaps(*out);
@@ -574,18 +592,24 @@ int runBn(const std::string& op) {
   for (Tensor* t : {&x, &y, &scale, &bias, &m1, &v1, &m2, &v2}) upload(*t);
   const Scalars sc = scalars(alpha, beta);
   // ordered=1: x reaches the device by cudaMemcpyAsync behind a slow host function (runConv).
+  // Launched right before the calls: synchronous copies and allocations after it would wait
+  // for the held stream (legacy default-stream semantics).
   const bool ordered = iarg("ordered", 0) != 0;
-  if (ordered) {
+  auto holdInputs = [&] {
+    if (!ordered) return;
     CUDA_CHECK(cudaMemset(x.dev, 0, x.host.size()));
-    CUDA_CHECK(cudaLaunchHostFunc(stream, [](void*) { usleep(200 * 1000); }, nullptr));
+    holdStream(stream);
     CUDA_CHECK(cudaMemcpyAsync(x.dev, x.host.data(), x.host.size(), cudaMemcpyHostToDevice,
                                stream));
-  }
+  };
   auto pending = [&] {
-    if (ordered) std::printf("S pending0 %d\n", cudaStreamQuery(stream) == cudaErrorNotReady);
+    if (!ordered) return;
+    std::printf("S pending0 %d\n", cudaStreamQuery(stream) == cudaErrorNotReady);
+    release();
   };
   cudnnStatus_t st;
   if (op == "bn_train") {
+    holdInputs();
     st = cudnnBatchNormalizationForwardTraining(handle, mode, sc.ptr(dt, 0), sc.ptr(dt, 1), xDesc,
                                                 x.dev, yDesc, y.dev, pDesc, scale.dev, bias.dev,
                                                 factor, m1.dev, v1.dev, eps, m2.dev, v2.dev);
@@ -599,6 +623,7 @@ int runBn(const std::string& op) {
     print(m2, "save_mean");
     print(v2, "save_inv");
   } else if (op == "bn_infer") {
+    holdInputs();
     st = cudnnBatchNormalizationForwardInference(handle, mode, sc.ptr(dt, 0), sc.ptr(dt, 1),
                                                  xDesc, x.dev, yDesc, y.dev, pDesc, scale.dev,
                                                  bias.dev, m1.dev, v1.dev, eps);
@@ -619,8 +644,9 @@ int runBn(const std::string& op) {
     for (Tensor* t : {&dx, &ds, &db}) upload(*t);
     cudnnTensorDescriptor_t dxDesc = tensorDesc(dx, layout);
     const bool saved = iarg("saved", 1) != 0;
+    Tensor scratch = make("scratch", dt, xd, layout);
+    holdInputs();
     if (saved) {
-      Tensor scratch = make("scratch", dt, xd, layout);
       DNN_CHECK(cudnnBatchNormalizationForwardTraining(
           handle, mode, sc.ptr(dt, 0), sc.ptr(dt, 1), xDesc, x.dev, xDesc, scratch.dev, pDesc,
           scale.dev, bias.dev, factor, nullptr, nullptr, eps, m2.dev, v2.dev));
