@@ -12,6 +12,7 @@ const std::vector<std::string>& knownOpNames() {
 #include "hooks/blas.def"
 #include "hooks/cublas.def"
 #include "hooks/cudnn.def"
+#include "hooks/cudnn_norm.def"
 #undef FUMI_HOOK
   };
   return kNames;

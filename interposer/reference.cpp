@@ -204,4 +204,102 @@ fumi_status convReference(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
   return FUMI_OK;
 }
 
+fumi_status normReference(const std::vector<fumi_tensor>& ts, const NormSpec& s, int32_t output,
+                          double* out) {
+  using Phase = NormSpec::Phase;
+  if (s.x < 0 || s.scale < 0) return FUMI_UNSUPPORTED;
+  const fumi_tensor& xt = ts[static_cast<size_t>(s.x)];
+  if (xt.ndim < 3) return FUMI_UNSUPPORTED;
+  const int64_t total = tensorNumel(xt), n = xt.shape[0], c = xt.shape[1];
+  if (total <= 0 || n <= 0 || c <= 0) return FUMI_UNSUPPORTED;
+  const int64_t positions = total / (n * c);
+  const int64_t sets = s.spatial ? c : c * positions;  // parameter sets
+  const double m = static_cast<double>(total / sets);    // values per set
+  auto set = [&](int64_t l) {
+    return static_cast<size_t>(s.spatial ? (l / positions) % c : l % (c * positions));
+  };
+  std::vector<double> x, scale, mean, inv, var;
+  if (!gathered(ts, s.x, x) || !gathered(ts, s.scale, scale) ||
+      scale.size() != static_cast<size_t>(sets))
+    return FUMI_UNSUPPORTED;
+  const bool saved = s.phase != Phase::kTraining && s.mean >= 0 && s.var >= 0;
+  if (saved) {
+    if (!gathered(ts, s.mean, mean) || !gathered(ts, s.var, inv)) return FUMI_UNSUPPORTED;
+    if (s.phase == Phase::kInference)  // estimated variance, not its inverse
+      for (double& v : inv) v = 1.0 / std::sqrt(v + s.epsilon);
+  } else {  // batch statistics, two passes with compensated sums
+    std::vector<Compensated> sum(static_cast<size_t>(sets)), sq(static_cast<size_t>(sets));
+    for (int64_t l = 0; l < total; ++l) sum[set(l)].add(x[static_cast<size_t>(l)], 1.0);
+    mean.resize(static_cast<size_t>(sets));
+    for (size_t j = 0; j < mean.size(); ++j) mean[j] = sum[j].value() / m;
+    for (int64_t l = 0; l < total; ++l) {
+      const double d = x[static_cast<size_t>(l)] - mean[set(l)];
+      sq[set(l)].add(d, d);
+    }
+    var.resize(mean.size());
+    inv.resize(mean.size());
+    for (size_t j = 0; j < mean.size(); ++j) {
+      var[j] = sq[j].value() / m;
+      inv[j] = 1.0 / std::sqrt(var[j] + s.epsilon);
+    }
+  }
+  // out = a * v + b * prior (prior read only when b != 0).
+  auto blend = [&](const std::vector<double>& v, double a, double b, int prior) {
+    std::vector<double> p;
+    if (b != 0 && !gathered(ts, prior, p)) return FUMI_UNSUPPORTED;
+    if (b != 0 && p.size() != v.size()) return FUMI_UNSUPPORTED;
+    for (size_t i = 0; i < v.size(); ++i) out[i] = a * v[i] + (b != 0 ? b * p[i] : 0.0);
+    return FUMI_OK;
+  };
+  if (s.phase != Phase::kBackward) {
+    if (output == s.save_mean) return blend(mean, 1, 0, -1);
+    if (output == s.save_inv) return blend(inv, 1, 0, -1);
+    if (output == s.running_mean || output == s.running_var) {
+      const bool is_mean = output == s.running_mean;
+      std::vector<double> prior;
+      if (var.empty() || !gathered(ts, is_mean ? s.running_mean_in : s.running_var_in, prior) ||
+          prior.size() != mean.size())
+        return FUMI_UNSUPPORTED;
+      const double unbias = m > 1 ? m / (m - 1) : 1.0;
+      for (size_t j = 0; j < prior.size(); ++j)
+        out[j] = (1 - s.factor) * prior[j] +
+                 s.factor * (is_mean ? mean[j] : var[j] * unbias);
+      return FUMI_OK;
+    }
+    if (output != s.y) return FUMI_UNSUPPORTED;
+    std::vector<double> bias;
+    if (!gathered(ts, s.bias, bias) || bias.size() != scale.size()) return FUMI_UNSUPPORTED;
+    std::vector<double> y(x.size());
+    for (int64_t l = 0; l < total; ++l) {
+      const size_t j = set(l), i = static_cast<size_t>(l);
+      y[i] = scale[j] * (x[i] - mean[j]) * inv[j] + bias[j];
+    }
+    return blend(y, s.alpha, s.beta, s.y_in);
+  }
+  std::vector<double> dy;
+  if (!gathered(ts, s.y, dy) || dy.size() != x.size()) return FUMI_UNSUPPORTED;
+  std::vector<Compensated> db(static_cast<size_t>(sets)), ds(static_cast<size_t>(sets));
+  std::vector<double> xhat(x.size());
+  for (int64_t l = 0; l < total; ++l) {
+    const size_t j = set(l), i = static_cast<size_t>(l);
+    xhat[i] = (x[i] - mean[j]) * inv[j];
+    db[j].add(dy[i], 1.0);
+    ds[j].add(dy[i], xhat[i]);
+  }
+  std::vector<double> dbias(db.size()), dscale(ds.size());
+  for (size_t j = 0; j < db.size(); ++j) {
+    dbias[j] = db[j].value();
+    dscale[j] = ds[j].value();
+  }
+  if (output == s.dscale) return blend(dscale, s.alpha_param, s.beta_param, s.dscale_in);
+  if (output == s.dbias) return blend(dbias, s.alpha_param, s.beta_param, s.dbias_in);
+  if (output != s.dx) return FUMI_UNSUPPORTED;
+  std::vector<double> dx(x.size());
+  for (int64_t l = 0; l < total; ++l) {
+    const size_t j = set(l), i = static_cast<size_t>(l);
+    dx[i] = scale[j] * inv[j] * (dy[i] - dbias[j] / m - xhat[i] * dscale[j] / m);
+  }
+  return blend(dx, s.alpha, s.beta, s.dx_in);
+}
+
 }  // namespace fumi

@@ -59,4 +59,37 @@ struct ConvSpec {
 fumi_status convReference(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
                           int32_t output, double* out);
 
+// Batch normalisation, cuDNN's legacy definition, by tensor indices of a call. x is
+// N x C x spatial; the parameters (scale, bias, mean, var and the outputs of their shape) are
+// 1 x C x 1... (spatial: one set per channel, statistics over N and every position) or
+// 1 x C x spatial... (per activation: statistics over N). With M values per set,
+// mean = sum x / M, var = sum (x - mean)^2 / M, inv = 1 / sqrt(var + epsilon):
+//   kTraining   y = alpha * (scale * (x - mean) * inv + bias) + beta * y_in;
+//               save_mean = mean, save_inv = inv;
+//               running_mean = (1 - factor) * running_mean_in + factor * mean,
+//               running_var  = (1 - factor) * running_var_in + factor * var * M / (M - 1)
+//   kInference  the same y with mean = est_mean and inv = 1 / sqrt(est_var + epsilon)
+//   kBackward   with mean and inv saved (or recomputed from x when absent) and
+//               xhat = (x - mean) * inv, db = sum dy, ds = sum dy * xhat per set:
+//               dx = alpha * scale * inv * (dy - db / M - xhat * ds / M) + beta * dx_in,
+//               dscale = alpha_param * ds + beta_param * dscale_in, dbias likewise with db.
+// Indices are -1 when absent. `y` is dy for kBackward; every *_in is the output's value before
+// the call (read when its beta is not 0).
+struct NormSpec {
+  enum class Phase { kTraining, kInference, kBackward };
+  Phase phase = Phase::kTraining;
+  bool spatial = true;
+  int x = -1, y = -1, y_in = -1, scale = -1, bias = -1, mean = -1, var = -1;
+  int save_mean = -1, save_inv = -1, running_mean = -1, running_var = -1;
+  int running_mean_in = -1, running_var_in = -1;
+  int dx = -1, dx_in = -1, dscale = -1, dscale_in = -1, dbias = -1, dbias_in = -1;
+  double epsilon = 1e-5, factor = 1;
+  double alpha = 1, beta = 0, alpha_param = 1, beta_param = 0;
+};
+
+// Output `output` of the call (one of the spec's outputs) as dense row-major fp64 in `out`;
+// means and sums compensated.
+fumi_status normReference(const std::vector<fumi_tensor>& tensors, const NormSpec& spec,
+                          int32_t output, double* out);
+
 }  // namespace fumi

@@ -11,7 +11,9 @@ namespace fumi::cuda {
 
 struct CudnnApi {
 #define FUMI_CUDA_FN(name, ret, params) ret(*name) params = nullptr;
+#define FUMI_CUDA_OPTIONAL_FN FUMI_CUDA_FN
 #include "cudnn_fns.def"
+#undef FUMI_CUDA_OPTIONAL_FN
 #undef FUMI_CUDA_FN
 };
 
