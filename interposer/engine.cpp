@@ -73,7 +73,16 @@ bool staticMatch(const MatchSpec& m, const OpSite& site) {
 bool hasPerCallConditions(const MatchSpec& m, const OpSite& site) {
   return m.min_size > 0 || m.max_size != std::numeric_limits<int64_t>::max() ||
          (site.dtype == FUMI_DTYPE_UNKNOWN && !m.dtypes.empty()) || !m.phases.empty() ||
-         m.device != "*" || !m.autocast.empty();
+         m.device != "*" || !m.autocast.empty() || !m.notes.empty();
+}
+
+// Whether a call with engine notes `notes` ("a,b", nullptr: none) carries one of the match's.
+bool notesMatch(const MatchSpec& m, const char* notes) {
+  if (m.notes.empty()) return true;
+  const std::string have = std::string(",") + (notes ? notes : "") + ",";
+  for (const std::string& n : m.notes)
+    if (n == "none" ? have == ",," : have.find("," + n + ",") != std::string::npos) return true;
+  return false;
 }
 
 bool perCallMatch(const MatchSpec& m, const OpSite& site, const CallFacts& f) {
@@ -83,6 +92,7 @@ bool perCallMatch(const MatchSpec& m, const OpSite& site, const CallFacts& f) {
   if (!m.autocast.empty() &&
       std::find(m.autocast.begin(), m.autocast.end(), f.autocast) == m.autocast.end())
     return false;
+  if (!notesMatch(m, f.notes)) return false;
   if (!m.phases.empty()) {
     const char* phase = currentPhase();
     bool any = false;

@@ -55,6 +55,8 @@ struct CallFacts {
   fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // the call's dtype, for sites without a static one
   const char* device = "cpu";
   fumi_dtype autocast = FUMI_DTYPE_UNKNOWN;  // the autocast region's dtype; UNKNOWN: none
+  // The engine's numerical notes (engine_notes.h names), comma-separated; nullptr or "": none.
+  const char* notes = nullptr;
 };
 
 // Per (rule, op) sampling state.

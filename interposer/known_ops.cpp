@@ -13,6 +13,9 @@ const std::vector<std::string>& knownOpNames() {
 #include "hooks/cublas.def"
 #include "hooks/cudnn.def"
 #include "hooks/cudnn_norm.def"
+#define FUMI_PASS_HOOK(...)  // bookkeeping, not ops
+#include "hooks/cudnn_backend.def"
+#undef FUMI_PASS_HOOK
 #undef FUMI_HOOK
   };
   return kNames;

@@ -13,6 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "engine_notes.h"
 #include "fumi/dtype.hpp"
 #include "settings.h"
 
@@ -291,7 +292,7 @@ class Parser {
   void match(const YAML::Node& n, MatchSpec* m) {
     forMap(n, "match",
            {"op", "backend", "dtype", "min_size", "max_size", "phase", "device", "autocast",
-            "rank"},
+            "rank", "note"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "op") opGlobs(v, &m->ops);
              if (key == "backend") scalar(v, key, &m->backend);
@@ -306,6 +307,15 @@ class Parser {
                  if (name == "none" || dtypeOf(a, name, &d)) m->autocast.push_back(d);
                });
              if (key == "rank") ranks(v, &m->ranks);
+             if (key == "note")
+               oneOrMany(v, [&](const YAML::Node& a) {
+                 std::string name;
+                 if (!scalar(a, "note", &name)) return;
+                 if (name == "none" || isEngineNote(name.c_str()))
+                   m->notes.push_back(name);
+                 else
+                   error(a, "unknown note '" + name + "' (known: " + engineNoteList() + ", none)");
+               });
              if (key == "min_size") integer(v, key, 0, &m->min_size);
              if (key == "max_size") integer(v, key, 0, &m->max_size);
            });

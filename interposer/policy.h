@@ -63,6 +63,9 @@ struct MatchSpec {
   // empty: any; else [first, last] ranges of the ranks whose processes match (a process with
   // no launcher rank is rank 0)
   std::vector<std::pair<int64_t, int64_t>> ranks;
+  // empty: any; else the call's engine must carry one of these numerical notes
+  // (engine_notes.h; "none": a call without notes)
+  std::vector<std::string> notes;
 };
 
 // Whether `rank` is one of the match's ranks (any rank when it names none).

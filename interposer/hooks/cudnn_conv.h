@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "call.h"
@@ -114,7 +115,7 @@ struct ConvProblem {
   FilterDims w;
   ConvDesc conv;
   ActDesc act;
-  int algo = 0;
+  int algo = 0;  // the legacy algo; -1 for a backend plan (its engine chose)
   cudaStream_t stream = nullptr;
   const void *xp = nullptr, *wp = nullptr, *yp = nullptr, *zp = nullptr, *biasp = nullptr;
   void* out = nullptr;  // the output's pointer (x, w or y as the direction says)
@@ -249,7 +250,7 @@ class DeviceConvCall final : public Call {
   Launch launch;  // the legacy entry point (every rerun of a legacy call, wider backend reruns)
   // A backend plan's own-precision rerun: the plan executed on the rerun's pointers (xp, wp,
   // yp, out) with fumi's handle; it brings its own workspace. Unset for legacy calls.
-  std::function<cudnnStatus_t(Checker&, const ConvRerun&)> same_plan;
+  std::function<fumi_status(Checker&, const ConvRerun&)> same_plan;
 
   fumi_status rerun(fumi_dtype precision, void* const* buf) override {
     Checker* ck = Checker::get();
@@ -281,10 +282,9 @@ class DeviceConvCall final : public Call {
       if (!ck->copy(r.out, pick(buf, spec_.prior), bytes, cudaMemcpyDeviceToDevice))
         return FUMI_ERROR;
     }
+    if (own && same_plan) return same_plan(*ck, r);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (own && same_plan) {
-      st = same_plan(*ck, r);
-    } else {
+    {
       const cudnnDataType_t as = own ? p_.x.type : cudnnOfDtype(precision);
       r.x = p_.x.create(*api, as);
       r.y = p_.y.create(*api, as);
@@ -323,6 +323,74 @@ class DeviceConvCall final : public Call {
   ConvProblem p_;
   ConvSpec spec_;
 };
+
+
+// The common path of every convolution call (legacy or backend), once it is sampled and
+// decoded: `more` adds what only one API knows to the Call (a backend plan's rerun, engine).
+template <class Forward>
+cudnnStatus_t checkedConv(const CallSite& cs, RuleSampler* sampler, ConvProblem& p,
+                          Forward&& forward, Launch launch,
+                          std::function<void(DeviceConvCall&)> more = nullptr) {
+  auto call = std::make_unique<DeviceConvCall>(cs.site, p, cs.call_index);
+  call->launch = std::move(launch);
+  const bool dx_out = p.dir == Direction::kBackwardData, dw_out = p.dir == Direction::kBackwardFilter,
+             y_out = p.dir == Direction::kForward;
+  void *sx = nullptr, *sw = nullptr, *sy = nullptr, *sprior = nullptr, *sz = nullptr,
+       *sbias = nullptr, *sout = nullptr;
+  const Dims& out = p.output();
+  auto before = [&](Checker&, cuda::Snapshots& snaps) -> const char* {
+    if (!dx_out) sx = snaps.copy(p.xp, p.x.bytes());
+    if (!dw_out) sw = snaps.copy(p.wp, p.w.bytes());
+    if (!y_out) sy = snaps.copy(p.yp, p.y.bytes());
+    if (p.readsPrior()) sprior = snaps.copy(p.out, out.bytes());
+    if (p.fused && p.alpha2 != 0) sz = snaps.copy(p.zp, p.z.bytes());
+    if (p.fused) sbias = snaps.copy(p.biasp, p.bias.bytes());
+    return nullptr;
+  };
+  auto after = [&](cuda::Snapshots& snaps) { return (sout = snaps.copy(p.out, out.bytes())) != nullptr; };
+  auto build = [&]() -> std::unique_ptr<Call> {
+    const bool fwd = p.dir == Direction::kForward;
+    const char* yname = fwd ? "y" : "dy";
+    const char* xname = dx_out ? "dx" : "x";
+    const char* wname = dw_out ? "dw" : "w";
+    const char* out_name = y_out ? yname : dx_out ? xname : wname;
+    ConvSpec& s = call->spec();
+    if (sx) s.x = call->addTensor(p.x.tensor(xname, FUMI_ROLE_INPUT, sx));
+    if (sw) s.w = call->addTensor(p.w.tensor(wname, FUMI_ROLE_INPUT, sw));
+    if (sy) s.y = call->addTensor(p.y.tensor(yname, FUMI_ROLE_INPUT, sy));
+    if (sprior) s.prior = call->addTensor(out.tensor(out_name, FUMI_ROLE_INPUT, sprior));
+    if (sz) s.z = call->addTensor(p.z.tensor("z", FUMI_ROLE_INPUT, sz));
+    if (sbias) s.bias = call->addTensor(p.bias.tensor("bias", FUMI_ROLE_INPUT, sbias));
+    const int o = call->addTensor(out.tensor(out_name, FUMI_ROLE_OUTPUT, sout));
+    (y_out ? s.y : dx_out ? s.x : s.w) = o;
+    const int sp = p.spatial();
+    call->addArg("n", std::to_string(p.x.dims[0]));
+    call->addArg("c", std::to_string(p.x.dims[1]));
+    call->addArg("k", std::to_string(p.w.dims[0]));
+    call->addArg("groups", std::to_string(p.conv.groups));
+    call->addArg("pad", joined(p.conv.pad, sp));
+    call->addArg("stride", joined(p.conv.stride, sp));
+    call->addArg("dilation", joined(p.conv.dilation, sp));
+    call->addArg("mode", p.conv.mode == CUDNN_CONVOLUTION ? "convolution" : "cross_correlation");
+    call->addArg("layout", p.x.layout());
+    call->addArg("filter_format", p.w.format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw");
+    call->addArg("compute", dtypeName(p.compute()));
+    call->addArg("compute_type", dtypeName(dtypeOfCudnn(p.conv.compute)));
+    call->addArg("math_mode", mathName(p.conv.math));
+    if (p.algo >= 0) call->addArg("algo", std::to_string(p.algo));  // legacy calls only
+    call->addArg("alpha", cuda::formatScalar(p.alpha));
+    if (p.fused) {
+      call->addArg("alpha2", cuda::formatScalar(p.alpha2));
+      call->addArg("activation", p.act.mode == CUDNN_ACTIVATION_RELU ? "relu" : "identity");
+    } else {
+      call->addArg("beta", cuda::formatScalar(p.beta));
+    }
+    if (more) more(*call);
+    return std::move(call);
+  };
+  return cuda::checkedDeviceCall(cs, sampler, p.stream, CUDNN_STATUS_SUCCESS, forward, before,
+                                 after, build);
+}
 
 
 // The legacy entry point of a direction as a rerun launcher (defined with the legacy hooks in

@@ -1,5 +1,5 @@
-"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries) and cuda_conv
-(linked against the real cuDNN 9) under libfumi.
+"""CUDA backend tests: cuda_gemm (linked against the real CUDA 13 libraries), cuda_conv and
+cuda_norm, cuda_graph (linked against the real cuDNN 9) under libfumi.
 
 Everything runs on the simulated device (tests/simdevice: stand-ins preloaded after libfumi).
 Class OnGpu runs the same program on the real libraries and needs a GPU: ctest runs it as its
@@ -458,6 +458,256 @@ class ConvSafety(unittest.TestCase):
         self.assertIn("last error after a checked call 0", r.stdout)
         s = r.op("cudnnConvolutionForward")
         self.assertEqual((s["calls"], s["checked"], s["skipped"]), (2, 1, 1))
+
+
+# ---- cuDNN batch normalisation (cuda_norm) ---------------------------------------------------
+
+CUDA_NORM = os.environ.get("CUDA_NORM", "")
+BN_OPS = ["cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationForwardTrainingEx",
+          "cudnnBatchNormalizationForwardInference", "cudnnBatchNormalizationBackward",
+          "cudnnBatchNormalizationBackwardEx"]
+# Default (per-dtype) tolerances: batch norm results are rounded once to their type. perturb's
+# sensitivity of a batch norm over few values is large by nature: the sweep only wants it run.
+BN_CHECKS = ["{ plugin: highprec }", "{ plugin: determinism }", "{ plugin: nan_inf }",
+             "{ plugin: reference }"]
+BN_ALL = every_conv(*BN_CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1e9 }")
+
+
+def norm(mode, policy=None, preload=True, env=None):
+    """cuda_norm MODE on the simulated device, with or without libfumi."""
+    full_env = dict(env or {})
+    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
+    r = run([CUDA_NORM, mode], policy=policy, preload=preload, env=full_env)
+    if r.rc != 0:
+        raise AssertionError(f"cuda_norm {mode} failed ({r.rc}): {r.stderr[-3000:]}")
+    return r
+
+
+@unittest.skipUnless(CUDA_NORM and SIM_CUDNN, "cuda_norm or the cuDNN stand-in not built")
+class BatchNorm(unittest.TestCase):
+    """Forward training (plain and Ex), inference and backward (plain and Ex) x f32, f16, bf16,
+    f64 x spatial, per-activation, persistent x NCHW/NHWC, running statistics updated in place;
+    descriptors destroyed as soon as each call returns."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = norm("sweep", preload=False)
+        cls.fumi = norm("sweep", policy=BN_ALL, env={"FUMI_CUDA_QUEUE": "1024"})
+
+    def calls(self):
+        """{op: calls the program made}, from the printed lines (one per output)."""
+        seen = collections.defaultdict(set)
+        for l in lines(self.plain.stdout):
+            words = l.split()
+            if words[1] == "relu":
+                continue
+            case = " ".join(words[1:5]) if words[4] == "beta" else " ".join(words[1:4])
+            seen[words[0]].add(case)
+        return {op: len(cases) for op, cases in seen.items()}
+
+    def test_results_bit_identical(self):
+        self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
+        self.assertGreater(len(lines(self.plain.stdout)), 150)
+        self.assertFalse([l for l in lines(self.plain.stdout)
+                          if " status " in l and " relu " not in l])
+
+    def test_every_entry_point_checked_every_call(self):
+        calls = self.calls()
+        for op in BN_OPS:
+            with self.subTest(op=op):
+                s = self.fumi.op(op)
+                self.assertIsNotNone(s, f"{op} not seen")
+                made = calls[op] + (1 if op == "cudnnBatchNormalizationForwardTrainingEx" else 0)
+                skipped = 1 if op == "cudnnBatchNormalizationForwardTrainingEx" else 0
+                self.assertEqual((s["calls"], s["checked"], s["skipped"]),
+                                 (made, made - skipped, skipped))
+
+    def test_no_false_alarm_and_reruns_reproduce(self):
+        self.assertEqual(self.fumi.of("violation"), [])
+        by = collections.defaultdict(list)
+        for c in self.fumi.of("check"):
+            by[c["check"]].append(c)
+        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb", "reference"}, set(by))
+        checked = sum(self.fumi.op(op)["checked"] for op in BN_OPS)
+        self.assertEqual(len(by["reference"]), checked)
+        self.assertEqual(len(by["determinism"]), checked)
+        for c in by["determinism"]:
+            self.assertEqual(c["value"], 0, c)
+        # highprec: every call but f64 ones got a wider rerun; reference within its dtype's
+        # rounding (results are rounded once from exact statistics).
+        self.assertEqual(len(by["highprec"]), len([c for c in by["reference"] if c["dtype"] != "f64"]))
+        unit = {"f64": 2 ** -53, "f32": 2 ** -24, "f16": 2 ** -11, "bf16": 2 ** -8}
+        for c in by["highprec"] + by["reference"]:
+            self.assertLess(c["value"], 4 * unit[c["dtype"]], c)
+
+    def test_events_decode_the_call(self):
+        ev = [c for c in self.fumi.of("check") if c["check"] == "reference"]
+        fwd = next(c for c in ev if c["op"] == "cudnnBatchNormalizationForwardTraining"
+                   and c["dtype"] == "f16" and c["args"]["mode"] == "spatial"
+                   and c["args"]["layout"] == "nhwc")
+        self.assertEqual(fwd["compute"], "f32")
+        self.assertEqual(fwd["args"]["phase"], "training")
+        self.assertEqual(fwd["args"]["factor"], "0.25")
+        self.assertEqual(fwd["shape"]["x"], [3, 4, 5, 6])
+        self.assertEqual(fwd["shape"]["scale"], [1, 4, 1, 1])
+        for name in ("y", "running_mean", "running_var", "save_mean", "save_inv_var"):
+            self.assertIn(name, fwd["shape"])
+        act = next(c for c in ev if c["args"]["mode"] == "per_activation")
+        self.assertEqual(act["shape"]["scale"], [1, 4, 5, 6])
+        bwd = next(c for c in ev if c["op"] == "cudnnBatchNormalizationBackwardEx")
+        self.assertEqual(bwd["args"]["bn_ops"], "bn")
+        for name in ("dx", "dscale", "dbias", "dy", "saved_mean", "saved_inv_var"):
+            self.assertIn(name, bwd["shape"])
+        self.assertIn("0.5", {c["args"]["beta"] for c in ev})
+        self.assertEqual({c["args"]["mode"] for c in ev},
+                         {"spatial", "per_activation", "spatial_persistent"})
+
+    def test_unsampled_calls_pass_straight_through(self):
+        r = norm("sweep", policy=every_conv("{ plugin: highprec }", rule=", min_size: 1000000000 "))
+        self.assertEqual(lines(self.plain.stdout), lines(r.stdout))
+        for op in BN_OPS:
+            s = r.op(op)
+            self.assertEqual((s["checked"], s["skipped"]), (0, 0))
+        self.assertEqual(r.of("check") + r.of("violation"), [])
+
+
+# ---- cuDNN backend graph API (cuda_graph) ----------------------------------------------------
+
+CUDA_GRAPH = os.environ.get("CUDA_GRAPH", "")
+EXECUTE = "cudnnBackendExecute"
+
+
+def graph(mode, policy=None, preload=True, env=None):
+    """cuda_graph MODE on the simulated device, with or without libfumi."""
+    full_env = dict(env or {})
+    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
+    r = run([CUDA_GRAPH, mode], policy=policy, preload=preload, env=full_env)
+    if r.rc != 0:
+        raise AssertionError(f"cuda_graph {mode} failed ({r.rc}): {r.stderr[-3000:]}")
+    return r
+
+
+@unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
+class GraphConv(unittest.TestCase):
+    """One-operation convolution graphs (forward, backward data, backward filter) x f32, f16,
+    bf16, f64 x NCHW/NHWC x an engine chosen by index / the heuristics' first config; every
+    descriptor but the plan destroyed once the plan is finalized, the plan and the variant pack
+    right after cudnnBackendExecute returns."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = graph("sweep", preload=False)
+        cls.fumi = graph("sweep", policy=CONV_ALL, env={"FUMI_CUDA_QUEUE": "1024"})
+
+    def test_results_bit_identical(self):
+        self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
+        self.assertEqual(len(lines(self.plain.stdout)), 51)
+        self.assertFalse([l for l in lines(self.plain.stdout) if " status " in l])
+
+    def test_every_execution_checked(self):
+        s = self.fumi.op(EXECUTE)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (51, 51, 0))
+
+    def test_reruns_reproduce_the_call_exactly(self):
+        # Every result is exact: the same plan rerun, the wider legacy rerun and fumi's host
+        # convolution all match it, though the program destroyed the plan at once.
+        self.assertEqual(self.fumi.of("violation"), [])
+        by = collections.defaultdict(list)
+        for c in self.fumi.of("check"):
+            by[c["check"]].append(c)
+        self.assertEqual({"highprec", "determinism", "nan_inf", "perturb", "reference"}, set(by))
+        self.assertEqual(len(by["determinism"]), 51)
+        self.assertEqual(len(by["reference"]), 51)
+        for c in by["determinism"] + by["highprec"] + by["reference"]:
+            self.assertEqual(c["value"], 0, c)
+        self.assertEqual(len(by["highprec"]),
+                         len([l for l in lines(self.plain.stdout) if " f64 " not in l]))
+
+    def test_events_decode_the_call(self):
+        ev = [c for c in self.fumi.of("check") if c["check"] == "reference"]
+        self.assertEqual({c["args"]["graph"] for c in ev},
+                         {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"})
+        bwd_data = next(c for c in ev if c["args"]["graph"] == "conv_bwd_data"
+                        and c["args"]["layout"] == "nhwc")
+        self.assertEqual(set(bwd_data["shape"]), {"dx", "w", "dy"})  # roles from the operation
+        self.assertEqual(bwd_data["args"]["filter_format"], "nhwc")
+        bwd_filter = next(c for c in ev if c["args"]["graph"] == "conv_bwd_filter")
+        self.assertEqual(set(bwd_filter["shape"]), {"x", "dw", "dy"})
+        self.assertTrue(all("algo" not in c["args"] for c in ev))
+        self.assertEqual({c["args"]["engine"] for c in ev if c["args"]["notes"] == "none"}, {"0"})
+        self.assertIn("0.5", {c["args"]["beta"] for c in ev})
+        half = next(c for c in ev if c["dtype"] == "f16")
+        self.assertEqual(half["compute"], "f32")
+
+
+@unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
+class GraphPrecision(unittest.TestCase):
+    def test_tensor_core_engine_flagged_fma_engine_quiet(self):
+        r = graph("tf32", policy=CONV_CHECKS)
+        self.assertEqual(lines(graph("tf32", preload=False).stdout), lines(r.stdout))
+        hp = checks_of(r, "highprec")
+        self.assertEqual(len(hp), 2)
+        tc, fma = hp
+        self.assertEqual((tc["args"]["engine"], tc["compute"]), ("1", "tf32"))
+        self.assertIn("tensor_core", tc["args"]["notes"].split(","))
+        self.assertEqual(tc["event"], "violation")
+        self.assertGreater(tc["value"], 1e-4)
+        self.assertEqual((fma["args"]["engine"], fma["args"]["notes"]), ("0", "none"))
+        self.assertEqual(fma["event"], "check", fma)
+        self.assertEqual(fma["value"], 0)
+
+    def test_policy_matches_engine_notes(self):
+        rule = ', note: [tensor_core] '
+        r = graph("tf32", policy=every_conv("{ plugin: highprec }", rule=rule))
+        self.assertEqual(r.op(EXECUTE)["checked"], 1)
+        self.assertEqual([c["args"]["engine"] for c in checks_of(r, "highprec")], ["1"])
+        r = graph("tf32", policy=every_conv("{ plugin: highprec }", rule=", note: none "))
+        self.assertEqual([c["args"]["engine"] for c in checks_of(r, "highprec")], ["0"])
+
+    def test_unknown_note_is_a_policy_error(self):
+        r = run([CUDA_GRAPH, "tf32"], policy=every_conv("{ plugin: highprec }",
+                                                        rule=", note: [tensorcore] "),
+                env={"LD_PRELOAD": ":".join([LIBFUMI] + SIM + [SIM_CUDNN])})
+        self.assertEqual(r.rc, 0)  # the program runs on, unchanged
+        self.assertIn("unknown note 'tensorcore'", r.stderr)
+        self.assertIn("tensor_core", r.stderr)
+
+    def test_planted_wrong_result_caught_by_reference(self):
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrong:3x5"}
+        r = graph("fault", policy=CONV_CHECKS, env=env)
+        planted = lines(graph("fault", preload=False, env=env).stdout)
+        self.assertEqual(planted, lines(r.stdout))
+        clean = lines(graph("fault", preload=False).stdout)
+        wrong = {a.split()[0] for a, b in zip(planted, clean) if a != b}
+        self.assertGreaterEqual(wrong, {"conv_fwd", "conv_bwd_filter"})
+        flagged = {(v["args"]["graph"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {(g, "reference") for g in wrong})
+        for v in r.of("violation"):
+            self.assertAlmostEqual(v["value"], 2 ** -7, delta=2e-3)
+            self.assertIn("cuda_graph.cpp", v["stack"][0])
+        self.assertEqual(r.of("violation"), [v for v in r.of("violation") if v["check"] == "reference"])
+        quiet = graph("fault", policy=CONV_CHECKS)
+        self.assertEqual(quiet.of("violation"), [])
+
+
+@unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
+class GraphSafety(unittest.TestCase):
+    def test_graphs_not_modelled_run_unchecked(self):
+        r = graph("fused", policy=CONV_CHECKS, env={"FUMI_LOG_LEVEL": "debug"})
+        self.assertEqual(lines(graph("fused", preload=False).stdout), lines(r.stdout))
+        s = r.op(EXECUTE)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (1, 0, 1))
+        self.assertIn("graph of several operations not modelled", r.stderr)
+
+    def test_capture_and_populated_graphs_never_checked(self):
+        r = graph("capture", policy=CONV_CHECKS, env={"FUMI_LOG_LEVEL": "debug"})
+        self.assertEqual(lines(graph("capture", preload=False).stdout), lines(r.stdout))
+        self.assertEqual(len(lines(r.stdout)), 2)
+        for op in (EXECUTE, "cudnnBackendPopulateCudaGraph"):
+            s = r.op(op)
+            self.assertEqual((s["calls"], s["checked"], s["skipped"]), (1, 0, 1), op)
+        self.assertIn("stream is capturing a graph", r.stderr)
+        self.assertEqual(r.of("check") + r.of("violation"), [])
 
 
 KERNEL_NAME = re.compile(r"sim_gemm_(f64|f32|f16|bf16)_(f64|f32|f16|bf16)_"

@@ -1,0 +1,446 @@
+// cuda_graph.cpp — a cuDNN backend-graph program for fumi's CUDA tests: convolutions built as
+// one-operation graphs the way cudnn-frontend builds them (tensors with UIDs, an operation, an
+// operation graph, engine configs from heuristics or an engine chosen by index, an execution
+// plan, a variant pack per execution), one line per execution: the case name and a hash of the
+// output's bytes (runs with and without libfumi compare bit for bit).
+//
+// Built against the real cuDNN 9 headers and linked against the REAL libcudnn.so.9; without a
+// GPU the tests preload the simulated device's stand-ins. Every descriptor but the plan is
+// destroyed as soon as the plan is finalized, and the plan and the variant pack right after
+// Execute returns, before the stream ran: fumi must keep what it needs.
+// Scenarios (argv[1]):
+//   sweep    forward, backward data, backward filter x f32, f16, bf16, f64 x NCHW/NHWC x
+//            engine 0 chosen by index / the heuristics' first config, beta 0; plus beta 1/2.
+//            Operands hold multiples of 1/2 in [-1, 1]: every result is exact in every type.
+//   tf32     a forward f32 convolution on inputs 1 + 2^-11 + 2^-13 on engine 1 (tensor cores,
+//            TF32), then engine 0 (FMA).
+//   fault    the three directions, f32, engine 0, C = 3 and K = 5 (FUMI_SIMCUDNN_FAULTS=wrong:3x5).
+//   fused    a conv -> relu graph with a virtual intermediate (not modelled by fumi).
+//   capture  a forward convolution executed on a capturing stream (then the graph launched),
+//            and one recorded with cudnnBackendPopulateCudaGraph and launched.
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "device_test.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK_DNN(x) CHECK_STATUS(x, CUDNN_STATUS_SUCCESS)
+
+using devtest::Elem;
+using devtest::printHash;
+using Desc = cudnnBackendDescriptor_t;
+
+Elem elemOf(cudnnDataType_t t) {
+  return t == CUDNN_DATA_DOUBLE ? Elem::kF64 : t == CUDNN_DATA_FLOAT ? Elem::kF32
+                                       : t == CUDNN_DATA_HALF ? Elem::kF16 : Elem::kBF16;
+}
+const char* typeName(cudnnDataType_t t) {
+  return t == CUDNN_DATA_DOUBLE ? "f64" : t == CUDNN_DATA_FLOAT ? "f32"
+                                       : t == CUDNN_DATA_HALF ? "f16" : "bf16";
+}
+
+Desc make(cudnnBackendDescriptorType_t t) {
+  Desc d = nullptr;
+  CHECK_DNN(cudnnBackendCreateDescriptor(t, &d));
+  return d;
+}
+template <class T>
+void set(Desc d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, const T* v,
+         int64_t count = 1) {
+  CHECK_DNN(cudnnBackendSetAttribute(d, n, t, count, v));
+}
+void setDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
+  set(d, n, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v);
+}
+
+enum class Dir { kFwd, kBwdData, kBwdFilter };
+const char* dirName(Dir d) {
+  return d == Dir::kFwd ? "conv_fwd" : d == Dir::kBwdData ? "conv_bwd_data" : "conv_bwd_filter";
+}
+
+struct Case {
+  Dir dir = Dir::kFwd;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  bool nhwc = false;
+  int engine = 0;  // -1: the heuristics' first config
+  int n = 2, c = 4, k = 4, hw = 5, r = 3;
+  double beta = 0;
+  double (*x_value)(size_t) = [](size_t i) {
+    return static_cast<double>(static_cast<int>((i * 7 + 3) % 5) - 2) / 2.0;
+  };
+  bool relu = false;  // a conv -> relu graph (forward)
+
+  std::string name() const {
+    return std::string(dirName(dir)) + " " + typeName(type) + (nhwc ? " nhwc" : " nchw") +
+           (engine < 0 ? " heur" : " engine" + std::to_string(engine)) +
+           (beta != 0 ? " beta" : "") + (relu ? " relu" : "");
+  }
+};
+
+// dims and strides of an N x C x H x W tensor (NCHW or NHWC strides).
+void shape(int n, int c, int h, int w, bool nhwc, int64_t* dims, int64_t* strides) {
+  dims[0] = n;
+  dims[1] = c;
+  dims[2] = h;
+  dims[3] = w;
+  if (nhwc) {
+    strides[1] = 1;
+    strides[3] = c;
+    strides[2] = static_cast<int64_t>(c) * w;
+    strides[0] = static_cast<int64_t>(c) * w * h;
+  } else {
+    strides[3] = 1;
+    strides[2] = w;
+    strides[1] = static_cast<int64_t>(w) * h;
+    strides[0] = static_cast<int64_t>(w) * h * c;
+  }
+}
+
+Desc tensor(int64_t uid, cudnnDataType_t t, const int64_t* dims, const int64_t* strides,
+            bool is_virtual = false) {
+  Desc d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const int64_t align = 16;
+  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &t);
+  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, 4);
+  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides, 4);
+  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &align);
+  if (is_virtual) {
+    const bool v = true;
+    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &v);
+  }
+  CHECK_DNN(cudnnBackendFinalize(d));
+  return d;
+}
+
+// UIDs the way PyTorch picks them ('x', 'w', 'y'): roles come from the operation, not these.
+constexpr int64_t kX = 'x', kW = 'w', kY = 'y', kRelu = 'r';
+
+struct Built {
+  Desc plan = nullptr;
+  int64_t workspace = 0;
+};
+
+// The plan of one case; every other descriptor destroyed before returning.
+Built build(cudnnHandle_t h, const Case& cs) {
+  std::vector<Desc> garbage;
+  const int out = cs.hw + 2 - cs.r + 1;  // padding 1, stride 1
+  int64_t xd[4], xs[4], wd[4], ws[4], yd[4], ys[4];
+  shape(cs.n, cs.c, cs.hw, cs.hw, cs.nhwc, xd, xs);
+  shape(cs.k, cs.c, cs.r, cs.r, cs.nhwc, wd, ws);
+  shape(cs.n, cs.k, out, out, cs.nhwc, yd, ys);
+  Desc x = tensor(kX, cs.type, xd, xs), w = tensor(kW, cs.type, wd, ws);
+  Desc y = tensor(cs.relu ? kRelu + 1 : kY, cs.type, yd, ys, cs.relu);
+  garbage.insert(garbage.end(), {x, w, y});
+
+  Desc conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t comp = cs.type == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2, pad[2] = {1, 1}, one[2] = {1, 1};
+  set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
+  set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
+  set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial);
+  set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pad, 2);
+  set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pad, 2);
+  set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, one, 2);
+  set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, one, 2);
+  CHECK_DNN(cudnnBackendFinalize(conv));
+  garbage.push_back(conv);
+
+  const bool f64 = cs.type == CUDNN_DATA_DOUBLE;
+  const double alpha = 1, beta = cs.beta;
+  const float falpha = 1, fbeta = static_cast<float>(cs.beta);
+  const cudnnBackendAttributeType_t st = f64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  const void* pa = f64 ? static_cast<const void*>(&alpha) : &falpha;
+  const void* pb = f64 ? static_cast<const void*>(&beta) : &fbeta;
+  Desc op = nullptr;
+  switch (cs.dir) {
+    case Dir::kFwd:
+      op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, st, 1, pa));
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, st, 1, pb));
+      break;
+    case Dir::kBwdData:  // dx = x's tensor, dy = y's
+      op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, st, 1, pa));
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, st, 1, pb));
+      break;
+    case Dir::kBwdFilter:
+      op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
+      setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, st, 1, pa));
+      CHECK_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, st, 1, pb));
+      break;
+  }
+  CHECK_DNN(cudnnBackendFinalize(op));
+  garbage.push_back(op);
+  std::vector<Desc> ops = {op};
+  if (cs.relu) {  // relu(virtual conv output) -> y
+    Desc out_t = tensor(kY, cs.type, yd, ys);
+    Desc pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnPointwiseMode_t pm = CUDNN_POINTWISE_RELU_FWD;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &pm);
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &comp);
+    CHECK_DNN(cudnnBackendFinalize(pw));
+    Desc relu = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    setDesc(relu, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    setDesc(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, y);
+    setDesc(relu, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out_t);
+    CHECK_DNN(cudnnBackendFinalize(relu));
+    ops.push_back(relu);
+    garbage.insert(garbage.end(), {out_t, pw, relu});
+  }
+  Desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(),
+      static_cast<int64_t>(ops.size()));
+  CHECK_DNN(cudnnBackendFinalize(graph));
+  garbage.push_back(graph);
+
+  Desc cfg = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  garbage.push_back(cfg);
+  if (cs.engine >= 0) {
+    Desc engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    const int64_t index = cs.engine;
+    setDesc(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph);
+    set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &index);
+    CHECK_DNN(cudnnBackendFinalize(engine));
+    setDesc(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+    CHECK_DNN(cudnnBackendFinalize(cfg));
+    garbage.push_back(engine);
+  } else {  // heuristics fill configs the program created
+    Desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_INSTANT;
+    setDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &hm);
+    CHECK_DNN(cudnnBackendFinalize(heur));
+    Desc spare = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    Desc cfgs[2] = {cfg, spare};
+    int64_t count = 0;
+    CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 2, &count, cfgs));
+    if (count < 1) {
+      std::fprintf(stderr, "no engine config\n");
+      std::exit(4);
+    }
+    garbage.insert(garbage.end(), {heur, spare});
+  }
+  Built b;
+  b.plan = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  set(b.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  setDesc(b.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+  CHECK_DNN(cudnnBackendFinalize(b.plan));
+  int64_t n = 0;
+  CHECK_DNN(cudnnBackendGetAttribute(b.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &b.workspace));
+  for (Desc d : garbage) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+  return b;
+}
+
+struct Operands {
+  void *x, *w, *y, *ws = nullptr;
+  size_t xb, wb, yb;
+};
+
+Operands operands(const Case& cs, int64_t workspace) {
+  const int out = cs.hw + 2 - cs.r + 1;
+  const size_t e = devtest::bytesOf(elemOf(cs.type));
+  const size_t xn = static_cast<size_t>(cs.n) * cs.c * cs.hw * cs.hw;
+  const size_t wn = static_cast<size_t>(cs.k) * cs.c * cs.r * cs.r;
+  const size_t yn = static_cast<size_t>(cs.n) * cs.k * out * out;
+  auto halfs = [](int salt) {
+    return [salt](size_t i) {
+      return static_cast<double>(static_cast<int>((i * 7 + static_cast<size_t>(salt) * 3) % 5) - 2) / 2.0;
+    };
+  };
+  Operands o;
+  o.x = devtest::upload(elemOf(cs.type), xn, cs.x_value);
+  o.w = devtest::upload(elemOf(cs.type), wn, halfs(2));
+  o.y = devtest::upload(elemOf(cs.type), yn, halfs(3));
+  o.xb = xn * e;
+  o.wb = wn * e;
+  o.yb = yn * e;
+  if (workspace > 0) CHECK_CUDA(cudaMalloc(&o.ws, static_cast<size_t>(workspace)));
+  return o;
+}
+
+Desc variantPack(const Operands& o) {
+  Desc pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  const int64_t uids[3] = {kX, kW, kY};
+  void* ptrs[3] = {o.x, o.w, o.y};
+  set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
+  set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs, 3);
+  set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &o.ws);
+  CHECK_DNN(cudnnBackendFinalize(pack));
+  return pack;
+}
+
+void printOutput(const Case& cs, const Operands& o, const std::string& suffix = "") {
+  const void* out = cs.dir == Dir::kFwd ? o.y : cs.dir == Dir::kBwdData ? o.x : o.w;
+  const size_t bytes = cs.dir == Dir::kFwd ? o.yb : cs.dir == Dir::kBwdData ? o.xb : o.wb;
+  printHash(cs.name() + suffix, out, bytes);
+}
+
+void release(Operands& o) {
+  for (void* p : {o.x, o.w, o.y, o.ws})
+    if (p) CHECK_CUDA(cudaFree(p));
+}
+
+// Build, execute once, destroy plan and pack at once, print.
+void run(cudnnHandle_t h, const Case& cs) {
+  Built b = build(h, cs);
+  Operands o = operands(cs, b.workspace);
+  Desc pack = variantPack(o);
+  const cudnnStatus_t st = cudnnBackendExecute(h, b.plan, pack);
+  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(b.plan));
+  if (st != CUDNN_STATUS_SUCCESS)
+    std::printf("%s status %d\n", cs.name().c_str(), static_cast<int>(st));
+  else
+    printOutput(cs, o);
+  release(o);
+}
+
+int sweep() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  for (Dir d : {Dir::kFwd, Dir::kBwdData, Dir::kBwdFilter})
+    for (cudnnDataType_t t :
+         {CUDNN_DATA_FLOAT, CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16, CUDNN_DATA_DOUBLE})
+      for (bool nhwc : {false, true})
+        for (int engine : {0, -1}) {
+          Case cs;
+          cs.dir = d;
+          cs.type = t;
+          cs.nhwc = nhwc;
+          cs.engine = engine;
+          run(h, cs);
+        }
+  for (Dir d : {Dir::kFwd, Dir::kBwdData, Dir::kBwdFilter}) {
+    Case cs;
+    cs.dir = d;
+    cs.beta = 0.5;
+    run(h, cs);
+  }
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int tf32() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  for (int engine : {1, 0}) {
+    Case cs;
+    cs.engine = engine;
+    cs.x_value = [](size_t) { return 1.0 + 0x1p-11 + 0x1p-13; };
+    run(h, cs);
+  }
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int fault() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  for (Dir d : {Dir::kFwd, Dir::kBwdData, Dir::kBwdFilter}) {
+    Case cs;
+    cs.dir = d;
+    cs.c = 3;
+    cs.k = 5;
+    run(h, cs);
+  }
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int fused() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  Case cs;
+  cs.relu = true;
+  run(h, cs);
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int capture() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK_DNN(cudnnSetStream(h, s));
+  Case cs;
+  {  // executed while the stream captures
+    Built b = build(h, cs);
+    Operands o = operands(cs, b.workspace);
+    Desc pack = variantPack(o);
+    cudaGraph_t graph;
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK_DNN(cudnnBackendExecute(h, b.plan, pack));
+    CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t exec;
+    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK_CUDA(cudaGraphLaunch(exec, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    printOutput(cs, o, " captured");
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+    CHECK_DNN(cudnnBackendDestroyDescriptor(b.plan));
+    release(o);
+  }
+  {  // recorded with cudnnBackendPopulateCudaGraph
+    Built b = build(h, cs);
+    Operands o = operands(cs, b.workspace);
+    Desc pack = variantPack(o);
+    cudaGraph_t graph;
+    CHECK_CUDA(cudaGraphCreate(&graph, 0));
+    const cudnnStatus_t st = cudnnBackendPopulateCudaGraph(h, b.plan, pack, graph);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK_CUDA(cudaGraphLaunch(exec, s));
+      CHECK_CUDA(cudaStreamSynchronize(s));
+      printOutput(cs, o, " populated");
+      CHECK_CUDA(cudaGraphExecDestroy(exec));
+    } else {
+      std::printf("populate status %d\n", static_cast<int>(st));
+    }
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+    CHECK_DNN(cudnnBackendDestroyDescriptor(b.plan));
+    release(o);
+  }
+  CHECK_DNN(cudnnDestroy(h));
+  CHECK_CUDA(cudaStreamDestroy(s));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "sweep";
+  if (mode == "sweep") return sweep();
+  if (mode == "tf32") return tf32();
+  if (mode == "fault") return fault();
+  if (mode == "fused") return fused();
+  if (mode == "capture") return capture();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture\n", argv[0]);
+  return 1;
+}
