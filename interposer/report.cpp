@@ -200,6 +200,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
     if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
     if (st.handled_overflow) ops.back()["handled_overflow"] = st.handled_overflow;
+    if (st.autotuning) ops.back()["autotuning"] = st.autotuning;
   }
   const double elapsed = monotonicSeconds() - start_time_;
   nlohmann::json ev;

@@ -98,6 +98,12 @@ void OpSite::addHandledOverflow() {
   ++stats.handled_overflow;
 }
 
+void OpSite::retractAutotuning(uint64_t n) {
+  calls.fetch_sub(n, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats.autotuning += n;
+}
+
 void OpSite::recordCheck(const std::string& check, bool ran, bool violated, double seconds) {
   std::lock_guard<std::mutex> lock(stats_mu);
   CheckCounts& c = stats.checks[check];

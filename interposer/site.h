@@ -61,6 +61,7 @@ struct OpStats {
   uint64_t violations = 0;
   uint64_t nonfinite_propagated = 0;  // nan_inf findings counted, not raised (propagated)
   uint64_t handled_overflow = 0;  // backward-pass NaN/Inf a loss scaler handled (loss_scaling.h)
+  uint64_t autotuning = 0;  // executions found to be a library's autotuning: not in the calls
   double check_seconds = 0;  // wall time spent running checks (reruns included)
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
@@ -119,6 +120,8 @@ struct OpSite {
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);
   void addHandledOverflow();
+  // `n` calls already counted turned out to be autotuning runs, not the program's calls.
+  void retractAutotuning(uint64_t n);
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                     bool counted_nonfinite = false);
   OpStats statsSnapshot();

@@ -277,7 +277,9 @@ void Checker::submit(std::unique_ptr<PendingCheck> check) {
   auto shared = std::shared_ptr<PendingCheck>(std::move(check));
   auto run = [this, shared] {
     PendingCheck& pc = *shared;
-    if (api_.cudaEventSynchronize(pc.ready) == cudaSuccess) {
+    if (pc.discard) {
+      api_.cudaEventSynchronize(pc.ready);  // the snapshot copies are done with the pool memory
+    } else if (api_.cudaEventSynchronize(pc.ready) == cudaSuccess) {
       try {
         // The call's kernels ran before the event: their records are complete.
         pc.origin.kernels = KernelRecorder::take(pc.kernels);

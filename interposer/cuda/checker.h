@@ -31,6 +31,7 @@ struct PendingCheck {
   cudaEvent_t ready = nullptr;       // recorded on the call's stream after the snapshots
   std::vector<void*> blocks;         // pool memory held until the check is done
   uint64_t kernels = 0;              // KernelRecorder token of the call (0: not recorded)
+  bool discard = false;              // not to be checked after all (autotuning): only released
 
   PendingCheck() = default;
   PendingCheck(const PendingCheck&) = delete;

@@ -8,6 +8,7 @@
 // docs/cuda.md describes the asynchronous design.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -124,12 +125,14 @@ class Snapshots {
 //                                 nullptr, or why the call cannot be checked
 //   after(Snapshots&)             snapshot the outputs after a successful call (false: not checked)
 //   build()                       the Call (std::unique_ptr), operands on the snapshots; may throw
+//   hold(pending)                 optional: true when it took the built check to submit later
 // Nothing is issued while `stream` captures a graph; the program's thread never synchronises,
 // allocates or frees; fumi's own CUDA errors are cleared (LastErrorScope).
 template <class Status, class Forward, class Before, class After, class Build>
 Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t stream,
                          Status success, Forward&& forward, Before&& before, After&& after,
-                         Build&& build) {
+                         Build&& build,
+                         const std::function<bool(std::unique_ptr<PendingCheck>&)>& hold = {}) {
   Checker* ck = nullptr;
   {
     InsideScope inside;
@@ -192,7 +195,7 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
       pending->origin = engine()->captureOrigin(cs.site, cs.call_index);
       pending->sampler = sampler;
       pending->blocks = snaps.release();
-      ck->submit(std::move(pending));
+      if (!hold || !hold(pending)) ck->submit(std::move(pending));
     } catch (const std::exception& e) {
       internalError(cs.site.name, e.what());
       if (pending) ck->returnEvent(ready);  // else the queued check owns it

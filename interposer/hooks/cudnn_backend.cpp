@@ -124,12 +124,28 @@ struct Attr {
 
 struct PlanModel;
 
+// How a variant pack has been executed, to tell a library's autotuning from the program's
+// calls: autotuners (cudnn-frontend's time_sorted_plan, PyTorch's cudnn.benchmark) execute
+// several candidate plans on one variant pack, then run the winner on a pack of its own.
+// Executions of one pack with more than one plan are autotuning: not the program's calls, not
+// checked. Until a pack is settled — destroyed, or executed kSettle times with one plan — the
+// check of its first sampled execution is held and later executions are not sampled; a second
+// plan discards the held check and takes every execution of the pack out of the op's calls.
+struct PackUse {
+  static constexpr uint64_t kSettle = 8;
+  void* plan = nullptr;  // the first plan executed on it
+  uint64_t executions = 0;
+  bool autotuning = false, settled = false;
+  std::unique_ptr<cuda::PendingCheck> held;
+};
+
 struct Shadow {
   cudnnBackendDescriptorType_t type{};
   std::unordered_map<int, Attr> attrs;  // by attribute name
   // ENGINECFG / ENGINE filled by cuDNN: the operation graph it was derived from.
   void* graph = nullptr;
   std::shared_ptr<PlanModel> plan;  // EXECUTION_PLAN, once finalized
+  std::unique_ptr<PackUse> use;     // VARIANT_PACK, once executed
 
   const Attr* attr(cudnnBackendAttributeName_t name) const {
     auto it = attrs.find(static_cast<int>(name));
@@ -393,7 +409,9 @@ std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s)
 void onCreate(cudnnBackendDescriptorType_t type, void* d) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  reg.shadows[d] = Shadow{type, {}, nullptr, nullptr};
+  Shadow s;
+  s.type = type;
+  reg.shadows[d] = std::move(s);
 }
 
 // The program destroys `d`: true when cuDNN should destroy it now. A plan is handed to its
@@ -402,11 +420,19 @@ void onCreate(cudnnBackendDescriptorType_t type, void* d) {
 bool onDestroy(void* d) {
   Registry& reg = registry();
   std::shared_ptr<PlanLife> life;  // released after the lock: it may destroy the plan
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto it = reg.shadows.find(d);
-  if (it == reg.shadows.end()) return true;
-  if (it->second.plan) life = it->second.plan->life;
-  reg.shadows.erase(it);
+  std::unique_ptr<cuda::PendingCheck> settled;  // a held check, submitted after the lock
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto it = reg.shadows.find(d);
+    if (it == reg.shadows.end()) return true;
+    if (it->second.plan) life = it->second.plan->life;
+    if (it->second.use) settled = std::move(it->second.use->held);
+    reg.shadows.erase(it);
+  }
+  if (settled) {
+    InsideScope inside;
+    if (cuda::Checker* ck = cuda::Checker::get()) ck->submit(std::move(settled));
+  }
   if (!life) return true;
   life->destroy = true;
   return false;
@@ -618,10 +644,66 @@ fumi_status executePlan(const std::shared_ptr<PlanLife>& life, const ConvOp& c,
   return rerunStatus(st);
 }
 
+// What an execution of `plan` on `pack` is (PackUse): a call that may be sampled, a call that
+// is not (its pack holds a check while unsettled), or an autotuning run (not a call).
+// `discard`: a held check autotuning invalidated, with `retract` earlier executions to take
+// out of the calls; `settle`: a held check to submit now.
+enum class PackVerdict { kSample, kNoSample, kAutotuning };
+PackVerdict onExecute(void* pack, void* plan, std::unique_ptr<cuda::PendingCheck>* discard,
+                      uint64_t* retract, std::unique_ptr<cuda::PendingCheck>* settle) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  Shadow* s = reg.find(pack);
+  if (!s) return PackVerdict::kSample;
+  if (!s->use) s->use = std::make_unique<PackUse>();
+  PackUse& u = *s->use;
+  if (u.autotuning) return PackVerdict::kAutotuning;
+  if (!u.plan) u.plan = plan;
+  if (!u.settled && u.plan != plan) {
+    u.autotuning = true;
+    *discard = std::move(u.held);
+    *retract = u.executions;
+    return PackVerdict::kAutotuning;
+  }
+  ++u.executions;
+  if (!u.settled && u.executions > PackUse::kSettle) {
+    u.settled = true;
+    *settle = std::move(u.held);
+  }
+  return u.settled || !u.held ? PackVerdict::kSample : PackVerdict::kNoSample;
+}
+
+// Takes the check of an execution on an unsettled pack (true), to submit when it settles.
+bool holdUntilSettled(void* pack, std::unique_ptr<cuda::PendingCheck>& check) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  Shadow* s = reg.find(pack);
+  if (!s || !s->use || s->use->settled || s->use->autotuning || s->use->held) return false;
+  s->use->held = std::move(check);
+  return true;
+}
+
 template <class Real>
 cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, void* plan,
                              void* pack) {
   auto forward = [&] { return forwardReal(real, h, plan, pack); };
+  {
+    std::unique_ptr<cuda::PendingCheck> discard, settle;
+    uint64_t retract = 0;
+    const PackVerdict v = onExecute(pack, plan, &discard, &retract, &settle);
+    if (discard || settle) {
+      InsideScope inside;
+      Checker* ck = Checker::get();
+      if (discard) discard->discard = true;
+      for (auto* c : {&discard, &settle})
+        if (*c && ck) ck->submit(std::move(*c));
+    }
+    if (v == PackVerdict::kAutotuning) {
+      cs.site.retractAutotuning(retract + 1);
+      return forward();
+    }
+    if (v == PackVerdict::kNoSample) return forward();
+  }
   const std::shared_ptr<const PlanModel> m = planOf(plan);
   CallFacts facts{m ? m->size : 1, m ? m->dtype : FUMI_DTYPE_UNKNOWN, "cuda"};
   facts.notes = m ? m->notes.c_str() : nullptr;
@@ -654,7 +736,10 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
     call.addArg("engine", std::to_string(m->engine));
     call.addArg("notes", m->notes.empty() ? "none" : m->notes);
   };
-  return checkedConv(cs, sampler, p, forward, legacy ? legacyConvLaunch(p.dir) : nullptr, more);
+  return checkedConv(cs, sampler, p, forward, legacy ? legacyConvLaunch(p.dir) : nullptr, more,
+                     [pack](std::unique_ptr<cuda::PendingCheck>& c) {
+                       return holdUntilSettled(pack, c);
+                     });
 }
 
 // Recording into a CUDA graph runs nothing: never checked.

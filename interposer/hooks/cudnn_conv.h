@@ -330,7 +330,8 @@ class DeviceConvCall final : public Call {
 template <class Forward>
 cudnnStatus_t checkedConv(const CallSite& cs, RuleSampler* sampler, ConvProblem& p,
                           Forward&& forward, Launch launch,
-                          std::function<void(DeviceConvCall&)> more = nullptr) {
+                          std::function<void(DeviceConvCall&)> more = nullptr,
+                          const std::function<bool(std::unique_ptr<cuda::PendingCheck>&)>& hold = {}) {
   auto call = std::make_unique<DeviceConvCall>(cs.site, p, cs.call_index);
   call->launch = std::move(launch);
   const bool dx_out = p.dir == Direction::kBackwardData, dw_out = p.dir == Direction::kBackwardFilter,
@@ -389,7 +390,7 @@ cudnnStatus_t checkedConv(const CallSite& cs, RuleSampler* sampler, ConvProblem&
     return std::move(call);
   };
   return cuda::checkedDeviceCall(cs, sampler, p.stream, CUDNN_STATUS_SUCCESS, forward, before,
-                                 after, build);
+                                 after, build, hold);
 }
 
 

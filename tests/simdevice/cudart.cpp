@@ -29,6 +29,8 @@
 //    cudaFumiSimLaunchKernel, which the tool sees as cudaLaunchKernel calls (API enter/exit on
 //    the launching thread) and as kernels with start/end times (on the stream). Without a tool
 //    it is cudaLaunchHostFunc. Launches captured into a graph get no kernel record.
+//    cudaFumiSimGraphAddKernelNode appends such a kernel to a graph directly (cuDNN's
+//    cudnnBackendPopulateCudaGraph).
 //
 // Not emulated: device code (cudaLaunchKernel and nvcc-generated launches fail with
 // cudaErrorInvalidDeviceFunction; the fatbinary registration entry points are no-ops so
@@ -1735,6 +1737,22 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
       if (c->graph == g) return cudaErrorIllegalState;  // still being captured into
     st.graphs.erase(g);
     delete g;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaFumiSimGraphAddKernelNode(cudaGraph_t graph, const char* kernel,
+                                          cudaHostFn_t fn, void* userData) {
+  (void)kernel;  // graph-launched kernels get no kernel record (sim_tool.h)
+  return api([&] {
+    if (!fn) return cudaErrorInvalidValue;
+    State& st = S();
+    std::lock_guard<std::mutex> lk(st.mu);
+    auto* g = reinterpret_cast<Graph*>(graph);
+    if (!st.graphs.count(g)) return cudaErrorInvalidValue;
+    for (auto& c : st.captures)
+      if (c->graph == g) return cudaErrorIllegalState;
+    g->nodes.push_back({[fn, userData] { fn(userData); }, nullptr});
     return cudaSuccess;
   });
 }

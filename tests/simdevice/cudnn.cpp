@@ -19,7 +19,11 @@
 //    cudnnConvolutionBackwardData, cudnnConvolutionBackwardFilter,
 //    cudnnConvolutionBiasActivationForward (RELU, or IDENTITY with IMPLICIT_PRECOMP_GEMM only,
 //    as documented), cudnnBatchNormalizationForwardTraining / ForwardInference / Backward
-//    (PER_ACTIVATION, SPATIAL, SPATIAL_PERSISTENT).
+//    (PER_ACTIVATION, SPATIAL, SPATIAL_PERSISTENT), and their Ex forms
+//    cudnnBatchNormalizationForwardTrainingEx / BackwardEx with CUDNN_BATCHNORM_OPS_BN (the
+//    plain forms' code; z, activation, workspace and reserve space unused; BN_ACTIVATION and
+//    BN_ADD_ACTIVATION are CUDNN_STATUS_NOT_SUPPORTED) with their workspace / reserve-space
+//    size queries (0 bytes).
 //  - convolution arithmetic: 1-3 spatial dimensions, padding, stride, dilation, groups, true
 //    convolution (filter flipped) or cross-correlation, any non-negative strides. Supported
 //    configurations (others CUDNN_STATUS_NOT_SUPPORTED): DOUBLE data + DOUBLE compute (double
@@ -35,14 +39,17 @@
 //  - data pointers must be device-accessible: device memory, or pinned/managed host memory
 //    (cudaPointerGetAttributes). Plain host memory is CUDNN_STATUS_BAD_PARAM at call time
 //    (on a GPU it would be an illegal address when the kernel runs).
-// Not emulated: the backend/graph API, algorithm search (cudnnFind*/cudnnGet*Algorithm*),
+// The backend (graph) API is cudnn_backend.cpp; cudnn_common.h holds what both share (the
+// handle, types, device-accessibility, launching, planted faults).
+// Not emulated: algorithm search (cudnnFind*/cudnnGet*Algorithm*),
 // every other legacy routine (pooling, softmax, tensor ops, RNN, ...), int8/fp8/vectorised
 // types and NCHW_VECT_C, reorder types, cudnnDestroy's device synchronisation, the
 // callback/logging machinery, tensor-core summation order (sums are sequential in each
 // output's accumulator), batch-norm reductions in float (they are computed in double and
 // rounded once to each output's type).
 //
-// Planted faults (detection tests): FUMI_SIMCUDNN_FAULTS, read once, comma-separated:
+// Planted faults (detection tests): FUMI_SIMCUDNN_FAULTS, read once, comma-separated (parsed
+// in cudnn_common.h; graph convolutions are hit the same way, see cudnn_backend.cpp):
 //  - wrong:CxK   every convolution (forward, backward data, backward filter, bias-activation)
 //                whose input channels are C and output channels K returns its results times
 //                (1 + 2^-7), before the one rounding to the output type, in every precision;
@@ -65,6 +72,7 @@
 #include <string>
 #include <vector>
 
+#include "cudnn_common.h"
 #include "sim.h"
 #include "sim_conv.h"
 #include "sim_gemm.h"
@@ -72,10 +80,10 @@
 
 namespace {
 
+using namespace sim::dnn;  // cudnn_common.h: what the backend API (cudnn_backend.cpp) shares
 using sim::conv::Tensor;
 using sim::gemm::DType;
 
-constexpr uint32_t kHandleMagic = 0x436e4864;  // "CnHd"
 constexpr uint32_t kTensorMagic = 0x436e5464;
 constexpr uint32_t kFilterMagic = 0x436e4664;
 constexpr uint32_t kConvMagic = 0x436e4364;
@@ -83,11 +91,6 @@ constexpr uint32_t kActMagic = 0x436e4164;
 constexpr int64_t kMaxElements = int64_t{1} << 31;  // "2 Giga-elements"
 
 }  // namespace
-
-struct cudnnContext {
-  uint32_t magic = kHandleMagic;
-  cudaStream_t stream = nullptr;
-};
 
 struct cudnnTensorStruct {
   uint32_t magic = kTensorMagic;
@@ -136,89 +139,7 @@ bool valid(const cudnnFilterStruct* d) { return valid(d, kFilterMagic) && d->nbD
 bool valid(const cudnnConvolutionStruct* d) { return valid(d, kConvMagic) && d->arrayLength > 0; }
 bool valid(const cudnnActivationStruct* d) { return valid(d, kActMagic); }
 
-// --- planted faults ---------------------------------------------------------------------
-
-struct Faults {
-  bool wrong = false;
-  int64_t wrongC = 0, wrongK = 0;
-  bool accum16 = false;
-  bool nondet = false;
-};
-
-const Faults& faults() {
-  static const Faults* f = [] {
-    auto* r = new Faults;
-    const char* env = std::getenv("FUMI_SIMCUDNN_FAULTS");
-    const std::string s = env ? env : "";
-    size_t pos = 0;
-    while (pos <= s.size()) {
-      const size_t end = s.find(',', pos) == std::string::npos ? s.size() : s.find(',', pos);
-      const std::string item = s.substr(pos, end - pos);
-      long long c = 0, k = 0;
-      if (item == "accum16") {
-        r->accum16 = true;
-      } else if (item == "nondet") {
-        r->nondet = true;
-      } else if (std::sscanf(item.c_str(), "wrong:%lldx%lld", &c, &k) == 2) {
-        r->wrong = true;
-        r->wrongC = c;
-        r->wrongK = k;
-      }
-      pos = end + 1;
-    }
-    return r;
-  }();
-  return *f;
-}
-
-std::atomic<uint64_t>& nondetCounter() {
-  static std::atomic<uint64_t> counter{0};
-  return counter;
-}
-
 // --- types --------------------------------------------------------------------------------
-
-bool validDataType(int t) { return t >= CUDNN_DATA_FLOAT && t <= CUDNN_DATA_COMPLEX_FP64; }
-
-// Element size of the types the stand-in stores (0: not emulated).
-size_t elementSize(cudnnDataType_t t) {
-  switch (t) {
-    case CUDNN_DATA_DOUBLE:
-    case CUDNN_DATA_INT64: return 8;
-    case CUDNN_DATA_FLOAT:
-    case CUDNN_DATA_INT32:
-    case CUDNN_DATA_UINT32: return 4;
-    case CUDNN_DATA_HALF:
-    case CUDNN_DATA_BFLOAT16: return 2;
-    case CUDNN_DATA_INT8:
-    case CUDNN_DATA_UINT8:
-    case CUDNN_DATA_BOOLEAN:
-    case CUDNN_DATA_FP8_E4M3:
-    case CUDNN_DATA_FP8_E5M2:
-    case CUDNN_DATA_FP8_E8M0: return 1;
-    default: return 0;
-  }
-}
-
-bool floatingType(cudnnDataType_t t, DType* out) {
-  switch (t) {
-    case CUDNN_DATA_DOUBLE: *out = DType::F64; return true;
-    case CUDNN_DATA_FLOAT: *out = DType::F32; return true;
-    case CUDNN_DATA_HALF: *out = DType::F16; return true;
-    case CUDNN_DATA_BFLOAT16: *out = DType::BF16; return true;
-    default: return false;
-  }
-}
-
-const char* typeName(DType t) {
-  switch (t) {
-    case DType::F64: return "f64";
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-  }
-  return "f32";
-}
 
 // Host scalars: double for DOUBLE data, float otherwise.
 double hostScalar(const void* p, DType data) {
@@ -230,14 +151,6 @@ double hostScalar(const void* p, DType data) {
   float v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-bool tf32Disabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("NVIDIA_TF32_OVERRIDE");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  return off;
 }
 
 // Packed strides of dims in `format` (NHWC: channel (dim 1) innermost, then spatial in order).
@@ -346,44 +259,6 @@ cudnnStatus_t forwardOutputDims(const cudnnConvolutionStruct& c, const cudnnTens
     const int64_t padded = static_cast<int64_t>(x.dim[2 + i]) + 2 * int64_t{c.pad[i]};
     if (effective > padded) return CUDNN_STATUS_BAD_PARAM;
     out[2 + i] = static_cast<int>(1 + (padded - effective) / c.stride[i]);
-  }
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// --- device-accessibility ---------------------------------------------------------------
-
-bool deviceAccessible(const void* p) {
-  if (!p) return false;
-  if (sim::isDevicePointer(p)) return true;
-  cudaPointerAttributes attr;
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) return false;
-  return attr.type != cudaMemoryTypeUnregistered;
-}
-
-// --- launching ----------------------------------------------------------------------------
-
-struct Task {
-  std::function<void()> fn;
-  bool owned;  // false while captured into a graph: a graph may replay it
-};
-
-void CUDART_CB runTask(void* data) {
-  Task* t = static_cast<Task*>(data);
-  try {
-    t->fn();
-  } catch (...) {
-  }
-  if (t->owned) delete t;
-}
-
-cudnnStatus_t launch(cudaStream_t stream, const char* kernel, std::function<void()> fn) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool captured = cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-                        capture != cudaStreamCaptureStatusNone;
-  auto* task = new Task{std::move(fn), !captured};
-  if (cudaFumiSimLaunchKernel(stream, kernel, runTask, task) != cudaSuccess) {
-    delete task;
-    return CUDNN_STATUS_EXECUTION_FAILED;
   }
   return CUDNN_STATUS_SUCCESS;
 }
@@ -506,7 +381,7 @@ cudnnStatus_t decodeConv(Op op, cudnnHandle_t handle, const void* alpha,
   p->alpha = hostScalar(alpha, data);
   p->beta = hostScalar(beta, data);
   const Faults& f = faults();
-  if (f.wrong && f.wrongC == xd->dim[1] && f.wrongK == wd->dim[0]) p->scale = 1 + std::ldexp(1.0, -7);
+  if (f.wrong && f.wrongC == xd->dim[1] && f.wrongK == wd->dim[0]) p->scale = kWrongScale;
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -515,17 +390,6 @@ cudnnStatus_t runConv(Op op, cudnnHandle_t handle, const sim::conv::ConvProblem&
                                      "conv_bias_act"};
   return launch(handle->stream, kernelName(kOps[static_cast<int>(op)], p.x.type),
                 [p] { sim::conv::execute(p); });
-}
-
-template <typename F>
-cudnnStatus_t guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  } catch (...) {
-    return CUDNN_STATUS_INTERNAL_ERROR;
-  }
 }
 
 // The parameter descriptor a batch-norm call expects for x in this mode.
@@ -575,6 +439,102 @@ cudnnStatus_t allAccessible(std::initializer_list<const void*> ptrs) {
   for (const void* q : ptrs)
     if (!deviceAccessible(q)) return CUDNN_STATUS_BAD_PARAM;
   return CUDNN_STATUS_SUCCESS;
+}
+
+// The plain and Ex forms of batch-norm training share this (Ex: bnOps BN only).
+cudnnStatus_t bnForwardTraining(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t yDesc,
+    void* y, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
+    const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance) {
+  return guarded([&] {
+    sim::conv::BnProblem p;
+    DType data;
+    cudnnStatus_t st = decodeBn(handle, mode, xDesc, yDesc, bnScaleBiasMeanVarDesc, &p, &data);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    if (!alpha || !beta || !x || !y || !bnScale || !bnBias || epsilon < CUDNN_BN_MIN_EPSILON)
+      return CUDNN_STATUS_BAD_PARAM;
+    if (!resultSaveMean != !resultSaveInvVariance) return CUDNN_STATUS_BAD_PARAM;
+    if (!resultRunningMean != !resultRunningVariance) return CUDNN_STATUS_BAD_PARAM;
+    if ((st = allAccessible({x, y, bnScale, bnBias})) != CUDNN_STATUS_SUCCESS) return st;
+    if (resultRunningMean &&
+        (st = allAccessible({resultRunningMean, resultRunningVariance})) != CUDNN_STATUS_SUCCESS)
+      return st;
+    if (resultSaveMean &&
+        (st = allAccessible({resultSaveMean, resultSaveInvVariance})) != CUDNN_STATUS_SUCCESS)
+      return st;
+    p.phase = sim::conv::BnPhase::Training;
+    p.x.data = x;
+    p.y.data = y;
+    p.scale = bnScale;
+    p.bias = bnBias;
+    p.runningMean = resultRunningMean;
+    p.runningVar = resultRunningVariance;
+    p.saveMean = resultSaveMean;
+    p.saveInvVar = resultSaveInvVariance;
+    p.factor = exponentialAverageFactor;
+    p.epsilon = epsilon;
+    p.alpha = hostScalar(alpha, data);
+    p.beta = hostScalar(beta, data);
+    return launch(handle->stream, kernelName("bn_fwd_training", data),
+                  [p] { sim::conv::execute(p); });
+  });
+}
+
+cudnnStatus_t bnBackward(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t dyDesc,
+    const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
+    const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScale, void* dBnScaleResult,
+    void* dBnBiasResult, double epsilon, const void* savedMean, const void* savedInvVariance) {
+  return guarded([&] {
+    sim::conv::BnProblem p;
+    DType data;
+    cudnnStatus_t st = decodeBn(handle, mode, xDesc, dyDesc, dBnScaleBiasDesc, &p, &data);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    if (!valid(dxDesc) || !sameShape(*dxDesc, *xDesc)) return CUDNN_STATUS_BAD_PARAM;
+    DType dxType;
+    if (!floatingType(dxDesc->type, &dxType)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (negativeStrides(*dxDesc)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (!alphaDataDiff || !betaDataDiff || !alphaParamDiff || !betaParamDiff || !x || !dy ||
+        !dx || !bnScale || !dBnScaleResult || !dBnBiasResult || epsilon < CUDNN_BN_MIN_EPSILON)
+      return CUDNN_STATUS_BAD_PARAM;
+    if (!savedMean != !savedInvVariance) return CUDNN_STATUS_BAD_PARAM;
+    if ((st = allAccessible({x, dy, dx, bnScale, dBnScaleResult, dBnBiasResult})) !=
+        CUDNN_STATUS_SUCCESS)
+      return st;
+    if (savedMean && (st = allAccessible({savedMean, savedInvVariance})) != CUDNN_STATUS_SUCCESS)
+      return st;
+    p.phase = sim::conv::BnPhase::Backward;
+    p.x.data = x;
+    p.y.data = dy;
+    p.dx = view(*dxDesc, dxType, dx);
+    p.scale = bnScale;
+    p.mean = savedMean;
+    p.var = savedInvVariance;
+    p.dScale = dBnScaleResult;
+    p.dBias = dBnBiasResult;
+    p.epsilon = epsilon;
+    p.alpha = hostScalar(alphaDataDiff, data);
+    p.beta = hostScalar(betaDataDiff, data);
+    p.alphaParam = hostScalar(alphaParamDiff, data);
+    p.betaParam = hostScalar(betaParamDiff, data);
+    return launch(handle->stream, kernelName("bn_bwd", data), [p] { sim::conv::execute(p); });
+  });
+}
+
+// Ex forms: OPS_BN needs no workspace or reserve space; the fused activation forms are not
+// emulated.
+cudnnStatus_t bnExSize(cudnnBatchNormOps_t bnOps, size_t* sizeInBytes) {
+  switch (bnOps) {
+    case CUDNN_BATCHNORM_OPS_BN: *sizeInBytes = 0; return CUDNN_STATUS_SUCCESS;
+    case CUDNN_BATCHNORM_OPS_BN_ACTIVATION:
+    case CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION: return CUDNN_STATUS_NOT_SUPPORTED;
+    default: return CUDNN_STATUS_BAD_PARAM;
+  }
 }
 
 }  // namespace
@@ -1207,38 +1167,9 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
     void* resultRunningVariance, double epsilon, void* resultSaveMean,
     void* resultSaveInvVariance) {
-  return guarded([&] {
-    sim::conv::BnProblem p;
-    DType data;
-    cudnnStatus_t st = decodeBn(handle, mode, xDesc, yDesc, bnScaleBiasMeanVarDesc, &p, &data);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
-    if (!alpha || !beta || !x || !y || !bnScale || !bnBias || epsilon < CUDNN_BN_MIN_EPSILON)
-      return CUDNN_STATUS_BAD_PARAM;
-    if (!resultSaveMean != !resultSaveInvVariance) return CUDNN_STATUS_BAD_PARAM;
-    if (!resultRunningMean != !resultRunningVariance) return CUDNN_STATUS_BAD_PARAM;
-    if ((st = allAccessible({x, y, bnScale, bnBias})) != CUDNN_STATUS_SUCCESS) return st;
-    if (resultRunningMean &&
-        (st = allAccessible({resultRunningMean, resultRunningVariance})) != CUDNN_STATUS_SUCCESS)
-      return st;
-    if (resultSaveMean &&
-        (st = allAccessible({resultSaveMean, resultSaveInvVariance})) != CUDNN_STATUS_SUCCESS)
-      return st;
-    p.phase = sim::conv::BnPhase::Training;
-    p.x.data = x;
-    p.y.data = y;
-    p.scale = bnScale;
-    p.bias = bnBias;
-    p.runningMean = resultRunningMean;
-    p.runningVar = resultRunningVariance;
-    p.saveMean = resultSaveMean;
-    p.saveInvVar = resultSaveInvVariance;
-    p.factor = exponentialAverageFactor;
-    p.epsilon = epsilon;
-    p.alpha = hostScalar(alpha, data);
-    p.beta = hostScalar(beta, data);
-    return launch(handle->stream, kernelName("bn_fwd_training", data),
-                  [p] { sim::conv::execute(p); });
-  });
+  return bnForwardTraining(handle, mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+                           bnScale, bnBias, exponentialAverageFactor, resultRunningMean,
+                           resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance);
 }
 
 cudnnStatus_t cudnnBatchNormalizationForwardInference(
@@ -1280,40 +1211,106 @@ cudnnStatus_t cudnnBatchNormalizationBackward(
     const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
     const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScale, void* dBnScaleResult,
     void* dBnBiasResult, double epsilon, const void* savedMean, const void* savedInvVariance) {
-  return guarded([&] {
-    sim::conv::BnProblem p;
-    DType data;
-    cudnnStatus_t st = decodeBn(handle, mode, xDesc, dyDesc, dBnScaleBiasDesc, &p, &data);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
-    if (!valid(dxDesc) || !sameShape(*dxDesc, *xDesc)) return CUDNN_STATUS_BAD_PARAM;
-    DType dxType;
-    if (!floatingType(dxDesc->type, &dxType)) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (negativeStrides(*dxDesc)) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (!alphaDataDiff || !betaDataDiff || !alphaParamDiff || !betaParamDiff || !x || !dy ||
-        !dx || !bnScale || !dBnScaleResult || !dBnBiasResult || epsilon < CUDNN_BN_MIN_EPSILON)
-      return CUDNN_STATUS_BAD_PARAM;
-    if (!savedMean != !savedInvVariance) return CUDNN_STATUS_BAD_PARAM;
-    if ((st = allAccessible({x, dy, dx, bnScale, dBnScaleResult, dBnBiasResult})) !=
-        CUDNN_STATUS_SUCCESS)
-      return st;
-    if (savedMean && (st = allAccessible({savedMean, savedInvVariance})) != CUDNN_STATUS_SUCCESS)
-      return st;
-    p.phase = sim::conv::BnPhase::Backward;
-    p.x.data = x;
-    p.y.data = dy;
-    p.dx = view(*dxDesc, dxType, dx);
-    p.scale = bnScale;
-    p.mean = savedMean;
-    p.var = savedInvVariance;
-    p.dScale = dBnScaleResult;
-    p.dBias = dBnBiasResult;
-    p.epsilon = epsilon;
-    p.alpha = hostScalar(alphaDataDiff, data);
-    p.beta = hostScalar(betaDataDiff, data);
-    p.alphaParam = hostScalar(alphaParamDiff, data);
-    p.betaParam = hostScalar(betaParamDiff, data);
-    return launch(handle->stream, kernelName("bn_bwd", data), [p] { sim::conv::execute(p); });
-  });
+  return bnBackward(handle, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+                    xDesc, x, dyDesc, dy, dxDesc, dx, dBnScaleBiasDesc, bnScale, dBnScaleResult,
+                    dBnBiasResult, epsilon, savedMean, savedInvVariance);
+}
+
+// --- batch normalisation, Ex forms: bnOps CUDNN_BATCHNORM_OPS_BN runs the plain forms' code
+// (z, the activation, workspace and reserve space unused); the fused activation forms are
+// CUDNN_STATUS_NOT_SUPPORTED. Workspace and reserve space sizes are 0 bytes.
+
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
+    const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
+    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
+  (void)zDesc;
+  (void)activationDesc;
+  if (!valid(handle) || !validBnMode(mode) || !valid(xDesc) || !valid(yDesc) ||
+      !valid(bnScaleBiasMeanVarDesc) || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM;
+  return bnExSize(bnOps, sizeInBytes);
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t yDesc,
+    const cudnnTensorDescriptor_t dyDesc, const cudnnTensorDescriptor_t dzDesc,
+    const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
+  (void)yDesc;
+  (void)dzDesc;
+  (void)activationDesc;
+  if (!valid(handle) || !validBnMode(mode) || !valid(xDesc) || !valid(dyDesc) ||
+      !valid(dxDesc) || !valid(dBnScaleBiasDesc) || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM;
+  return bnExSize(bnOps, sizeInBytes);
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t xDesc,
+    size_t* sizeInBytes) {
+  (void)activationDesc;
+  if (!valid(handle) || !validBnMode(mode) || !valid(xDesc) || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM;
+  return bnExSize(bnOps, sizeInBytes);
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const void* alpha, const void* beta, const cudnnTensorDescriptor_t xDesc, const void* xData,
+    const cudnnTensorDescriptor_t zDesc, const void* zData, const cudnnTensorDescriptor_t yDesc,
+    void* yData, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
+    const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance, cudnnActivationDescriptor_t activationDesc, void* workspace,
+    size_t workSpaceSizeInBytes, void* reserveSpace, size_t reserveSpaceSizeInBytes) {
+  (void)zDesc;
+  (void)zData;
+  (void)activationDesc;
+  (void)workspace;
+  (void)workSpaceSizeInBytes;
+  (void)reserveSpace;
+  (void)reserveSpaceSizeInBytes;
+  size_t unused;
+  const cudnnStatus_t st = bnExSize(bnOps, &unused);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  return bnForwardTraining(handle, mode, alpha, beta, xDesc, xData, yDesc, yData,
+                           bnScaleBiasMeanVarDesc, bnScale, bnBias, exponentialAverageFactor,
+                           resultRunningMean, resultRunningVariance, epsilon, resultSaveMean,
+                           resultSaveInvVariance);
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const void* alphaDataDiff, const void* betaDataDiff, const void* alphaParamDiff,
+    const void* betaParamDiff, const cudnnTensorDescriptor_t xDesc, const void* xData,
+    const cudnnTensorDescriptor_t yDesc, const void* yData, const cudnnTensorDescriptor_t dyDesc,
+    const void* dyData, const cudnnTensorDescriptor_t dzDesc, void* dzData,
+    const cudnnTensorDescriptor_t dxDesc, void* dxData,
+    const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScaleData,
+    const void* bnBiasData, void* dBnScaleData, void* dBnBiasData, double epsilon,
+    const void* savedMean, const void* savedInvVariance,
+    cudnnActivationDescriptor_t activationDesc, void* workSpace, size_t workSpaceSizeInBytes,
+    void* reserveSpace, size_t reserveSpaceSizeInBytes) {
+  (void)yDesc;
+  (void)yData;
+  (void)dzDesc;
+  (void)dzData;
+  (void)bnBiasData;
+  (void)activationDesc;
+  (void)workSpace;
+  (void)workSpaceSizeInBytes;
+  (void)reserveSpace;
+  (void)reserveSpaceSizeInBytes;
+  size_t unused;
+  const cudnnStatus_t st = bnExSize(bnOps, &unused);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  return bnBackward(handle, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+                    xDesc, xData, dyDesc, dyData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData,
+                    dBnScaleData, dBnBiasData, epsilon, savedMean, savedInvVariance);
 }
 
 }  // extern "C"

@@ -12,8 +12,9 @@
 //   backward filter  dw[k,c,r] += x[n,c,i] * dy[n,k,o]
 // Spatial ranks 1..3 run as 3-D with unit dimensions. Each output element's sum is sequential
 // in loop order (c, then o, then r for forward), products and sums in the accumulator type:
-// double (F64), float (F32), or double rounded to fp16 after every multiply-add (F16: fp16
-// accumulation). TF32: float inputs rounded to tf32 (10-bit mantissa, ties to even) first.
+// double (F64), float (F32), or double rounded to fp16 (F16: fp16 accumulation) or bf16 (BF16)
+// after every multiply-add. TF32: float inputs rounded to tf32 (10-bit mantissa, ties to even)
+// first.
 // Then out = alpha * acc [+ alpha2 * z + bias, relu] [+ beta * prior] in the scale type
 // (double for F64, float otherwise), times `scale` (planted fault), rounded once to the output
 // type; `bump` moves output element 0 up one ulp (planted fault). beta == 0: prior not read.
@@ -85,7 +86,7 @@ inline void scatter(const Tensor& t, const std::vector<double>& v) {
 // Convolution
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
-enum class Accum { F64, F32, F16 };
+enum class Accum { F64, F32, F16, BF16 };  // BF16: the backend API's reduced-precision engine
 
 struct ConvProblem {
   Direction dir = Direction::Forward;
@@ -230,6 +231,13 @@ inline void execute(const ConvProblem& p) {
       std::vector<double> acc(n, 0.0);
       detail::accumulate(p, X, W, Y, &acc,
                          [](double s, double v) { return gemm::roundHalf(s + v); });
+      for (size_t l = 0; l < n; ++l) finish(static_cast<float>(acc[l]), l);
+      break;
+    }
+    case Accum::BF16: {  // likewise in bf16 (bf16 products are exact in double too)
+      std::vector<double> acc(n, 0.0);
+      detail::accumulate(p, X, W, Y, &acc,
+                         [](double s, double v) { return gemm::roundBf16(s + v); });
       for (size_t l = 0; l < n; ++l) finish(static_cast<float>(acc[l]), l);
       break;
     }

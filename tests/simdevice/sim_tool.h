@@ -46,4 +46,14 @@ void cudaFumiSimSetTool(const FumiSimTool* tool);
 cudaError_t cudaFumiSimLaunchKernel(cudaStream_t stream, const char* kernel, cudaHostFn_t fn,
                                     void* userData);
 
+// Appends a stand-in library's "kernel" to a graph made by cudaGraphCreate, as a kernel node
+// after the graph's existing nodes (the simulator linearises graphs): fn(userData) runs on the
+// launch stream each time an instantiation of the graph is launched (what cuDNN's
+// cudnnBackendPopulateCudaGraph adds). Like every graph-launched kernel it gets no kernel
+// record. The caller keeps userData alive as long as the graph or an instantiation may run.
+// cudaErrorInvalidValue: not a live graph, or no fn; cudaErrorIllegalState: the graph is being
+// captured into.
+cudaError_t cudaFumiSimGraphAddKernelNode(cudaGraph_t graph, const char* kernel,
+                                          cudaHostFn_t fn, void* userData);
+
 }  // extern "C"

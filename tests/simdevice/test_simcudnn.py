@@ -7,6 +7,11 @@ from those same inputs by torch in float64 (conv2d/conv3d, autograd for the back
 batch_norm). Tolerances are relative to the sum of |terms| of each output element, per the
 output type; TF32 cases are compared with references from TF32-rounded inputs.
 
+The backend (graph) API cases (op=g*) build graphs as cudnn-frontend does and check them
+bit-for-bit against the legacy calls with the same precision choices (convolutions, the
+conv+bias+relu fusion), against torch (matmul, layer/batch norm), and the API's statuses,
+engines and notes, CUDA-graph capture/population and planted faults.
+
 ctest runs this as `simcudnn` (CUDNN_SELFTEST, FUMI_SIM_CUDART, FUMI_SIM_CUDNN set)."""
 import os
 import subprocess
@@ -320,6 +325,26 @@ class BatchNorm(unittest.TestCase):
         dict(op="bn_bwd", dtype="bf16", layout="nhwc", bnmode="spatial", saved=0),
     ]
 
+    def test_ex_forms_match_plain_forms(self):
+        """cudnnBatchNormalizationForwardTrainingEx / BackwardEx with OPS_BN compute exactly
+        what the plain forms compute; no workspace or reserve space; fused activation forms
+        are not supported."""
+        for case in (dict(op="bn_train", dtype="f32", bnmode="spatial", alpha=0.5, beta=0.5),
+                     dict(op="bn_train", dtype="f16", layout="nhwc", bnmode="persistent"),
+                     dict(op="bn_bwd", dtype="f32", bnmode="per_act", saved=1),
+                     dict(op="bn_bwd", dtype="bf16", bnmode="spatial", saved=0)):
+            with self.subTest(case=case):
+                plain = selftest(**case)
+                ex = selftest(ex=1, **case)
+                self.assertEqual(ex.status["call0"], 0)
+                self.assertEqual(ex.status["ex_sizes"], "0 0")
+                self.assertEqual(ex.status["ex_activation"], NOT_SUPPORTED)
+                for name in plain.tensors:
+                    np.testing.assert_array_equal(ex.tensors[name], plain.tensors[name], name)
+                ref = self.reference(case, ex)["out0"]
+                got = torch.from_numpy(ex.tensors["out0"]).reshape(ref.shape)
+                self.assertLess(float(((got - ref).abs() / (ref.abs() + 1)).max()), 2 ** -6)
+
     def test_batch_norm(self):
         for case in self.CASES:
             with self.subTest(case=case):
@@ -438,6 +463,334 @@ class Api(unittest.TestCase):
         }
         for name, value in want.items():
             self.assertEqual(r.status.get(name), value, name)
+
+
+# --- the backend (graph) API ----------------------------------------------------------------
+
+def category(status):
+    return status // 1000 * 1000
+
+
+def graph_conv_case(direction, **kw):
+    case = {"op": "gconv", "dir": direction, "dtype": "f32", "engine": 0}
+    case.update(kw)
+    return case
+
+
+def graph_conv_reference(case, r):
+    """conv_reference for a gconv case (engine 1 on f32 data: TF32-rounded inputs)."""
+    ref_case = dict(case, op=case["dir"])
+    return conv_reference(ref_case, r,
+                          round_tf32=case["dtype"] == "f32" and int(case.get("engine", 0)) >= 1)
+
+
+GRAPH_SWEEP = []
+for _dir in ("fwd", "bwdd", "bwdf"):
+    for _dtype in ("f32", "f16", "bf16", "f64"):
+        for _engine in ((0,) if _dtype == "f64" else (0, 1)):
+            GRAPH_SWEEP.append(graph_conv_case(_dir, dtype=_dtype, engine=_engine, n=2, c=4, k=6,
+                                               h=6, w=7, r=3, s=3, pad=1, mode="conv"))
+    GRAPH_SWEEP += [
+        graph_conv_case(_dir, layout="nhwc", flayout="nhwc", n=2, c=4, k=4, groups=2, h=7, w=6,
+                        r=3, s=2, pad="1,0", stride=2, alpha=0.75, beta=0.5, engine=1),
+        graph_conv_case(_dir, dtype="f16", layout="nhwc", flayout="nchw", n=1, c=6, k=3,
+                        groups=3, h=8, w=9, r=3, s=3, dil=2, pad=2, alpha=-1.5, beta=0.25,
+                        scalars="double"),
+        graph_conv_case(_dir, dtype="bf16", layout="strided", n=2, c=3, k=5, h=9, w=5, r=2, s=3,
+                        stride="2,1", dil="1,2", pad="0,1", alpha=2, beta=-1, engine=1),
+        graph_conv_case(_dir, dtype="f64", layout="nchw", n=1, c=2, k=3, d=4, h=5, w=4, t=2, r=3,
+                        s=2, pad="1,1,0", stride="1,2,1", dil="2,1,1", mode="conv", alpha=0.5,
+                        beta=2),
+    ]
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class GraphConvolutions(unittest.TestCase):
+    """One-op convolution graphs: bit-for-bit the legacy call with the same precision choices
+    (engine 0 = FMA math, engine 1 = default math), and PyTorch within the type's bound."""
+
+    def check(self, case, **extra):
+        r = selftest(**case, **extra)
+        self.assertEqual(r.status["call0"], 0, case)
+        self.assertEqual(r.status["legacy"], 0, case)
+        np.testing.assert_array_equal(r.tensors["out0"], r.tensors["legacy"], err_msg=str(case))
+        ref, bound = graph_conv_reference(case, r)
+        self.assertLessEqual(max_rel_error(r.tensors["out0"], ref, bound), TOL[case["dtype"]],
+                             case)
+        out_name = {"bwdd": "x", "bwdf": "w"}.get(case["dir"], "y")
+        self.assertTrue(r.gaps[out_name], case)
+        return r
+
+    def test_sweep_matches_legacy_and_torch(self):
+        self.assertGreaterEqual(len(GRAPH_SWEEP), 30)
+        for case in GRAPH_SWEEP:
+            with self.subTest(case=case):
+                self.check(case)
+
+    def test_engines_and_notes(self):
+        for dtype, engines in (("f64", 0), ("f32", "1,0"), ("f16", "1,0,2"),
+                               ("bf16", "1,0,2")):
+            with self.subTest(dtype=dtype):
+                r = selftest(op="gconv", dtype=dtype, engine=0)
+                self.assertEqual(r.status["engines"], engines)
+                self.assertEqual(r.status["engine_count"], 3)
+                self.assertEqual(r.status["notes"], "-")
+                self.assertEqual(r.status["graph_workspace"], 0)
+        r = selftest(op="gconv", dtype="f16", engine=1, heur="fallback")
+        self.assertEqual(r.status["engines"], "0,1,2")
+        self.assertEqual(r.status["notes"], 0)  # CUDNN_NUMERICAL_NOTE_TENSOR_CORE
+        r = selftest(op="gconv", dtype="f16", engine=2, heur="a")
+        self.assertEqual(r.status["notes"], "0,2")  # + REDUCED_PRECISION_REDUCTION
+
+    def test_tf32_engine(self):
+        """f32 data: engine 1 rounds inputs to TF32 (unless NVIDIA_TF32_OVERRIDE=0)."""
+        base = dict(n=2, c=8, k=4, h=6, w=6, r=3, s=3, pad=1)
+        for direction in ("fwd", "bwdd", "bwdf"):
+            fma = selftest(**graph_conv_case(direction, engine=0, **base))
+            tc = selftest(**graph_conv_case(direction, engine=1, **base))
+            self.assertFalse(np.array_equal(fma.tensors["out0"], tc.tensors["out0"]))
+            ref, bound = graph_conv_reference(graph_conv_case(direction, engine=0, **base), tc)
+            self.assertGreater(max_rel_error(tc.tensors["out0"], ref, bound), 1e-4)
+            off = selftest(env={"NVIDIA_TF32_OVERRIDE": "0"},
+                           **graph_conv_case(direction, engine=1, **base))
+            np.testing.assert_array_equal(off.tensors["out0"], fma.tensors["out0"])
+
+    def test_reduced_precision_engine(self):
+        """Engine 2 accumulates in fp16 (bit-for-bit the legacy HALF compute under accum16)
+        or bf16: less accurate than engine 0, within the accumulation's bound."""
+        base = dict(n=2, c=32, k=4, h=6, w=6, r=3, s=3, pad=1)
+        for direction in ("fwd", "bwdd", "bwdf"):
+            with self.subTest(direction=direction):
+                case = graph_conv_case(direction, dtype="f16", engine=2, **base)
+                r = selftest(faults="accum16", lcompute="f16", **case)
+                np.testing.assert_array_equal(r.tensors["out0"], r.tensors["legacy"])
+                exact = selftest(**graph_conv_case(direction, dtype="f16", engine=0, **base))
+                ref, bound = graph_conv_reference(case, r)
+                err2 = max_rel_error(r.tensors["out0"], ref, bound)
+                err0 = max_rel_error(exact.tensors["out0"], ref, bound)
+                self.assertGreater(err2, 2 * err0)
+                bf = graph_conv_case(direction, dtype="bf16", engine=2, **base)
+                rb = selftest(**bf)
+                bf0 = selftest(**dict(bf, engine=0))
+                ref, bound = graph_conv_reference(bf, rb)
+                terms = 32 * 9 if direction != "bwdf" else 2 * 36
+                errb = max_rel_error(rb.tensors["out0"], ref, bound)
+                self.assertLessEqual(errb, terms * 2.0 ** -8)
+                self.assertGreater(errb, max_rel_error(bf0.tensors["out0"], ref, bound))
+
+    def test_descriptors_destroyed_after_finalize(self):
+        case = graph_conv_case("fwd", n=1, c=4, k=4, h=5, w=5, pad=1, beta=0.5)
+        kept = selftest(destroy=0, **case)
+        gone = selftest(destroy=1, **case)
+        np.testing.assert_array_equal(kept.tensors["out0"], gone.tensors["out0"])
+        np.testing.assert_array_equal(gone.tensors["out0"], gone.tensors["legacy"])
+
+    def test_cuda_graphs(self):
+        """Execute on a capturing stream is captured; PopulateCudaGraph adds one node; both
+        replay to the Execute result."""
+        for direction in ("fwd", "bwdd", "bwdf"):
+            r = self.check(graph_conv_case(direction, n=1, c=2, k=3, h=5, w=5, pad=1, beta=0.5),
+                           capture=1, populate=1)
+            self.assertEqual(r.status["capture"], 0)
+            self.assertEqual(r.status["populate"], 0)
+            self.assertEqual(r.status["capture_nodes"], 1)
+            self.assertEqual(r.status["populate_nodes"], 1)
+            np.testing.assert_array_equal(r.tensors["out_capture"], r.tensors["out0"])
+            np.testing.assert_array_equal(r.tensors["out_populate"], r.tensors["out0"])
+
+    def test_runs_in_stream_order(self):
+        for direction in ("fwd", "bwdd", "bwdf"):
+            r = self.check(graph_conv_case(direction, n=1, c=2, k=3, h=5, w=5, pad=1, beta=0.5,
+                                           ordered=1, calls=2))
+            self.assertEqual(r.status["pending0"], 1)
+            np.testing.assert_array_equal(r.tensors["out0"], r.tensors["out1"])
+
+    def test_planted_faults(self):
+        for direction in ("fwd", "bwdd", "bwdf"):
+            case = graph_conv_case(direction, n=1, c=3, k=5, h=5, w=5, pad=1)
+            clean = selftest(**case).tensors["out0"]
+            bad = selftest(faults="wrong:3x5", **case)
+            # The legacy call on the same inputs is hit the same way.
+            np.testing.assert_array_equal(bad.tensors["out0"], bad.tensors["legacy"])
+            mask = np.abs(clean) > 1e-3
+            ratio = bad.tensors["out0"][mask] / clean[mask]
+            self.assertLess(np.abs(ratio - (1 + 2 ** -7)).max(), 1e-6)
+            np.testing.assert_array_equal(selftest(faults="wrong:5x3", **case).tensors["out0"],
+                                          clean)
+        # accum16: HALF compute on HALF data accumulates in fp16 on engines 0 and 1.
+        case = graph_conv_case("fwd", dtype="f16", compute="f16", n=2, c=32, k=4, h=6, w=6,
+                               pad=1)
+        clean = selftest(**case).tensors["out0"]
+        r = selftest(faults="accum16", **case)
+        self.assertFalse(np.array_equal(clean, r.tensors["out0"]))
+        np.testing.assert_array_equal(r.tensors["out0"], r.tensors["legacy"])
+        # nondet: every other forward convolution, counted with the legacy calls.
+        r = selftest(faults="nondet", calls=2, **graph_conv_case("fwd", n=1, c=2, k=2, h=4, w=4))
+        o0, o1 = r.tensors["out0"].reshape(-1), r.tensors["out1"].reshape(-1)
+        self.assertLess(o0[0], o1[0])
+        np.testing.assert_array_equal(o0[1:], o1[1:])
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class GraphFusions(unittest.TestCase):
+
+    def test_conv_bias_relu(self):
+        """conv -> virtual -> add bias -> virtual -> relu: bit-for-bit the legacy
+        cudnnConvolutionBiasActivationForward (float intermediates, one rounding to y)."""
+        for dtype, engine in (("f32", 0), ("f32", 1), ("f16", 0), ("f16", 1), ("f64", 0)):
+            with self.subTest(dtype=dtype, engine=engine):
+                r = selftest(op="gfused", dtype=dtype, engine=engine)
+                self.assertEqual(r.status["call0"], 0)
+                self.assertEqual(r.status["legacy"], 0)
+                self.assertGreater(r.status["graph_workspace"], 0)
+                np.testing.assert_array_equal(r.tensors["out0"], r.tensors["legacy"])
+                x, w = r.t("x"), r.t("w")
+                if dtype == "f32" and engine == 1:
+                    x, w = tf32(x), tf32(w)
+                conv = F.conv2d(x, w, None, 1, 1)
+                ref = torch.relu(conv + r.t("bias"))
+                bound = F.conv2d(x.abs(), w.abs(), None, 1, 1) + r.t("bias").abs()
+                self.assertLessEqual(max_rel_error(r.tensors["out0"], ref, bound), TOL[dtype])
+                self.assertTrue((r.tensors["out0"] >= 0).all())
+                self.assertTrue((r.tensors["out0"] == 0).any())
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class GraphMatmul(unittest.TestCase):
+
+    def reference(self, r, round_tf32=False):
+        a, b = r.t("a"), r.t("b")
+        if round_tf32:
+            a, b = tf32(a), tf32(b)
+        return torch.matmul(a, b), torch.matmul(a.abs(), b.abs())
+
+    def test_batched_matmul(self):
+        cases = [
+            dict(dtype="f32", engine=0), dict(dtype="f32", engine=1, atrans=1),
+            dict(dtype="f16", engine=0, bbatch=1), dict(dtype="bf16", engine=1, atrans=1),
+            dict(dtype="f64", engine=0, bbatch=1, batch=2, m=7, n=3, k=9),
+        ]
+        for case in cases:
+            with self.subTest(case=case):
+                r = selftest(op="gmatmul", **case)
+                self.assertEqual(r.status["call0"], 0)
+                self.assertTrue(r.gaps["c"])
+                ref, bound = self.reference(r, case["dtype"] == "f32" and case["engine"] == 1)
+                self.assertLessEqual(max_rel_error(r.tensors["out0"], ref, bound),
+                                     TOL[case["dtype"]])
+        # Engine 2 (fp16 accumulation) is less accurate; TF32 differs from FMA.
+        r0 = selftest(op="gmatmul", dtype="f16", engine=0, k=64)
+        r2 = selftest(op="gmatmul", dtype="f16", engine=2, k=64)
+        self.assertEqual(r2.status["notes"], "0,2")
+        ref, bound = self.reference(r0)
+        self.assertGreater(max_rel_error(r2.tensors["out0"], ref, bound),
+                           2 * max_rel_error(r0.tensors["out0"], ref, bound))
+        f0 = selftest(op="gmatmul", dtype="f32", engine=0, k=64)
+        f1 = selftest(op="gmatmul", dtype="f32", engine=1, k=64)
+        self.assertFalse(np.array_equal(f0.tensors["out0"], f1.tensors["out0"]))
+
+    def test_wrongmm_fault(self):
+        case = dict(op="gmatmul", dtype="f32", batch=2, m=4, n=5, k=6)
+        clean = selftest(**case).tensors["out0"]
+        bad = selftest(faults="wrongmm:4x5x6", **case).tensors["out0"]
+        mask = np.abs(clean) > 1e-3
+        self.assertLess(np.abs(bad[mask] / clean[mask] - (1 + 2 ** -7)).max(), 1e-6)
+        np.testing.assert_array_equal(selftest(faults="wrongmm:5x4x6", **case).tensors["out0"],
+                                      clean)
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class GraphNorm(unittest.TestCase):
+
+    def reference(self, case, r):
+        x = r.t("x")
+        bn = case["kind"] == "bn"
+        eps = 1e-5
+        scale, bias = r.t("scale"), r.t("bias")
+        dims = [0, 2, 3] if bn else [1, 2, 3]
+        out = {}
+        if case["phase"] == "bwd":
+            xr = x.clone().requires_grad_()
+            sr = scale.clone().requires_grad_()
+            br = bias.clone().requires_grad_()
+            mean = xr.mean(dim=dims, keepdim=True)
+            var = xr.var(dim=dims, unbiased=False, keepdim=True)
+            y = (xr - mean) / torch.sqrt(var + eps) * sr + br
+            y.backward(r.t("dy"))
+            out.update(dx=xr.grad, dscale=sr.grad, dbias=br.grad)
+            return out
+        if bn and case["phase"] == "infer":
+            out["out0"] = (x - r.t("mean_in")) * r.t("inv_in") * scale + bias
+            return out
+        mean = x.mean(dim=dims, keepdim=True)
+        var = x.var(dim=dims, unbiased=False, keepdim=True)
+        out["out0"] = (x - mean) / torch.sqrt(var + eps) * scale + bias
+        if case["phase"] == "train":
+            out["mean"], out["inv"] = mean, 1 / torch.sqrt(var + eps)
+        if bn and case["phase"] == "train":
+            m = x.numel() / x.shape[1]
+            out["running_mean"] = 0.9 * r.t("rm") + 0.1 * mean
+            out["running_var"] = 0.9 * r.t("rv") + 0.1 * var * m / (m - 1)
+        return out
+
+    CASES = [
+        dict(kind="ln", phase="train", dtype="f32"), dict(kind="ln", phase="infer", dtype="f16"),
+        dict(kind="ln", phase="bwd", dtype="f32"), dict(kind="bn", phase="train", dtype="f32"),
+        dict(kind="bn", phase="train", dtype="bf16", layout="nhwc"),
+        dict(kind="bn", phase="infer", dtype="f32"), dict(kind="bn", phase="bwd", dtype="f32"),
+        dict(kind="bn", phase="bwd", dtype="f16", layout="nhwc"),
+        dict(kind="ln", phase="train", dtype="f64"),
+    ]
+
+    def test_norms(self):
+        for case in self.CASES:
+            with self.subTest(case=case):
+                r = selftest(op="gnorm", **case)
+                self.assertEqual(r.status["call0"], 0)
+                self.assertEqual(r.status["engines"], 0)
+                ref = self.reference(case, r)
+                self.assertGreaterEqual(len(ref), 1)
+                for name, want in ref.items():
+                    got = torch.from_numpy(r.tensors[name]).reshape(want.shape)
+                    dtype = case["dtype"] if name in ("out0", "dx") else "f32"
+                    tol = {"f64": 1e-6, "f32": 1e-5, "f16": 2 ** -9, "bf16": 2 ** -6}[dtype]
+                    err = float(((got - want).abs() / (want.abs() + 1)).max())
+                    self.assertLessEqual(err, tol, f"{name}: {case}")
+                out = "dx" if case["phase"] == "bwd" else "out0"
+                self.assertTrue(r.gaps["y"])
+                self.assertTrue(np.isfinite(r.tensors[out]).all())
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN, "not built")
+class GraphApi(unittest.TestCase):
+
+    def test_statuses_and_getters(self):
+        r = selftest(op="gapi")
+        NOT_INITIALIZED = 1001
+        want = {
+            "create_unknown": NOT_SUPPORTED, "create_null": 2002, "initialize": NOT_SUPPORTED,
+            "set_wrong_type": 2010, "set_wrong_count": BAD_PARAM, "set_null": 2002,
+            "set_foreign_attr": BAD_PARAM, "get_before_finalize": NOT_INITIALIZED,
+            "finalize_incomplete": BAD_PARAM, "finalize_ok": 0, "finalize_twice": BAD_PARAM,
+            "set_after_finalize": NOT_INITIALIZED, "dims_count": 4, "dims_partial": "4 1,2,0",
+            "uid": 77, "get_wrong_type": 2010, "get_null": 2002, "destroy_twice": BAD_PARAM,
+            "use_destroyed": BAD_PARAM, "conv_f16": 0, "conv_f32": 0,
+            "op_unfinalized_tensor": 2004, "op_wrong_descriptor": 2012, "op_alpha_int": 2010,
+            "engine_count": 3, "f16_instant": "1,0,2", "f16_fallback": "0,1,2",
+            "f32_heur_a": "1,0", "notes_eng0": "- behavior 1:3", "notes_eng1": "0 behavior 1:3",
+            "notes_eng2": "0,2 behavior 1:3", "knob_info_eng0": 0, "engine2_f32": NOT_SUPPORTED,
+            "engine2_f16": 0, "engine_out_of_range": BAD_PARAM,
+            "get_plan_unfinalized": NOT_INITIALIZED, "plan_knobs": "1 2", "plan_notes": "-",
+            "exec_ok": 0, "exec_missing_uid": BAD_PARAM, "exec_host_pointer": BAD_PARAM,
+            "exec_misaligned": 2003, "exec_pack_unfinalized": 2004,
+            "update_cuda_graph": NOT_SUPPORTED, "graph_virtual_unproduced": BAD_PARAM,
+            "graph_disconnected": 3001, "graph_duplicate_uid": 2009, "fused_workspace": 256,
+            "exec_no_workspace": BAD_PARAM, "exec_with_workspace": 0,
+        }
+        for name, value in want.items():
+            self.assertEqual(r.status.get(name), value, name)
+        # Shape errors are in the BAD_PARAM category.
+        self.assertEqual(category(r.status["conv_bad_shape"]), BAD_PARAM)
 
 
 if __name__ == "__main__":
