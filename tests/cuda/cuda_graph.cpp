@@ -18,11 +18,15 @@
 //   fused    a conv -> relu graph with a virtual intermediate (not modelled by fumi).
 //   capture  a forward convolution executed on a capturing stream (then the graph launched),
 //            and one recorded with cudnnBackendPopulateCudaGraph and launched.
+//   autotune what an autotuner does: engines 0 and 1 each executed 3 times on one variant pack
+//            (then destroyed), the winner executed once on a pack of its own; then one plan
+//            executed 10 times on one reused pack.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include "device_test.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -379,6 +383,33 @@ int fused() {
   return 0;
 }
 
+int autotune() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  Case cs;
+  Case tc = cs;
+  tc.engine = 1;
+  Built fma = build(h, cs), tensor = build(h, tc);
+  Operands o = operands(cs, std::max(fma.workspace, tensor.workspace));
+  Desc pack = variantPack(o);
+  for (Desc plan : {fma.plan, tensor.plan})
+    for (int i = 0; i < 3; ++i) CHECK_DNN(cudnnBackendExecute(h, plan, pack));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  pack = variantPack(o);  // the winner, on the program's own pack
+  CHECK_DNN(cudnnBackendExecute(h, fma.plan, pack));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  printOutput(cs, o, " winner");
+  pack = variantPack(o);
+  for (int i = 0; i < 10; ++i) CHECK_DNN(cudnnBackendExecute(h, fma.plan, pack));
+  printOutput(cs, o, " reused pack");
+  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  for (Desc plan : {fma.plan, tensor.plan}) CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
+  release(o);
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
 int capture() {
   cudnnHandle_t h;
   CHECK_DNN(cudnnCreate(&h));
@@ -441,6 +472,7 @@ int main(int argc, char** argv) {
   if (mode == "fault") return fault();
   if (mode == "fused") return fused();
   if (mode == "capture") return capture();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture\n", argv[0]);
+  if (mode == "autotune") return autotune();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune\n", argv[0]);
   return 1;
 }

@@ -699,6 +699,19 @@ class GraphSafety(unittest.TestCase):
         self.assertEqual((s["calls"], s["checked"], s["skipped"]), (1, 0, 1))
         self.assertIn("graph of several operations not modelled", r.stderr)
 
+    def test_autotuning_runs_not_counted_nor_checked(self):
+        # Two candidate plans on one variant pack (3 runs each) are autotuning; the winner on a
+        # pack of its own is the program's call; a pack reused 10 times with one plan settles
+        # after 8 runs: its first run's check (held until then) and runs 9 and 10 are checked.
+        r = graph("autotune", policy=CONV_CHECKS)
+        self.assertEqual(lines(graph("autotune", preload=False).stdout), lines(r.stdout))
+        s = r.op(EXECUTE)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (11, 4, 0))
+        summary = next(o for o in r.of("summary")[-1]["ops"] if o["op"] == EXECUTE)
+        self.assertEqual(summary["autotuning"], 6)
+        self.assertEqual(sorted({c["call_index"] for c in checks_of(r, "reference")}), [0, 1, 9, 10])
+        self.assertEqual(r.of("violation"), [])
+
     def test_capture_and_populated_graphs_never_checked(self):
         r = graph("capture", policy=CONV_CHECKS, env={"FUMI_LOG_LEVEL": "debug"})
         self.assertEqual(lines(graph("capture", preload=False).stdout), lines(r.stdout))
