@@ -723,6 +723,38 @@ class GraphSafety(unittest.TestCase):
         self.assertEqual(r.of("check") + r.of("violation"), [])
 
 
+TORCH_CUDNN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_cudnn.py")
+
+
+def torch_importable():
+    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+@unittest.skipUnless(SIM_CUDNN and torch_importable(), "the cuDNN stand-in or torch missing")
+class CudnnInsideTorchOp(unittest.TestCase):
+    def test_violation_names_the_operator_and_python_lines(self):
+        # fumitest::conv (a torch operator) runs cudnnConvolutionForward through ctypes; the
+        # planted fault makes `reference` flag it. The finding names the operator it ran in
+        # and the Python lines of the cuDNN call and of the operator call.
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrong:3x3",
+               "LD_PRELOAD": ":".join([LIBFUMI] + SIM + [SIM_CUDNN])}
+        plain_env = dict(env, LD_PRELOAD=":".join(SIM + [SIM_CUDNN]))
+        plain = run([sys.executable, TORCH_CUDNN], preload=False, env=plain_env)
+        r = run([sys.executable, TORCH_CUDNN], policy=CONV_CHECKS, env=env)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        with open(TORCH_CUDNN) as f:
+            text = f.read().splitlines()
+        cudnn_line = next(i for i, t in enumerate(text, 1) if "# the cuDNN call" in t)
+        op_line = next(i for i, t in enumerate(text, 1) if "# the operator call" in t)
+        [v] = r.of("violation")
+        self.assertEqual((v["op"], v["check"]), ("cudnnConvolutionForward", "reference"))
+        self.assertEqual(v["context"][-1], "fumitest::conv")
+        self.assertEqual(v["phase"], "forward")
+        self.assertEqual(v["python_stack"][0], f"{TORCH_CUDNN}:{cudnn_line} in conv_impl")
+        self.assertIn(f"{TORCH_CUDNN}:{op_line} in main", v["python_stack"])
+
+
 KERNEL_NAME = re.compile(r"sim_gemm_(f64|f32|f16|bf16)_(f64|f32|f16|bf16)_"
                          r"(f64|f32|tf32|f16fast|bf16fast|f16)_kernel")
 NAN_INF = every_call("{ plugin: nan_inf }")
