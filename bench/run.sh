@@ -5,6 +5,8 @@
 #   Part 1  hook overhead on calls that are not checked (bench_hook on a no-op sgemm_), ns/call
 #   Part 1b the same for the cuBLAS hooks (bench_cublas_hook on a no-op cublasSgemm_v2; skipped
 #           when the build has no CUDA toolkit)
+#   Part 1c the same for the cuDNN backend hook (bench_cudnn_hook on a no-op cudnnBackendExecute;
+#           skipped when the build has no cuDNN headers)
 #   Part 2  checked-call cost on real OpenBLAS sgemm_, n = 64, 256, 512, per check set
 #   Part 3  the embedded default policy on a real PyTorch CPU training job (examples/train_mlp.py)
 #
@@ -47,6 +49,7 @@ HOOK=$BUILD/bench/bench_hook
 CHECKED=$BUILD/bench/bench_checked
 CUBLAS_HOOK=$BUILD/bench/bench_cublas_hook  # these two only when CUDA was found (else part 1b
 NULLCUDART=$BUILD/bench/libcudart.so.13     # is skipped)
+CUDNN_HOOK=$BUILD/bench/bench_cudnn_hook     # only with cuDNN headers (else part 1c is skipped)
 for f in "$LIBFUMI" "$FUMI" "$HOOK" "$CHECKED"; do
   [[ -x $f || -f $f ]] || { echo "run.sh: $f is missing (build with -DFUMI_BUILD_BENCH=ON)" >&2; exit 2; }
 done
@@ -249,6 +252,22 @@ else
   echo "## 1b. cuBLAS hook overhead per call that is not checked"
   echo
   echo "Skipped: ${CUBLAS_HOOK#"$BUILD"/} was not built (the CUDA toolkit with CUPTI headers was not found when $BUILD was configured)."
+  echo
+fi
+
+# ---- part 1c: the cuDNN backend hook, same measurement ---------------------------------------------
+if [[ -x $CUDNN_HOOK && -f $NULLCUDART ]]; then
+  PROG=$CUDNN_HOOK OP=cudnnBackendExecute PRELOAD=$NULLCUDART
+  CASES=(plain nomatch every nocudart capped default disable)
+  hook_labels "no libfumi, PLT call into the cuDNN stand-in" "(no rule for cuDNN ops)"
+  hook_measure
+  hook_table "1c. cuDNN backend hook overhead per call that is not checked (cudnnBackendExecute on a no-op cuDNN)" \
+    "cudnnBackendExecute calls (one finalized plan and variant pack per thread, dummy handle; no GPU)" \
+    "(c) and (c0) 0/1, their warm-up index 0 sampled and skipped (the plan has no graph), the others 0/0"
+else
+  echo "## 1c. cuDNN backend hook overhead per call that is not checked"
+  echo
+  echo "Skipped: ${CUDNN_HOOK#"$BUILD"/} was not built (no cuDNN headers when $BUILD was configured)."
   echo
 fi
 

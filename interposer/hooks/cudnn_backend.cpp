@@ -213,6 +213,17 @@ Registry& registry() {
   return *r;
 }
 
+// Bumped whenever a shadow goes away or a plan is finalized. A thread's last execution of a
+// plan on a settled pack is cached against it, so that executing them again takes no lock.
+std::atomic<uint64_t> g_generation{0};
+struct ExecCache {
+  void* plan = nullptr;
+  void* pack = nullptr;
+  uint64_t generation = ~uint64_t{0};
+  const PlanModel* model = nullptr;  // alive while the generation holds
+};
+thread_local ExecCache t_exec;
+
 PlanLife::~PlanLife() {
   if (!destroy.load()) return;
   InsideScope inside;  // cuDNN's inner calls are not the program's
@@ -423,6 +434,7 @@ bool onDestroy(void* d) {
   std::unique_ptr<cuda::PendingCheck> settled;  // a held check, submitted after the lock
   {
     std::lock_guard<std::mutex> lock(reg.mu);
+    g_generation.fetch_add(1, std::memory_order_acq_rel);
     auto it = reg.shadows.find(d);
     if (it == reg.shadows.end()) return true;
     if (it->second.plan) life = it->second.plan->life;
@@ -485,14 +497,8 @@ void onFinalize(void* d) {
   }
   engineFacts(d, *m);  // cuDNN calls outside the lock
   std::lock_guard<std::mutex> lock(reg.mu);
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
   if (Shadow* s = reg.find(d)) s->plan = std::move(m);
-}
-
-std::shared_ptr<const PlanModel> planOf(void* plan) {
-  Registry& reg = registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  const Shadow* s = reg.find(plan);
-  return s ? s->plan : nullptr;
 }
 
 // {UID: pointer} and the workspace of a variant pack, from its shadow.
@@ -647,12 +653,15 @@ fumi_status executePlan(const std::shared_ptr<PlanLife>& life, const ConvOp& c,
 // What an execution of `plan` on `pack` is (PackUse): a call that may be sampled, a call that
 // is not (its pack holds a check while unsettled), or an autotuning run (not a call).
 // `discard`: a held check autotuning invalidated, with `retract` earlier executions to take
-// out of the calls; `settle`: a held check to submit now.
+// out of the calls; `settle`: a held check to submit now; `model`: the plan's model;
+// `cacheable`: whether executing the plan on the pack again may skip all this (ExecCache).
 enum class PackVerdict { kSample, kNoSample, kAutotuning };
 PackVerdict onExecute(void* pack, void* plan, std::unique_ptr<cuda::PendingCheck>* discard,
-                      uint64_t* retract, std::unique_ptr<cuda::PendingCheck>* settle) {
+                      uint64_t* retract, std::unique_ptr<cuda::PendingCheck>* settle,
+                      std::shared_ptr<const PlanModel>* model, bool* cacheable) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
+  if (const Shadow* p = reg.find(plan)) *model = p->plan;
   Shadow* s = reg.find(pack);
   if (!s) return PackVerdict::kSample;
   if (!s->use) s->use = std::make_unique<PackUse>();
@@ -670,6 +679,7 @@ PackVerdict onExecute(void* pack, void* plan, std::unique_ptr<cuda::PendingCheck
     u.settled = true;
     *settle = std::move(u.held);
   }
+  *cacheable = u.settled && u.plan == plan;
   return u.settled || !u.held ? PackVerdict::kSample : PackVerdict::kNoSample;
 }
 
@@ -687,10 +697,19 @@ template <class Real>
 cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, void* plan,
                              void* pack) {
   auto forward = [&] { return forwardReal(real, h, plan, pack); };
-  {
+  const uint64_t generation = g_generation.load(std::memory_order_acquire);
+  std::shared_ptr<const PlanModel> model;  // owned here on the slow path
+  const PlanModel* m = nullptr;
+  if (t_exec.plan == plan && t_exec.pack == pack && t_exec.generation == generation) {
+    m = t_exec.model;
+  } else {
     std::unique_ptr<cuda::PendingCheck> discard, settle;
     uint64_t retract = 0;
-    const PackVerdict v = onExecute(pack, plan, &discard, &retract, &settle);
+    bool cacheable = false;
+    const PackVerdict v =
+        onExecute(pack, plan, &discard, &retract, &settle, &model, &cacheable);
+    m = model.get();
+    if (cacheable) t_exec = ExecCache{plan, pack, generation, m};
     if (discard || settle) {
       InsideScope inside;
       Checker* ck = Checker::get();
@@ -704,7 +723,6 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
     }
     if (v == PackVerdict::kNoSample) return forward();
   }
-  const std::shared_ptr<const PlanModel> m = planOf(plan);
   CallFacts facts{m ? m->size : 1, m ? m->dtype : FUMI_DTYPE_UNKNOWN, "cuda"};
   facts.notes = m ? m->notes.c_str() : nullptr;
   RuleSampler* sampler = cs.decision.select(facts, cs.call_index);
