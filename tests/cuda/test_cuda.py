@@ -19,6 +19,8 @@ CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
 SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
 SIM_CUPTI = os.environ.get("FUMI_SIM_CUPTI", "")  # the CUPTI stand-in (libcupti.so.13)
 CUDA_CONV = os.environ.get("CUDA_CONV", "")
+CUDA_NORM = os.environ.get("CUDA_NORM", "")
+CUDA_GRAPH = os.environ.get("CUDA_GRAPH", "")
 SIM_CUDNN = os.environ.get("FUMI_SIM_CUDNN", "")  # the cuDNN stand-in (libcudnn.so.9)
 
 
@@ -273,14 +275,21 @@ CONV_CHECKS = every_conv(*CHECKS)
 CONV_ALL = every_conv(*CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1 }")
 
 
-def conv(mode, policy=None, preload=True, env=None):
-    """cuda_conv MODE on the simulated device, with or without libfumi."""
+def cudnn_program(program, mode, policy=None, preload=True, env=None, gpu=False):
+    """A cuDNN test program (cuda_conv, cuda_norm, cuda_graph) running MODE on the simulated
+    device (or the real libraries: gpu), with or without libfumi."""
     full_env = dict(env or {})
-    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
-    r = run([CUDA_CONV, mode], policy=policy, preload=preload, env=full_env)
+    if not gpu:
+        full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
+    r = run([program, mode], policy=policy, preload=preload, env=full_env)
     if r.rc != 0:
-        raise AssertionError(f"cuda_conv {mode} failed ({r.rc}): {r.stderr[-3000:]}")
+        name = os.path.basename(program)
+        raise AssertionError(f"{name} {mode} failed ({r.rc}): {r.stderr[-3000:]}")
     return r
+
+
+def conv(mode, **kw):
+    return cudnn_program(CUDA_CONV, mode, **kw)
 
 
 def checks_of(r, check):
@@ -462,7 +471,6 @@ class ConvSafety(unittest.TestCase):
 
 # ---- cuDNN batch normalisation (cuda_norm) ---------------------------------------------------
 
-CUDA_NORM = os.environ.get("CUDA_NORM", "")
 BN_OPS = ["cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationForwardTrainingEx",
           "cudnnBatchNormalizationForwardInference", "cudnnBatchNormalizationBackward",
           "cudnnBatchNormalizationBackwardEx"]
@@ -473,14 +481,8 @@ BN_CHECKS = ["{ plugin: highprec }", "{ plugin: determinism }", "{ plugin: nan_i
 BN_ALL = every_conv(*BN_CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1e9 }")
 
 
-def norm(mode, policy=None, preload=True, env=None):
-    """cuda_norm MODE on the simulated device, with or without libfumi."""
-    full_env = dict(env or {})
-    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
-    r = run([CUDA_NORM, mode], policy=policy, preload=preload, env=full_env)
-    if r.rc != 0:
-        raise AssertionError(f"cuda_norm {mode} failed ({r.rc}): {r.stderr[-3000:]}")
-    return r
+def norm(mode, **kw):
+    return cudnn_program(CUDA_NORM, mode, **kw)
 
 
 @unittest.skipUnless(CUDA_NORM and SIM_CUDNN, "cuda_norm or the cuDNN stand-in not built")
@@ -573,18 +575,11 @@ class BatchNorm(unittest.TestCase):
 
 # ---- cuDNN backend graph API (cuda_graph) ----------------------------------------------------
 
-CUDA_GRAPH = os.environ.get("CUDA_GRAPH", "")
 EXECUTE = "cudnnBackendExecute"
 
 
-def graph(mode, policy=None, preload=True, env=None):
-    """cuda_graph MODE on the simulated device, with or without libfumi."""
-    full_env = dict(env or {})
-    full_env["LD_PRELOAD"] = ":".join(([LIBFUMI] if preload else []) + SIM + [SIM_CUDNN])
-    r = run([CUDA_GRAPH, mode], policy=policy, preload=preload, env=full_env)
-    if r.rc != 0:
-        raise AssertionError(f"cuda_graph {mode} failed ({r.rc}): {r.stderr[-3000:]}")
-    return r
+def graph(mode, **kw):
+    return cudnn_program(CUDA_GRAPH, mode, **kw)
 
 
 @unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
@@ -881,6 +876,29 @@ class OnGpu(unittest.TestCase):
         r = cuda("capture", policy=HIGHPREC, gpu=True)
         self.assertEqual(lines(cuda("capture", preload=False, gpu=True).stdout), lines(r.stdout))
         self.assertEqual(r.op("cublasSgemm_v2")["skipped"], 1)
+
+    # cuDNN (written for hardware, never run there yet: docs/cuda.md).
+    def cudnn_unchanged_and_checked(self, program, policy):
+        if not program:
+            self.skipTest("cuDNN test programs not built")
+        plain = cudnn_program(program, "sweep", preload=False, gpu=True)
+        r = cudnn_program(program, "sweep", policy=policy, env={"FUMI_CUDA_QUEUE": "1024"},
+                          gpu=True)
+        self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        self.assertEqual(r.of("violation"), [])
+        ops = [o for s in r.of("summary") for o in s["ops"]]
+        self.assertGreater(sum(o["checked"] for o in ops), 0)
+        return r
+
+    def test_cudnn_legacy_convolutions(self):
+        self.cudnn_unchanged_and_checked(CUDA_CONV, CONV_ALL)
+
+    def test_cudnn_batch_norm(self):
+        self.cudnn_unchanged_and_checked(CUDA_NORM, BN_ALL)
+
+    def test_cudnn_backend_graphs(self):
+        r = self.cudnn_unchanged_and_checked(CUDA_GRAPH, CONV_ALL)
+        self.assertTrue(all(c["args"]["notes"] for c in r.of("check")))
 
 
 if __name__ == "__main__":
