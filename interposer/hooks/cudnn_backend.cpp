@@ -20,10 +20,13 @@
 // fumi's host convolution. Other graphs run unchecked, counted skipped with the reason.
 // cudnnBackendPopulateCudaGraph is an op that is never checked (it records work into a CUDA
 // graph; nothing runs). docs/cuda.md describes the rules.
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -183,11 +186,14 @@ struct ConvOp {
   double alpha = 1, beta = 0;
 };
 
-struct PlanModel {
+struct GraphModel;
+
+struct PlanModel : std::enable_shared_from_this<PlanModel> {
   std::shared_ptr<PlanLife> life;
   const char* unmodelled = nullptr;  // why executions are not checked; nullptr: modelled
   std::string ops;                   // the graph's operations, "conv_fwd+pointwise"
-  ConvOp conv;
+  ConvOp conv;                       // one convolution (legacy-like path) ...
+  std::shared_ptr<GraphModel> graph; // ... or any other graph fumi models
   std::unordered_map<int64_t, TensorModel> tensors;  // by UID
   std::string notes;                 // engine notes, "tensor_core,winograd"
   int64_t engine = -1;               // the engine's global index (-1: unknown)
@@ -379,11 +385,278 @@ bool hasNote(const std::string& notes, const char* note) {
   return ("," + notes + ",").find(std::string(",") + note + ",") != std::string::npos;
 }
 
+// ---- graphs fumi models beyond one convolution -------------------------------------------------
+//
+// Any graph whose operations are all convolutions (beta 0), matmuls, pointwise operations,
+// reductions or normalisations is kept as a GraphModel: every descriptor reachable from the
+// operation graph by value (raw attributes, descriptor references as indices), the operations
+// with their operand UIDs by role, and the graph's non-virtual inputs and outputs. A check
+// reruns the same plan (determinism, perturb), a clone of the graph with every tensor and
+// compute type widened (highprec: built once per precision on the checker thread, through
+// cuDNN's heuristics), and fumi's host evaluation of the graph in fp64 (reference: convolution,
+// matmul, pointwise and reduction operations; virtual tensors unrounded).
+
+// A descriptor by value: its attributes but descriptor references, which `refs` holds as
+// indices into GraphModel::descs.
+struct RawDesc {
+  cudnnBackendDescriptorType_t type{};
+  std::vector<std::pair<int, Attr>> attrs;
+  std::vector<std::pair<int, std::vector<int>>> refs;
+  const Attr* attr(cudnnBackendAttributeName_t name) const {
+    for (const auto& [n, a] : attrs)
+      if (n == static_cast<int>(name)) return &a;
+    return nullptr;
+  }
+  int ref(cudnnBackendAttributeName_t name) const {
+    for (const auto& [n, r] : refs)
+      if (n == static_cast<int>(name) && !r.empty()) return r[0];
+    return -1;
+  }
+};
+
+// Operand roles: attribute, its name in events, input or output.
+struct Role {
+  cudnnBackendAttributeName_t attr;
+  const char* name;
+  bool output;
+};
+
+// The roles of each operation type fumi models (a normalisation's mean and inverse variance are
+// outputs in training, inputs in inference: GraphModel swaps them).
+const std::vector<Role>* rolesOf(cudnnBackendDescriptorType_t t) {
+  static const std::vector<Role> conv_fwd = {
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, "x", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, "w", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, "y", true}};
+  static const std::vector<Role> conv_bwd_data = {
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, "w", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, "dy", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, "dx", true}};
+  static const std::vector<Role> conv_bwd_filter = {
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, "x", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, "dy", false},
+      {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, "dw", true}};
+  static const std::vector<Role> matmul = {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, "a", false},
+                                           {CUDNN_ATTR_OPERATION_MATMUL_BDESC, "b", false},
+                                           {CUDNN_ATTR_OPERATION_MATMUL_CDESC, "c", true}};
+  static const std::vector<Role> pointwise = {
+      {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, "x", false},
+      {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, "b", false},
+      {CUDNN_ATTR_OPERATION_POINTWISE_TDESC, "t", false},
+      {CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, "dy", false},
+      {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, "y", true},
+      {CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, "dx", true}};
+  static const std::vector<Role> reduction = {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, "x", false},
+                                              {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, "y", true}};
+  static const std::vector<Role> norm_fwd = {
+      {CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, "x", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, "scale", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, "bias", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, "epsilon", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC, "factor", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC, "running_mean", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC, "running_var", false},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, "mean", true},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, "inv_var", true},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC, "running_mean", true},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC, "running_var", true},
+      {CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, "y", true}};
+  static const std::vector<Role> norm_bwd = {
+      {CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, "x", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, "dy", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, "scale", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, "mean", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, "inv_var", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_EPSILON_DESC, "epsilon", false},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, "dx", true},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, "dscale", true},
+      {CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, "dbias", true}};
+  switch (t) {
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return &conv_fwd;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR: return &conv_bwd_data;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR: return &conv_bwd_filter;
+    case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: return &matmul;
+    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: return &pointwise;
+    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: return &reduction;
+    case CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR: return &norm_fwd;
+    case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR: return &norm_bwd;
+    default: return nullptr;
+  }
+}
+
+struct GraphNode {
+  cudnnBackendDescriptorType_t type{};
+  int desc = -1;  // its RawDesc
+  struct Operand {
+    const char* role;
+    int64_t uid;
+    bool output;
+  };
+  std::vector<Operand> operands;
+};
+
+struct GraphModel {
+  std::vector<RawDesc> descs;
+  int graph = -1;                 // the operation graph's RawDesc
+  std::vector<GraphNode> nodes;   // in dependency order
+  struct Port {
+    int64_t uid;
+    std::string name;  // "<role>" or "<role>.<uid>" when the role repeats
+  };
+  std::vector<Port> inputs, outputs;      // non-virtual, not by value
+  std::vector<int64_t> by_value;          // host scalars, read at call time
+  // Wider plans built by highprec reruns (checker thread), by precision; never destroyed.
+  std::mutex wide_mu;
+  std::unordered_map<int, std::pair<void*, int64_t>> wide;  // precision -> (plan, workspace)
+};
+
+// Copies descriptor `d` and everything it references into g.descs; its index, -1 when a
+// descriptor is unknown or an attribute cannot be replayed.
+int captureDesc(Registry& reg, void* d, GraphModel& g, std::unordered_map<void*, int>& seen) {
+  if (auto it = seen.find(d); it != seen.end()) return it->second;
+  const Shadow* s = reg.find(d);
+  if (!s) return -1;
+  RawDesc raw;
+  raw.type = s->type;
+  for (const auto& [name, a] : s->attrs) {
+    if (a.type == CUDNN_TYPE_HANDLE) continue;  // a clone gets fumi's handle
+    if (a.type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+      if (a.bytes.empty() && a.count > 0) return -1;
+      raw.attrs.emplace_back(name, a);
+      continue;
+    }
+    std::vector<int> r;
+    for (int64_t i = 0; i < a.count; ++i) {
+      const int child = captureDesc(reg, a.descriptor(i), g, seen);
+      if (child < 0) return -1;
+      r.push_back(child);
+    }
+    raw.refs.emplace_back(name, std::move(r));
+  }
+  g.descs.push_back(std::move(raw));
+  const int index = static_cast<int>(g.descs.size()) - 1;
+  seen[d] = index;
+  return index;
+}
+
+// The graph of `ops` into m.graph; nullptr or why it is not modelled.
+const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const Shadow*>& ops,
+                       PlanModel& m) {
+  auto g = std::make_shared<GraphModel>();
+  std::unordered_map<void*, int> seen;
+  g->graph = captureDesc(reg, graph_desc, *g, seen);
+  if (g->graph < 0) return "graph attributes not readable";
+  std::vector<int> op_descs;  // the operations' RawDescs, in the graph's order
+  for (const auto& [name, r] : g->descs[static_cast<size_t>(g->graph)].refs)
+    if (name == CUDNN_ATTR_OPERATIONGRAPH_OPS) op_descs = r;
+  if (op_descs.size() != ops.size()) return "graph attributes not readable";
+  std::unordered_map<int64_t, int> producer;  // uid -> node
+  std::vector<GraphNode> nodes;
+  for (const Shadow* op : ops) {
+    const std::vector<Role>* roles = rolesOf(op->type);
+    if (!roles) return "operation not modelled";
+    GraphNode n;
+    n.type = op->type;
+    n.desc = op_descs[nodes.size()];
+    bool inference = false;
+    if (op->type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR) {
+      cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
+      if (const Attr* a = op->attr(CUDNN_ATTR_OPERATION_NORM_FWD_PHASE))
+        a->read(CUDNN_TYPE_NORM_FWD_PHASE, 0, &phase);
+      inference = phase == CUDNN_NORM_FWD_INFERENCE;
+    }
+    Direction dir{};
+    ConvAttrs ca{};
+    if (convAttrs(op->type, &dir, &ca)) {
+      double beta = 0;
+      if (const Attr* b = op->attr(ca.beta); b && !b->scalar(&beta)) return "scalars not readable";
+      if (beta != 0) return "convolution with beta in a graph not modelled";
+    }
+    for (const Role& r : *roles) {
+      const Shadow* t = reg.find(op->descriptor(r.attr));
+      if (!t) continue;  // optional operand not given
+      int64_t uid = 0;
+      TensorModel tm;
+      if (!tensorModel(*t, &uid, &tm)) return "tensors not readable";
+      const bool stats = r.attr == CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC ||
+                         r.attr == CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC;
+      const bool output = r.output && !(stats && inference);
+      if (!tm.by_value && dtypeOfCudnn(tm.type) == FUMI_DTYPE_UNKNOWN)
+        return "data types not supported";
+      if (tm.dims.empty() || tm.dims.size() > FUMI_MAX_DIMS) return "tensor rank not supported";
+      m.tensors[uid] = tm;
+      n.operands.push_back({r.name, uid, output});
+      if (output && producer.count(uid)) return "tensor produced twice";
+      if (output) producer[uid] = static_cast<int>(nodes.size());
+    }
+    nodes.push_back(std::move(n));
+  }
+  // Dependency order: a node after the producers of its inputs.
+  std::vector<int> order, state(nodes.size(), 0);
+  std::function<bool(int)> visit = [&](int i) {
+    if (state[i] == 2) return true;
+    if (state[i] == 1) return false;  // a cycle
+    state[i] = 1;
+    for (const auto& o : nodes[i].operands)
+      if (!o.output)
+        if (auto p = producer.find(o.uid); p != producer.end() && !visit(p->second)) return false;
+    state[i] = 2;
+    order.push_back(i);
+    return true;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!visit(static_cast<int>(i))) return "graph has a cycle";
+  for (int i : order) g->nodes.push_back(nodes[static_cast<size_t>(i)]);
+  // Ports: non-virtual tensors, named by role (with the UID when a role name repeats).
+  std::unordered_map<std::string, int> names;
+  std::vector<std::pair<int64_t, std::pair<const char*, bool>>> ports;
+  std::unordered_map<int64_t, bool> listed;
+  for (const GraphNode& n : g->nodes)
+    for (const auto& o : n.operands) {
+      const TensorModel& t = m.tensors[o.uid];
+      if (t.is_virtual || listed.count(o.uid)) continue;
+      if (!o.output && producer.count(o.uid)) continue;  // read after being produced here
+      listed[o.uid] = true;
+      if (t.by_value) {
+        g->by_value.push_back(o.uid);
+        continue;
+      }
+      ports.push_back({o.uid, {o.role, o.output}});
+      ++names[o.role];
+    }
+  for (const auto& [uid, ro] : ports) {
+    GraphModel::Port p{uid, names[ro.first] > 1 ? std::string(ro.first) + "." + std::to_string(uid)
+                                                : std::string(ro.first)};
+    (ro.second ? g->outputs : g->inputs).push_back(std::move(p));
+  }
+  for (const auto& [uid, t] : m.tensors)
+    if (t.is_virtual && !producer.count(uid)) return "virtual tensor without a producer";
+  if (g->outputs.empty()) return "graph has no output";
+  // Sampling facts: the largest operation's work.
+  for (const GraphNode& n : g->nodes) {
+    int64_t work = 1;
+    for (const auto& o : n.operands)
+      if (o.output) {
+        int64_t e = 1;
+        for (int64_t d : m.tensors[o.uid].dims) e *= d;
+        work = std::max(work, e);
+      }
+    if (n.type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)
+      for (const auto& o : n.operands)
+        if (std::strcmp(o.role, "a") == 0) work *= m.tensors[o.uid].dims.back();
+    m.size = std::max(m.size, work);
+  }
+  m.dtype = dtypeOfCudnn(m.tensors[g->outputs[0].uid].type);
+  m.graph = std::move(g);
+  return nullptr;
+}
+
 // The model of a plan being finalized (the registry locked by the caller).
 std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s) {
   auto m = std::make_shared<PlanModel>();
   m->life = std::make_shared<PlanLife>(plan);
-  const Shadow* graph = reg.find(graphOf(reg, s.descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
+  void* graph_desc = graphOf(reg, s.descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG));
+  const Shadow* graph = reg.find(graph_desc);
   const Attr* ops = graph ? graph->attr(CUDNN_ATTR_OPERATIONGRAPH_OPS) : nullptr;
   if (!ops) {
     m->unmodelled = "operation graph unknown (plan built from a serialized form or before fumi)";
@@ -399,8 +672,10 @@ std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s)
     list.push_back(op);
     m->ops += (m->ops.empty() ? "" : "+") + std::string(opName(op->type));
   }
-  if (list.size() != 1) {
-    m->unmodelled = "graph of several operations not modelled";
+  Direction dir{};
+  ConvAttrs ca{};
+  if (list.size() != 1 || !convAttrs(list[0]->type, &dir, &ca)) {
+    m->unmodelled = graphModel(reg, graph_desc, list, *m);
     return m;
   }
   m->unmodelled = convModel(reg, *list[0], *m);
@@ -618,36 +893,18 @@ const char* convProblem(const PlanModel& m, const std::unordered_map<int64_t, vo
   return nullptr;
 }
 
-// The plan executed on a rerun's pointers, with fumi's handle and a variant pack of its own.
+// A convolution plan executed on a rerun's pointers (executeWith, defined below).
+fumi_status executeWith(void* plan, const std::vector<int64_t>& uids, std::vector<void*> ptrs,
+                        int64_t workspace, Checker& ck, cudnnHandle_t handle);
+
 fumi_status executePlan(const std::shared_ptr<PlanLife>& life, const ConvOp& c,
                         int64_t workspace, Checker& ck, const ConvRerun& r) {
-  const CudnnApi* api = cuda::cudnnApi();
-  if (!api || !api->cudnnBackendCreateDescriptor || !api->cudnnBackendExecute)
-    return FUMI_UNSUPPORTED;
-  void* ws = workspace > 0 ? ck.scratch(static_cast<size_t>(workspace)) : nullptr;
-  if (workspace > 0 && !ws) return FUMI_NO_SCRATCH;
   const bool fwd = c.dir == Direction::kForward, bwd_data = c.dir == Direction::kBackwardData;
-  const int64_t uids[3] = {c.x, c.w, c.y};
-  void* ptrs[3] = {bwd_data ? r.out : const_cast<void*>(r.xp),
-                   c.dir == Direction::kBackwardFilter ? r.out : const_cast<void*>(r.wp),
-                   fwd ? r.out : const_cast<void*>(r.yp)};
-  cudnnBackendDescriptor_t pack = nullptr;
-  cudnnStatus_t st = api->cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                                       3, uids);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                       CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                       CUDNN_TYPE_VOID_PTR, 1, &ws);
-  if (st == CUDNN_STATUS_SUCCESS) st = api->cudnnBackendFinalize(pack);
-  if (st == CUDNN_STATUS_SUCCESS) st = api->cudnnBackendExecute(r.handle, life->plan, pack);
-  ck.api().cudaStreamSynchronize(ck.stream());  // before the workspace goes
-  if (pack) api->cudnnBackendDestroyDescriptor(pack);
-  if (ws) ck.give(ws);
-  return rerunStatus(st);
+  return executeWith(life->plan, {c.x, c.w, c.y},
+                     {bwd_data ? r.out : const_cast<void*>(r.xp),
+                      c.dir == Direction::kBackwardFilter ? r.out : const_cast<void*>(r.wp),
+                      fwd ? r.out : const_cast<void*>(r.yp)},
+                     workspace, ck, r.handle);
 }
 
 // What an execution of `plan` on `pack` is (PackUse): a call that may be sampled, a call that
@@ -693,6 +950,525 @@ bool holdUntilSettled(void* pack, std::unique_ptr<cuda::PendingCheck>& check) {
   return true;
 }
 
+// ---- checking a graph ------------------------------------------------------------------------
+
+// Bytes of one element of a tensor type; 0 for types fumi does not move.
+size_t typeBytes(cudnnDataType_t t) {
+  switch (t) {
+    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: return 8;
+    case CUDNN_DATA_FLOAT: case CUDNN_DATA_INT32: return 4;
+    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: return 2;
+    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN: return 1;
+    default: return 0;
+  }
+}
+
+int64_t spanOf(const TensorModel& t) {
+  int64_t last = 0;
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (t.dims[i] <= 0) return 0;
+    last += (t.dims[i] - 1) * t.strides[i];
+  }
+  return last + 1;
+}
+
+// A variant pack of fumi's own for `plan`, executed with fumi's handle on the checker stream,
+// with a workspace of `workspace` bytes from the checker's pool.
+fumi_status executeWith(void* plan, const std::vector<int64_t>& uids, std::vector<void*> ptrs,
+                        int64_t workspace, Checker& ck, cudnnHandle_t handle) {
+  const CudnnApi* api = cuda::cudnnApi();
+  if (!api || !api->cudnnBackendCreateDescriptor || !api->cudnnBackendExecute)
+    return FUMI_UNSUPPORTED;
+  void* ws = workspace > 0 ? ck.scratch(static_cast<size_t>(workspace)) : nullptr;
+  if (workspace > 0 && !ws) return FUMI_NO_SCRATCH;
+  cudnnBackendDescriptor_t pack = nullptr;
+  const auto n = static_cast<int64_t>(uids.size());
+  cudnnStatus_t st = api->cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                       n, uids.data());
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                       CUDNN_TYPE_VOID_PTR, n, ptrs.data());
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = api->cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                       CUDNN_TYPE_VOID_PTR, 1, &ws);
+  if (st == CUDNN_STATUS_SUCCESS) st = api->cudnnBackendFinalize(pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = api->cudnnBackendExecute(handle, plan, pack);
+  ck.api().cudaStreamSynchronize(ck.stream());  // before the workspace goes
+  if (pack) api->cudnnBackendDestroyDescriptor(pack);
+  if (ws) ck.give(ws);
+  return rerunStatus(st);
+}
+
+// Creates (with cuDNN, on the checker thread) a clone of descriptor i of `g` and what it
+// references, tensor and compute types widened to `wide` (by-value tensors keep theirs).
+void* cloneDesc(const CudnnApi& api, const GraphModel& g, int i, cudnnDataType_t wide,
+                cudnnHandle_t handle, std::vector<void*>& made) {
+  if (made[static_cast<size_t>(i)]) return made[static_cast<size_t>(i)];
+  const RawDesc& raw = g.descs[static_cast<size_t>(i)];
+  std::vector<std::pair<int, std::vector<void*>>> children;
+  for (const auto& [name, r] : raw.refs) {
+    std::vector<void*> c;
+    for (int child : r) {
+      void* d = cloneDesc(api, g, child, wide, handle, made);
+      if (!d) return nullptr;
+      c.push_back(d);
+    }
+    children.emplace_back(name, std::move(c));
+  }
+  cudnnBackendDescriptor_t d = nullptr;
+  if (api.cudnnBackendCreateDescriptor(raw.type, &d) != CUDNN_STATUS_SUCCESS) return nullptr;
+  made[static_cast<size_t>(i)] = d;  // destroyed by the caller, like every other clone
+  bool by_value = false;
+  if (const Attr* v = raw.attr(CUDNN_ATTR_TENSOR_IS_BY_VALUE)) v->read(CUDNN_TYPE_BOOLEAN, 0, &by_value);
+  bool ok = true;
+  for (const auto& [name, a] : raw.attrs) {
+    const auto n = static_cast<cudnnBackendAttributeName_t>(name);
+    const bool type_attr = a.type == CUDNN_TYPE_DATA_TYPE &&
+                           ((n == CUDNN_ATTR_TENSOR_DATA_TYPE && !by_value) ||
+                            n == CUDNN_ATTR_CONVOLUTION_COMP_TYPE ||
+                            n == CUDNN_ATTR_MATMUL_COMP_TYPE || n == CUDNN_ATTR_POINTWISE_MATH_PREC ||
+                            n == CUDNN_ATTR_REDUCTION_COMP_TYPE);
+    const void* value = type_attr ? static_cast<const void*>(&wide) : a.bytes.data();
+    ok = ok && api.cudnnBackendSetAttribute(d, n, a.type, a.count, value) == CUDNN_STATUS_SUCCESS;
+  }
+  for (auto& [name, c] : children)
+    ok = ok && api.cudnnBackendSetAttribute(d, static_cast<cudnnBackendAttributeName_t>(name),
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                            static_cast<int64_t>(c.size()), c.data()) ==
+                   CUDNN_STATUS_SUCCESS;
+  if (raw.type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+    ok = ok && api.cudnnBackendSetAttribute(d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE,
+                                            1, &handle) == CUDNN_STATUS_SUCCESS;
+  return ok && api.cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS ? d : nullptr;
+}
+
+// A plan for the graph widened to `wide` (the heuristics' first config that finalizes), and
+// its workspace; {nullptr, 0} when cuDNN has none.
+std::pair<void*, int64_t> widePlan(const GraphModel& g, cudnnDataType_t wide, cudnnHandle_t handle) {
+  const CudnnApi* api = cuda::cudnnApi();
+  if (!api || !api->cudnnBackendCreateDescriptor || !api->cudnnBackendGetAttribute) return {};
+  std::vector<void*> made(g.descs.size(), nullptr);
+  void* graph = cloneDesc(*api, g, g.graph, wide, handle, made);
+  std::pair<void*, int64_t> result{};
+  std::vector<cudnnBackendDescriptor_t> cfgs(8, nullptr);
+  cudnnBackendDescriptor_t heur = nullptr;
+  if (graph && api->cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur) ==
+                   CUDNN_STATUS_SUCCESS) {
+    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_INSTANT;
+    int64_t count = 0;
+    for (auto& c : cfgs) api->cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c);
+    if (api->cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) ==
+            CUDNN_STATUS_SUCCESS &&
+        api->cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1,
+                                      &mode) == CUDNN_STATUS_SUCCESS &&
+        api->cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS &&
+        api->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                      CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                      static_cast<int64_t>(cfgs.size()), &count,
+                                      cfgs.data()) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < count && !result.first; ++i) {
+        cudnnBackendDescriptor_t plan = nullptr;
+        int64_t n = 0;
+        if (api->cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+            CUDNN_STATUS_SUCCESS)
+          break;
+        if (api->cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                          CUDNN_TYPE_HANDLE, 1, &handle) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                          &cfgs[static_cast<size_t>(i)]) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS &&
+            api->cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                          CUDNN_TYPE_INT64, 1, &n, &result.second) ==
+                CUDNN_STATUS_SUCCESS)
+          result.first = plan;
+        else
+          api->cudnnBackendDestroyDescriptor(plan);
+      }
+  }
+  for (auto c : cfgs)
+    if (c) api->cudnnBackendDestroyDescriptor(c);
+  if (heur) api->cudnnBackendDestroyDescriptor(heur);
+  for (void* d : made)
+    if (d) api->cudnnBackendDestroyDescriptor(d);
+  return result;
+}
+
+// A dense row-major fp64 array with its dimensions (fumi's host evaluation of a graph).
+struct HostTensor {
+  std::vector<int64_t> dims;
+  std::vector<double> v;
+  fumi_tensor view(const char* name) const {
+    fumi_tensor t{};
+    t.name = name;
+    t.dtype = FUMI_DTYPE_F64;
+    t.memory = FUMI_MEMORY_HOST;
+    t.role = FUMI_ROLE_INPUT;
+    t.ndim = static_cast<int32_t>(dims.size());
+    int64_t stride = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      t.shape[i] = dims[static_cast<size_t>(i)];
+      t.strides[i] = stride;
+      stride *= dims[static_cast<size_t>(i)];
+    }
+    t.data = const_cast<double*>(v.data());
+    return t;
+  }
+};
+
+int64_t countOf(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The element of `in` that broadcasts to output index `l` (row-major over `out`).
+int64_t broadcastIndex(const std::vector<int64_t>& in, const std::vector<int64_t>& out, int64_t l) {
+  int64_t idx = 0, stride = 1;
+  for (size_t k = out.size(); k-- > 0;) {
+    const int64_t coord = l % out[k];
+    l /= out[k];
+    const int64_t d = k < in.size() ? in[k] : 1;
+    idx += (d == 1 ? 0 : coord) * stride;
+    stride *= d;
+  }
+  return idx;
+}
+
+double pointwise(cudnnPointwiseMode_t mode, double x, double b, double lower, double upper,
+                 double slope, bool* ok) {
+  switch (mode) {
+    case CUDNN_POINTWISE_ADD: return x + b;
+    case CUDNN_POINTWISE_SUB: return x - b;
+    case CUDNN_POINTWISE_MUL: return x * b;
+    case CUDNN_POINTWISE_DIV: return x / b;
+    case CUDNN_POINTWISE_MAX: return std::max(x, b);
+    case CUDNN_POINTWISE_MIN: return std::min(x, b);
+    case CUDNN_POINTWISE_IDENTITY: return x;
+    case CUDNN_POINTWISE_NEG: return -x;
+    case CUDNN_POINTWISE_ABS: return std::fabs(x);
+    case CUDNN_POINTWISE_EXP: return std::exp(x);
+    case CUDNN_POINTWISE_LOG: return std::log(x);
+    case CUDNN_POINTWISE_SQRT: return std::sqrt(x);
+    case CUDNN_POINTWISE_RSQRT: return 1 / std::sqrt(x);
+    case CUDNN_POINTWISE_RECIPROCAL: return 1 / x;
+    case CUDNN_POINTWISE_RELU_FWD:
+      return std::min(upper, x > lower ? x : lower + slope * (x - lower));
+    case CUDNN_POINTWISE_TANH_FWD: return std::tanh(x);
+    case CUDNN_POINTWISE_SIGMOID_FWD: return 1 / (1 + std::exp(-x));
+    case CUDNN_POINTWISE_GELU_FWD: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case CUDNN_POINTWISE_GELU_APPROX_TANH_FWD:
+      return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case CUDNN_POINTWISE_RELU_BWD: return x > lower ? b : slope * b;  // x: forward input, b: dy
+    case CUDNN_POINTWISE_TANH_BWD: return b * (1 - std::tanh(x) * std::tanh(x));
+    case CUDNN_POINTWISE_SIGMOID_BWD: {
+      const double s = 1 / (1 + std::exp(-x));
+      return b * s * (1 - s);
+    }
+    default: *ok = false; return 0;
+  }
+}
+
+bool unaryMode(cudnnPointwiseMode_t mode) {
+  return mode == CUDNN_POINTWISE_IDENTITY || mode == CUDNN_POINTWISE_NEG ||
+         mode == CUDNN_POINTWISE_ABS || mode == CUDNN_POINTWISE_EXP ||
+         mode == CUDNN_POINTWISE_LOG || mode == CUDNN_POINTWISE_SQRT ||
+         mode == CUDNN_POINTWISE_RSQRT || mode == CUDNN_POINTWISE_RECIPROCAL ||
+         (mode >= CUDNN_POINTWISE_RELU_FWD && mode <= CUDNN_POINTWISE_GELU_APPROX_TANH_FWD);
+}
+
+class GraphCall final : public Call {
+ public:
+  GraphCall(OpSite& site, std::shared_ptr<const PlanModel> m, fumi_dtype dtype, uint64_t index)
+      : Call(site, dtype, computeOf(*m, dtype), m->size, index), m_(std::move(m)) {}
+  std::vector<int64_t> uids;  // per tensor: its UID
+  std::unordered_map<int64_t, std::vector<unsigned char>> scalars;  // by value: UID -> bytes
+
+  fumi_status rerun(fumi_dtype precision, void* const* buf) override {
+    Checker* ck = Checker::get();
+    const CudnnApi* api = cuda::cudnnApi();
+    if (!ck || !api) return FUMI_UNSUPPORTED;
+    const cudnnHandle_t handle = checkerCudnn(*ck, *api);
+    if (!handle) return FUMI_UNSUPPORTED;
+    const bool own = precision == info().dtype;
+    void* plan = m_->life->plan;
+    int64_t workspace = m_->workspace;
+    if (!own) {
+      if (precision != FUMI_DTYPE_F32 && precision != FUMI_DTYPE_F64) return FUMI_UNSUPPORTED;
+      GraphModel& g = *m_->graph;
+      std::lock_guard<std::mutex> lock(g.wide_mu);
+      auto it = g.wide.find(static_cast<int>(precision));
+      if (it == g.wide.end())
+        it = g.wide.emplace(static_cast<int>(precision),
+                            widePlan(g, cudnnOfDtype(precision), handle)).first;
+      std::tie(plan, workspace) = it->second;
+      if (!plan) return FUMI_UNSUPPORTED;
+    }
+    std::vector<int64_t> ids;
+    std::vector<void*> ptrs;
+    for (size_t i = 0; i < uids.size(); ++i) {
+      ids.push_back(uids[i]);
+      ptrs.push_back(buf[i] ? buf[i] : tensors()[i].data);
+    }
+    for (auto& [uid, bytes] : scalars) {
+      ids.push_back(uid);
+      ptrs.push_back(bytes.data());
+    }
+    return executeWith(plan, ids, ptrs, workspace, *ck, handle);
+  }
+
+  fumi_status reference(int32_t output, double* out) override {
+    if (!evaluated_) {
+      evaluated_ = true;
+      status_ = evaluate();
+    }
+    if (status_ != FUMI_OK) return status_;
+    auto it = env_.find(uids[static_cast<size_t>(output)]);
+    if (it == env_.end()) return FUMI_UNSUPPORTED;
+    std::copy(it->second.v.begin(), it->second.v.end(), out);
+    return FUMI_OK;
+  }
+
+ private:
+  static fumi_dtype computeOf(const PlanModel& m, fumi_dtype data) {
+    // f16/bf16 graphs compute in f32 unless an engine note says it reduces in lower precision.
+    if (data == FUMI_DTYPE_F32 && hasNote(m.notes, "tensor_core")) return FUMI_DTYPE_TF32;
+    if ((data == FUMI_DTYPE_F16 || data == FUMI_DTYPE_BF16) &&
+        !hasNote(m.notes, "reduced_precision_reduction"))
+      return FUMI_DTYPE_F32;
+    return data;
+  }
+
+  double scalarOf(int64_t uid) const {
+    const std::vector<unsigned char>& b = scalars.at(uid);
+    const fumi_dtype d = dtypeOfCudnn(m_->tensors.at(uid).type);
+    return d == FUMI_DTYPE_UNKNOWN ? 0 : loadAsDouble(b.data(), 0, d);
+  }
+
+  // The graph on the host in fp64, every node in dependency order.
+  fumi_status evaluate() {
+    const GraphModel& g = *m_->graph;
+    for (size_t i = 0; i < uids.size(); ++i) {
+      const fumi_tensor& t = tensors()[i];
+      if (t.role != FUMI_ROLE_INPUT) continue;
+      HostTensor h;
+      h.dims = m_->tensors.at(uids[i]).dims;
+      h.v.resize(static_cast<size_t>(countOf(h.dims)));
+      if (gatherTensor(t, nullptr, t.dtype, h.v.data()) != FUMI_OK) return FUMI_UNSUPPORTED;
+      env_[uids[i]] = std::move(h);
+    }
+    for (int64_t uid : g.by_value) {
+      HostTensor h;
+      h.dims = m_->tensors.at(uid).dims;
+      h.v.assign(1, scalarOf(uid));
+      env_[uid] = std::move(h);
+    }
+    for (const GraphNode& n : g.nodes)
+      if (fumi_status st = evaluate(g, n); st != FUMI_OK) return st;
+    return FUMI_OK;
+  }
+
+  const HostTensor* operand(const GraphNode& n, const char* role) const {
+    for (const auto& o : n.operands)
+      if (!o.output && std::strcmp(o.role, role) == 0) {
+        auto it = env_.find(o.uid);
+        return it == env_.end() ? nullptr : &it->second;
+      }
+    return nullptr;
+  }
+
+  fumi_status evaluate(const GraphModel& g, const GraphNode& n) {
+    const RawDesc& op = g.descs[static_cast<size_t>(n.desc)];
+    int64_t out_uid = -1;
+    for (const auto& o : n.operands)
+      if (o.output) {
+        if (out_uid >= 0) return FUMI_UNSUPPORTED;  // several outputs (normalisations)
+        out_uid = o.uid;
+      }
+    HostTensor out;
+    out.dims = m_->tensors.at(out_uid).dims;
+    out.v.assign(static_cast<size_t>(countOf(out.dims)), 0.0);
+    Direction dir{};
+    ConvAttrs ca{};
+    if (convAttrs(n.type, &dir, &ca)) {
+      const char* names[3] = {dir == Direction::kBackwardData ? "dx" : "x",
+                              dir == Direction::kBackwardFilter ? "dw" : "w",
+                              dir == Direction::kForward ? "y" : "dy"};
+      std::vector<fumi_tensor> ts;
+      for (const char* r : names) {
+        const HostTensor* t = operand(n, r);
+        ts.push_back(t ? t->view(r) : out.view(r));
+      }
+      const RawDesc& conv = g.descs[static_cast<size_t>(op.ref(ca.conv))];
+      std::vector<int64_t> pre, stride, dil;
+      cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+      const Attr *p = conv.attr(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS),
+                 *s = conv.attr(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES),
+                 *d = conv.attr(CUDNN_ATTR_CONVOLUTION_DILATIONS),
+                 *mo = conv.attr(CUDNN_ATTR_CONVOLUTION_CONV_MODE);
+      if (!p || !s || !d || !mo || !p->int64s(&pre) || !s->int64s(&stride) || !d->int64s(&dil) ||
+          !mo->read(CUDNN_TYPE_CONVOLUTION_MODE, 0, &mode) || pre.size() > 3)
+        return FUMI_UNSUPPORTED;
+      ConvSpec spec;
+      spec.direction = dir;
+      spec.x = 0;
+      spec.w = 1;
+      spec.y = 2;
+      spec.spatial = static_cast<int>(pre.size());
+      spec.groups = static_cast<int>(ts[0].shape[1] / std::max<int64_t>(1, ts[1].shape[1]));
+      for (size_t i = 0; i < pre.size(); ++i) {
+        spec.pad[i] = static_cast<int>(pre[i]);
+        spec.stride[i] = static_cast<int>(stride[i]);
+        spec.dilation[i] = static_cast<int>(dil[i]);
+      }
+      spec.flip = mode == CUDNN_CONVOLUTION;
+      if (const Attr* a = op.attr(ca.alpha); a && !a->scalar(&spec.alpha)) return FUMI_UNSUPPORTED;
+      const int32_t o = dir == Direction::kForward ? 2 : dir == Direction::kBackwardData ? 0 : 1;
+      if (fumi_status st = convReference(ts, spec, o, out.v.data()); st != FUMI_OK) return st;
+    } else if (n.type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR) {
+      const HostTensor *a = operand(n, "a"), *b = operand(n, "b");
+      if (!a || !b || a->dims.size() > 3 || b->dims.size() > 3 || out.dims.size() > 3)
+        return FUMI_UNSUPPORTED;
+      const std::vector<fumi_tensor> ts = {a->view("a"), b->view("b"), out.view("c")};
+      MatmulSpec spec;
+      spec.a = 0;
+      spec.b = 1;
+      spec.d = 2;
+      if (fumi_status st = matmulReference(ts, spec, 2, out.v.data()); st != FUMI_OK) return st;
+    } else if (n.type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
+      const RawDesc& pw = g.descs[static_cast<size_t>(op.ref(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR))];
+      cudnnPointwiseMode_t mode{};
+      const Attr* m = pw.attr(CUDNN_ATTR_POINTWISE_MODE);
+      if (!m || !m->read(CUDNN_TYPE_POINTWISE_MODE, 0, &mode)) return FUMI_UNSUPPORTED;
+      for (auto alpha : {CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2}) {
+        double v = 1;
+        if (const Attr* a = op.attr(alpha); a && (!a->scalar(&v) || v != 1)) return FUMI_UNSUPPORTED;
+      }
+      double lower = 0, upper = HUGE_VAL, slope = 0;
+      for (auto [attr, dst] : {std::pair{CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, &lower},
+                               std::pair{CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, &upper},
+                               std::pair{CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, &slope}})
+        if (const Attr* a = pw.attr(attr); a && !a->scalar(dst)) return FUMI_UNSUPPORTED;
+      const bool backward = mode >= CUDNN_POINTWISE_RELU_BWD && mode <= CUDNN_POINTWISE_GELU_APPROX_TANH_BWD;
+      const HostTensor* x = operand(n, "x");
+      const HostTensor* b = operand(n, backward ? "dy" : "b");
+      if (!x || (!unaryMode(mode) && !b)) return FUMI_UNSUPPORTED;
+      bool ok = true;
+      for (int64_t l = 0; l < countOf(out.dims); ++l) {
+        const double xv = x->v[static_cast<size_t>(broadcastIndex(x->dims, out.dims, l))];
+        const double bv = b ? b->v[static_cast<size_t>(broadcastIndex(b->dims, out.dims, l))] : 0;
+        out.v[static_cast<size_t>(l)] = pointwise(mode, xv, bv, lower, upper, slope, &ok);
+      }
+      if (!ok) return FUMI_UNSUPPORTED;
+    } else if (n.type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {
+      const RawDesc& red = g.descs[static_cast<size_t>(op.ref(CUDNN_ATTR_OPERATION_REDUCTION_DESC))];
+      cudnnReduceTensorOp_t kind{};
+      const Attr* k = red.attr(CUDNN_ATTR_REDUCTION_OPERATOR);
+      const HostTensor* x = operand(n, "x");
+      if (!k || !k->read(CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 0, &kind) || !x ||
+          x->dims.size() != out.dims.size())
+        return FUMI_UNSUPPORTED;
+      std::vector<double> acc(out.v.size(), kind == CUDNN_REDUCE_TENSOR_MUL ? 1.0 : 0.0);
+      std::vector<int64_t> counts(out.v.size(), 0);
+      for (int64_t l = 0; l < countOf(x->dims); ++l) {
+        // The output element l reduces into: its coordinates with reduced dims at 0.
+        int64_t rem = l, o = 0, stride = 1;
+        for (size_t d = x->dims.size(); d-- > 0;) {
+          const int64_t coord = rem % x->dims[d];
+          rem /= x->dims[d];
+          o += (out.dims[d] == 1 ? 0 : coord) * stride;
+          stride *= out.dims[d];
+        }
+        const double v = x->v[static_cast<size_t>(l)];
+        double& a = acc[static_cast<size_t>(o)];
+        const bool first = counts[static_cast<size_t>(o)]++ == 0;
+        switch (kind) {
+          case CUDNN_REDUCE_TENSOR_ADD: case CUDNN_REDUCE_TENSOR_AVG: a += v; break;
+          case CUDNN_REDUCE_TENSOR_MUL: a *= v; break;
+          case CUDNN_REDUCE_TENSOR_MIN: a = first ? v : std::min(a, v); break;
+          case CUDNN_REDUCE_TENSOR_MAX: a = first ? v : std::max(a, v); break;
+          case CUDNN_REDUCE_TENSOR_AMAX: a = std::max(a, std::fabs(v)); break;
+          case CUDNN_REDUCE_TENSOR_NORM1: a += std::fabs(v); break;
+          case CUDNN_REDUCE_TENSOR_NORM2: a += v * v; break;
+          default: return FUMI_UNSUPPORTED;
+        }
+      }
+      for (size_t i = 0; i < acc.size(); ++i)
+        out.v[i] = kind == CUDNN_REDUCE_TENSOR_AVG ? acc[i] / std::max<int64_t>(1, counts[i])
+                   : kind == CUDNN_REDUCE_TENSOR_NORM2 ? std::sqrt(acc[i])
+                                                       : acc[i];
+    } else {
+      return FUMI_UNSUPPORTED;  // normalisations: no host evaluation yet
+    }
+    env_[out_uid] = std::move(out);
+    return FUMI_OK;
+  }
+
+  std::shared_ptr<const PlanModel> m_;
+  std::unordered_map<int64_t, HostTensor> env_;
+  bool evaluated_ = false;
+  fumi_status status_ = FUMI_UNSUPPORTED;
+};
+
+// The checked path of a modelled graph: every input snapshotted before the call, every output
+// after it, by-value scalars read at call time.
+template <class Forward>
+cudnnStatus_t checkedGraph(const CallSite& cs, RuleSampler* sampler, const PlanModel& m,
+                           const std::unordered_map<int64_t, void*>& ptrs, cudaStream_t stream,
+                           Forward&& forward,
+                           const std::function<bool(std::unique_ptr<cuda::PendingCheck>&)>& hold) {
+  const GraphModel& g = *m.graph;
+  auto call = std::make_unique<GraphCall>(cs.site, m.shared_from_this(), m.dtype, cs.call_index);
+  for (int64_t uid : g.by_value) {
+    const void* p = ptrs.at(uid);
+    const size_t n = typeBytes(m.tensors.at(uid).type);
+    call->scalars[uid].assign(static_cast<const unsigned char*>(p),
+                              static_cast<const unsigned char*>(p) + n);
+  }
+  auto bytesOf = [&](int64_t uid) {
+    const TensorModel& t = m.tensors.at(uid);
+    return static_cast<size_t>(spanOf(t)) * typeBytes(t.type);
+  };
+  std::vector<void*> in_snap, out_snap;
+  auto before = [&](Checker&, cuda::Snapshots& snaps) -> const char* {
+    for (const auto& p : g.inputs) in_snap.push_back(snaps.copy(ptrs.at(p.uid), bytesOf(p.uid)));
+    return nullptr;
+  };
+  auto after = [&](cuda::Snapshots& snaps) {
+    for (const auto& p : g.outputs) out_snap.push_back(snaps.copy(ptrs.at(p.uid), bytesOf(p.uid)));
+    return snaps.ok();
+  };
+  auto build = [&]() -> std::unique_ptr<Call> {
+    auto add = [&](const GraphModel::Port& p, fumi_role role, void* data) {
+      const TensorModel& t = m.tensors.at(p.uid);
+      fumi_tensor ft{};
+      ft.name = p.name.c_str();
+      ft.dtype = dtypeOfCudnn(t.type);
+      ft.memory = FUMI_MEMORY_DEVICE;
+      ft.role = role;
+      ft.ndim = static_cast<int32_t>(t.dims.size());
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        ft.shape[i] = t.dims[i];
+        ft.strides[i] = t.strides[i];
+      }
+      ft.data = data;
+      call->addTensor(ft);
+      call->uids.push_back(p.uid);
+    };
+    for (size_t i = 0; i < g.inputs.size(); ++i) add(g.inputs[i], FUMI_ROLE_INPUT, in_snap[i]);
+    for (size_t i = 0; i < g.outputs.size(); ++i) add(g.outputs[i], FUMI_ROLE_OUTPUT, out_snap[i]);
+    call->addArg("graph", m.ops);
+    call->addArg("engine", std::to_string(m.engine));
+    call->addArg("notes", m.notes.empty() ? "none" : m.notes);
+    return std::move(call);
+  };
+  return cuda::checkedDeviceCall(cs, sampler, stream, CUDNN_STATUS_SUCCESS, forward, before,
+                                 after, build, hold);
+}
+
 template <class Real>
 cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, void* plan,
                              void* pack) {
@@ -735,7 +1511,21 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
   bool legacy = false;
   std::unordered_map<int64_t, void*> ptrs;
   void* workspace = nullptr;
+  auto hold = [pack](std::unique_ptr<cuda::PendingCheck>& c) { return holdUntilSettled(pack, c); };
   if (!why && !readPack(pack, &ptrs, &workspace)) why = "variant pack unknown";
+  if (!why && m->graph) {
+    for (const auto* ports : {&m->graph->inputs, &m->graph->outputs})
+      for (const auto& port : *ports)
+        if (!ptrs.count(port.uid)) why = "operand missing from the variant pack";
+    for (int64_t uid : m->graph->by_value)
+      if (!ptrs.count(uid) || !ptrs[uid] || !typeBytes(m->tensors.at(uid).type))
+        why = "by-value operand missing or of an unknown type";
+    if (!why) {
+      InsideScope inside;
+      if (api->cudnnGetStream(h, &p.stream) != CUDNN_STATUS_SUCCESS) why = "handle unreadable";
+    }
+    if (!why) return checkedGraph(cs, sampler, *m, ptrs, p.stream, forward, hold);
+  }
   if (!why) why = convProblem(*m, ptrs, &p, &legacy);
   if (!why) {
     InsideScope inside;
@@ -755,9 +1545,7 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
     call.addArg("notes", m->notes.empty() ? "none" : m->notes);
   };
   return checkedConv(cs, sampler, p, forward, legacy ? legacyConvLaunch(p.dir) : nullptr, more,
-                     [pack](std::unique_ptr<cuda::PendingCheck>& c) {
-                       return holdUntilSettled(pack, c);
-                     });
+                     hold);
 }
 
 // Recording into a CUDA graph runs nothing: never checked.
