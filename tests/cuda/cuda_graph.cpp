@@ -18,6 +18,11 @@
 //   fused    a conv -> relu graph with a virtual intermediate (not modelled by fumi).
 //   capture  a forward convolution executed on a capturing stream (then the graph launched),
 //            and one recorded with cudnnBackendPopulateCudaGraph and launched.
+//   ops      graphs of other operations, each executed once, every output printed: conv ->
+//            add bias (broadcast) -> relu with virtual intermediates; a batched matmul (f32 and
+//            f16); matmul -> gelu; x * scale (broadcast) -> sum over the last dimension; a
+//            layer norm (training: y, mean, inverse variance; epsilon by value).
+//   faultmm  a batched 2 x 8 x 4 x 16 f32 matmul (FUMI_SIMCUDNN_FAULTS=wrongmm:8x4x16).
 //   autotune what an autotuner does: engines 0 and 1 each executed 3 times on one variant pack
 //            (then destroyed), the winner executed once on a pack of its own; then one plan
 //            executed 10 times on one reused pack.
@@ -383,6 +388,254 @@ int fused() {
   return 0;
 }
 
+// ---- graphs of other operations (scenarios ops, faultmm) ---------------------------------------
+
+// A packed tensor of any rank.
+Desc tensorN(int64_t uid, cudnnDataType_t t, std::vector<int64_t> dims, bool is_virtual = false,
+             bool by_value = false) {
+  Desc d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  const int64_t align = 16;
+  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &t);
+  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), static_cast<int64_t>(dims.size()));
+  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), static_cast<int64_t>(dims.size()));
+  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &align);
+  const bool yes = true;
+  if (is_virtual) set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &yes);
+  if (by_value) set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &yes);
+  CHECK_DNN(cudnnBackendFinalize(d));
+  return d;
+}
+
+// The descriptors of one graph under construction, destroyed together once its plan exists.
+struct GraphBuilder {
+  std::vector<Desc> keep, ops;
+  Desc t(int64_t uid, cudnnDataType_t type, std::vector<int64_t> dims, bool v = false, bool bv = false) {
+    keep.push_back(tensorN(uid, type, std::move(dims), v, bv));
+    return keep.back();
+  }
+  Desc finish(Desc op) {
+    CHECK_DNN(cudnnBackendFinalize(op));
+    keep.push_back(op);
+    ops.push_back(op);
+    return op;
+  }
+  void pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
+    Desc pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode);
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &prec);
+    CHECK_DNN(cudnnBackendFinalize(pw));
+    keep.push_back(pw);
+    Desc op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    if (b) setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
+    setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+    finish(op);
+  }
+  void matmul(Desc a, Desc b, Desc c) {
+    Desc mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
+    CHECK_DNN(cudnnBackendFinalize(mm));
+    keep.push_back(mm);
+    Desc op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+    setDesc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+    setDesc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+    setDesc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
+    finish(op);
+  }
+  void reduction(cudnnReduceTensorOp_t kind, Desc x, Desc y) {
+    Desc red = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    set(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &kind);
+    set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
+    CHECK_DNN(cudnnBackendFinalize(red));
+    keep.push_back(red);
+    Desc op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+    setDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, red);
+    finish(op);
+  }
+  // The plan of the graph (the heuristics' first config); every other descriptor destroyed.
+  Built plan(cudnnHandle_t h) {
+    Desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &h);
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(),
+        static_cast<int64_t>(ops.size()));
+    CHECK_DNN(cudnnBackendFinalize(graph));
+    Desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_INSTANT;
+    setDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &hm);
+    CHECK_DNN(cudnnBackendFinalize(heur));
+    Desc cfg = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    int64_t count = 0;
+    CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &cfg));
+    Built b;
+    b.plan = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    set(b.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+    setDesc(b.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+    CHECK_DNN(cudnnBackendFinalize(b.plan));
+    int64_t n = 0;
+    CHECK_DNN(cudnnBackendGetAttribute(b.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                       CUDNN_TYPE_INT64, 1, &n, &b.workspace));
+    for (Desc d : keep) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+    for (Desc d : {graph, heur, cfg}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+    return b;
+  }
+};
+
+// A non-virtual operand of a graph run: its UID, type, element count, device buffer, and
+// whether to print it after the run.
+struct Port {
+  int64_t uid;
+  cudnnDataType_t type;
+  size_t count;
+  bool print;
+  void* dev = nullptr;
+};
+
+// Executes `b` once on fresh operands (multiples of 1/4 in [-1, 1]; by-value scalars as
+// given), prints every printed port, destroys the plan.
+void runGraph(cudnnHandle_t h, const std::string& name, Built b, std::vector<Port> ports,
+              std::vector<std::pair<int64_t, float>> scalars = {}) {
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  int salt = 0;
+  for (Port& p : ports) {
+    ++salt;
+    p.dev = devtest::upload(elemOf(p.type), p.count, [salt](size_t i) {
+      return static_cast<double>(static_cast<int>((i * 5 + static_cast<size_t>(salt) * 3) % 9) - 4) / 4.0;
+    });
+    uids.push_back(p.uid);
+    ptrs.push_back(p.dev);
+  }
+  for (auto& s : scalars) {
+    uids.push_back(s.first);
+    ptrs.push_back(&s.second);
+  }
+  void* ws = nullptr;
+  if (b.workspace > 0) CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(b.workspace)));
+  Desc pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<int64_t>(uids.size()));
+  set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(), static_cast<int64_t>(ptrs.size()));
+  set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ws);
+  CHECK_DNN(cudnnBackendFinalize(pack));
+  CHECK_DNN(cudnnBackendExecute(h, b.plan, pack));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(b.plan));
+  for (const Port& p : ports)
+    if (p.print)
+      printHash(name + " " + std::to_string(p.uid), p.dev, p.count * devtest::bytesOf(elemOf(p.type)));
+  for (const Port& p : ports) CHECK_CUDA(cudaFree(p.dev));
+  if (ws) CHECK_CUDA(cudaFree(ws));
+}
+
+void batchedMatmul(cudnnHandle_t h, cudnnDataType_t t, const std::string& name) {
+  GraphBuilder g;
+  g.matmul(g.t(1, t, {2, 8, 16}), g.t(2, t, {2, 16, 4}), g.t(3, t, {2, 8, 4}));
+  runGraph(h, name, g.plan(h), {{1, t, 256, false}, {2, t, 128, false}, {3, t, 64, true}});
+}
+
+int ops() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  {  // conv -> add bias -> relu
+    GraphBuilder g;
+    int64_t xd[4], xs[4], wd[4], ws[4];
+    shape(2, 4, 5, 5, false, xd, xs);
+    shape(4, 4, 3, 3, false, wd, ws);
+    Case cs;
+    Desc x = tensor(kX, f32, xd, xs), w = tensor(kW, f32, wd, ws);
+    Desc acc = tensor(100, f32, xd, xs, true);
+    g.keep.insert(g.keep.end(), {x, w, acc});
+    Desc conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t spatial = 2, pad[2] = {1, 1}, one[2] = {1, 1};
+    set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32);
+    set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
+    set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial);
+    set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pad, 2);
+    set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pad, 2);
+    set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, one, 2);
+    set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, one, 2);
+    CHECK_DNN(cudnnBackendFinalize(conv));
+    g.keep.push_back(conv);
+    Desc op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    const float alpha = 1, beta = 0;
+    setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+    setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+    setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, acc);
+    setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
+    set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
+    g.finish(op);
+    Desc sum = g.t(101, f32, {2, 4, 5, 5}, true);
+    g.pointwise(CUDNN_POINTWISE_ADD, acc, g.t('b', f32, {1, 4, 1, 1}), sum);
+    g.pointwise(CUDNN_POINTWISE_RELU_FWD, sum, nullptr, g.t(kY, f32, {2, 4, 5, 5}));
+    runGraph(h, "conv_bias_relu", g.plan(h),
+             {{kX, f32, 200, false}, {kW, f32, 144, false}, {'b', f32, 4, false}, {kY, f32, 200, true}});
+  }
+  batchedMatmul(h, f32, "matmul f32");
+  batchedMatmul(h, CUDNN_DATA_HALF, "matmul f16");
+  {  // matmul -> gelu
+    GraphBuilder g;
+    Desc c = g.t(3, f32, {1, 8, 4}, true);
+    g.matmul(g.t(1, f32, {1, 8, 16}), g.t(2, f32, {1, 16, 4}), c);
+    g.pointwise(CUDNN_POINTWISE_GELU_FWD, c, nullptr, g.t(4, f32, {1, 8, 4}));
+    runGraph(h, "matmul_gelu", g.plan(h), {{1, f32, 128, false}, {2, f32, 64, false}, {4, f32, 32, true}});
+  }
+  {  // x * scale -> sum over the last dimension
+    GraphBuilder g;
+    Desc prod = g.t(3, f32, {1, 6, 10}, true);
+    g.pointwise(CUDNN_POINTWISE_MUL, g.t(1, f32, {1, 6, 10}), g.t(2, f32, {1, 1, 10}), prod);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, prod, g.t(4, f32, {1, 6, 1}));
+    runGraph(h, "scale_sum", g.plan(h), {{1, f32, 60, false}, {2, f32, 10, false}, {4, f32, 6, true}});
+  }
+  {  // layer norm, training
+    GraphBuilder g;
+    Desc op = make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR);
+    const cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
+    const cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
+    set(op, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, &mode);
+    set(op, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, CUDNN_TYPE_NORM_FWD_PHASE, &phase);
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, g.t(1, f32, {4, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, g.t(2, f32, {1, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, g.t(3, f32, {1, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, g.t(4, f32, {1, 1, 1, 1}, false, true));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, g.t(5, f32, {4, 1, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, g.t(6, f32, {4, 1, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, g.t(7, f32, {4, 8, 1, 1}));
+    g.finish(op);
+    runGraph(h, "layer_norm", g.plan(h),
+             {{1, f32, 32, false}, {2, f32, 8, false}, {3, f32, 8, false}, {5, f32, 4, true},
+              {6, f32, 4, true}, {7, f32, 32, true}},
+             {{4, 1e-5f}});
+  }
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int faultmm() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  batchedMatmul(h, CUDNN_DATA_FLOAT, "matmul f32");
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
 int autotune() {
   cudnnHandle_t h;
   CHECK_DNN(cudnnCreate(&h));
@@ -473,6 +726,8 @@ int main(int argc, char** argv) {
   if (mode == "fused") return fused();
   if (mode == "capture") return capture();
   if (mode == "autotune") return autotune();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune\n", argv[0]);
+  if (mode == "ops") return ops();
+  if (mode == "faultmm") return faultmm();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune|ops|faultmm\n", argv[0]);
   return 1;
 }

@@ -686,13 +686,65 @@ class GraphPrecision(unittest.TestCase):
 
 
 @unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
+class GraphOps(unittest.TestCase):
+    """Graphs of other operations: conv -> add bias -> relu, batched matmul (f32, f16),
+    matmul -> gelu, scale -> sum, layer norm with a by-value epsilon."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.plain = graph("ops", preload=False)
+        cls.fumi = graph("ops", policy=CONV_ALL)
+
+    def test_results_bit_identical_every_graph_checked(self):
+        self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
+        s = self.fumi.op(EXECUTE)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (6, 6, 0))
+        self.assertEqual(self.fumi.of("violation"), [])
+
+    def test_every_rerun_and_the_host_evaluation_agree(self):
+        graphs = {c["args"]["graph"] for c in checks_of(self.fumi, "determinism")}
+        self.assertEqual(graphs, {"conv_fwd+pointwise+pointwise", "matmul", "matmul+pointwise",
+                                  "pointwise+reduction", "norm_fwd"})
+        for c in checks_of(self.fumi, "determinism"):
+            self.assertEqual(c["value"], 0, c)
+        # highprec runs a clone of each graph with wider types (f16 -> f32, f32 -> f64).
+        self.assertEqual(len(checks_of(self.fumi, "highprec")), 6)
+        for c in checks_of(self.fumi, "highprec") + checks_of(self.fumi, "reference"):
+            self.assertLess(c["value"], 1e-6, c)
+        # fumi evaluates convolutions, matmuls, pointwise ops and reductions on the host;
+        # normalisations have no host evaluation yet.
+        ref = {c["args"]["graph"] for c in checks_of(self.fumi, "reference")}
+        self.assertEqual(ref, graphs - {"norm_fwd"})
+
+    def test_operands_named_by_role(self):
+        shapes = {c["args"]["graph"]: c["shape"] for c in checks_of(self.fumi, "determinism")}
+        self.assertEqual(set(shapes["conv_fwd+pointwise+pointwise"]), {"x", "w", "b", "y"})
+        self.assertEqual(shapes["conv_fwd+pointwise+pointwise"]["b"], [1, 4, 1, 1])
+        self.assertEqual(set(shapes["norm_fwd"]), {"x", "scale", "bias", "mean", "inv_var", "y"})
+        self.assertEqual(shapes["matmul"]["a"], [2, 8, 16])
+
+    def test_planted_matmul_fault_caught_by_reference(self):
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrongmm:8x4x16"}
+        r = graph("faultmm", policy=CONV_CHECKS, env=env)
+        self.assertEqual(lines(graph("faultmm", preload=False, env=env).stdout), lines(r.stdout))
+        [v] = r.of("violation")
+        self.assertEqual((v["check"], v["args"]["graph"]), ("reference", "matmul"))
+        self.assertAlmostEqual(v["value"], 2 ** -7, delta=2e-3)
+        self.assertEqual(graph("faultmm", policy=CONV_CHECKS).of("violation"), [])
+
+
+@unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
 class GraphSafety(unittest.TestCase):
-    def test_graphs_not_modelled_run_unchecked(self):
-        r = graph("fused", policy=CONV_CHECKS, env={"FUMI_LOG_LEVEL": "debug"})
+    def test_fused_convolution_graph_checked(self):
+        # conv -> relu through a virtual tensor: the same plan, a widened clone of the graph
+        # and fumi's host evaluation all reproduce the exact result.
+        r = graph("fused", policy=CONV_CHECKS)
         self.assertEqual(lines(graph("fused", preload=False).stdout), lines(r.stdout))
         s = r.op(EXECUTE)
-        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (1, 0, 1))
-        self.assertIn("graph of several operations not modelled", r.stderr)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (1, 1, 0))
+        for check in ("highprec", "determinism", "reference"):
+            [c] = checks_of(r, check)
+            self.assertEqual((c["value"], c["args"]["graph"]), (0, "conv_fwd+pointwise"), c)
 
     def test_autotuning_runs_not_counted_nor_checked(self):
         # Two candidate plans on one variant pack (3 runs each) are autotuning; the winner on a
