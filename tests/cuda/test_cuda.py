@@ -573,6 +573,27 @@ class BatchNorm(unittest.TestCase):
         self.assertEqual(r.of("check") + r.of("violation"), [])
 
 
+@unittest.skipUnless(CUDA_NORM and SIM_CUDNN, "cuda_norm or the cuDNN stand-in not built")
+class BatchNormPrecision(unittest.TestCase):
+    def test_cancelling_variance_flagged_by_highprec_and_reference(self):
+        # Channels of values around 4096 with a spread of 1/64: a variance computed as
+        # E[x^2] - E[x]^2 in f32 (the planted fault) loses it all. The f64 rerun (the same
+        # one-pass formula in f64) and fumi's two-pass host batch norm both disagree with the
+        # call; inference and backward, computed right from the statistics they are given, pass.
+        policy = every_conv("{ plugin: highprec }", "{ plugin: reference }")
+        env = {"FUMI_SIMCUDNN_FAULTS": "bnvar"}
+        r = norm("offset", policy=policy, env=env)
+        self.assertEqual(lines(norm("offset", preload=False, env=env).stdout), lines(r.stdout))
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {("cudnnBatchNormalizationForwardTraining", c)
+                                   for c in ("highprec", "reference")})
+        for v in r.of("violation"):
+            self.assertGreater(v["value"], 1e-2, v)
+        quiet = norm("offset", policy=policy)
+        self.assertEqual(quiet.of("violation"), [])
+        self.assertEqual(len(checks_of(quiet, "reference")), 3)
+
+
 # ---- cuDNN backend graph API (cuda_graph) ----------------------------------------------------
 
 EXECUTE = "cudnnBackendExecute"

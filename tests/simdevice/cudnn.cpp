@@ -432,6 +432,7 @@ cudnnStatus_t decodeBn(cudnnHandle_t handle, int mode, const cudnnTensorStruct* 
   p->x = view(*xd, *data, nullptr);
   p->y = view(*yd, ytype, nullptr);
   p->param = view(*pd, ptype, nullptr);
+  p->onePass = faults().bnvar;
   return CUDNN_STATUS_SUCCESS;
 }
 

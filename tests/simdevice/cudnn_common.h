@@ -57,6 +57,7 @@ struct Faults {
   int64_t mmM = 0, mmN = 0, mmK = 0;
   bool accum16 = false;
   bool nondet = false;
+  bool bnvar = false;  // batch-norm statistics one-pass, E[x^2] - E[x]^2, summed in the parameter type
 };
 
 // The factor a `wrong` fault multiplies results by (before the one rounding).
@@ -76,6 +77,8 @@ inline const Faults& faults() {
         r->accum16 = true;
       } else if (item == "nondet") {
         r->nondet = true;
+      } else if (item == "bnvar") {
+        r->bnvar = true;
       } else if (std::sscanf(item.c_str(), "wrongmm:%lldx%lldx%lld", &m, &c, &k) == 3) {
         r->wrongMatmul = true;
         r->mmM = m;

@@ -272,6 +272,10 @@ struct BnProblem {
   double factor = 1, epsilon = 0;
   double alpha = 1, beta = 0;            // data (y, dx)
   double alphaParam = 1, betaParam = 0;  // Backward: dScale, dBias
+  // Planted fault: batch statistics in one pass, var = E[x^2] - E[x]^2, summed sequentially in
+  // the parameter type (float for f16/bf16/f32 data): catastrophic cancellation when the mean
+  // is large against the spread.
+  bool onePass = false;
 };
 
 namespace detail {
@@ -296,7 +300,26 @@ inline void execute(const BnProblem& p) {
   std::vector<double> mean(static_cast<size_t>(P), 0.0), inv(static_cast<size_t>(P), 0.0);
   std::vector<double> var(static_cast<size_t>(P), 0.0);
 
+  auto onePass = [&](auto zero) {  // the planted fault, summed in decltype(zero)
+    std::vector<decltype(zero)> s(mean.size(), zero), s2(mean.size(), zero);
+    for (int64_t l = 0; l < total; ++l) {
+      const auto v = static_cast<decltype(zero)>(x[static_cast<size_t>(l)]);
+      s[pidx(l)] += v;
+      s2[pidx(l)] += v * v;
+    }
+    for (size_t j = 0; j < mean.size(); ++j) {
+      const auto m = s[j] / static_cast<decltype(zero)>(M);
+      mean[j] = m;
+      var[j] = std::max(0.0, static_cast<double>(s2[j] / static_cast<decltype(zero)>(M) - m * m));
+      inv[j] = 1.0 / std::sqrt(var[j] + p.epsilon);
+    }
+  };
   auto statistics = [&] {
+    if (p.onePass) {
+      if (p.param.type == gemm::DType::F64) onePass(0.0);
+      else onePass(0.0f);
+      return;
+    }
     for (int64_t l = 0; l < total; ++l) mean[pidx(l)] += x[static_cast<size_t>(l)];
     for (double& m : mean) m /= M;
     for (int64_t l = 0; l < total; ++l) {
