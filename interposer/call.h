@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fumi/plugin.h"
+#include "reference.h"
 
 namespace fumi {
 
@@ -39,6 +40,12 @@ class Call {
   // Output tensor `output` recomputed by fumi's own host fp64 implementation (reference.h), as
   // dense row-major fp64; FUMI_UNSUPPORTED for operations fumi has none for.
   virtual fumi_status reference(int32_t /*output*/, double* /*out*/) { return FUMI_UNSUPPORTED; }
+  // Output tensor `output` as reference() computes it, projected onto vectors along one of its
+  // dimensions without computing it (reference.h, Projection); FUMI_UNSUPPORTED where fumi has
+  // no such projection.
+  virtual fumi_status project(int32_t /*output*/, const Projection& /*p*/) {
+    return FUMI_UNSUPPORTED;
+  }
 
   // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
   void setAutocast(fumi_dtype d) { autocast_ = d; }

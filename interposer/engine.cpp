@@ -197,6 +197,15 @@ fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
   return c->call->reference(index, out);
 }
 
+fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
+                        const double* vectors, double* out, double* out_lo) {
+  if (!validIndex(c, index) || !vectors || !out || count < 1) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  if (t.role != FUMI_ROLE_OUTPUT || dim < 0 || dim >= t.ndim) return FUMI_ERROR;
+  InsideScope inside;
+  return c->call->project(index, Projection{dim, count, vectors, out, out_lo});
+}
+
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
                         fumi_dtype dtype) {
   if (!validIndex(c, index) || !in || !buffer) return FUMI_ERROR;
@@ -350,7 +359,7 @@ void hostLog(fumi_log_level level, const char* message) {
 const fumi_host_api kHostApi = {
     FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
-    hostLog,                 hostReference};
+    hostLog,                 hostReference,         hostProject};
 
 // Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {

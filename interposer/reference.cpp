@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "engine.h"
 #include "fumi/dtype.hpp"
@@ -14,7 +15,10 @@ namespace {
 
 // Dense row-major copy of tensor i (empty vector for i < 0).
 bool gathered(const std::vector<fumi_tensor>& ts, int i, std::vector<double>& out) {
-  if (i < 0) return true;
+  if (i < 0) {
+    out.clear();
+    return true;
+  }
   const fumi_tensor& t = ts[static_cast<size_t>(i)];
   out.resize(static_cast<size_t>(tensorNumel(t)));
   return gatherTensor(t, nullptr, t.dtype, out.data()) == FUMI_OK;
@@ -32,7 +36,19 @@ struct Compensated {
     c += (s - (t - z)) + (p - z) + pe;
     s = t;
   }
+  void addTail(double x) { c += x; }  // a term far below the sum (a product's low part)
   double value() const { return s + c; }
+  double hi() const { return s + c; }
+  double lo() const { return c - (hi() - s); }  // hi + lo == s + c (Fast2Sum: |s| >= |c|)
+};
+
+// The same interface as plain fp64 sums, for projections of outputs narrower than fp64.
+struct PlainSum {
+  double s = 0;
+  void add(double a, double b) { s += a * b; }
+  void addTail(double x) { s += x; }
+  double hi() const { return s; }
+  double lo() const { return 0; }
 };
 
 // sum a[i] * b[i*sb], compensated.
@@ -63,33 +79,189 @@ struct Dims {
   }
 };
 
+// The operands of a MatmulSpec decoded once, for the reference and the projections alike:
+// dense row-major fp64 copies, the dimensions, and where each batch starts in the copies.
+// The copies live in the calling thread's buffers and are reused by its next call: on fresh
+// memory, page faults and zeroing cost more than a projection's arithmetic (docs/checksum.md).
+// Buffers above kKeptDoubles are released after each use. One MatmulOperands per thread at a
+// time (the reference and the projections never nest).
+struct MatmulOperands {
+  static constexpr size_t kKeptDoubles = size_t{1} << 21;  // 16 MiB per operand
+  struct Buffers {
+    std::vector<double> A, B, C, bias;
+  };
+  static Buffers& threadBuffers() {
+    thread_local Buffers buffers;
+    return buffers;
+  }
+
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t sa = 0, sb = 0, sc = 0;  // batch strides of A, B, C (0: shared by every batch)
+  // C empty when not read (beta == 0: NaN stays out).
+  std::vector<double>& A = threadBuffers().A;
+  std::vector<double>& B = threadBuffers().B;
+  std::vector<double>& C = threadBuffers().C;
+  std::vector<double>& bias = threadBuffers().bias;
+
+  MatmulOperands() = default;
+  MatmulOperands(const MatmulOperands&) = delete;
+  MatmulOperands& operator=(const MatmulOperands&) = delete;
+  ~MatmulOperands() {
+    for (std::vector<double>* v : {&A, &B, &C, &bias})
+      if (v->capacity() > kKeptDoubles) std::vector<double>().swap(*v);
+  }
+
+  fumi_status decode(const std::vector<fumi_tensor>& ts, const MatmulSpec& s, int32_t output) {
+    if (output != s.d || s.a < 0 || s.b < 0 || s.d < 0) return FUMI_UNSUPPORTED;
+    const Dims da(ts[static_cast<size_t>(s.a)]), db(ts[static_cast<size_t>(s.b)]),
+        dd(ts[static_cast<size_t>(s.d)]);
+    batch = dd.batch;
+    m = dd.rows;
+    n = dd.cols;
+    k = da.cols;
+    if (da.rows != m || db.rows != k || db.cols != n) return FUMI_UNSUPPORTED;
+    if (!gathered(ts, s.a, A) || !gathered(ts, s.b, B) || !gathered(ts, s.beta != 0 ? s.c : -1, C) ||
+        !gathered(ts, s.bias, bias))
+      return FUMI_UNSUPPORTED;
+    // Operands without a batch dimension serve every batch.
+    sa = da.batch > 1 ? m * k : 0;
+    sb = db.batch > 1 ? k * n : 0;
+    sc = C.size() > static_cast<size_t>(m * n) ? m * n : 0;
+    return FUMI_OK;
+  }
+  const double* a(int64_t b) const { return &A[static_cast<size_t>(b * sa)]; }
+  const double* b(int64_t b) const { return &B[static_cast<size_t>(b * sb)]; }
+  const double* c(int64_t b) const { return C.empty() ? nullptr : &C[static_cast<size_t>(b * sc)]; }
+};
+
+// acc[t * count + s] += M[r, c] * v[w * count + s] over the rows x cols dense matrix M, with
+// (t, w) = (r, c), or (c, r) when `transposed`: M * V or M^T * V for `count` vectors stored
+// interleaved (element i of vector s at i * count + s). v_lo (may be null): low parts of v.
+template <class Acc>
+void multiplyInto(std::vector<Acc>& acc, const double* M, int64_t rows, int64_t cols,
+                  bool transposed, const double* v, const double* v_lo, int32_t count) {
+  // Plain sums have no low parts to carry (they are zero).
+  if (std::is_same<Acc, PlainSum>::value) v_lo = nullptr;
+  auto term = [&](double x, int64_t t, int64_t w) {
+    Acc* out = &acc[static_cast<size_t>(t * count)];
+    const double* vw = v + w * count;
+    for (int32_t s = 0; s < count; ++s) out[s].add(x, vw[s]);
+    if (v_lo)
+      for (int32_t s = 0; s < count; ++s) out[s].addTail(x * v_lo[w * count + s]);
+  };
+  if (transposed) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) term(M[r * cols + c], c, r);
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) term(M[r * cols + c], r, c);
+  }
+}
+
+// The sums of `acc` split into high and low parts, the accumulators cleared for the next batch.
+template <class Acc>
+void split(std::vector<Acc>& acc, std::vector<double>& hi, std::vector<double>& lo) {
+  hi.resize(acc.size());
+  lo.resize(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    hi[i] = acc[i].hi();
+    lo[i] = acc[i].lo();
+    acc[i] = Acc{};
+  }
+}
+
+// The projection itself, with sums of type Acc (Compensated or PlainSum). `rows`: the row
+// dimension (m) is contracted, else the column dimension (n).
+template <class Acc>
+void matmulProject(const MatmulOperands& op, const MatmulSpec& s, bool rows,
+                   const Projection& p) {
+  const int32_t count = p.count;
+  const int64_t len = rows ? op.m : op.n;
+  // The vectors interleaved (element i of every vector together), as multiplyInto reads them.
+  std::vector<double> v(static_cast<size_t>(len * count));
+  for (int32_t q = 0; q < count; ++q)
+    for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(i * count + q)] = p.vectors[q * len + i];
+  std::vector<Acc> inner(static_cast<size_t>(op.k * count));  // B * R, or L^T * A
+  std::vector<Acc> prod(static_cast<size_t>((rows ? op.n : op.m) * count));
+  std::vector<Acc> prior(prod.size()), bias(static_cast<size_t>(count));
+  std::vector<double> hi, lo, prod_hi, prod_lo, prior_hi, prior_lo, bias_hi, bias_lo;
+  if (!op.bias.empty()) {  // bias_i summed against the vectors: sum(R), or L^T * bias
+    if (rows) multiplyInto(bias, op.bias.data(), op.m, 1, true, v.data(), nullptr, count);
+    else
+      for (int64_t i = 0; i < len; ++i)
+        for (int32_t q = 0; q < count; ++q) bias[static_cast<size_t>(q)].add(1.0, v[static_cast<size_t>(i * count + q)]);
+  }
+  split(bias, bias_hi, bias_lo);
+  for (int64_t b = 0; b < op.batch; ++b) {
+    if (rows) {  // L^T D = alpha (L^T A) B + beta L^T C
+      multiplyInto(inner, op.a(b), op.m, op.k, true, v.data(), nullptr, count);
+      split(inner, hi, lo);
+      multiplyInto(prod, op.b(b), op.k, op.n, true, hi.data(), lo.data(), count);
+      if (op.c(b)) multiplyInto(prior, op.c(b), op.m, op.n, true, v.data(), nullptr, count);
+    } else {  // D R = alpha A (B R) + beta C R
+      multiplyInto(inner, op.b(b), op.k, op.n, false, v.data(), nullptr, count);
+      split(inner, hi, lo);
+      multiplyInto(prod, op.a(b), op.m, op.k, false, hi.data(), lo.data(), count);
+      if (op.c(b)) multiplyInto(prior, op.c(b), op.m, op.n, false, v.data(), nullptr, count);
+    }
+    split(prod, prod_hi, prod_lo);
+    split(prior, prior_hi, prior_lo);
+    // prod and prior hold (other dimension) x count; out holds count x n (rows) or m x count.
+    const int64_t other = rows ? op.n : op.m;
+    for (int64_t j = 0; j < other; ++j)
+      for (int32_t q = 0; q < count; ++q) {
+        const size_t at = static_cast<size_t>(j * count + q);
+        Compensated sum;
+        sum.add(s.alpha, prod_hi[at]);
+        sum.addTail(s.alpha * prod_lo[at]);
+        if (op.c(b)) {
+          sum.add(s.beta, prior_hi[at]);
+          sum.addTail(s.beta * prior_lo[at]);
+        }
+        if (!op.bias.empty()) {
+          const double weight = rows ? 1.0 : op.bias[static_cast<size_t>(j)];
+          sum.add(weight, bias_hi[static_cast<size_t>(q)]);
+          sum.addTail(weight * bias_lo[static_cast<size_t>(q)]);
+        }
+        const int64_t o = rows ? (b * count + q) * op.n + j : (b * op.m + j) * count + q;
+        p.out[o] = sum.hi();
+        if (p.out_lo) p.out_lo[o] = sum.lo();
+      }
+  }
+}
+
 }  // namespace
 
 fumi_status matmulReference(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
                             int32_t output, double* out) {
-  if (output != s.d || s.a < 0 || s.b < 0 || s.d < 0) return FUMI_UNSUPPORTED;
-  const Dims da(ts[static_cast<size_t>(s.a)]), db(ts[static_cast<size_t>(s.b)]),
-      dd(ts[static_cast<size_t>(s.d)]);
-  const int64_t m = dd.rows, n = dd.cols, k = da.cols;
-  if (da.rows != m || db.rows != k || db.cols != n) return FUMI_UNSUPPORTED;
-  std::vector<double> A, B, C, bias;
-  if (!gathered(ts, s.a, A) || !gathered(ts, s.b, B) || !gathered(ts, s.c, C) ||
-      !gathered(ts, s.bias, bias))
-    return FUMI_UNSUPPORTED;
-  // Operands without a batch dimension serve every batch.
-  const int64_t sa = da.batch > 1 ? m * k : 0, sb = db.batch > 1 ? k * n : 0;
-  const int64_t sc = C.size() > static_cast<size_t>(m * n) ? m * n : 0;
-  const bool reads_c = !C.empty() && s.beta != 0;  // beta == 0: C is not read (NaN stays out)
-  for (int64_t b = 0; b < dd.batch; ++b)
+  MatmulOperands op;
+  if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
+  const int64_t m = op.m, n = op.n, k = op.k;
+  for (int64_t b = 0; b < op.batch; ++b)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t o = (b * m + i) * n + j;
-        double v = s.alpha * dot2(&A[static_cast<size_t>(b * sa + i * k)],
-                                  &B[static_cast<size_t>(b * sb + j)], n, k);
-        if (reads_c) v += s.beta * C[static_cast<size_t>(b * sc + i * n + j)];
-        if (!bias.empty()) v += bias[static_cast<size_t>(i)];
+        double v = s.alpha * dot2(op.a(b) + i * k, op.b(b) + j, n, k);
+        if (op.c(b)) v += s.beta * op.c(b)[i * n + j];
+        if (!op.bias.empty()) v += op.bias[static_cast<size_t>(i)];
         out[o] = activate(v, s.act);
       }
+  return FUMI_OK;
+}
+
+fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
+                             int32_t output, const Projection& p) {
+  if (s.act != MatmulSpec::Act::kNone || p.count < 1 || !p.vectors || !p.out || output < 0 ||
+      static_cast<size_t>(output) >= ts.size())
+    return FUMI_UNSUPPORTED;
+  const fumi_tensor& d = ts[static_cast<size_t>(output)];
+  const int rows_dim = d.ndim == 3 ? 1 : 0, cols_dim = d.ndim >= 2 ? d.ndim - 1 : -1;
+  if (p.dim != rows_dim && p.dim != cols_dim) return FUMI_UNSUPPORTED;
+  MatmulOperands op;
+  if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
+  const bool rows = p.dim == rows_dim;
+  if (p.out_lo) matmulProject<Compensated>(op, s, rows, p);
+  else matmulProject<PlainSum>(op, s, rows, p);
   return FUMI_OK;
 }
 

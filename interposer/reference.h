@@ -30,6 +30,30 @@ struct MatmulSpec {
 fumi_status matmulReference(const std::vector<fumi_tensor>& tensors, const MatmulSpec& spec,
                             int32_t output, double* out);
 
+// A projection of an output (fumi_host_api.project): the output Y as the reference computes it,
+// contracted along its logical dimension `dim` with `count` vectors of length len = shape[dim]
+// (vectors[s * len + i] is element i of vector s). With Y read as outer x len x inner around
+// that dimension, out[(o * count + s) * inner + q] = sum_i vectors[s * len + i] * Y[o, i, q]:
+// the output's shape with `dim` replaced by `count`, dense row-major. `out_lo` (may be null)
+// receives the low parts of compensated sums, so that out + out_lo carries the projection to
+// about 2^-100 relative; without it, plain fp64 sums (relative error about len * 2^-53 of the
+// sum of magnitudes), enough for outputs narrower than fp64.
+struct Projection {
+  int32_t dim = 0;
+  int32_t count = 0;
+  const double* vectors = nullptr;
+  double* out = nullptr;
+  double* out_lo = nullptr;
+};
+
+// D = alpha * A * B + beta * C + bias projected without forming D: for the columns (dim = the
+// last; D * R = alpha * A * (B * R) + beta * C * R + bias * sum(R)) or the rows (dim = the one
+// before it, or 0 for a vector D; L^T * D likewise from L^T * A), O((mk + kn + mn) * count) per
+// batch instead of O(mnk). FUMI_UNSUPPORTED for another dimension or an activation (a
+// projection of act(x) is not act of a projection).
+fumi_status matmulProjection(const std::vector<fumi_tensor>& tensors, const MatmulSpec& spec,
+                             int32_t output, const Projection& projection);
+
 // A convolution over 1 to 3 spatial dimensions, cuDNN's legacy definition, by tensor indices of
 // a call. x is N x C x spatial, w is K x C/groups x filter spatial, y is N x K x output spatial
 // (logical dimensions: any layout is read through the tensors' strides).

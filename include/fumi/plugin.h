@@ -185,6 +185,18 @@ typedef struct fumi_host_api {
    * the host's own independent fp64 implementation of the operation (not the library that ran
    * the call), as dense row-major fp64 in `out`. FUMI_UNSUPPORTED when the host has none. */
   fumi_status (*reference)(fumi_call* call, int32_t index, double* out);
+  /* Appended (read it only when struct_size covers it): output tensor `index` as `reference`
+   * computes it, contracted along its logical dimension `dim` with `count` vectors, without
+   * computing the output itself (for a GEMM, O((mn + mk + kn) * count) instead of O(mnk)).
+   * vectors[s * len + i] is element i of vector s, len = shape[dim]. With the output read as
+   * outer x len x inner around `dim`, out[(o * count + s) * inner + q] =
+   * sum_i vectors[s * len + i] * Y[o, i, q]: the output's shape with `dim` replaced by `count`,
+   * dense row-major. `out_lo` may be NULL; when given it receives low parts such that
+   * out + out_lo carries the projection to about 2^-100 relative (compensated sums: needed to
+   * check fp64 calls); without it, plain fp64 sums. FUMI_UNSUPPORTED when the host has no
+   * projection for this operation, output or dimension. */
+  fumi_status (*project)(fumi_call* call, int32_t index, int32_t dim, int32_t count,
+                         const double* vectors, double* out, double* out_lo);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

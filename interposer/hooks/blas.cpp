@@ -67,6 +67,9 @@ class GemmCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     return matmulReference(tensors(), spec, output, out);
   }
+  fumi_status project(int32_t output, const Projection& p) override {
+    return matmulProjection(tensors(), spec, output, p);
+  }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
     const auto& ts = tensors();
@@ -108,8 +111,10 @@ class GemvCall final : public Call {
   int a = -1, x = -1, y_in = -1, y = -1;
 
   fumi_status reference(int32_t output, double* out) override {
-    return matmulReference(tensors(), MatmulSpec{a, x, y_in, y, /*bias=*/-1, alpha_, beta_},
-                           output, out);
+    return matmulReference(tensors(), spec(), output, out);
+  }
+  fumi_status project(int32_t output, const Projection& p) override {
+    return matmulProjection(tensors(), spec(), output, p);
   }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
@@ -139,6 +144,7 @@ class GemvCall final : public Call {
   }
 
  private:
+  MatmulSpec spec() const { return MatmulSpec{a, x, y_in, y, /*bias=*/-1, alpha_, beta_}; }
   char t_;
   int m_, n_, lda_, incx_, incy_;
   double alpha_, beta_;

@@ -227,13 +227,20 @@ class DeviceGemmCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     Checker* ck = Checker::get();
     if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
-    return matmulReference(tensors(), MatmulSpec{a, b, c_in, d, bias, alpha, beta, act}, output,
-                           out);
+    return matmulReference(tensors(), spec(), output, out);
+  }
+  // Device operands are gathered to the host (reference.h); a GEMV-shaped rerun on the
+  // checker stream would keep them there.
+  fumi_status project(int32_t output, const Projection& p) override {
+    Checker* ck = Checker::get();
+    if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
+    return matmulProjection(tensors(), spec(), output, p);
   }
 
   const GemmProblem& problem() const { return p_; }
 
  private:
+  MatmulSpec spec() const { return MatmulSpec{a, b, c_in, d, bias, alpha, beta, act}; }
   const void* pick(void* const* buf, int i) const {
     return buf[i] ? buf[i] : tensors()[static_cast<size_t>(i)].data;
   }

@@ -175,6 +175,16 @@ class Context {
     return host_->reference(call_, i, out);
   }
 
+  // Output i as `reference` computes it, contracted along dimension `dim` with `count` vectors
+  // (fumi_host_api.project; out_lo may be null).
+  fumi_status project(int32_t i, int32_t dim, int32_t count, const double* vectors, double* out,
+                      double* out_lo) {
+    if (host_->struct_size < offsetof(fumi_host_api, project) + sizeof(host_->project) ||
+        !host_->project)
+      return FUMI_UNSUPPORTED;
+    return host_->project(call_, i, dim, count, vectors, out, out_lo);
+  }
+
   void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
   void log(fumi_log_level level, const std::string& message) const {
     host_->log(level, message.c_str());

@@ -16,7 +16,7 @@ from fumitest import BLAS_DEMO, BUILD, SOURCE, read_events, write_policy  # noqa
 CMAKE = os.environ.get("FUMI_CMAKE", "cmake")
 PYTHON = "/usr/bin/python3"
 TORCH_ADAPTER_BUILT = os.path.exists(os.path.join(BUILD, "lib", "fumi", "libfumi_torch.so"))
-BUILTIN_PLUGINS = ("perturb", "highprec", "nan_inf", "determinism", "reference")
+BUILTIN_PLUGINS = ("perturb", "highprec", "nan_inf", "determinism", "reference", "checksum")
 # blas_demo well: one sgemm_ of 32x40 by 40x24, inputs in [0.5, 1): outputs in about [10, 40].
 WELL_OUTPUTS = 32 * 24
 

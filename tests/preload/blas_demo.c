@@ -8,6 +8,8 @@
  *   blas_demo loop N   N small sgemm_ calls (sampling tests)
  *   blas_demo threads T N   T threads, each N small sgemm_ calls
  *   blas_demo overflow sgemm_ with finite inputs whose products overflow fp32 (Inf appears)
+ *   blas_demo checksum 3 sgemm_ and 3 dgemm_ calls of 48x40 by 40x36 (transposes, beta != 0,
+ *                      mixed-sign data); the checksum tests corrupt one of them (corrupt_blas.c)
  *   blas_demo exec     a well-conditioned sgemm_, then exec() of itself in mode "ill" (same pid)
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
@@ -219,6 +221,26 @@ static int vforked(void) {
   return well();
 }
 
+static int checksum(void) {
+  enum { M = 48, N = 36, K = 40, LD = 50, BIG = LD * 50 };
+  static float a[BIG], b[BIG], c[BIG];
+  static double da[BIG], db[BIG], dc[BIG];
+  const char* trans[3][2] = {{"N", "N"}, {"T", "N"}, {"N", "T"}};
+  for (int t = 0; t < 3; ++t) {
+    fill_f(a, BIG); fill_f(b, BIG); fill_f(c, BIG);
+    fill_d(da, BIG); fill_d(db, BIG); fill_d(dc, BIG);
+    for (int i = 0; i < BIG; ++i) { a[i] -= 0.75f; da[i] -= 0.75; }  /* mixed signs */
+    const int m = M, n = N, k = K, ld = LD;
+    const float alpha = 1.0f, beta = t == 1 ? 0.5f : 0.0f;
+    const double dalpha = -0.5, dbeta = t == 2 ? 2.0 : 0.0;
+    sgemm_(trans[t][0], trans[t][1], &m, &n, &k, &alpha, a, &ld, b, &ld, &beta, c, &ld);
+    dgemm_(trans[t][0], trans[t][1], &m, &n, &k, &dalpha, da, &ld, db, &ld, &dbeta, dc, &ld);
+    print_f("checksum_s", c, LD * N);
+    print_d("checksum_d", dc, LD * N);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s ill|well|layouts|loop N\n", argv[0]);
@@ -233,6 +255,7 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "fork_exit")) return forked(1);
   if (!strcmp(argv[1], "vfork")) return vforked();
   if (!strcmp(argv[1], "overflow")) return overflow();
+  if (!strcmp(argv[1], "checksum")) return checksum();
   if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;

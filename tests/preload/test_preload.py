@@ -1,10 +1,13 @@
 """Preload integration tests: real programs on real OpenBLAS under LD_PRELOAD=libfumi.so."""
 import json
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import unittest
 
-from fumitest import BLAS_DEMO, run, write_policy
+from fumitest import BLAS_DEMO, LIBFUMI, run, write_policy
 
 CHECK_ALL = """
 version: 1
@@ -389,6 +392,90 @@ class Actions(unittest.TestCase):
         # A is 8x3 fp32 with lda 8: 24 floats.
         self.assertEqual(os.path.getsize(os.path.join(case, "t0.bin")), 8 * 3 * 4)
 
+
+
+CHECKSUM = """
+version: 1
+report: { all_checks: true }
+rules:
+  - match: { op: "*gemm*" }
+    sample: { every: 1 }
+    checks:
+      - { plugin: checksum }
+      - { plugin: reference }
+"""
+
+
+class Checksum(unittest.TestCase):
+    """The checksum check on real OpenBLAS: a planted silent corruption (corrupt_blas.c, preloaded
+    after libfumi, multiplies one element of C by 4 on the calls FUMI_TEST_CORRUPT names) is
+    flagged on exactly those calls, agreeing with the reference check; correct calls are not."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="fumi-corrupt-")
+        cls.shim = os.path.join(cls.tmp, "libcorrupt_blas.so")
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corrupt_blas.c")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", cls.shim, src, "-ldl"], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_demo(self, corrupt, with_fumi):
+        env = {"FUMI_TEST_CORRUPT": corrupt,
+               "LD_PRELOAD": (LIBFUMI + ":" if with_fumi else "") + self.shim}
+        return run([BLAS_DEMO, "checksum"], policy=CHECKSUM if with_fumi else None,
+                   preload=with_fumi, env=env)
+
+    def test_planted_corruption_flagged_results_unchanged(self):
+        corrupt = "sgemm_:1,dgemm_:2"
+        plain = self.run_demo(corrupt, with_fumi=False)
+        r = self.run_demo(corrupt, with_fumi=True)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)  # bit-identical, corruption included
+        self.assertEqual(r.of("error"), [])
+        flagged = {(v["op"], v["call_index"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {("sgemm_", 1, "checksum"), ("sgemm_", 1, "reference"),
+                                   ("dgemm_", 2, "checksum"), ("dgemm_", 2, "reference")})
+        checks = [c for c in r.of("check") + r.of("violation") if c["check"] == "checksum"]
+        self.assertEqual(len(checks), 6)
+        reference = {(c["op"], c["call_index"]): c["value"]
+                     for c in r.of("check") + r.of("violation") if c["check"] == "reference"}
+        for c in checks:
+            ref = reference[(c["op"], c["call_index"])]
+            if c["event"] == "violation":
+                # One element times 4 in 48x36: the estimate within 2x of the reference's figure,
+                # and it points at the element (row 24, column 18).
+                self.assertGreater(c["value"], ref / 2, c)
+                self.assertLess(c["value"], ref * 2, c)
+                self.assertEqual(c["extra"]["worst_row"], 24, c)
+                self.assertEqual(c["extra"]["worst_col"], 18, c)
+                self.assertEqual(c["extra"]["samples"], 16, c)
+            else:
+                self.assertLess(c["value"], 1e-6 if c["dtype"] == "f32" else 1e-15, c)
+                self.assertGreater(c["value"], 0, c)  # rounding is seen, not hidden
+
+    def test_correct_calls_not_flagged(self):
+        plain = run([BLAS_DEMO, "checksum"], preload=False)
+        r = run([BLAS_DEMO, "checksum"], policy=CHECKSUM)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.op("sgemm_")["checked"], 3)
+        self.assertEqual(r.op("dgemm_")["checked"], 3)
+        self.assertLess(r.op("sgemm_")["worst"]["checksum.normwise_rel"], 1e-6)
+
+    def test_bad_parameter_rejected_with_message(self):
+        r = run([BLAS_DEMO, "well"], policy="""
+            version: 1
+            rules:
+              - match: { op: sgemm_ }
+                checks: [ { plugin: checksum, vectors: 0 } ]
+        """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        messages = [e["message"] for e in r.of("error")]
+        self.assertTrue(any("parameter 'vectors' of plugin 'checksum' must be in [1, 64]" in m
+                            for m in messages), messages)
 
 if __name__ == "__main__":
     unittest.main()

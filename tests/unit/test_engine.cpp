@@ -454,7 +454,8 @@ TEST(PluginLoader, MissingWrongAbiAndBuiltins) {
     EXPECT_TRUE(p.error.empty()) << p.error;
     names.push_back(p.name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"determinism", "highprec", "nan_inf", "perturb", "reference"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"checksum", "determinism", "highprec", "nan_inf",
+                                            "perturb", "reference"}));
 }
 
 }  // namespace

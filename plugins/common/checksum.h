@@ -1,0 +1,300 @@
+// checksum.h — the statistics of the `checksum` check (plugins/checksum, docs/checksum.md):
+// random projection vectors, the call's own output contracted with them, and the error
+// estimates from comparing that with the host's exact projection (fumi_host_api.project).
+// Header-only, no host calls: unit tests run it against fumi's reference directly.
+//
+// The estimator. With E = C - C_exact (C the call's output) and vectors r of independent
+// standard normal entries, E ||E r||^2 = ||E||_F^2. From N samples (right vectors r_s over the
+// columns, left vectors l_s over the rows: E ||l^T E||^2 = ||E||_F^2 as well)
+//   est^2 = (1/N) sum_s ||E r_s||^2 = ||E||_F^2 * (sum_i w_i chi2_N,i) / N,
+// w_i = sigma_i^2 / ||E||_F^2 over the singular values of E: a weighted mean of chi-square
+// variables, relative variance 2 sum_i w_i^2 / N <= 2 / N. The worst case is a rank-1 E (one
+// wrong element, one wrong column), est^2 = ||E||_F^2 * chi2_N / N; docs/checksum.md gives the
+// probabilities per N. The metric is est / ||C||_F, and for gross errors (est above
+// kGrossError * ||C||_F, where ||C||_F no longer stands for ||C_exact||_F) est / est_exact with
+// est_exact^2 = (1/N) sum_s ||C_exact r_s||^2 from the same vectors.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "metrics.h"
+
+namespace fumi::checksum {
+
+// Above this estimated relative error, the output's own norm is a poor stand-in for the exact
+// result's: the metric divides by the projected exact norm instead.
+constexpr double kGrossError = 0.1;
+
+// Standard normal deviate number `index` of the stream `seed` (Box-Muller on two hashes of
+// (seed, index)): any element of any vector is reproducible on its own, in any order.
+inline double gaussianAt(uint64_t seed, uint64_t index) {
+  const uint64_t h1 = metrics::mixSeed(seed, 2 * index), h2 = metrics::mixSeed(seed, 2 * index + 1);
+  const double u1 = (static_cast<double>(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = static_cast<double>(h2 >> 11) * 0x1.0p-53;          // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// `count` vectors of length `len`, vector s at v[s * len ...] (fumi_host_api.project's layout).
+inline void gaussianVectors(uint64_t seed, int32_t count, int64_t len, double* v) {
+  const uint64_t n = static_cast<uint64_t>(count) * static_cast<uint64_t>(len);
+  for (uint64_t i = 0; i < n; ++i) v[i] = gaussianAt(seed, i);
+}
+
+// A dense row-major shape read as outer x len x inner around dimension `dim`.
+struct Split {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+inline Split splitAround(const int64_t* shape, int32_t ndim, int32_t dim) {
+  Split s;
+  for (int32_t d = 0; d < ndim; ++d) (d < dim ? s.outer : d == dim ? s.len : s.inner) *= shape[d];
+  return s;
+}
+
+namespace detail {
+
+// TwoSum/TwoProduct accumulation (the host's reference sums the same way): as accurate as a
+// sum in twice the precision.
+struct DoubleDouble {
+  double s = 0, c = 0;
+  void add(double a, double b) {
+    const double p = a * b, pe = std::fma(a, b, -p);
+    const double t = s + p, z = t - s;
+    c += (s - (t - z)) + (p - z) + pe;
+    s = t;
+  }
+};
+
+}  // namespace detail
+
+// The call's side of the projection: y (dense row-major, split `sp`) contracted along the split
+// dimension with `count` vectors v[s * len + i]: out[(o * count + s) * inner + q], like
+// fumi_host_api.project. out_lo null: plain fp64 sums; else compensated, out + out_lo.
+inline void contract(const double* y, Split sp, int32_t count, const double* v, double* out,
+                     double* out_lo) {
+  const size_t row = static_cast<size_t>(count * sp.inner);
+  if (sp.inner == 1 && !out_lo) {  // the last dimension: dot products of contiguous rows
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int32_t s = 0; s < count; ++s) {
+        const double* a = y + o * sp.len;
+        const double* b = v + s * sp.len;
+        double part[4] = {0, 0, 0, 0};  // independent chains the CPU can overlap
+        int64_t i = 0;
+        for (; i + 4 <= sp.len; i += 4)
+          for (int lane = 0; lane < 4; ++lane) part[lane] += a[i + lane] * b[i + lane];
+        for (; i < sp.len; ++i) part[0] += a[i] * b[i];
+        out[o * count + s] = (part[0] + part[1]) + (part[2] + part[3]);
+      }
+    return;
+  }
+  std::vector<detail::DoubleDouble> acc(out_lo ? row : 0);
+  for (int64_t o = 0; o < sp.outer; ++o) {
+    double* dst = out + o * count * sp.inner;
+    std::fill(dst, dst + row, 0.0);
+    std::fill(acc.begin(), acc.end(), detail::DoubleDouble{});
+    for (int64_t i = 0; i < sp.len; ++i) {
+      const double* src = y + (o * sp.len + i) * sp.inner;
+      for (int32_t s = 0; s < count; ++s) {
+        const double w = v[s * sp.len + i];
+        double* d = dst + s * sp.inner;
+        if (out_lo) {
+          detail::DoubleDouble* a = &acc[static_cast<size_t>(s * sp.inner)];
+          for (int64_t q = 0; q < sp.inner; ++q) a[q].add(w, src[q]);
+        } else {
+          for (int64_t q = 0; q < sp.inner; ++q) d[q] += w * src[q];
+        }
+      }
+    }
+    if (out_lo)
+      for (size_t k = 0; k < row; ++k) {
+        const double hi = acc[k].s + acc[k].c;
+        dst[k] = hi;
+        out_lo[o * count * sp.inner + static_cast<int64_t>(k)] = acc[k].c - (hi - acc[k].s);
+      }
+  }
+}
+
+// What the check reports.
+struct Estimate {
+  double rel = 0;        // the metric: estimated normwise relative error
+  double err_norm = 0;   // estimated ||E||_F
+  double out_norm = 0;   // ||C||_F
+  double ref_norm = 0;   // estimated ||C_exact||_F (same vectors)
+  int32_t samples = 0;   // N
+  // Where the error is: the row (right vectors) and column (left vectors) with the largest
+  // estimated error, as indices of the output flattened around the projected dimension
+  // (batched outputs: batch * m + i and batch * n + j); -1 where that side was not projected.
+  int64_t worst_row = -1, worst_col = -1;
+  double col_share = 0;  // the worst column's share of the column estimates (1: all in one)
+  bool nonfinite = false;  // the output has NaN/Inf where the exact projections are finite
+  bool unusable = false;   // the exact projections themselves are not finite
+};
+
+// Collects the sides of one output and turns them into an Estimate. Sums of squares are kept
+// with a power-of-two scale per side, so nothing overflows for finite values.
+class Estimator {
+ public:
+  // One side: `got` (the output contracted, + got_lo) against `exact` (+ exact_lo), laid out
+  // as contract() writes them for `sp` (of the output) and `count` vectors. `columns`: the
+  // vectors ran over the rows, so the per-index figures are per column.
+  void addSide(const double* got, const double* got_lo, const double* exact,
+               const double* exact_lo, Split sp, int32_t count, bool columns) {
+    const int64_t n = sp.outer * count * sp.inner;
+    double max_abs = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      if (!std::isfinite(exact[k])) unusable_ = true;
+      if (!std::isfinite(got[k])) nonfinite_ = true;
+      max_abs = std::max(max_abs, std::isfinite(exact[k]) ? std::fabs(exact[k]) : 0.0);
+      max_abs = std::max(max_abs, std::isfinite(got[k]) ? std::fabs(got[k]) : 0.0);
+    }
+    if (unusable_ || nonfinite_) return;
+    const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
+    const double scale = std::ldexp(1.0, -e);
+    std::vector<double>& per = columns ? per_col_ : per_row_;  // summed over repeated sides
+    per.resize(static_cast<size_t>(sp.outer * sp.inner), 0.0);
+    double err = 0.0, ref = 0.0;
+    for (int64_t o = 0; o < sp.outer; ++o)
+      for (int32_t s = 0; s < count; ++s)
+        for (int64_t q = 0; q < sp.inner; ++q) {
+          const int64_t k = (o * count + s) * sp.inner + q;
+          const double lo = (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0);
+          const double d = (got[k] * scale - exact[k] * scale) + lo * scale;
+          const double r = exact[k] * scale;
+          err += d * d;
+          ref += r * r;
+          per[static_cast<size_t>(o * sp.inner + q)] += std::ldexp(d * d, 2 * e);
+        }
+    sides_.push_back(Side{err, ref, e, count});
+    if (columns) col_side_ = true;
+    else row_side_ = true;
+  }
+
+  // ||C||_F of the output (dense), scaled like the metrics of metrics.h.
+  void setOutput(const double* y, size_t n) {
+    double max_abs = 0.0;
+    for (size_t i = 0; i < n; ++i)
+      max_abs = std::max(max_abs, std::isfinite(y[i]) ? std::fabs(y[i]) : 0.0);
+    const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
+    const double scale = std::ldexp(1.0, -e);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double x = std::isfinite(y[i]) ? y[i] * scale : 0.0;
+      sum += x * x;
+    }
+    out_norm_ = std::ldexp(std::sqrt(sum), e);
+  }
+
+  Estimate result() const {
+    Estimate est;
+    est.out_norm = out_norm_;
+    est.nonfinite = nonfinite_ && !unusable_;
+    est.unusable = unusable_;
+    if (unusable_) return est;
+    if (nonfinite_) {
+      est.rel = est.err_norm = std::numeric_limits<double>::infinity();
+      return est;
+    }
+    // (1/N) sum over every sample of every side, each side's sums brought to one scale.
+    int top = -1022;
+    for (const Side& s : sides_) top = std::max(top, s.exponent);
+    double err = 0.0, ref = 0.0;
+    for (const Side& s : sides_) {
+      err += std::ldexp(s.err, 2 * (s.exponent - top));
+      ref += std::ldexp(s.ref, 2 * (s.exponent - top));
+      est.samples += s.count;
+    }
+    if (est.samples == 0) return est;
+    est.err_norm = std::ldexp(std::sqrt(err / est.samples), top);
+    est.ref_norm = std::ldexp(std::sqrt(ref / est.samples), top);
+    const double small = est.err_norm / out_norm_;  // inf or NaN when ||C|| is 0: below
+    if (out_norm_ > 0 && small <= kGrossError) {
+      est.rel = small;
+    } else if (est.ref_norm > 0) {
+      est.rel = std::sqrt(err / ref);
+    } else {
+      est.rel = est.err_norm == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    }
+    if (row_side_) est.worst_row = argmax(per_row_);
+    if (col_side_) {
+      est.worst_col = argmax(per_col_);
+      double total = 0.0;
+      for (double x : per_col_) total += x;
+      est.col_share = total > 0 ? per_col_[static_cast<size_t>(est.worst_col)] / total : 0.0;
+    }
+    return est;
+  }
+
+ private:
+  struct Side {
+    double err, ref;  // scaled by 2^-exponent (squares: 2^-2 exponent)
+    int exponent;
+    int32_t count;
+  };
+  static int64_t argmax(const std::vector<double>& v) {
+    if (v.empty()) return -1;
+    return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  }
+
+  std::vector<Side> sides_;
+  std::vector<double> per_row_, per_col_;
+  double out_norm_ = 0.0;
+  bool row_side_ = false, col_side_ = false, nonfinite_ = false, unusable_ = false;
+};
+
+// One set of `count` vectors along dimension `dim` of the output y (dense, `shape`): the
+// exact projection from `project` (dim, count, vectors, out, out_lo) -> fumi_status, with the
+// semantics of fumi_host_api.project, and the output's own, into `est`. `alloc(n)` gives n
+// doubles of scratch (nullptr: none left).
+template <class Project, class Alloc>
+fumi_status projectSide(const double* y, const int64_t* shape, int32_t ndim, int32_t dim,
+                        int32_t count, bool compensated, uint64_t seed, Project&& project,
+                        Alloc&& alloc, Estimator* est) {
+  const Split sp = splitAround(shape, ndim, dim);
+  const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+  double* v = alloc(static_cast<size_t>(sp.len * count));
+  double* exact = alloc(size);
+  double* got = alloc(size);
+  double* exact_lo = compensated ? alloc(size) : nullptr;
+  double* got_lo = compensated ? alloc(size) : nullptr;
+  if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
+  gaussianVectors(seed, count, sp.len, v);
+  const fumi_status st = project(dim, count, v, exact, exact_lo);
+  if (st != FUMI_OK) return st;
+  contract(y, sp, count, v, got, got_lo);
+  // Vectors over the rows (the dimension before the last, or a vector's only one) give
+  // per-column figures.
+  est->addSide(got, got_lo, exact, exact_lo, sp, count, /*columns=*/dim != ndim - 1 || ndim == 1);
+  return FUMI_OK;
+}
+
+// The estimate for output y (dense, `shape`): `vectors` left vectors over the rows and
+// `vectors` right vectors over the columns; an output that cannot be projected by columns (a
+// vector; an operation the host projects one way only) gets both sets over the rows.
+// `compensated`: both sides in double-double (fp64 results). FUMI_SKIPPED when the exact
+// projections are not finite (NaN/Inf inputs: the nan_inf check's business).
+template <class Project, class Alloc>
+fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int32_t ndim,
+                           int32_t vectors, bool compensated, uint64_t seed, Project&& project,
+                           Alloc&& alloc, Estimate* out) {
+  if (n == 0 || ndim < 1) return FUMI_SKIPPED;
+  Estimator est;
+  est.setOutput(y, n);
+  const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
+  auto side = [&](int32_t dim, uint64_t stream) {
+    return projectSide(y, shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
+                       project, alloc, &est);
+  };
+  fumi_status st = side(rows, 0);
+  if (st != FUMI_OK) return st;
+  st = cols != rows ? side(cols, 1) : FUMI_UNSUPPORTED;
+  if (st == FUMI_UNSUPPORTED) st = side(rows, 2);
+  if (st != FUMI_OK) return st;
+  *out = est.result();
+  return out->unusable ? FUMI_SKIPPED : FUMI_OK;
+}
+
+}  // namespace fumi::checksum

@@ -1,0 +1,443 @@
+// test_checksum.cpp — the checksum check's estimator (plugins/common/checksum.h) against the
+// true error, with fumi's host projection (reference.h, matmulProjection) as the exact side:
+// many random GEMMs and GEMVs (sizes, transposes, alpha/beta, batches, f32/f64) computed in
+// their own precision, with and without planted errors of several ranks. The truth is
+// ||C - C_exact||_F / ||C_exact||_F with C_exact in binary128 (fp64 results carry errors at
+// fp64 rounding, below what an fp64 reference resolves), checked against fumi's
+// matmulReference where that is accurate enough. Prints the accuracy figures quoted in
+// docs/checksum.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checksum.h"
+#include "fumi/dtype.hpp"
+#include "metrics.h"
+#include "reference.h"
+
+namespace fumi {
+namespace {
+
+using Wide = __float128;
+
+enum class Plant { kNone, kElement, kColumn, kBf16, kScaled, kGross };
+const char* plantName(Plant p) {
+  switch (p) {
+    case Plant::kNone: return "none (rounding only)";
+    case Plant::kElement: return "one wrong element";
+    case Plant::kColumn: return "one wrong column";
+    case Plant::kBf16: return "bf16-rounded product";
+    case Plant::kScaled: return "scaled result (1+d)C";
+    case Plant::kGross: return "gross (SDC-sized) element";
+  }
+  return "?";
+}
+
+// One random problem: D = alpha op(A) op(B) + beta C0 ([batch x] m x n, or a length-m vector
+// when `gemv`), operands column-major with padded leading dimensions as BLAS keeps them.
+struct Problem {
+  fumi_dtype dtype = FUMI_DTYPE_F32;
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool ta = false, tb = false, gemv = false, positive = false;
+  double alpha = 1, beta = 0;
+  Plant plant = Plant::kNone;
+  double magnitude = 0;  // relative size of a planted error
+};
+
+template <class T>
+class Instance {
+ public:
+  Instance(const Problem& p, metrics::Rng& rng) : p_(p) {
+    const int64_t lda = (p.ta ? p.k : p.m) + 1, ldb = (p.tb ? p.n : p.k) + 2, ldc = p.m + 3;
+    auto fill = [&](std::vector<T>& v, int64_t size) {
+      v.resize(static_cast<size_t>(size));
+      for (T& x : v) x = static_cast<T>(p.positive ? 0.5 + 0.5 * rng.uniform01() : rng.uniformSym());
+    };
+    const int64_t span_a = lda * (p.ta ? p.m : p.k), span_b = ldb * (p.tb ? p.k : p.n),
+                  span_c = ldc * p.n;
+    fill(a_, span_a * p.batch);
+    fill(b_, span_b * p.batch);
+    fill(c0_, span_c * p.batch);
+    c_.assign(c0_.size(), T(0));
+    const fumi_dtype dt = p.dtype;
+    // op(A)(i, p) at i * ra + p * ca; batches at span_* apart.
+    const int64_t ra = p.ta ? lda : 1, ca = p.ta ? 1 : lda, rb = p.tb ? ldb : 1, cb = p.tb ? 1 : ldb;
+    const bool batched = p.batch > 1;
+    auto add = [&](const char* name, fumi_role role, std::vector<T>& data, int64_t rows,
+                   int64_t cols, int64_t rs, int64_t cs, int64_t span, bool vector) {
+      fumi_tensor t{};
+      t.struct_size = sizeof t;
+      t.name = name;
+      t.dtype = dt;
+      t.memory = FUMI_MEMORY_HOST;
+      t.role = role;
+      if (vector) {
+        t.ndim = 1;
+        t.shape[0] = rows;
+        t.strides[0] = rs;
+      } else if (batched) {
+        t.ndim = 3;
+        t.shape[0] = p.batch, t.shape[1] = rows, t.shape[2] = cols;
+        t.strides[0] = span, t.strides[1] = rs, t.strides[2] = cs;
+      } else {
+        t.ndim = 2;
+        t.shape[0] = rows, t.shape[1] = cols;
+        t.strides[0] = rs, t.strides[1] = cs;
+      }
+      t.data = data.data();
+      tensors_.push_back(t);
+      return static_cast<int>(tensors_.size()) - 1;
+    };
+    spec_.a = add("A", FUMI_ROLE_INPUT, a_, p.m, p.k, ra, ca, span_a, false);
+    spec_.b = add("B", FUMI_ROLE_INPUT, b_, p.k, p.n, rb, cb, span_b, p.gemv);
+    if (p.beta != 0) spec_.c = add("C", FUMI_ROLE_INPUT, c0_, p.m, p.n, 1, ldc, span_c, p.gemv);
+    spec_.d = add("C", FUMI_ROLE_OUTPUT, c_, p.m, p.n, 1, ldc, span_c, p.gemv);
+    spec_.alpha = p.alpha;
+    spec_.beta = p.beta;
+
+    // The result in the call's own precision, and the exact one in binary128.
+    exact_.resize(static_cast<size_t>(p.batch * p.m * p.n));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) {
+          T sum = 0;
+          Wide wide = 0;
+          for (int64_t q = 0; q < p.k; ++q) {
+            const T x = a_[static_cast<size_t>(b * span_a + i * ra + q * ca)];
+            const T y = b_[static_cast<size_t>(b * span_b + q * rb + j * cb)];
+            sum += x * y;
+            wide += static_cast<Wide>(x) * static_cast<Wide>(y);
+          }
+          const size_t at = static_cast<size_t>(b * span_c + i + j * ldc);
+          const T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
+          c_[at] = p.beta != 0 ? alpha * sum + beta * c0_[at] : alpha * sum;
+          Wide e = static_cast<Wide>(alpha) * wide;
+          if (p.beta != 0) e += static_cast<Wide>(beta) * static_cast<Wide>(c0_[at]);
+          exact_[static_cast<size_t>((b * p.m + i) * p.n + j)] = e;
+        }
+    plant(rng, ldc, span_c);
+  }
+
+  const std::vector<fumi_tensor>& tensors() const { return tensors_; }
+  const MatmulSpec& spec() const { return spec_; }
+
+  // ||C - C_exact||_F / ||C_exact||_F.
+  double truth() const {
+    std::vector<double> c = dense();
+    Wide err = 0, ref = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const Wide d = static_cast<Wide>(c[i]) - exact_[i];
+      err += d * d;
+      ref += exact_[i] * exact_[i];
+    }
+    return std::sqrt(static_cast<double>(err)) / std::sqrt(static_cast<double>(ref));
+  }
+
+  // The output as gather would read it: dense row-major fp64.
+  std::vector<double> dense() const {
+    const fumi_tensor& t = tensors_[static_cast<size_t>(spec_.d)];
+    std::vector<double> out(static_cast<size_t>(tensorNumel(t)));
+    forEachElement(t, [&](int64_t k, int64_t off) { out[static_cast<size_t>(k)] = loadAsDouble(t.data, off, t.dtype); });
+    return out;
+  }
+
+ private:
+  void plant(metrics::Rng& rng, int64_t ldc, int64_t span_c) {
+    double norm = 0;
+    for (const Wide& e : exact_) norm += static_cast<double>(e * e);
+    norm = std::sqrt(norm);
+    const int64_t b = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(p_.batch));
+    const int64_t i = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(p_.m));
+    const int64_t j = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(p_.n));
+    auto at = [&](int64_t bb, int64_t ii, int64_t jj) -> T& {
+      return c_[static_cast<size_t>(bb * span_c + ii + jj * ldc)];
+    };
+    switch (p_.plant) {
+      case Plant::kNone: break;
+      case Plant::kElement: at(b, i, j) += static_cast<T>(p_.magnitude * norm); break;
+      case Plant::kGross: at(b, i, j) = static_cast<T>(p_.magnitude * norm); break;
+      case Plant::kColumn:
+        for (int64_t r = 0; r < p_.m; ++r)
+          at(b, r, j) += static_cast<T>(p_.magnitude * norm * rng.uniformSym() / std::sqrt(double(p_.m)));
+        break;
+      case Plant::kBf16:
+        for (T& x : c_) x = static_cast<T>(bf16ToFloat(floatToBf16(static_cast<float>(x))));
+        break;
+      case Plant::kScaled:
+        for (T& x : c_) x = static_cast<T>(x * (1 + p_.magnitude));
+        break;
+    }
+  }
+
+  Problem p_;
+  std::vector<T> a_, b_, c0_, c_;
+  std::vector<Wide> exact_;
+  std::vector<fumi_tensor> tensors_;
+  MatmulSpec spec_;
+};
+
+// The plugin's estimate for one instance: checksum.h driven by matmulProjection.
+template <class T>
+fumi_status estimate(const Instance<T>& inst, int32_t vectors, uint64_t seed,
+                     checksum::Estimate* out) {
+  const std::vector<double> y = inst.dense();
+  const fumi_tensor& t = inst.tensors()[static_cast<size_t>(inst.spec().d)];
+  std::vector<std::unique_ptr<std::vector<double>>> scratch;
+  return checksum::estimateOutput(
+      y.data(), y.size(), t.shape, t.ndim, vectors, t.dtype == FUMI_DTYPE_F64, seed,
+      [&](int32_t dim, int32_t count, const double* v, double* exact, double* exact_lo) {
+        return matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
+                                Projection{dim, count, v, exact, exact_lo});
+      },
+      [&](size_t n) {
+        scratch.push_back(std::make_unique<std::vector<double>>(n));
+        return scratch.back()->data();
+      },
+      out);
+}
+
+// Figures over many cases. Above tolerance: truth > tol; such an error is "low" when the
+// estimate is more than 2x below it (the chi-square tail: <= 0.11% per call for the worst,
+// rank-1, errors at 16 samples) and "missed" when the estimate is not above the tolerance
+// although the truth is more than twice it (an error within 2x of the tolerance may fall on
+// either side of it). A false alarm is an estimate above tolerance for a truth at most half of
+// it.
+struct Tally {
+  int cases = 0, within = 0, above = 0, low = 0, missed = 0, false_alarms = 0;
+  double worst_low = 1e300, worst_high = 0, worst_low_above = 1e300;  // estimate / truth
+  std::vector<double> log_ratio;
+  void add(double est, double truth, double tolerance) {
+    ++cases;
+    const double r = est / truth;
+    within += r >= 0.5 && r <= 2 ? 1 : 0;
+    worst_low = std::min(worst_low, r);
+    worst_high = std::max(worst_high, r);
+    log_ratio.push_back(std::fabs(std::log2(r)));
+    if (truth > tolerance) {
+      ++above;
+      low += r < 0.5 ? 1 : 0;
+      missed += truth > 2 * tolerance && !(est > tolerance) ? 1 : 0;
+      worst_low_above = std::min(worst_low_above, r);
+    }
+    false_alarms += truth <= tolerance / 2 && est > tolerance ? 1 : 0;
+  }
+  double quantile(double q) {
+    std::sort(log_ratio.begin(), log_ratio.end());
+    return log_ratio.empty() ? 0 : std::exp2(log_ratio[static_cast<size_t>(q * (log_ratio.size() - 1))]);
+  }
+};
+
+Problem randomProblem(metrics::Rng& rng, int index) {
+  Problem p;
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hi - lo + 1));
+  };
+  p.dtype = index % 2 ? FUMI_DTYPE_F64 : FUMI_DTYPE_F32;
+  p.m = pick(1, 40);
+  p.n = pick(1, 40);
+  p.k = pick(1, 64);
+  p.ta = rng.next() & 1;
+  p.tb = rng.next() & 1;
+  const int shape = static_cast<int>(pick(0, 9));
+  if (shape == 0) p.gemv = true, p.n = 1, p.tb = false;
+  if (shape == 1) p.batch = pick(2, 3);
+  p.positive = pick(0, 3) == 0;
+  static const double kAlphas[] = {1.0, -1.0, 0.75, 2.5};
+  static const double kBetas[] = {0.0, 0.0, 1.0, -0.5};
+  p.alpha = kAlphas[pick(0, 3)];
+  p.beta = kBetas[pick(0, 3)];
+  p.plant = static_cast<Plant>(index / 2 % 6);
+  // Planted sizes from just above the precision's rounding to far beyond it.
+  const double u = p.dtype == FUMI_DTYPE_F64 ? 1e-16 : 1e-7;
+  p.magnitude = p.plant == Plant::kGross ? std::pow(10.0, static_cast<double>(pick(0, 6)))
+                                         : u * std::pow(10.0, rng.uniform01() * std::log10(0.05 / u) + 1);
+  return p;
+}
+
+TEST(Checksum, EstimateWithinTwiceTheTrueErrorOnRandomGemms) {
+  metrics::Rng rng(20261201);
+  const int kCases = 1800;
+  Tally all;
+  std::map<std::string, Tally> by_plant, by_dtype;
+  int reference_checked = 0;
+  for (int c = 0; c < kCases; ++c) {
+    const Problem p = randomProblem(rng, c);
+    checksum::Estimate est;
+    double truth = 0;
+    const double tolerance = dtypeInfo(p.dtype)->tolerance;
+    fumi_status st;
+    if (p.dtype == FUMI_DTYPE_F32) {
+      const Instance<float> inst(p, rng);
+      truth = inst.truth();
+      st = estimate(inst, 8, rng.next(), &est);
+      // fumi's own reference agrees with the binary128 truth for fp32 results.
+      std::vector<double> ref(static_cast<size_t>(p.batch * p.m * p.n));
+      ASSERT_EQ(matmulReference(inst.tensors(), inst.spec(), inst.spec().d, ref.data()), FUMI_OK);
+      const std::vector<double> got = inst.dense();
+      const double via_reference = metrics::normwiseRel(got.data(), ref.data(), got.size());
+      ASSERT_NEAR(via_reference, truth, 1e-6 * truth + 1e-15) << c;
+      ++reference_checked;
+    } else {
+      const Instance<double> inst(p, rng);
+      truth = inst.truth();
+      st = estimate(inst, 8, rng.next(), &est);
+    }
+    ASSERT_EQ(st, FUMI_OK) << c;
+    ASSERT_GT(truth, 0) << c;
+    EXPECT_EQ(est.samples, 16) << c;
+    all.add(est.rel, truth, tolerance);
+    by_plant[plantName(p.plant)].add(est.rel, truth, tolerance);
+    by_dtype[dtypeName(p.dtype)].add(est.rel, truth, tolerance);
+  }
+  auto print = [](const std::string& what, Tally t) {
+    std::printf("  %-26s %4d cases, within 2x %6.2f%%, est/true %.3f..%.3f, |log2| p50 %.2fx "
+                "p99 %.2fx; above tol %4d: >2x low %d, missed %d; false alarms %d\n",
+                what.c_str(), t.cases, 100.0 * t.within / t.cases, t.worst_low, t.worst_high,
+                t.quantile(0.5), t.quantile(0.99), t.above, t.low, t.missed, t.false_alarms);
+  };
+  std::printf("checksum estimator, 8 + 8 Gaussian vectors, %d random GEMM/GEMV cases:\n", kCases);
+  print("all", all);
+  for (auto& [name, t] : by_dtype) print(name, t);
+  for (auto& [name, t] : by_plant) print(name, t);
+  EXPECT_GE(all.within, static_cast<int>(0.99 * all.cases));
+  EXPECT_EQ(all.missed, 0);                    // every error above 2x tolerance is flagged
+  EXPECT_LE(all.low * 1000, all.above * 3);    // > 2x low: the chi-square tail, <= 0.3%
+  EXPECT_GE(all.worst_low_above, 0.25);        // and never 4x low
+  EXPECT_EQ(all.false_alarms, 0);
+  EXPECT_GT(all.above, kCases / 4);
+  EXPECT_GT(reference_checked, 0);
+}
+
+// The worst case of the estimator is a rank-1 error: est^2 / ||E||^2 ~ chi2_N / N. Over many
+// seeds, the share outside [1/2, 2] must match the chi-square tails docs/checksum.md quotes.
+TEST(Checksum, RankOneErrorFollowsChiSquare) {
+  metrics::Rng rng(7);
+  Problem p;
+  p.m = 24, p.n = 20, p.k = 16;
+  p.dtype = FUMI_DTYPE_F64;
+  p.plant = Plant::kElement;
+  p.magnitude = 1e-3;
+  const Instance<double> inst(p, rng);
+  const double truth = inst.truth();
+  const int kSeeds = 4000;
+  int low16 = 0, high16 = 0, low4 = 0;
+  for (int s = 0; s < kSeeds; ++s) {
+    checksum::Estimate e16, e4;
+    ASSERT_EQ(estimate(inst, 8, 1000 + s, &e16), FUMI_OK);
+    ASSERT_EQ(estimate(inst, 2, 1000 + s, &e4), FUMI_OK);
+    low16 += e16.rel < truth / 2 ? 1 : 0;
+    high16 += e16.rel > truth * 2 ? 1 : 0;
+    low4 += e4.rel < truth / 2 ? 1 : 0;
+  }
+  std::printf("rank-1 error, %d seeds: 16 samples below 1/2 %.3f%% (chi2_16: 0.11%%), above 2 "
+              "%.3f%%; 4 samples below 1/2 %.2f%% (chi2_4: 9.0%%)\n",
+              kSeeds, 100.0 * low16 / kSeeds, 100.0 * high16 / kSeeds, 100.0 * low4 / kSeeds);
+  EXPECT_LE(low16, kSeeds * 0.005);
+  EXPECT_LE(high16, kSeeds * 0.001);
+  EXPECT_NEAR(low4, kSeeds * 0.090, kSeeds * 0.02);  // P(chi2_4 < 1) = 1 - 1.5 e^-0.5
+}
+
+// Where the error is: one wrong element is found at its row and column.
+TEST(Checksum, LocatesAWrongElement) {
+  metrics::Rng rng(11);
+  Problem p;
+  p.m = 30, p.n = 25, p.k = 12;
+  p.plant = Plant::kGross;
+  p.magnitude = 1e-2;
+  const Instance<float> inst(p, rng);
+  const std::vector<double> c = inst.dense();
+  checksum::Estimate e;
+  ASSERT_EQ(estimate(inst, 8, 5, &e), FUMI_OK);
+  std::vector<double> ref(c.size());
+  ASSERT_EQ(matmulReference(inst.tensors(), inst.spec(), inst.spec().d, ref.data()), FUMI_OK);
+  size_t worst = 0;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (std::fabs(c[i] - ref[i]) > std::fabs(c[worst] - ref[worst])) worst = i;
+  EXPECT_EQ(e.worst_row, static_cast<int64_t>(worst) / p.n);
+  EXPECT_EQ(e.worst_col, static_cast<int64_t>(worst) % p.n);
+  EXPECT_GT(e.col_share, 0.9);
+}
+
+// The projection is the reference contracted: checked against matmulReference for both
+// dimensions, with and without compensated sums, a bias and batches.
+TEST(Checksum, ProjectionMatchesTheContractedReference) {
+  metrics::Rng rng(3);
+  Problem p;
+  p.dtype = FUMI_DTYPE_F64;
+  p.batch = 2, p.m = 5, p.n = 7, p.k = 9;
+  p.ta = true;
+  p.alpha = 0.5, p.beta = -2;
+  const Instance<double> inst(p, rng);
+  std::vector<double> ref(static_cast<size_t>(p.batch * p.m * p.n));
+  ASSERT_EQ(matmulReference(inst.tensors(), inst.spec(), inst.spec().d, ref.data()), FUMI_OK);
+  const fumi_tensor& t = inst.tensors()[static_cast<size_t>(inst.spec().d)];
+  for (int32_t dim : {1, 2}) {
+    const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+    const int32_t count = 3;
+    std::vector<double> v(static_cast<size_t>(sp.len * count));
+    checksum::gaussianVectors(9, count, sp.len, v.data());
+    const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+    std::vector<double> want(size), plain(size), hi(size), lo(size);
+    checksum::contract(ref.data(), sp, count, v.data(), want.data(), nullptr);
+    ASSERT_EQ(matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
+                               Projection{dim, count, v.data(), plain.data(), nullptr}),
+              FUMI_OK);
+    ASSERT_EQ(matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
+                               Projection{dim, count, v.data(), hi.data(), lo.data()}),
+              FUMI_OK);
+    for (size_t i = 0; i < size; ++i) {
+      EXPECT_NEAR(plain[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << dim << " " << i;
+      EXPECT_NEAR(hi[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << dim << " " << i;
+      EXPECT_LE(std::fabs(lo[i]), std::ldexp(std::fabs(hi[i]), -52)) << dim << " " << i;
+    }
+  }
+  // The batch dimension is not one the projection contracts; activations are refused.
+  std::vector<double> v(2), out(100);
+  EXPECT_EQ(matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
+                             Projection{0, 1, v.data(), out.data(), nullptr}),
+            FUMI_UNSUPPORTED);
+  MatmulSpec relu = inst.spec();
+  relu.act = MatmulSpec::Act::kRelu;
+  EXPECT_EQ(matmulProjection(inst.tensors(), relu, relu.d,
+                             Projection{2, 1, v.data(), out.data(), nullptr}),
+            FUMI_UNSUPPORTED);
+}
+
+// Estimator edge cases: a NaN in the output where the exact side is finite is reported as an
+// infinite error; NaN in the exact side makes the call unusable (skipped).
+TEST(Checksum, NonFiniteOutputs) {
+  const int64_t shape[2] = {2, 2};
+  const double y[4] = {1, 2, NAN, 4}, exact_y[4] = {1, 2, 3, 4};
+  auto run = [&](const double* out_values, const double* exact_values, checksum::Estimate* e) {
+    std::vector<std::unique_ptr<std::vector<double>>> scratch;
+    return checksum::estimateOutput(
+        out_values, 4, shape, 2, 2, false, 1,
+        [&](int32_t dim, int32_t count, const double* v, double* exact, double*) {
+          checksum::contract(exact_values, checksum::splitAround(shape, 2, dim), count, v, exact,
+                             nullptr);
+          return FUMI_OK;
+        },
+        [&](size_t n) {
+          scratch.push_back(std::make_unique<std::vector<double>>(n));
+          return scratch.back()->data();
+        },
+        e);
+  };
+  checksum::Estimate e;
+  EXPECT_EQ(run(y, exact_y, &e), FUMI_OK);
+  EXPECT_TRUE(e.nonfinite);
+  EXPECT_TRUE(std::isinf(e.rel));
+  EXPECT_EQ(run(exact_y, y, &e), FUMI_SKIPPED);
+  EXPECT_EQ(run(exact_y, exact_y, &e), FUMI_OK);
+  EXPECT_EQ(e.rel, 0.0);
+}
+
+}  // namespace
+}  // namespace fumi
