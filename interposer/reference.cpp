@@ -24,23 +24,6 @@ bool gathered(const std::vector<fumi_tensor>& ts, int i, std::vector<double>& ou
   return gatherTensor(t, nullptr, t.dtype, out.data()) == FUMI_OK;
 }
 
-// A sum of products kept with error-free transformations (TwoProduct by fma, TwoSum): as
-// accurate as a dot product computed in twice the working precision.
-struct Compensated {
-  double s = 0, c = 0;
-  void add(double a, double b) {
-    const double p = a * b;
-    const double pe = std::fma(a, b, -p);
-    const double t = s + p;
-    const double z = t - s;
-    c += (s - (t - z)) + (p - z) + pe;
-    s = t;
-  }
-  void addTail(double x) { c += x; }  // a term far below the sum (a product's low part)
-  double value() const { return s + c; }
-  double hi() const { return s + c; }
-  double lo() const { return c - (hi() - s); }  // hi + lo == s + c (Fast2Sum: |s| >= |c|)
-};
 
 // The same interface as plain fp64 sums, for projections of outputs narrower than fp64.
 struct PlainSum {

@@ -7,12 +7,31 @@
 // convReference(...) from the Call's reference() override.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "fumi/plugin.h"
 
 namespace fumi {
+
+// A sum of products kept with error-free transformations (TwoProduct by fma, TwoSum): as
+// accurate as a dot product computed in twice the working precision.
+struct Compensated {
+  double s = 0, c = 0;
+  void add(double a, double b) {
+    const double p = a * b;
+    const double pe = std::fma(a, b, -p);
+    const double t = s + p;
+    const double z = t - s;
+    c += (s - (t - z)) + (p - z) + pe;
+    s = t;
+  }
+  void addTail(double x) { c += x; }  // a term far below the sum (a product's low part)
+  double value() const { return s + c; }
+  double hi() const { return s + c; }
+  double lo() const { return c - (hi() - s); }  // hi + lo == s + c (Fast2Sum: |s| >= |c|)
+};
 
 // D = act(alpha * A * B + beta * C + bias) over tensor indices of a call. A is [batch x] m x k,
 // B [batch x] k x n (or a length-k vector: n = 1), C and D like D ([batch x] m x n or a

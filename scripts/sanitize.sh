@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh asan|tsan — build libfumi, the plugins, the simulated CUDA device (CUPTI
 # included) and the test programs with AddressSanitizer or ThreadSanitizer, then run them under
-# libfumi with every check on every call: the unit tests, blas_demo's modes, and cuda_gemm's
-# modes (async and sync). Prints one line per run (with the checks that passed: a run without
+# libfumi with every check on every call: the unit tests, blas_demo's modes, cuda_gemm's
+# modes (async and sync), and the cuDNN programs (cuda_conv, cuda_norm, cuda_graph). Prints one line per run (with the checks that passed: a run without
 # any counts as a failure) and every sanitizer report; exits 1 if any.
 # Not part of CI (a sanitizer build takes ~10 min on 2 cores). Build dir: FUMI_SAN_DIR
 # (default build-<kind>). Needs what scripts/setup.sh installs.
@@ -20,11 +20,14 @@ dir=${FUMI_SAN_DIR:-build-$kind}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$flags" \
       -DCMAKE_C_FLAGS="$flags" -DFUMI_BUILD_BENCH=OFF >/dev/null
 targets=(fumi fumi_unit_tests blas_demo fumi_nan_inf fumi_highprec fumi_reference
-         fumi_determinism fumi_perturb)
+         fumi_determinism fumi_perturb fumi_checksum)
 have_cuda=0  # the CUDA backend and its tests exist only where CMake found the toolkit
 if [[ $(cmake --build "$dir" --target help) == *" cuda_gemm"* ]]; then
   have_cuda=1
   targets+=(cuda_gemm fumi_sim_cudart fumi_sim_cublaslt fumi_sim_cublas fumi_sim_cupti)
+  if [[ $(cmake --build "$dir" --target help) == *" cuda_graph"* ]]; then
+    targets+=(cuda_conv cuda_norm cuda_graph fumi_sim_cudnn)
+  fi
 fi
 cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 
@@ -32,7 +35,7 @@ runtime=$(gcc -print-file-name="$rt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 checks='[ { plugin: nan_inf }, { plugin: highprec, tolerance: 1e-4 }, { plugin: reference, tolerance: 1e-4 }, { plugin: determinism }, { plugin: perturb, trials: 2, tolerance: 1 } ]'
-for ops in '"*gem*"' '"cublas*"'; do
+for ops in '"*gem*"' '"cublas*"' '"cudnn*"'; do
   printf 'version: 1\nreport: { all_checks: true }\nrules:\n  - match: { op: %s }\n    sample: { every: 1 }\n    checks: %s\n' \
     "$ops" "$checks" >"$work/policy-${ops//[^a-z]/}.yaml"
 done
@@ -78,6 +81,14 @@ if [[ $have_cuda == 1 ]]; then
     "$dir/bin/cuda_gemm" sweep
   FUMI_SIM_FAULTS=wrong:f32:7x6x5,nan:f32:9x3x4 run "cuda_gemm fault (planted)" \
     "$work/policy-cublas.yaml" "$preload" "$dir/bin/cuda_gemm" fault
+  if [[ -x $dir/bin/cuda_graph ]]; then  # cuDNN: legacy convolutions, batch norm, backend graphs
+    preload="$sim/libcudart.so.13:$sim/libcudnn.so.9"
+    run "cuda_conv sweep" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_conv" sweep
+    run "cuda_norm sweep" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_norm" sweep
+    for mode in sweep ops autotune; do
+      run "cuda_graph $mode" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_graph" "$mode"
+    done
+  fi
 fi
 echo "$kind: $reports run(s) with sanitizer reports or failures"
 [[ $reports == 0 ]]

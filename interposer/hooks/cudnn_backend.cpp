@@ -394,7 +394,7 @@ bool hasNote(const std::string& notes, const char* note) {
 // reruns the same plan (determinism, perturb), a clone of the graph with every tensor and
 // compute type widened (highprec: built once per precision on the checker thread, through
 // cuDNN's heuristics), and fumi's host evaluation of the graph in fp64 (reference: convolution,
-// matmul, pointwise and reduction operations; virtual tensors unrounded).
+// matmul, pointwise, reduction, batch and layer normalisation; virtual tensors unrounded).
 
 // A descriptor by value: its attributes but descriptor references, which `refs` holds as
 // indices into GraphModel::descs.
@@ -1280,12 +1280,133 @@ class GraphCall final : public Call {
     return nullptr;
   }
 
+  // The operand `role` of node n: an input's value, or (output) where an output goes.
+  const GraphNode::Operand* find(const GraphNode& n, const char* role, bool output) const {
+    for (const auto& o : n.operands)
+      if (o.output == output && std::strcmp(o.role, role) == 0) return &o;
+    return nullptr;
+  }
+
+  // Batch and layer normalisation, forward and backward. Statistics run over the dimensions
+  // where the mean tensor has size 1 (layer norm: all but N; batch norm: all but C), the
+  // parameters broadcast over those where scale has size 1; variances are biased (the running
+  // variance of batch-norm training takes the unbiased one, M/(M-1)).
+  fumi_status evaluateNorm(const GraphModel& g, const GraphNode& n) {
+    const RawDesc& op = g.descs[static_cast<size_t>(n.desc)];
+    const bool fwd = n.type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR;
+    cudnnBackendNormMode_t mode{};
+    const Attr* ma = op.attr(fwd ? CUDNN_ATTR_OPERATION_NORM_FWD_MODE : CUDNN_ATTR_OPERATION_NORM_BWD_MODE);
+    if (!ma || !ma->read(CUDNN_TYPE_NORM_MODE, 0, &mode) ||
+        (mode != CUDNN_LAYER_NORM && mode != CUDNN_BATCH_NORM))
+      return FUMI_UNSUPPORTED;
+    const HostTensor *x = operand(n, "x"), *scale = operand(n, "scale");
+    const GraphNode::Operand* mean_out = find(n, "mean", true);
+    const HostTensor* mean_in = operand(n, "mean");
+    const HostTensor* inv_in = operand(n, "inv_var");
+    if (!x || !scale || (!mean_out && !mean_in)) return FUMI_UNSUPPORTED;
+    const std::vector<int64_t> stats_dims =
+        mean_in ? mean_in->dims : m_->tensors.at(mean_out->uid).dims;
+    const int64_t total = countOf(x->dims), sets = countOf(stats_dims);
+    if (sets <= 0 || total % sets != 0) return FUMI_UNSUPPORTED;
+    const double count = static_cast<double>(total / sets);
+    auto at = [&](const HostTensor& t, int64_t l) {
+      return t.v[static_cast<size_t>(broadcastIndex(t.dims, x->dims, l))];
+    };
+    auto stat = [&](int64_t l) { return static_cast<size_t>(broadcastIndex(stats_dims, x->dims, l)); };
+    std::vector<double> mean(static_cast<size_t>(sets)), inv(static_cast<size_t>(sets)),
+        var(static_cast<size_t>(sets));
+    if (mean_in && inv_in) {
+      mean = mean_in->v;
+      inv = inv_in->v;
+    } else {
+      const HostTensor* eps = operand(n, "epsilon");
+      std::vector<Compensated> sum(mean.size()), sq(mean.size());
+      for (int64_t l = 0; l < total; ++l) sum[stat(l)].add(x->v[static_cast<size_t>(l)], 1.0);
+      for (size_t j = 0; j < mean.size(); ++j) mean[j] = sum[j].value() / count;
+      for (int64_t l = 0; l < total; ++l) {
+        const double d = x->v[static_cast<size_t>(l)] - mean[stat(l)];
+        sq[stat(l)].add(d, d);
+      }
+      for (size_t j = 0; j < mean.size(); ++j) {
+        var[j] = sq[j].value() / count;
+        inv[j] = 1 / std::sqrt(var[j] + (eps ? eps->v[0] : 0.0));
+      }
+    }
+    auto store = [&](const char* role, std::vector<int64_t> dims, std::vector<double> v) {
+      if (const GraphNode::Operand* o = find(n, role, true)) {
+        HostTensor h;
+        h.dims = std::move(dims);
+        h.v = std::move(v);
+        env_[o->uid] = std::move(h);
+      }
+    };
+    std::vector<double> out(static_cast<size_t>(total));
+    if (fwd) {
+      const HostTensor* bias = operand(n, "bias");
+      if (!bias) return FUMI_UNSUPPORTED;
+      for (int64_t l = 0; l < total; ++l)
+        out[static_cast<size_t>(l)] =
+            at(*scale, l) * (x->v[static_cast<size_t>(l)] - mean[stat(l)]) * inv[stat(l)] +
+            at(*bias, l);
+      store("y", x->dims, std::move(out));
+      store("mean", stats_dims, mean);
+      store("inv_var", stats_dims, inv);
+      const HostTensor* factor = operand(n, "factor");
+      for (const char* r : {"running_mean", "running_var"}) {
+        const HostTensor* prior = operand(n, r);
+        if (!find(n, r, true)) continue;
+        if (!prior || !factor || prior->v.size() != mean.size() || mean_in) return FUMI_UNSUPPORTED;
+        const double f = factor->v[0], unbias = count > 1 ? count / (count - 1) : 1.0;
+        std::vector<double> next(mean.size());
+        for (size_t j = 0; j < next.size(); ++j)
+          next[j] = (1 - f) * prior->v[j] +
+                    f * (std::strcmp(r, "running_mean") == 0 ? mean[j] : var[j] * unbias);
+        store(r, prior->dims, std::move(next));
+      }
+      return FUMI_OK;
+    }
+    const HostTensor* dy = operand(n, "dy");
+    if (!dy || dy->dims != x->dims) return FUMI_UNSUPPORTED;
+    // Sums over the statistics' sets (for dx) and over the parameters' sets (dscale, dbias).
+    const int64_t params = countOf(scale->dims);
+    std::vector<Compensated> g_sum(mean.size()), gx_sum(mean.size()), db(static_cast<size_t>(params)),
+        ds(static_cast<size_t>(params));
+    std::vector<double> xhat(static_cast<size_t>(total));
+    for (int64_t l = 0; l < total; ++l) {
+      const size_t i = static_cast<size_t>(l), s = stat(l);
+      const auto p = static_cast<size_t>(broadcastIndex(scale->dims, x->dims, l));
+      xhat[i] = (x->v[i] - mean[s]) * inv[s];
+      const double gv = dy->v[i] * scale->v[p];
+      g_sum[s].add(gv, 1.0);
+      gx_sum[s].add(gv, xhat[i]);
+      db[p].add(dy->v[i], 1.0);
+      ds[p].add(dy->v[i], xhat[i]);
+    }
+    for (int64_t l = 0; l < total; ++l) {
+      const size_t i = static_cast<size_t>(l), s = stat(l);
+      const double gv = dy->v[i] * at(*scale, l);
+      out[i] = inv[s] * (gv - g_sum[s].value() / count - xhat[i] * gx_sum[s].value() / count);
+    }
+    std::vector<double> dbias(db.size()), dscale(ds.size());
+    for (size_t j = 0; j < db.size(); ++j) {
+      dbias[j] = db[j].value();
+      dscale[j] = ds[j].value();
+    }
+    store("dx", x->dims, std::move(out));
+    store("dscale", scale->dims, std::move(dscale));
+    store("dbias", scale->dims, std::move(dbias));
+    return FUMI_OK;
+  }
+
   fumi_status evaluate(const GraphModel& g, const GraphNode& n) {
+    if (n.type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR ||
+        n.type == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR)
+      return evaluateNorm(g, n);
     const RawDesc& op = g.descs[static_cast<size_t>(n.desc)];
     int64_t out_uid = -1;
     for (const auto& o : n.operands)
       if (o.output) {
-        if (out_uid >= 0) return FUMI_UNSUPPORTED;  // several outputs (normalisations)
+        if (out_uid >= 0) return FUMI_UNSUPPORTED;  // several outputs
         out_uid = o.uid;
       }
     HostTensor out;
@@ -1401,7 +1522,7 @@ class GraphCall final : public Call {
                    : kind == CUDNN_REDUCE_TENSOR_NORM2 ? std::sqrt(acc[i])
                                                        : acc[i];
     } else {
-      return FUMI_UNSUPPORTED;  // normalisations: no host evaluation yet
+      return FUMI_UNSUPPORTED;
     }
     env_[out_uid] = std::move(out);
     return FUMI_OK;

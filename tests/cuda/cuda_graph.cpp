@@ -21,7 +21,8 @@
 //   ops      graphs of other operations, each executed once, every output printed: conv ->
 //            add bias (broadcast) -> relu with virtual intermediates; a batched matmul (f32 and
 //            f16); matmul -> gelu; x * scale (broadcast) -> sum over the last dimension; a
-//            layer norm (training: y, mean, inverse variance; epsilon by value).
+//            layer norm (training: y, mean, inverse variance; epsilon by value), its backward
+//            (dx, dscale, dbias), and a batch norm (training).
 //   faultmm  a batched 2 x 8 x 4 x 16 f32 matmul (FUMI_SIMCUDNN_FAULTS=wrongmm:8x4x16).
 //   autotune what an autotuner does: engines 0 and 1 each executed 3 times on one variant pack
 //            (then destroyed), the winner executed once on a pack of its own; then one plan
@@ -542,6 +543,12 @@ void runGraph(cudnnHandle_t h, const std::string& name, Built b, std::vector<Por
   if (ws) CHECK_CUDA(cudaFree(ws));
 }
 
+int64_t countOf(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 void batchedMatmul(cudnnHandle_t h, cudnnDataType_t t, const std::string& name) {
   GraphBuilder g;
   g.matmul(g.t(1, t, {2, 8, 16}), g.t(2, t, {2, 16, 4}), g.t(3, t, {2, 8, 4}));
@@ -604,10 +611,12 @@ int ops() {
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, prod, g.t(4, f32, {1, 6, 1}));
     runGraph(h, "scale_sum", g.plan(h), {{1, f32, 60, false}, {2, f32, 10, false}, {4, f32, 6, true}});
   }
-  {  // layer norm, training
+  for (cudnnBackendNormMode_t mode : {CUDNN_LAYER_NORM, CUDNN_BATCH_NORM}) {  // training
+    const bool layer = mode == CUDNN_LAYER_NORM;
+    const std::vector<int64_t> stats = layer ? std::vector<int64_t>{4, 1, 1, 1}
+                                             : std::vector<int64_t>{1, 8, 1, 1};
     GraphBuilder g;
     Desc op = make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR);
-    const cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
     const cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
     set(op, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, &mode);
     set(op, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, CUDNN_TYPE_NORM_FWD_PHASE, &phase);
@@ -615,14 +624,33 @@ int ops() {
     setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, g.t(2, f32, {1, 8, 1, 1}));
     setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, g.t(3, f32, {1, 8, 1, 1}));
     setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, g.t(4, f32, {1, 1, 1, 1}, false, true));
-    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, g.t(5, f32, {4, 1, 1, 1}));
-    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, g.t(6, f32, {4, 1, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, g.t(5, f32, stats));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, g.t(6, f32, stats));
     setDesc(op, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, g.t(7, f32, {4, 8, 1, 1}));
     g.finish(op);
-    runGraph(h, "layer_norm", g.plan(h),
-             {{1, f32, 32, false}, {2, f32, 8, false}, {3, f32, 8, false}, {5, f32, 4, true},
-              {6, f32, 4, true}, {7, f32, 32, true}},
+    const size_t n = static_cast<size_t>(countOf(stats));
+    runGraph(h, layer ? "layer_norm" : "batch_norm", g.plan(h),
+             {{1, f32, 32, false}, {2, f32, 8, false}, {3, f32, 8, false}, {5, f32, n, true},
+              {6, f32, n, true}, {7, f32, 32, true}},
              {{4, 1e-5f}});
+  }
+  {  // layer norm, backward (the statistics as given: inverse variances of 1 + i/4)
+    GraphBuilder g;
+    Desc op = make(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR);
+    const cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
+    set(op, CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, &mode);
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, g.t(1, f32, {4, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, g.t(2, f32, {4, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, g.t(3, f32, {1, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, g.t(4, f32, {4, 1, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, g.t(5, f32, {4, 1, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, g.t(6, f32, {4, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, g.t(7, f32, {1, 8, 1, 1}));
+    setDesc(op, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, g.t(8, f32, {1, 8, 1, 1}));
+    g.finish(op);
+    runGraph(h, "layer_norm_bwd", g.plan(h),
+             {{1, f32, 32, false}, {2, f32, 32, false}, {3, f32, 8, false}, {4, f32, 4, false},
+              {5, f32, 4, false}, {6, f32, 32, true}, {7, f32, 8, true}, {8, f32, 8, true}});
   }
   CHECK_DNN(cudnnDestroy(h));
   return 0;

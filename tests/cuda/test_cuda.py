@@ -709,7 +709,8 @@ class GraphPrecision(unittest.TestCase):
 @unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")
 class GraphOps(unittest.TestCase):
     """Graphs of other operations: conv -> add bias -> relu, batched matmul (f32, f16),
-    matmul -> gelu, scale -> sum, layer norm with a by-value epsilon."""
+    matmul -> gelu, scale -> sum, layer and batch norm (training, a by-value epsilon), layer
+    norm backward."""
 
     @classmethod
     def setUpClass(cls):
@@ -719,29 +720,29 @@ class GraphOps(unittest.TestCase):
     def test_results_bit_identical_every_graph_checked(self):
         self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
         s = self.fumi.op(EXECUTE)
-        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (6, 6, 0))
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (8, 8, 0))
         self.assertEqual(self.fumi.of("violation"), [])
 
     def test_every_rerun_and_the_host_evaluation_agree(self):
         graphs = {c["args"]["graph"] for c in checks_of(self.fumi, "determinism")}
         self.assertEqual(graphs, {"conv_fwd+pointwise+pointwise", "matmul", "matmul+pointwise",
-                                  "pointwise+reduction", "norm_fwd"})
+                                  "pointwise+reduction", "norm_fwd", "norm_bwd"})
         for c in checks_of(self.fumi, "determinism"):
             self.assertEqual(c["value"], 0, c)
-        # highprec runs a clone of each graph with wider types (f16 -> f32, f32 -> f64).
-        self.assertEqual(len(checks_of(self.fumi, "highprec")), 6)
+        # highprec runs a clone of each graph with wider types (f16 -> f32, f32 -> f64); fumi
+        # evaluates every one of these graphs on the host.
+        self.assertEqual(len(checks_of(self.fumi, "highprec")), 8)
+        self.assertEqual(len(checks_of(self.fumi, "reference")), 8)
         for c in checks_of(self.fumi, "highprec") + checks_of(self.fumi, "reference"):
             self.assertLess(c["value"], 1e-6, c)
-        # fumi evaluates convolutions, matmuls, pointwise ops and reductions on the host;
-        # normalisations have no host evaluation yet.
-        ref = {c["args"]["graph"] for c in checks_of(self.fumi, "reference")}
-        self.assertEqual(ref, graphs - {"norm_fwd"})
 
     def test_operands_named_by_role(self):
         shapes = {c["args"]["graph"]: c["shape"] for c in checks_of(self.fumi, "determinism")}
         self.assertEqual(set(shapes["conv_fwd+pointwise+pointwise"]), {"x", "w", "b", "y"})
         self.assertEqual(shapes["conv_fwd+pointwise+pointwise"]["b"], [1, 4, 1, 1])
         self.assertEqual(set(shapes["norm_fwd"]), {"x", "scale", "bias", "mean", "inv_var", "y"})
+        self.assertEqual(set(shapes["norm_bwd"]),
+                         {"x", "dy", "scale", "mean", "inv_var", "dx", "dscale", "dbias"})
         self.assertEqual(shapes["matmul"]["a"], [2, 8, 16])
 
     def test_planted_matmul_fault_caught_by_reference(self):
