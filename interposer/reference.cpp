@@ -359,6 +359,161 @@ fumi_status convReference(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
   return FUMI_OK;
 }
 
+namespace {
+
+// A dense row-major fp64 host tensor over `data`, for feeding convReference reduced operands.
+fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, double* data) {
+  fumi_tensor t{};
+  t.name = name;
+  t.dtype = FUMI_DTYPE_F64;
+  t.memory = FUMI_MEMORY_HOST;
+  t.role = FUMI_ROLE_INPUT;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int64_t stride = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[static_cast<size_t>(i)];
+    t.strides[i] = stride;
+    stride *= shape[static_cast<size_t>(i)];
+  }
+  t.data = data;
+  return t;
+}
+
+std::vector<int64_t> shapeOf(const fumi_tensor& t) { return {t.shape, t.shape + t.ndim}; }
+
+}  // namespace
+
+fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
+                           const Projection& p) {
+  using Dir = ConvSpec::Direction;
+  const int expected = s.direction == Dir::kForward        ? s.y
+                       : s.direction == Dir::kBackwardData ? s.x
+                                                           : s.w;
+  const int32_t channels = s.direction == Dir::kBackwardFilter ? 0 : 1;
+  if (output != expected || p.dim != channels || p.out_lo || p.count < 1 ||
+      s.act != ConvSpec::Act::kNone || s.x < 0 || s.w < 0 || s.y < 0)
+    return FUMI_UNSUPPORTED;
+  ConvDims d;
+  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
+              ts[static_cast<size_t>(s.y)], s) ||
+      (s.direction == Dir::kBackwardFilter && s.groups != 1))
+    return FUMI_UNSUPPORTED;
+  std::vector<double> X, W, Y, prior, Z, bias;
+  if ((s.direction != Dir::kBackwardData && !gathered(ts, s.x, X)) ||
+      (s.direction != Dir::kBackwardFilter && !gathered(ts, s.w, W)) ||
+      (s.direction != Dir::kForward && !gathered(ts, s.y, Y)) ||
+      !gathered(ts, s.beta != 0 ? s.prior : -1, prior) ||
+      !gathered(ts, s.alpha2 != 0 ? s.z : -1, Z) || !gathered(ts, s.bias, bias))
+    return FUMI_UNSUPPORTED;
+  const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
+  const std::vector<int64_t> out_shape = shapeOf(out_t);
+  const int64_t len = out_shape[static_cast<size_t>(channels)];
+  int64_t outer = 1, inner = 1;
+  for (int32_t k = 0; k < out_t.ndim; ++k) {
+    if (k < channels) outer *= out_t.shape[k];
+    if (k > channels) inner *= out_t.shape[k];
+  }
+  const int64_t f_sp = d.spatialSize(d.filter);
+  // The convolution with one channel on the projected side: the filter (or dy) summed against
+  // each vector, then fumi's own convolution of the reduced operands (groups 1).
+  ConvSpec one = s;
+  one.groups = 1;
+  one.beta = 0;
+  one.alpha2 = 0;
+  one.prior = one.z = one.bias = -1;
+  one.x = 0;
+  one.w = 1;
+  one.y = 2;
+  std::vector<double> reduced, reduced_abs, result(static_cast<size_t>(outer * inner));
+  auto maxAbs = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double e : v) m = std::max(m, std::fabs(e));
+    return m;
+  };
+  for (int32_t q = 0; q < p.count; ++q) {
+    const double* r = p.vectors + static_cast<int64_t>(q) * len;
+    double r_abs = 0;  // sum of |r_c|
+    for (int64_t c = 0; c < len; ++c) r_abs += std::fabs(r[c]);
+    std::vector<int64_t> xs = shapeOf(ts[static_cast<size_t>(s.x)]),
+                         ws = shapeOf(ts[static_cast<size_t>(s.w)]),
+                         ys = shapeOf(ts[static_cast<size_t>(s.y)]);
+    std::vector<fumi_tensor> reduced_ts;
+    if (s.direction == Dir::kForward) {  // w_r[c, f] = sum over k of c's group of r_k w[k, c, f]
+      reduced.assign(static_cast<size_t>(d.c * f_sp), 0.0);
+      reduced_abs.assign(reduced.size(), 0.0);
+      for (int64_t k = 0; k < d.k; ++k)
+        for (int64_t cl = 0; cl < d.cg; ++cl)
+          for (int64_t f = 0; f < f_sp; ++f) {
+            const size_t e = static_cast<size_t>(((k / d.kg) * d.cg + cl) * f_sp + f);
+            const double t = r[k] * W[static_cast<size_t>((k * d.cg + cl) * f_sp + f)];
+            reduced[e] += t;
+            reduced_abs[e] += std::fabs(t);
+          }
+      ws[0] = 1;
+      ws[1] = d.c;
+      ys[1] = 1;
+      reduced_ts = {hostTensor("x", xs, X.data()), hostTensor("w", ws, reduced.data()),
+                    hostTensor("y", ys, result.data())};
+    } else if (s.direction == Dir::kBackwardData) {  // w_r[k, f] = sum over k's group's c of r_c w
+      reduced.assign(static_cast<size_t>(d.k * f_sp), 0.0);
+      reduced_abs.assign(reduced.size(), 0.0);
+      for (int64_t k = 0; k < d.k; ++k)
+        for (int64_t cl = 0; cl < d.cg; ++cl)
+          for (int64_t f = 0; f < f_sp; ++f) {
+            const double t =
+                r[(k / d.kg) * d.cg + cl] * W[static_cast<size_t>((k * d.cg + cl) * f_sp + f)];
+            reduced[static_cast<size_t>(k * f_sp + f)] += t;
+            reduced_abs[static_cast<size_t>(k * f_sp + f)] += std::fabs(t);
+          }
+      ws[1] = 1;
+      xs[1] = 1;
+      reduced_ts = {hostTensor("dx", xs, result.data()), hostTensor("w", ws, reduced.data()),
+                    hostTensor("dy", ys, Y.data())};
+    } else {  // dy_r[n, o] = sum over k of r_k dy[n, k, o]
+      const int64_t out_sp = d.spatialSize(d.out);
+      reduced.assign(static_cast<size_t>(d.n * out_sp), 0.0);
+      reduced_abs.assign(reduced.size(), 0.0);
+      for (int64_t n = 0; n < d.n; ++n)
+        for (int64_t k = 0; k < d.k; ++k)
+          for (int64_t o = 0; o < out_sp; ++o) {
+            const double t = r[k] * Y[static_cast<size_t>((n * d.k + k) * out_sp + o)];
+            reduced[static_cast<size_t>(n * out_sp + o)] += t;
+            reduced_abs[static_cast<size_t>(n * out_sp + o)] += std::fabs(t);
+          }
+      ws[0] = 1;
+      ys[1] = 1;
+      reduced_ts = {hostTensor("x", xs, X.data()), hostTensor("dw", ws, result.data()),
+                    hostTensor("dy", ys, reduced.data())};
+    }
+    const int32_t o = s.direction == Dir::kForward ? 2 : s.direction == Dir::kBackwardData ? 0 : 1;
+    if (fumi_status st = convReference(reduced_ts, one, o, result.data()); st != FUMI_OK) return st;
+    // The reduced operand carries fp64 rounding (about len * 2^-53 of its terms' magnitudes), so
+    // every projected element does too, up to this bound: values below it are that noise, and
+    // are 0 (an output that is exactly zero must project to exactly zero).
+    double sum_abs = 0;
+    for (double e : reduced_abs) sum_abs += e;
+    const double other = s.direction == Dir::kBackwardFilter ? maxAbs(X)
+                         : s.direction == Dir::kBackwardData ? maxAbs(Y) : maxAbs(X);
+    const double bound = std::fabs(s.alpha) * other * sum_abs +
+                         (std::fabs(s.beta) * maxAbs(prior) + std::fabs(s.alpha2) * maxAbs(Z) +
+                          maxAbs(bias)) * r_abs;
+    const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
+    for (int64_t a = 0; a < outer; ++a)
+      for (int64_t b = 0; b < inner; ++b) {
+        double v = result[static_cast<size_t>(a * inner + b)];
+        // The terms convReference left out, projected directly: beta * prior, alpha2 * z, bias.
+        for (int64_t c = 0; c < len; ++c) {
+          const size_t e = static_cast<size_t>((a * len + c) * inner + b);
+          if (!prior.empty()) v += s.beta * r[c] * prior[e];
+          if (!Z.empty()) v += s.alpha2 * r[c] * Z[e];
+          if (!bias.empty()) v += r[c] * bias[static_cast<size_t>(c)];
+        }
+        p.out[static_cast<size_t>((a * p.count + q) * inner + b)] = std::fabs(v) <= noise ? 0.0 : v;
+      }
+  }
+  return FUMI_OK;
+}
+
 fumi_status normReference(const std::vector<fumi_tensor>& ts, const NormSpec& s, int32_t output,
                           double* out) {
   using Phase = NormSpec::Phase;

@@ -102,6 +102,14 @@ struct ConvSpec {
 fumi_status convReference(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
                           int32_t output, double* out);
 
+// The projection of a convolution's output along its channels (dimension 1 of y or dx, the
+// output channels K of dw): one single-channel convolution per vector, on the filter (forward,
+// backward data) or dy (backward filter, groups 1 only) summed against the vector. Plain fp64
+// results (no out_lo: FUMI_UNSUPPORTED, as for relu and other dimensions); elements below the
+// fp64 rounding bound of the reduced operand are returned as 0.
+fumi_status convProjection(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
+                           int32_t output, const Projection& p);
+
 // Batch normalisation, cuDNN's legacy definition, by tensor indices of a call. x is
 // N x C x spatial; the parameters (scale, bias, mean, var and the outputs of their shape) are
 // 1 x C x 1... (spatial: one set per channel, statistics over N and every position) or

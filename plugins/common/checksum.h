@@ -273,7 +273,9 @@ fumi_status projectSide(const double* y, const int64_t* shape, int32_t ndim, int
 
 // The estimate for output y (dense, `shape`): `vectors` left vectors over the rows and
 // `vectors` right vectors over the columns; an output that cannot be projected by columns (a
-// vector; an operation the host projects one way only) gets both sets over the rows.
+// vector; an operation the host projects one way only) gets both sets over the rows, and one
+// that cannot be projected by rows (a convolution: its channels) both over the first other
+// dimension the host projects.
 // `compensated`: both sides in double-double (fp64 results). FUMI_SKIPPED when the exact
 // projections are not finite (NaN/Inf inputs: the nan_inf check's business).
 template <class Project, class Alloc>
@@ -288,10 +290,15 @@ fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int3
     return projectSide(y, shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
                        project, alloc, &est);
   };
+  // Rows first; an operation the host projects along another dimension only (a convolution's
+  // channels) gets both sets along the first one it can.
+  int32_t first = rows;
   fumi_status st = side(rows, 0);
+  for (int32_t d = 0; st == FUMI_UNSUPPORTED && d < ndim; ++d)
+    if (d != rows && d != cols) st = side(first = d, 0);
   if (st != FUMI_OK) return st;
-  st = cols != rows ? side(cols, 1) : FUMI_UNSUPPORTED;
-  if (st == FUMI_UNSUPPORTED) st = side(rows, 2);
+  st = first == rows && cols != rows ? side(cols, 1) : FUMI_UNSUPPORTED;
+  if (st == FUMI_UNSUPPORTED) st = side(first, 2);
   if (st != FUMI_OK) return st;
   *out = est.result();
   return out->unusable ? FUMI_SKIPPED : FUMI_OK;

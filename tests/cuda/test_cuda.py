@@ -6,6 +6,7 @@ Class OnGpu runs the same program on the real libraries and needs a GPU: ctest r
 own test `cuda_gpu` (label gpu), which reports "skipped" (exit 77) on machines without one."""
 import collections
 import ctypes
+import math
 import os
 import re
 import subprocess
@@ -421,6 +422,28 @@ class ConvPrecision(unittest.TestCase):
             self.assertIn("cuda_conv.cpp", v["stack"][0])  # the program's frame, not fumi's
         for c in checks_of(r, "highprec"):
             self.assertLess(c["value"], 1e-6, c)
+
+    def test_checksum_flags_what_reference_flags(self):
+        # The checksum's projections over channels (one single-channel convolution per vector)
+        # find the planted fault where fumi's full host convolution does, within 2x of its
+        # figure; the backward-data output of this case is all zeros and stays unflagged.
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrong:3x5"}
+        policy = every_conv("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }")
+        r = conv("fault", policy=policy, env=env)
+        by = collections.defaultdict(dict)
+        for v in r.of("violation"):
+            by[v["op"]][v["check"]] = v["value"]
+        self.assertEqual(set(by), {"cudnnConvolutionForward", "cudnnConvolutionBackwardFilter"})
+        for op, checks in by.items():
+            self.assertEqual(set(checks), {"checksum", "reference"}, op)
+            self.assertLess(abs(math.log2(checks["checksum"] / checks["reference"])), 1, op)
+        sweep = conv("sweep", policy=every_conv("{ plugin: checksum }"),
+                     env={"FUMI_CUDA_QUEUE": "1024"})
+        self.assertEqual(sweep.of("violation"), [])
+        ran = checks_of(sweep, "checksum")
+        self.assertGreater(len(ran), 40)
+        for c in ran:
+            self.assertLess(c["value"], 1e-12, c)
 
     def test_correct_results_not_flagged_without_fault(self):
         r = conv("fault", policy=CONV_CHECKS)

@@ -410,6 +410,74 @@ TEST(Checksum, ProjectionMatchesTheContractedReference) {
             FUMI_UNSUPPORTED);
 }
 
+// A convolution's projection along its channels is its reference contracted, in every
+// direction, with groups, stride, padding and beta.
+TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
+  metrics::Rng rng(5);
+  std::vector<std::vector<double>> store;
+  auto dense = [&](const char* name, std::vector<int64_t> shape) {
+    fumi_tensor t{};
+    t.name = name;
+    t.dtype = FUMI_DTYPE_F64;
+    t.memory = FUMI_MEMORY_HOST;
+    t.role = FUMI_ROLE_INPUT;
+    t.ndim = static_cast<int32_t>(shape.size());
+    int64_t stride = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      t.shape[i] = shape[static_cast<size_t>(i)];
+      t.strides[i] = stride;
+      stride *= shape[static_cast<size_t>(i)];
+    }
+    store.emplace_back(static_cast<size_t>(stride));
+    for (double& e : store.back()) e = rng.uniformSym();
+    t.data = store.back().data();
+    return t;
+  };
+  using Dir = ConvSpec::Direction;
+  for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
+    for (int groups : {1, 2}) {
+      if (dir == Dir::kBackwardFilter && groups != 1) continue;
+      store.clear();
+      store.reserve(8);
+      // x 2 x 4 x 6 x 5, w 6 x 4/g x 3 x 2, stride 2 x 1, padding 1 x 0: y 2 x 6 x 3 x 4.
+      ConvSpec s;
+      s.direction = dir;
+      s.groups = groups;
+      s.pad[0] = 1;
+      s.stride[0] = 2;
+      s.alpha = 0.75;
+      s.beta = -0.5;
+      const std::vector<std::vector<int64_t>> shapes = {
+          {2, 4, 6, 5}, {6, 4 / groups, 3, 2}, {2, 6, 3, 4}};
+      std::vector<fumi_tensor> ts = {dense("x", shapes[0]), dense("w", shapes[1]),
+                                     dense("y", shapes[2])};
+      s.x = 0, s.w = 1, s.y = 2;
+      const int out = dir == Dir::kForward ? 2 : dir == Dir::kBackwardData ? 0 : 1;
+      ts.push_back(dense("prior", shapes[static_cast<size_t>(out)]));  // read through beta
+      s.prior = 3;
+      ts[static_cast<size_t>(out)].role = FUMI_ROLE_OUTPUT;
+      const fumi_tensor& t = ts[static_cast<size_t>(out)];
+      std::vector<double> ref(store[static_cast<size_t>(out)].size());
+      ASSERT_EQ(convReference(ts, s, out, ref.data()), FUMI_OK);
+      const int32_t dim = dir == Dir::kBackwardFilter ? 0 : 1, count = 3;
+      const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+      std::vector<double> v(static_cast<size_t>(sp.len * count));
+      checksum::gaussianVectors(11, count, sp.len, v.data());
+      const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+      std::vector<double> want(size), got(size), lo(size);
+      checksum::contract(ref.data(), sp, count, v.data(), want.data(), nullptr);
+      ASSERT_EQ(convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), nullptr}),
+                FUMI_OK);
+      for (size_t i = 0; i < size; ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << i;
+      // Other dimensions and compensated low parts are not offered.
+      EXPECT_EQ(convProjection(ts, s, out, Projection{2, count, v.data(), got.data(), nullptr}),
+                FUMI_UNSUPPORTED);
+      EXPECT_EQ(convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), lo.data()}),
+                FUMI_UNSUPPORTED);
+    }
+}
+
 // Estimator edge cases: a NaN in the output where the exact side is finite is reported as an
 // infinite error; NaN in the exact side makes the call unusable (skipped).
 TEST(Checksum, NonFiniteOutputs) {
