@@ -359,9 +359,6 @@ fumi_status convReference(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
   return FUMI_OK;
 }
 
-namespace {
-
-// A dense row-major fp64 host tensor over `data`, for feeding convReference reduced operands.
 fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, double* data) {
   fumi_tensor t{};
   t.name = name;
@@ -379,8 +376,8 @@ fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, doub
   return t;
 }
 
+namespace {
 std::vector<int64_t> shapeOf(const fumi_tensor& t) { return {t.shape, t.shape + t.ndim}; }
-
 }  // namespace
 
 fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,

@@ -33,6 +33,10 @@ struct Compensated {
   double lo() const { return c - (hi() - s); }  // hi + lo == s + c (Fast2Sum: |s| >= |c|)
 };
 
+// A dense row-major fp64 host tensor over `data` (an input; shape as given), for running the
+// references on operands fumi computed itself (reduced operands, a graph's intermediates).
+fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, double* data);
+
 // D = act(alpha * A * B + beta * C + bias) over tensor indices of a call. A is [batch x] m x k,
 // B [batch x] k x n (or a length-k vector: n = 1), C and D like D ([batch x] m x n or a
 // length-m vector), bias m x 1 shared by every batch. c and bias are -1 when absent.

@@ -1102,20 +1102,7 @@ struct HostTensor {
   std::vector<int64_t> dims;
   std::vector<double> v;
   fumi_tensor view(const char* name) const {
-    fumi_tensor t{};
-    t.name = name;
-    t.dtype = FUMI_DTYPE_F64;
-    t.memory = FUMI_MEMORY_HOST;
-    t.role = FUMI_ROLE_INPUT;
-    t.ndim = static_cast<int32_t>(dims.size());
-    int64_t stride = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      t.shape[i] = dims[static_cast<size_t>(i)];
-      t.strides[i] = stride;
-      stride *= dims[static_cast<size_t>(i)];
-    }
-    t.data = const_cast<double*>(v.data());
-    return t;
+    return hostTensor(name, dims, const_cast<double*>(v.data()));
   }
 };
 

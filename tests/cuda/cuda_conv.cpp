@@ -26,10 +26,9 @@
 //   errors   a forward convolution with a bad algo (the library's status must come back
 //            unchanged) and a cudaGetLastError probe.
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 #include <dlfcn.h>
 
-#include "device_test.h"
+#include "cudnn_test.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -40,30 +39,9 @@
 
 namespace {
 
-#define CHECK_DNN(x) CHECK_STATUS(x, CUDNN_STATUS_SUCCESS)
-
-size_t sizeOf(cudnnDataType_t t) {
-  return t == CUDNN_DATA_DOUBLE ? 8 : t == CUDNN_DATA_FLOAT ? 4 : 2;
-}
-
-const char* typeName(cudnnDataType_t t) {
-  switch (t) {
-    case CUDNN_DATA_DOUBLE: return "f64";
-    case CUDNN_DATA_FLOAT: return "f32";
-    case CUDNN_DATA_HALF: return "f16";
-    case CUDNN_DATA_BFLOAT16: return "bf16";
-    default: return "?";
-  }
-}
-
-// `elements` values of type t in device memory: value(i) at element i.
-template <class F>
-void* upload(cudnnDataType_t t, size_t elements, F value) {
-  using devtest::Elem;
-  const Elem e = t == CUDNN_DATA_DOUBLE ? Elem::kF64 : t == CUDNN_DATA_FLOAT ? Elem::kF32
-                                      : t == CUDNN_DATA_HALF ? Elem::kF16 : Elem::kBF16;
-  return devtest::upload(e, elements, value);
-}
+using devtest::sizeOf;
+using devtest::typeName;
+using devtest::upload;
 
 // Multiples of 1/2 in [-1, 1] (a fixed pattern per operand `salt`).
 double half(size_t i, int salt) {

@@ -28,9 +28,8 @@
 //            (then destroyed), the winner executed once on a pack of its own; then one plan
 //            executed 10 times on one reused pack.
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 
-#include "device_test.h"
+#include "cudnn_test.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -39,20 +38,11 @@
 
 namespace {
 
-#define CHECK_DNN(x) CHECK_STATUS(x, CUDNN_STATUS_SUCCESS)
-
 using devtest::Elem;
+using devtest::elemOf;
 using devtest::printHash;
+using devtest::typeName;
 using Desc = cudnnBackendDescriptor_t;
-
-Elem elemOf(cudnnDataType_t t) {
-  return t == CUDNN_DATA_DOUBLE ? Elem::kF64 : t == CUDNN_DATA_FLOAT ? Elem::kF32
-                                       : t == CUDNN_DATA_HALF ? Elem::kF16 : Elem::kBF16;
-}
-const char* typeName(cudnnDataType_t t) {
-  return t == CUDNN_DATA_DOUBLE ? "f64" : t == CUDNN_DATA_FLOAT ? "f32"
-                                       : t == CUDNN_DATA_HALF ? "f16" : "bf16";
-}
 
 Desc make(cudnnBackendDescriptorType_t t) {
   Desc d = nullptr;

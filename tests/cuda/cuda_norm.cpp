@@ -16,9 +16,8 @@
 //   offset  a spatial f32 forward training whose channels hold values around 4096 with a
 //           spread of 1/64 (a variance computed as E[x^2] - E[x]^2 in f32 loses it all).
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 
-#include "device_test.h"
+#include "cudnn_test.h"
 
 #include <cstdio>
 #include <string>
@@ -26,25 +25,10 @@
 
 namespace {
 
-#define CHECK_DNN(x) CHECK_STATUS(x, CUDNN_STATUS_SUCCESS)
-
 using devtest::Elem;
+using devtest::elemOf;
 using devtest::printHash;
-
-Elem elemOf(cudnnDataType_t t) {
-  return t == CUDNN_DATA_DOUBLE ? Elem::kF64 : t == CUDNN_DATA_FLOAT ? Elem::kF32
-                                       : t == CUDNN_DATA_HALF ? Elem::kF16 : Elem::kBF16;
-}
-
-const char* typeName(cudnnDataType_t t) {
-  switch (t) {
-    case CUDNN_DATA_DOUBLE: return "f64";
-    case CUDNN_DATA_FLOAT: return "f32";
-    case CUDNN_DATA_HALF: return "f16";
-    case CUDNN_DATA_BFLOAT16: return "bf16";
-    default: return "?";
-  }
-}
+using devtest::typeName;
 
 const char* modeName(cudnnBatchNormMode_t m) {
   return m == CUDNN_BATCHNORM_SPATIAL ? "spatial"

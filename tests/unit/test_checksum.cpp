@@ -415,23 +415,12 @@ TEST(Checksum, ProjectionMatchesTheContractedReference) {
 TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
   metrics::Rng rng(5);
   std::vector<std::vector<double>> store;
-  auto dense = [&](const char* name, std::vector<int64_t> shape) {
-    fumi_tensor t{};
-    t.name = name;
-    t.dtype = FUMI_DTYPE_F64;
-    t.memory = FUMI_MEMORY_HOST;
-    t.role = FUMI_ROLE_INPUT;
-    t.ndim = static_cast<int32_t>(shape.size());
-    int64_t stride = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      t.shape[i] = shape[static_cast<size_t>(i)];
-      t.strides[i] = stride;
-      stride *= shape[static_cast<size_t>(i)];
-    }
-    store.emplace_back(static_cast<size_t>(stride));
+  auto dense = [&](const char* name, const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    store.emplace_back(static_cast<size_t>(n));
     for (double& e : store.back()) e = rng.uniformSym();
-    t.data = store.back().data();
-    return t;
+    return hostTensor(name, shape, store.back().data());
   };
   using Dir = ConvSpec::Direction;
   for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
