@@ -18,7 +18,7 @@ esac
 cd "$(dirname "$0")/.."
 dir=${FUMI_SAN_DIR:-build-$kind}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$flags" \
-      -DCMAKE_C_FLAGS="$flags" -DFUMI_BUILD_BENCH=OFF >/dev/null
+      -DCMAKE_C_FLAGS="$flags" -DFUMI_BUILD_BENCH=OFF -DFUMI_LIBC_WRAPPERS=OFF >/dev/null
 targets=(fumi fumi_unit_tests blas_demo fumi_nan_inf fumi_highprec fumi_reference
          fumi_determinism fumi_perturb fumi_checksum)
 have_cuda=0  # the CUDA backend and its tests exist only where CMake found the toolkit
