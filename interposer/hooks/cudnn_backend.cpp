@@ -20,6 +20,7 @@
 // fumi's host convolution. Other graphs run unchecked, counted skipped with the reason.
 // cudnnBackendPopulateCudaGraph is an op that is never checked (it records work into a CUDA
 // graph; nothing runs). docs/cuda.md describes the rules.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -388,13 +389,15 @@ bool hasNote(const std::string& notes, const char* note) {
 // ---- graphs fumi models beyond one convolution -------------------------------------------------
 //
 // Any graph whose operations are all convolutions (beta 0), matmuls, pointwise operations,
-// reductions or normalisations is kept as a GraphModel: every descriptor reachable from the
-// operation graph by value (raw attributes, descriptor references as indices), the operations
-// with their operand UIDs by role, and the graph's non-virtual inputs and outputs. A check
+// reductions, normalisations or SDPA forwards is kept as a GraphModel: every descriptor
+// reachable from the operation graph by value (raw attributes, descriptor references as
+// indices), the operations with their operand UIDs by role, and the graph's non-virtual inputs
+// and outputs. A check
 // reruns the same plan (determinism, perturb), a clone of the graph with every tensor and
 // compute type widened (highprec: built once per precision on the checker thread, through
 // cuDNN's heuristics), and fumi's host evaluation of the graph in fp64 (reference: convolution,
-// matmul, pointwise, reduction, batch and layer normalisation; virtual tensors unrounded).
+// matmul, pointwise, reduction, batch and layer normalisation, SDPA forward; virtual tensors
+// unrounded).
 
 // A descriptor by value: its attributes but descriptor references, which `refs` holds as
 // indices into GraphModel::descs.
@@ -422,7 +425,9 @@ struct Role {
 };
 
 // The roles of each operation type fumi models (a normalisation's mean and inverse variance are
-// outputs in training, inputs in inference: GraphModel swaps them).
+// outputs in training, inputs in inference: GraphModel swaps them). SDPA's block mask, page
+// tables and sequence lengths are inputs so that reruns pass them; the host evaluation does not
+// model them.
 const std::vector<Role>* rolesOf(cudnnBackendDescriptorType_t t) {
   static const std::vector<Role> conv_fwd = {
       {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, "x", false},
@@ -471,6 +476,18 @@ const std::vector<Role>* rolesOf(cudnnBackendDescriptorType_t t) {
       {CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, "dx", true},
       {CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, "dscale", true},
       {CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, "dbias", true}};
+  static const std::vector<Role> sdpa_fwd = {
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, "q", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, "k", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, "v", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, "scale", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC, "block_mask", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC, "page_table_k", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_VDESC, "page_table_v", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC, "seq_len_q", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC, "seq_len_kv", false},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, "o", true},
+      {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, "stats", true}};
   switch (t) {
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return &conv_fwd;
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR: return &conv_bwd_data;
@@ -480,6 +497,7 @@ const std::vector<Role>* rolesOf(cudnnBackendDescriptorType_t t) {
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: return &reduction;
     case CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR: return &norm_fwd;
     case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR: return &norm_bwd;
+    case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR: return &sdpa_fwd;
     default: return nullptr;
   }
 }
@@ -632,7 +650,7 @@ const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const 
   for (const auto& [uid, t] : m.tensors)
     if (t.is_virtual && !producer.count(uid)) return "virtual tensor without a producer";
   if (g->outputs.empty()) return "graph has no output";
-  // Sampling facts: the largest operation's work.
+  // Sampling facts: the largest operation's work (SDPA: B·H·S_q·S_kv·D, the products of q·kᵀ).
   for (const GraphNode& n : g->nodes) {
     int64_t work = 1;
     for (const auto& o : n.operands)
@@ -644,6 +662,16 @@ const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const 
     if (n.type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)
       for (const auto& o : n.operands)
         if (std::strcmp(o.role, "a") == 0) work *= m.tensors[o.uid].dims.back();
+    if (n.type == CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR) {
+      int64_t q = 1, kv = 1;
+      for (const auto& o : n.operands) {
+        const std::vector<int64_t>& d = m.tensors[o.uid].dims;
+        if (std::strcmp(o.role, "q") == 0)
+          for (int64_t e : d) q *= e;
+        if (std::strcmp(o.role, "k") == 0 && d.size() == 4) kv = d[2];
+      }
+      work = std::max(work, q * kv);
+    }
     m.size = std::max(m.size, work);
   }
   m.dtype = dtypeOfCudnn(m.tensors[g->outputs[0].uid].type);
@@ -1274,6 +1302,17 @@ class GraphCall final : public Call {
     return nullptr;
   }
 
+  // Output `role` of node n, when the node has it, gets `v` with dimensions `dims`.
+  void store(const GraphNode& n, const char* role, std::vector<int64_t> dims,
+             std::vector<double> v) {
+    if (const GraphNode::Operand* o = find(n, role, true)) {
+      HostTensor h;
+      h.dims = std::move(dims);
+      h.v = std::move(v);
+      env_[o->uid] = std::move(h);
+    }
+  }
+
   // Batch and layer normalisation, forward and backward. Statistics run over the dimensions
   // where the mean tensor has size 1 (layer norm: all but N; batch norm: all but C), the
   // parameters broadcast over those where scale has size 1; variances are biased (the running
@@ -1319,14 +1358,6 @@ class GraphCall final : public Call {
         inv[j] = 1 / std::sqrt(var[j] + (eps ? eps->v[0] : 0.0));
       }
     }
-    auto store = [&](const char* role, std::vector<int64_t> dims, std::vector<double> v) {
-      if (const GraphNode::Operand* o = find(n, role, true)) {
-        HostTensor h;
-        h.dims = std::move(dims);
-        h.v = std::move(v);
-        env_[o->uid] = std::move(h);
-      }
-    };
     std::vector<double> out(static_cast<size_t>(total));
     if (fwd) {
       const HostTensor* bias = operand(n, "bias");
@@ -1335,9 +1366,9 @@ class GraphCall final : public Call {
         out[static_cast<size_t>(l)] =
             at(*scale, l) * (x->v[static_cast<size_t>(l)] - mean[stat(l)]) * inv[stat(l)] +
             at(*bias, l);
-      store("y", x->dims, std::move(out));
-      store("mean", stats_dims, mean);
-      store("inv_var", stats_dims, inv);
+      store(n, "y", x->dims, std::move(out));
+      store(n, "mean", stats_dims, mean);
+      store(n, "inv_var", stats_dims, inv);
       const HostTensor* factor = operand(n, "factor");
       for (const char* r : {"running_mean", "running_var"}) {
         const HostTensor* prior = operand(n, r);
@@ -1348,7 +1379,7 @@ class GraphCall final : public Call {
         for (size_t j = 0; j < next.size(); ++j)
           next[j] = (1 - f) * prior->v[j] +
                     f * (std::strcmp(r, "running_mean") == 0 ? mean[j] : var[j] * unbias);
-        store(r, prior->dims, std::move(next));
+        store(n, r, prior->dims, std::move(next));
       }
       return FUMI_OK;
     }
@@ -1379,9 +1410,60 @@ class GraphCall final : public Call {
       dbias[j] = db[j].value();
       dscale[j] = ds[j].value();
     }
-    store("dx", x->dims, std::move(out));
-    store("dscale", scale->dims, std::move(dscale));
-    store("dbias", scale->dims, std::move(dbias));
+    store(n, "dx", x->dims, std::move(out));
+    store(n, "dscale", scale->dims, std::move(dscale));
+    store(n, "dbias", scale->dims, std::move(dbias));
+    return FUMI_OK;
+  }
+
+  // SDPA forward: per (batch, query head, query row) s_j = scale·q·k_j over the kv axis (scale 1
+  // when absent), O = Σ exp(s_j − max s)·v_j / Σ exp(s_j − max s), stats = max s + log Σ
+  // exp(s_j − max s) (the natural-log log-sum-exp); query head h reads key head h/(H/H_k) and
+  // value head h/(H/H_v). The dot products and both sums are compensated. Block masks, paged
+  // K/V and sequence lengths are not modelled.
+  fumi_status evaluateSdpa(const GraphNode& n) {
+    for (const char* r : {"block_mask", "page_table_k", "page_table_v", "seq_len_q", "seq_len_kv"})
+      if (find(n, r, false)) return FUMI_UNSUPPORTED;
+    const HostTensor *q = operand(n, "q"), *k = operand(n, "k"), *v = operand(n, "v"),
+                     *scale = operand(n, "scale");
+    if (!q || !k || !v || q->dims.size() != 4 || k->dims.size() != 4 || v->dims.size() != 4 ||
+        (scale && scale->v.size() != 1))
+      return FUMI_UNSUPPORTED;
+    const int64_t B = q->dims[0], H = q->dims[1], Sq = q->dims[2], D = q->dims[3];
+    const int64_t Hk = k->dims[1], Skv = k->dims[2], Hv = v->dims[1], Dv = v->dims[3];
+    if (k->dims[0] != B || v->dims[0] != B || k->dims[3] != D || v->dims[2] != Skv || Hk <= 0 ||
+        Hv <= 0 || H % Hk != 0 || H % Hv != 0 || Skv <= 0)
+      return FUMI_UNSUPPORTED;
+    const double s = scale ? scale->v[0] : 1.0;
+    auto at = [](const HostTensor& t, int64_t i) { return t.v[static_cast<size_t>(i)]; };
+    std::vector<double> o(static_cast<size_t>(B * H * Sq * Dv));
+    std::vector<double> stats(static_cast<size_t>(B * H * Sq)), p(static_cast<size_t>(Skv));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t k_rows = (b * Hk + h / (H / Hk)) * Skv;
+        const int64_t v_rows = (b * Hv + h / (H / Hv)) * Skv;
+        for (int64_t i = 0; i < Sq; ++i) {
+          const int64_t row = (b * H + h) * Sq + i;
+          for (int64_t j = 0; j < Skv; ++j) {
+            Compensated dot;
+            for (int64_t d = 0; d < D; ++d)
+              dot.add(at(*q, row * D + d), at(*k, (k_rows + j) * D + d));
+            p[static_cast<size_t>(j)] = s * dot.value();
+          }
+          const double mx = *std::max_element(p.begin(), p.end());
+          Compensated z;
+          for (double& e : p) z.add(e = std::exp(e - mx), 1.0);
+          for (int64_t e = 0; e < Dv; ++e) {
+            Compensated acc;
+            for (int64_t j = 0; j < Skv; ++j)
+              acc.add(p[static_cast<size_t>(j)], at(*v, (v_rows + j) * Dv + e));
+            o[static_cast<size_t>(row * Dv + e)] = acc.value() / z.value();
+          }
+          stats[static_cast<size_t>(row)] = mx + std::log(z.value());
+        }
+      }
+    store(n, "o", {B, H, Sq, Dv}, std::move(o));
+    store(n, "stats", {B, H, Sq, 1}, std::move(stats));
     return FUMI_OK;
   }
 
@@ -1389,6 +1471,7 @@ class GraphCall final : public Call {
     if (n.type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR ||
         n.type == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR)
       return evaluateNorm(g, n);
+    if (n.type == CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR) return evaluateSdpa(n);
     const RawDesc& op = g.descs[static_cast<size_t>(n.desc)];
     int64_t out_uid = -1;
     for (const auto& o : n.operands)

@@ -22,8 +22,11 @@
 //            add bias (broadcast) -> relu with virtual intermediates; a batched matmul (f32 and
 //            f16); matmul -> gelu; x * scale (broadcast) -> sum over the last dimension; a
 //            layer norm (training: y, mean, inverse variance; epsilon by value), its backward
-//            (dx, dscale, dbias), and a batch norm (training).
+//            (dx, dscale, dbias), a batch norm (training), and an SDPA forward (f16 and f32;
+//            grouped-query attention, o and stats, the scale by value).
 //   faultmm  a batched 2 x 8 x 4 x 16 f32 matmul (FUMI_SIMCUDNN_FAULTS=wrongmm:8x4x16).
+//   faultsdpa the f32 SDPA forward of `ops`, S_q = 5 and S_kv = 6
+//            (FUMI_SIMCUDNN_FAULTS=wrongsdpa:5x6).
 //   autotune what an autotuner does: engines 0 and 1 each executed 3 times on one variant pack
 //            (then destroyed), the winner executed once on a pack of its own; then one plan
 //            executed 10 times on one reused pack.
@@ -545,6 +548,25 @@ void batchedMatmul(cudnnHandle_t h, cudnnDataType_t t, const std::string& name) 
   runGraph(h, name, g.plan(h), {{1, t, 256, false}, {2, t, 128, false}, {3, t, 64, true}});
 }
 
+// SDPA forward: q [2,4,5,8], k [2,2,6,8], v [2,2,6,4] (two query heads per key/value head),
+// o [2,4,5,4] and stats [2,4,5,1] (FLOAT), the scale 1/2 by value.
+void sdpa(cudnnHandle_t h, cudnnDataType_t t, const std::string& name) {
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  GraphBuilder g;
+  Desc op = make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, g.t(1, t, {2, 4, 5, 8}));
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, g.t(2, t, {2, 2, 6, 8}));
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, g.t(3, t, {2, 2, 6, 4}));
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, g.t(4, t, {2, 4, 5, 4}));
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, g.t(5, f32, {1, 1, 1, 1}, false, true));
+  setDesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, g.t(6, f32, {2, 4, 5, 1}));
+  g.finish(op);
+  runGraph(h, name, g.plan(h),
+           {{1, t, 320, false}, {2, t, 192, false}, {3, t, 96, false}, {4, t, 160, true},
+            {6, f32, 40, true}},
+           {{5, 0.5f}});
+}
+
 int ops() {
   cudnnHandle_t h;
   CHECK_DNN(cudnnCreate(&h));
@@ -642,6 +664,16 @@ int ops() {
              {{1, f32, 32, false}, {2, f32, 32, false}, {3, f32, 8, false}, {4, f32, 4, false},
               {5, f32, 4, false}, {6, f32, 32, true}, {7, f32, 8, true}, {8, f32, 8, true}});
   }
+  sdpa(h, CUDNN_DATA_HALF, "sdpa f16");
+  sdpa(h, f32, "sdpa f32");
+  CHECK_DNN(cudnnDestroy(h));
+  return 0;
+}
+
+int faultsdpa() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  sdpa(h, CUDNN_DATA_FLOAT, "sdpa f32");
   CHECK_DNN(cudnnDestroy(h));
   return 0;
 }
@@ -746,6 +778,8 @@ int main(int argc, char** argv) {
   if (mode == "autotune") return autotune();
   if (mode == "ops") return ops();
   if (mode == "faultmm") return faultmm();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune|ops|faultmm\n", argv[0]);
+  if (mode == "faultsdpa") return faultsdpa();
+  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune|ops|faultmm|faultsdpa\n",
+               argv[0]);
   return 1;
 }

@@ -502,6 +502,8 @@ BN_OPS = ["cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationForw
 BN_CHECKS = ["{ plugin: highprec }", "{ plugin: determinism }", "{ plugin: nan_inf }",
              "{ plugin: reference }"]
 BN_ALL = every_conv(*BN_CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1e9 }")
+# Graphs: default tolerances too (an SDPA output is rounded once to its type).
+GRAPH_ALL = every_conv(*BN_CHECKS, "{ plugin: perturb, trials: 2, tolerance: 1 }")
 
 
 def norm(mode, **kw):
@@ -733,31 +735,41 @@ class GraphPrecision(unittest.TestCase):
 class GraphOps(unittest.TestCase):
     """Graphs of other operations: conv -> add bias -> relu, batched matmul (f32, f16),
     matmul -> gelu, scale -> sum, layer and batch norm (training, a by-value epsilon), layer
-    norm backward."""
+    norm backward, SDPA forward (f16, f32; grouped-query attention, o and stats)."""
 
     @classmethod
     def setUpClass(cls):
         cls.plain = graph("ops", preload=False)
-        cls.fumi = graph("ops", policy=CONV_ALL)
+        # A queue deep enough for every call: each one is checked, asynchronously.
+        cls.fumi = graph("ops", policy=GRAPH_ALL, env={"FUMI_CUDA_QUEUE": "1024"})
 
     def test_results_bit_identical_every_graph_checked(self):
         self.assertEqual(lines(self.plain.stdout), lines(self.fumi.stdout))
         s = self.fumi.op(EXECUTE)
-        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (8, 8, 0))
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (10, 10, 0))
         self.assertEqual(self.fumi.of("violation"), [])
 
     def test_every_rerun_and_the_host_evaluation_agree(self):
         graphs = {c["args"]["graph"] for c in checks_of(self.fumi, "determinism")}
         self.assertEqual(graphs, {"conv_fwd+pointwise+pointwise", "matmul", "matmul+pointwise",
-                                  "pointwise+reduction", "norm_fwd", "norm_bwd"})
+                                  "pointwise+reduction", "norm_fwd", "norm_bwd", "sdpa_fwd"})
         for c in checks_of(self.fumi, "determinism"):
             self.assertEqual(c["value"], 0, c)
         # highprec runs a clone of each graph with wider types (f16 -> f32, f32 -> f64); fumi
-        # evaluates every one of these graphs on the host.
-        self.assertEqual(len(checks_of(self.fumi, "highprec")), 8)
-        self.assertEqual(len(checks_of(self.fumi, "reference")), 8)
+        # evaluates every one of these graphs on the host. Every result but SDPA's is exact; an
+        # SDPA output is rounded once to its type: f16 within a few units of 2^-11.
+        self.assertEqual(len(checks_of(self.fumi, "highprec")), 10)
+        self.assertEqual(len(checks_of(self.fumi, "reference")), 10)
+        sdpa = {"f16": 0, "f32": 0}
         for c in checks_of(self.fumi, "highprec") + checks_of(self.fumi, "reference"):
-            self.assertLess(c["value"], 1e-6, c)
+            if c["args"]["graph"] == "sdpa_fwd" and c["dtype"] == "f16":
+                sdpa["f16"] += 1
+                self.assertLess(c["value"], 4 * 2 ** -11, c)
+                self.assertGreater(c["value"], 0, c)  # not exact: exp and a division
+            else:
+                sdpa["f32"] += c["args"]["graph"] == "sdpa_fwd"
+                self.assertLess(c["value"], 1e-6, c)
+        self.assertEqual(sdpa, {"f16": 2, "f32": 2})
 
     def test_operands_named_by_role(self):
         shapes = {c["args"]["graph"]: c["shape"] for c in checks_of(self.fumi, "determinism")}
@@ -767,6 +779,10 @@ class GraphOps(unittest.TestCase):
         self.assertEqual(set(shapes["norm_bwd"]),
                          {"x", "dy", "scale", "mean", "inv_var", "dx", "dscale", "dbias"})
         self.assertEqual(shapes["matmul"]["a"], [2, 8, 16])
+        # The scale goes by value: not an operand.
+        self.assertEqual(set(shapes["sdpa_fwd"]), {"q", "k", "v", "o", "stats"})
+        self.assertEqual((shapes["sdpa_fwd"]["k"], shapes["sdpa_fwd"]["stats"]),
+                         ([2, 2, 6, 8], [2, 4, 5, 1]))
 
     def test_planted_matmul_fault_caught_by_reference(self):
         env = {"FUMI_SIMCUDNN_FAULTS": "wrongmm:8x4x16"}
@@ -776,6 +792,19 @@ class GraphOps(unittest.TestCase):
         self.assertEqual((v["check"], v["args"]["graph"]), ("reference", "matmul"))
         self.assertAlmostEqual(v["value"], 2 ** -7, delta=2e-3)
         self.assertEqual(graph("faultmm", policy=CONV_CHECKS).of("violation"), [])
+
+    def test_planted_sdpa_fault_caught_by_reference_not_highprec(self):
+        # O times 1 + 2^-7 in every precision: the widened clone is as wrong, fumi's host
+        # evaluation is not (stats are untouched; o's error is reported).
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrongsdpa:5x6"}
+        r = graph("faultsdpa", policy=CONV_CHECKS, env=env)
+        self.assertEqual(lines(graph("faultsdpa", preload=False, env=env).stdout), lines(r.stdout))
+        [v] = r.of("violation")
+        self.assertEqual((v["check"], v["args"]["graph"]), ("reference", "sdpa_fwd"))
+        self.assertAlmostEqual(v["value"], 2 ** -7, delta=1e-5)
+        [h] = checks_of(r, "highprec")
+        self.assertLess(h["value"], 1e-6, h)
+        self.assertEqual(graph("faultsdpa", policy=CONV_CHECKS).of("violation"), [])
 
 
 @unittest.skipUnless(CUDA_GRAPH and SIM_CUDNN, "cuda_graph or the cuDNN stand-in not built")

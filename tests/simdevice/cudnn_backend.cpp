@@ -34,18 +34,26 @@
 //    layer norm normalises with its own statistics) and norm backward (DX, DSCALE, DBIAS from
 //    X, DY, SCALE, MEAN, INV_VARIANCE). Statistics are per group of x elements that map to one
 //    element of the statistics shape: batch norm's is the scale's shape (1,C,1,..), layer
-//    norm's its complement (N,1,1,..), as cudnn-frontend builds them.
+//    norm's its complement (N,1,1,..), as cudnn-frontend builds them. SDPA forward (Q
+//    [B,H,S_q,D], K [B,H_k,S_kv,D], V [B,H_v,S_kv,D_v], O [B,H,S_q,D_v]; optional SCALE, one
+//    element (by value or not; 1 when absent), and STATS [B,H,S_q,1]): O = softmax(SCALE·QKᵀ)V
+//    over the kv axis, STATS the row's log-sum-exp (natural log, max + log Σ exp(s − max)), as
+//    cudnn-frontend documents them; H a multiple of H_k and H_v (grouped-query attention: query
+//    head h reads key head h / (H/H_k)). Block masks, paged K/V and sequence lengths are
+//    CUDNN_STATUS_NOT_SUPPORTED at the operation's Finalize. Data f16, bf16, f32 and f64 (the
+//    real library has f16/bf16/fp8 only; the wider types let highprec clones plan).
 //  - finalize validates like the real library (shapes, types, UIDs, one producer per tensor,
 //    virtual tensors produced and consumed inside the graph, multi-op graphs connected through
 //    virtual tensors) and snapshots by value: destroying op, tensor, graph or engine
 //    descriptors after a plan is finalized does not affect it.
 //  - engines (ENGINE_GLOBAL_COUNT 3; every engine has the behaviour note
-//    SUPPORTS_CUDA_GRAPH_NATIVE_API). For graphs with a convolution or matmul, by the data
-//    type of the first one's inputs: engine 0, FMA: plain float (double for DOUBLE)
-//    accumulation, no numerical notes; engine 1 (not for DOUBLE): note TENSOR_CORE, FLOAT
-//    data rounded to TF32 first (unless NVIDIA_TF32_OVERRIDE=0), float accumulation; engine 2
-//    (HALF and BFLOAT16 only): notes TENSOR_CORE and REDUCED_PRECISION_REDUCTION, accumulation
-//    in fp16 / bf16 (a rounding per multiply-add). Other graphs: engine 0 only. An ENGINE with
+//    SUPPORTS_CUDA_GRAPH_NATIVE_API). For graphs with a convolution, matmul or SDPA, by the
+//    data type of the first one's inputs (SDPA: Q's): engine 0, FMA: plain float (double for
+//    DOUBLE) accumulation, no numerical notes; engine 1 (not for DOUBLE): note TENSOR_CORE,
+//    FLOAT data rounded to TF32 first (unless NVIDIA_TF32_OVERRIDE=0), float accumulation;
+//    engine 2 (HALF and BFLOAT16 only): notes TENSOR_CORE and REDUCED_PRECISION_REDUCTION,
+//    accumulation in fp16 / bf16 (a rounding per multiply-add); SDPA's arithmetic is the same
+//    on every engine (below). Other graphs: engine 0 only. An ENGINE with
 //    an index the graph has no engine for does not finalize (NOT_SUPPORTED). Heuristics:
 //    INSTANT, HEUR_A and HEUR_B return engines 1, 0, 2 (those that apply, in this order);
 //    FALLBACK returns 0, 1, 2. Knob choices are accepted and change nothing.
@@ -68,14 +76,17 @@
 //    rounding), which is sim_gemm.h's element arithmetic. Pointwise ops compute in MATH_PREC
 //    (each input and result rounded to it; transcendental functions from double). Reductions
 //    accumulate in COMP_TYPE in logical order. Norms compute in double, like the legacy batch
-//    norm.
+//    norm. SDPA computes in double on every engine (sequential sums, the row maximum
+//    subtracted before exp), O and STATS rounded once to their types.
 //  - planted faults (FUMI_SIMCUDNN_FAULTS, cudnn_common.h): wrong:CxK, accum16 and nondet hit
 //    graph convolutions as they hit legacy ones (nondet: forward convolutions, one call
 //    counter shared with the legacy API, decided at Execute); wrongmm:MxNxK multiplies the
-//    results of matmuls of that size by 1 + 2^-7 before the rounding.
-// Not emulated: other descriptor types and operations (resample, concat, RNG, SDPA, ...),
-// int/fp8 data, vectorised or reordered tensors, dynamic shapes, JSON serialisation, kernel
-// caches, device properties, cudnnBackendUpdateCudaGraph, tensor-core summation order.
+//    results of matmuls of that size by 1 + 2^-7 before the rounding, wrongsdpa:SqxSkv the O of
+//    SDPA forwards with S_q queries and S_kv keys (STATS untouched).
+// Not emulated: other descriptor types and operations (resample, concat, RNG, SDPA backward,
+// ...), SDPA masks, dropout, paging and sequence lengths, int/fp8 data, vectorised or
+// reordered tensors, dynamic shapes, JSON serialisation, kernel caches, device properties,
+// cudnnBackendUpdateCudaGraph, tensor-core summation order.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -619,6 +630,7 @@ bool isOperation(cudnnBackendDescriptorType_t t) {
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR:
       return true;
     default:
       return false;
@@ -654,6 +666,9 @@ bool isTensorAttribute(cudnnBackendDescriptorType_t kind, int name) {
     case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR:
       return name >= CUDNN_ATTR_OPERATION_NORM_BWD_XDESC &&
              name <= CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC;
+    case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR:  // every attribute is a tensor
+      return name >= CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC &&
+             name <= CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC;
     default:
       return false;
   }
@@ -1087,6 +1102,42 @@ cudnnStatus_t finalizeNorm(OpVal& op) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t finalizeSdpa(OpVal& op) {
+  const int Q = CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, K = CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
+            V = CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, O = CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC,
+            STATS = CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC,
+            SCALE = CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC;
+  const TensorVal *q = op.t(Q), *k = op.t(K), *v = op.t(V), *o = op.t(O), *stats = op.t(STATS),
+                  *scale = op.t(SCALE);
+  if (!q || !k || !v || !o) return CUDNN_STATUS_BAD_PARAM;
+  for (int name : {CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC,
+                   CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC,
+                   CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_VDESC,
+                   CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC,
+                   CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC})
+    if (op.has(name)) return CUDNN_STATUS_NOT_SUPPORTED;
+  for (const TensorVal* t : {q, k, v, o})
+    if (t->nbDims != 4) return CUDNN_STATUS_BAD_PARAM;
+  if (stats && stats->nbDims != 4) return CUDNN_STATUS_BAD_PARAM;
+  const int64_t B = q->dim[0], H = q->dim[1], Sq = q->dim[2], D = q->dim[3];
+  const int64_t Hk = k->dim[1], Skv = k->dim[2], Hv = v->dim[1], Dv = v->dim[3];
+  if (k->dim[0] != B || k->dim[3] != D || v->dim[0] != B || v->dim[2] != Skv || H % Hk != 0 ||
+      H % Hv != 0 || o->dim[0] != B || o->dim[1] != H || o->dim[2] != Sq || o->dim[3] != Dv)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (stats && (stats->dim[0] != B || stats->dim[1] != H || stats->dim[2] != Sq ||
+                stats->dim[3] != 1))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (scale && scale->count() != 1) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (!floating(q) || !floating(o) || k->type != q->type || v->type != q->type ||
+      (stats && !floating(stats)) || (scale && !floating(scale)))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  op.inputs = {Q, K, V};
+  if (scale) op.inputs.push_back(SCALE);
+  op.outputs = {O};
+  if (stats) op.outputs.push_back(STATS);
+  return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t finalizeOp(OpVal& op) {
   cudnnStatus_t st;
   switch (op.kind) {
@@ -1102,6 +1153,9 @@ cudnnStatus_t finalizeOp(OpVal& op) {
     case CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR:
       st = finalizeNorm(op);
+      break;
+    case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR:
+      st = finalizeSdpa(op);
       break;
     default:
       st = finalizeConv(op);
@@ -1119,6 +1173,7 @@ cudnnStatus_t finalizeOp(OpVal& op) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+// Convolutions, matmuls and SDPA (whose inputs[0] is Q): what picks a graph's engines.
 bool isContraction(const OpVal& op) {
   return op.kind != CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR &&
          op.kind != CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR &&
@@ -1132,7 +1187,7 @@ struct GraphVal {
   std::vector<OpVal> ops;          // in dependency order
   std::vector<TensorVal> tensors;  // every UID once
   std::vector<int64_t> engines;    // the engines that run it
-  DType data = DType::F32;         // inputs of the first convolution / matmul
+  DType data = DType::F32;         // inputs of the first convolution / matmul / SDPA
   int64_t workspace = 0;           // bytes
 };
 
@@ -1982,6 +2037,51 @@ void runNormBackward(const OpVal& op, Env& env) {
   env.write(op, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, db);
 }
 
+// SDPA forward in double, per (batch, head, query row): s = SCALE·q·kᵀ over the kv axis, p =
+// exp(s − max s), O = Σ p·v / Σ p, STATS = max s + log Σ p. Query head h reads key head
+// h / (H/H_k) and value head h / (H/H_v). O and STATS are rounded once, at the store.
+void runSdpa(const OpVal& op, Env& env) {
+  const int Q = CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, K = CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
+            V = CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC,
+            SCALE = CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC,
+            STATS = CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC;
+  const TensorVal &qt = *op.t(Q), &kt = *op.t(K), &vt = *op.t(V);
+  const int64_t B = qt.dim[0], H = qt.dim[1], Sq = qt.dim[2], D = qt.dim[3];
+  const int64_t Hk = kt.dim[1], Skv = kt.dim[2], Hv = vt.dim[1], Dv = vt.dim[3];
+  const std::vector<double> q = env.read(op, Q), k = env.read(op, K), v = env.read(op, V);
+  const double scale = op.has(SCALE) ? env.read(op, SCALE)[0] : 1.0;
+  const Faults& f = faults();
+  const double wrong = f.wrongSdpa && f.sdpaSq == Sq && f.sdpaSkv == Skv ? kWrongScale : 1.0;
+  std::vector<double> o(static_cast<size_t>(B * H * Sq * Dv));
+  std::vector<double> stats(static_cast<size_t>(B * H * Sq)), p(static_cast<size_t>(Skv));
+  auto at = [](const std::vector<double>& t, int64_t i) { return t[static_cast<size_t>(i)]; };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kRows = (b * Hk + h / (H / Hk)) * Skv, vRows = (b * Hv + h / (H / Hv)) * Skv;
+      for (int64_t i = 0; i < Sq; ++i) {
+        const int64_t row = (b * H + h) * Sq + i;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < Skv; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += at(q, row * D + d) * at(k, (kRows + j) * D + d);
+          p[static_cast<size_t>(j)] = scale * dot;
+          mx = std::max(mx, scale * dot);
+        }
+        double z = 0;
+        for (double& e : p) z += e = std::exp(e - mx);
+        for (int64_t e = 0; e < Dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < Skv; ++j)
+            acc += p[static_cast<size_t>(j)] * at(v, (vRows + j) * Dv + e);
+          o[static_cast<size_t>(row * Dv + e)] = acc / z * wrong;
+        }
+        stats[static_cast<size_t>(row)] = mx + std::log(z);
+      }
+    }
+  env.write(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, o);
+  if (op.has(STATS)) env.write(op, STATS, stats);
+}
+
 // The work item: every op in dependency order. Called on the stream only.
 void evaluate(const Run& run) {
   Env env(run);
@@ -2003,6 +2103,9 @@ void evaluate(const Run& run) {
         break;
       case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR:
         runNormBackward(op, env);
+        break;
+      case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR:
+        runSdpa(op, env);
         break;
       default:
         runConv(op, env, run.bump[i]);

@@ -9,6 +9,7 @@
 // cudnn_backend.cpp say which calls they hit):
 //  - wrong:CxK      convolutions with C input and K output channels: results times 1 + 2^-7;
 //  - wrongmm:MxNxK  graph matmuls of those sizes: results times 1 + 2^-7;
+//  - wrongsdpa:SqxSkv  graph SDPA forwards with S_q queries and S_kv keys: O times 1 + 2^-7;
 //  - accum16        HALF data with HALF compute accumulates in fp16;
 //  - nondet         forward convolutions move output element 0 up one ulp every other call.
 #pragma once
@@ -55,6 +56,8 @@ struct Faults {
   int64_t wrongC = 0, wrongK = 0;
   bool wrongMatmul = false;
   int64_t mmM = 0, mmN = 0, mmK = 0;
+  bool wrongSdpa = false;
+  int64_t sdpaSq = 0, sdpaSkv = 0;
   bool accum16 = false;
   bool nondet = false;
   bool bnvar = false;  // batch-norm statistics one-pass, E[x^2] - E[x]^2, summed in the parameter type
@@ -84,6 +87,10 @@ inline const Faults& faults() {
         r->mmM = m;
         r->mmN = c;
         r->mmK = k;
+      } else if (std::sscanf(item.c_str(), "wrongsdpa:%lldx%lld", &m, &k) == 2) {
+        r->wrongSdpa = true;
+        r->sdpaSq = m;
+        r->sdpaSkv = k;
       } else if (std::sscanf(item.c_str(), "wrong:%lldx%lld", &c, &k) == 2) {
         r->wrong = true;
         r->wrongC = c;

@@ -6,8 +6,8 @@
 // op: fwd, bwdd, bwdf, biasact, bn_train, bn_infer, bn_bwd (one computation), hostptr (host
 // and pinned pointers), badparam (documented error statuses), descs (descriptor getters);
 // the backend (graph) API: gconv (dir=fwd|bwdd|bwdf, engine, capture, populate, destroy),
-// gfused (conv + bias + relu), gmatmul, gnorm (kind=ln|bn phase=train|infer|bwd), gapi
-// (statuses, engines and notes).
+// gfused (conv + bias + relu), gmatmul, gnorm (kind=ln|bn phase=train|infer|bwd), gsdpa (SDPA
+// forward), gapi (statuses, engines and notes).
 // keys: dtype=f32|f64|f16|bf16  compute=f32|f64|f16  math=default|tensor|conversion|fma
 //   layout=nchw|nhwc|strided (x, y, z)  flayout=nchw|nhwc (filter)  n c k d h w t r s (d, t:
 //   input/filter depth, 0 = 2-D)  pad stride dil (one value or per dim, "1,0")  groups
@@ -1632,6 +1632,74 @@ int runGraphNorm() {
   return 0;
 }
 
+// op=gsdpa: one SDPA forward, q [b,h,sq,d], k [b,hk,skv,d], v [b,hv,skv,dv] and o [b,h,sq,dv]
+// of dtype in `layout`, stats [b,h,sq,1] FLOAT (stats=1), the scale (default 1/sqrt(d)) a
+// FLOAT by value, on engine `engine`: S sdpa_finalize, then T q, k, v, out0 (o), stats.
+// extra=mask|pagek|pagev|seqq|seqkv also sets that operand (an INT32 tensor); an operation
+// that does not finalize is not run.
+int runGraphSdpa() {
+  const T dt = typeOf(arg("dtype", "f16"));
+  const int b = iarg("b", 2), h = iarg("h", 4), hk = iarg("hk", h), hv = iarg("hv", hk);
+  const int sq = iarg("sq", 5), skv = iarg("skv", 7), d = iarg("d", 8), dv = iarg("dv", d);
+  float scale = static_cast<float>(darg("scale", 1 / std::sqrt(static_cast<double>(d))));
+  const std::string layout = arg("layout", "nchw"), extra = arg("extra", "");
+  const bool withStats = iarg("stats", 1) != 0;
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cudnnHandle_t handle;
+  DNN_CHECK(cudnnCreate(&handle));
+  DNN_CHECK(cudnnSetStream(handle, stream));
+  Tensor q = make("q", dt, {b, h, sq, d}, layout), k = make("k", dt, {b, hk, skv, d}, layout);
+  Tensor v = make("v", dt, {b, hv, skv, dv}, layout), o = make("o", dt, {b, h, sq, dv}, layout);
+  Tensor stats = make("stats", T::F32, {b, h, sq, 1}, "nchw");
+  fill(q);
+  fill(k);
+  fill(v);
+  fillConst(o, 0);
+  fillConst(stats, 0);
+  print(q, "q");
+  print(k, "k");
+  print(v, "v");
+  for (Tensor* t : {&q, &k, &v, &o, &stats}) upload(*t);
+  std::vector<int64_t> uids = {uidOf('q'), uidOf('k'), uidOf('v'), uidOf('o'), uidOf('a')};
+  std::vector<void*> ptrs = {q.dev, k.dev, v.dev, o.dev, &scale};
+  cudnnBackendDescriptor_t op = bcreate(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+  bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, btensor(q, uidOf('q')));
+  bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, btensor(k, uidOf('k')));
+  bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, btensor(v, uidOf('v')));
+  bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, btensor(o, uidOf('o')));
+  bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, bscalar(4, uidOf('a')));
+  if (withStats) {
+    bdesc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, btensor(stats, uidOf('s')));
+    uids.push_back(uidOf('s'));
+    ptrs.push_back(stats.dev);
+  }
+  const std::map<std::string, cudnnBackendAttributeName_t> extras = {
+      {"mask", CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC},
+      {"pagek", CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC},
+      {"pagev", CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_VDESC},
+      {"seqq", CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC},
+      {"seqkv", CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC}};
+  if (extras.count(extra))
+    bdesc(op, extras.at(extra),
+          btensorSpec(CUDNN_DATA_INT32, {b, 1, 1, 1}, {1, 1, 1, 1}, uidOf('x')));
+  const cudnnStatus_t fin = cudnnBackendFinalize(op);
+  std::printf("S sdpa_finalize %d\n", static_cast<int>(fin));
+  if (fin == CUDNN_STATUS_SUCCESS) {
+    const Plan plan = buildPlan(handle, {op}, iarg("engine", 0));
+    const cudnnStatus_t st = runPlan(handle, stream, plan, uids, ptrs);
+    std::printf("S call0 %d\n", static_cast<int>(st));
+    download(o, stream);
+    download(stats, stream);
+    print(o, "out0");
+    printGaps(o);
+    if (withStats) print(stats, "stats");
+  }
+  destroyScratch();
+  DNN_CHECK(cudnnDestroy(handle));
+  return 0;
+}
+
 // op=gapi: statuses and getters of the backend API: S <name> <status or value>.
 int runGraphApi() {
   auto report = [](const char* name, cudnnStatus_t st) {
@@ -1924,6 +1992,8 @@ int main(int argc, char** argv) {
     rc = runGraphMatmul();
   else if (op == "gnorm")
     rc = runGraphNorm();
+  else if (op == "gsdpa")
+    rc = runGraphSdpa();
   else if (op == "gapi")
     rc = runGraphApi();
   else {

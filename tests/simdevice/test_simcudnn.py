@@ -9,8 +9,8 @@ output type; TF32 cases are compared with references from TF32-rounded inputs.
 
 The backend (graph) API cases (op=g*) build graphs as cudnn-frontend does and check them
 bit-for-bit against the legacy calls with the same precision choices (convolutions, the
-conv+bias+relu fusion), against torch (matmul, layer/batch norm), and the API's statuses,
-engines and notes, CUDA-graph capture/population and planted faults.
+conv+bias+relu fusion), against torch (matmul, layer/batch norm, SDPA forward), and the API's
+statuses, engines and notes, CUDA-graph capture/population and planted faults.
 
 ctest runs this as `simcudnn` (CUDNN_SELFTEST, FUMI_SIM_CUDART, FUMI_SIM_CUDNN set)."""
 import os
@@ -759,6 +759,69 @@ class GraphNorm(unittest.TestCase):
                 out = "dx" if case["phase"] == "bwd" else "out0"
                 self.assertTrue(r.gaps["y"])
                 self.assertTrue(np.isfinite(r.tensors[out]).all())
+
+
+@unittest.skipUnless(SELFTEST and SIM_CUDNN and torch is not None, "not built")
+class GraphSdpa(unittest.TestCase):
+    """SDPA forward against softmax(q @ k^T * scale) @ v and logsumexp, torch in float64."""
+
+    @staticmethod
+    def reference(r, scale):
+        q, k, v = r.t("q"), r.t("k"), r.t("v")
+        heads = q.shape[1]
+        k = k.repeat_interleave(heads // k.shape[1], dim=1)  # grouped-query attention
+        v = v.repeat_interleave(heads // v.shape[1], dim=1)
+        s = torch.matmul(q, k.transpose(-1, -2)) * scale
+        p = torch.softmax(s, dim=-1)
+        return torch.matmul(p, v), torch.matmul(p, v.abs()), torch.logsumexp(s, -1, keepdim=True)
+
+    CASES = [
+        dict(dtype="f16", engine=1), dict(dtype="f16", engine=2, h=4, hk=2, hv=1, dv=6),
+        dict(dtype="bf16", engine=0, layout="strided", sq=3, skv=9),
+        dict(dtype="f32", engine=1, h=6, hk=3, hv=2, d=16, dv=4, scale=0.125),
+        dict(dtype="f32", engine=0, layout="strided", stats=0),
+        dict(dtype="f64", engine=0, b=1, sq=1, skv=1),
+    ]
+
+    def test_matches_torch(self):
+        for case in self.CASES:
+            with self.subTest(case=case):
+                r = selftest(op="gsdpa", **case)
+                self.assertEqual((r.status["sdpa_finalize"], r.status["call0"]), (0, 0))
+                self.assertTrue(r.gaps["o"])
+                # The engines of the data type, as for a matmul.
+                engines = {"f16": "1,0,2", "bf16": "1,0,2", "f32": "1,0", "f64": "0"}
+                self.assertEqual(str(r.status["engines"]), engines[case["dtype"]])
+                scale = float(np.float32(case.get("scale", 1 / np.sqrt(case.get("d", 8)))))
+                ref, bound, lse = self.reference(r, scale)
+                out = r.tensors["out0"]
+                self.assertEqual(list(out.shape), list(ref.shape))
+                self.assertLessEqual(max_rel_error(out, ref, bound), TOL[case["dtype"]])
+                if case.get("stats", 1):  # FLOAT: one rounding of the natural-log logsumexp
+                    err = np.abs(r.tensors["stats"] - lse.numpy()) / (np.abs(lse.numpy()) + 1)
+                    self.assertLessEqual(err.max(), 2 ** -23)
+                else:
+                    self.assertNotIn("stats", r.tensors)
+
+    def test_unsupported_options_and_bad_shapes(self):
+        for extra in ("mask", "pagek", "pagev", "seqq", "seqkv"):
+            r = selftest(op="gsdpa", extra=extra)
+            self.assertEqual(r.status["sdpa_finalize"], NOT_SUPPORTED, extra)
+            self.assertNotIn("call0", r.status)
+        for shape in (dict(h=4, hk=3), dict(h=4, hv=3), dict(dtype="f16", d=8, dv=4, hk=2, h=3)):
+            r = selftest(op="gsdpa", **shape)
+            self.assertEqual(category(r.status["sdpa_finalize"]), BAD_PARAM, shape)
+
+    def test_wrongsdpa_fault(self):
+        case = dict(op="gsdpa", dtype="f32", sq=5, skv=7)
+        clean = selftest(**case)
+        bad = selftest(faults="wrongsdpa:5x7", **case)
+        mask = np.abs(clean.tensors["out0"]) > 1e-3
+        ratio = bad.tensors["out0"][mask] / clean.tensors["out0"][mask]
+        self.assertLess(np.abs(ratio - (1 + 2 ** -7)).max(), 1e-6)
+        np.testing.assert_array_equal(bad.tensors["stats"], clean.tensors["stats"])
+        np.testing.assert_array_equal(selftest(faults="wrongsdpa:7x5", **case).tensors["out0"],
+                                      clean.tensors["out0"])
 
 
 @unittest.skipUnless(SELFTEST and SIM_CUDNN, "not built")
