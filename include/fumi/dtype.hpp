@@ -179,7 +179,11 @@ inline void forEachElement(const fumi_tensor& t, F&& f) {
   int64_t idx[FUMI_MAX_DIMS] = {0};
   int64_t outer_off = base;
   for (int64_t k = 0; k < n; k += inner) {
-    for (int64_t i = 0; i < inner; ++i) f(k + i, outer_off + i * s_in);
+    if (s_in == 1) {  // contiguous rows: a unit-stride loop the compiler can vectorise
+      for (int64_t i = 0; i < inner; ++i) f(k + i, outer_off + i);
+    } else {
+      for (int64_t i = 0; i < inner; ++i) f(k + i, outer_off + i * s_in);
+    }
     for (int d = last - 1; d >= 0; --d) {
       outer_off += t.strides[d];
       if (++idx[d] < t.shape[d]) break;
