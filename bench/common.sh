@@ -9,6 +9,10 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${FUMI_BUILD_DIR:-$ROOT/build}
 PYTHON=${PYTHON:-/usr/bin/python3}
+# glibc's malloc thresholds pinned (--pin-malloc of torch.sh and fumi_compare.sh): glibc moves its
+# mmap threshold up to the largest block freed so far (and the trim threshold to twice that);
+# fixed values stop both moves, so each mode pays the same page faults per step.
+MALLOC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 
 bench_setup() {
   BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)

@@ -69,9 +69,6 @@ if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=5 WARMUP=3 STE
 # leaves (every call of the compute leaves checked) is resnet18's breakdown of where check time
 # goes; on the language models it takes 15 s and more a step, so they run the other three.
 modes_of() { if [[ $1 == resnet18 ]]; then echo baseline attached default leaves; else echo baseline attached default; fi; }
-# glibc moves its mmap threshold up to the largest block freed so far (and the trim threshold to
-# twice that); fixed values stop both moves, so each mode pays the same page faults per step.
-MALLOC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 
 # ---- build ------------------------------------------------------------------------------------
 if [[ $BUILD_IT == 1 ]]; then

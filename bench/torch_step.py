@@ -31,7 +31,10 @@ Usage: /usr/bin/python3 bench/torch_step.py [--model resnet18|lstm|transformer] 
 size (default 64) and the language models' bptt (default 35).
 --threads 0 (the default) leaves PyTorch's own choice (one thread per core).
 --autocast bf16 runs the forward pass and the loss under torch.autocast("cpu", bfloat16), the way
-a bf16 mixed-precision job runs."""
+a bf16 mixed-precision job runs.
+--emulate perturb|f64 checks the forward calls FuMi's Python wrappers check, the way they check
+them (bench/fumi_emulate.py; bench/fumi_compare.sh), and prints "emulated_checks <n>" at the
+end."""
 import argparse
 import contextlib
 import math
@@ -168,7 +171,12 @@ def main():
                         help="torch.set_num_threads (0: leave the default)")
     parser.add_argument("--autocast", choices=["bf16"], default=None,
                         help="forward and loss under torch.autocast (cpu, bfloat16)")
+    parser.add_argument("--emulate", choices=["perturb", "f64"], default=None,
+                        help="FuMi's own checks, emulated (bench/fumi_emulate.py)")
     args = parser.parse_args()
+    if args.emulate:
+        import fumi_emulate
+        fumi_emulate.install(args.emulate)
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -195,6 +203,8 @@ def main():
         kind = "warmup" if step < args.warmup else "timed"
         print(f"step {step} {kind} step_s {dt:.6f} loss {value.hex()} minflt {faults}",
               flush=True)
+    if args.emulate:
+        print(f"emulated_checks {fumi_emulate.calls()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# bench/fumi_compare.sh — fumi against FuMi's own Python wrappers doing the same work on one job
+# (issue 13 item 5, issue 15): the forward calls of the seven functional ops FuMi wraps on
+# resnet18 (conv2d, batch_norm, relu, max_pool2d, adaptive_avg_pool2d, linear, cross_entropy:
+# 61 calls a step), every call checked, one perturbed rerun or one f64 rerun. Prints a markdown
+# table: median step, added ms per step, checked calls per step and added ms per checked call.
+# Not a test: it never fails on a slow number, it reports it.
+#
+#   baseline        no LD_PRELOAD
+#   fumi perturb    libfumi, a policy checking those aten ops (phase forward, every call) with
+#                   `perturb`, trials 1
+#   fumi highprec   the same with `highprec`
+#   FuMi perturb    no libfumi; bench/fumi_emulate.py's add_noise wrappers (torch ops)
+#   FuMi f64        no libfumi; its improve_precision wrappers
+#
+# Usage: bench/fumi_compare.sh [--quick] [--threads T] [--pin-malloc] [--no-build]
+#   --quick       1 round, fewer steps (a smoke run)
+#   --threads T   torch.set_num_threads(T) (default 0: PyTorch's choice, as users run)
+#   --pin-malloc  glibc's malloc thresholds pinned in every mode (bench/torch.sh's tunables):
+#                 libfumi pins them itself when it attaches to torch, so unpinned, the plain and
+#                 emulated modes pay glibc's trim-and-refault cycle that fumi's modes do not
+# Environment: FUMI_BUILD_DIR, PYTHON (as bench/torch.sh). Described in docs/benchmarks.md.
+set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+QUICK=0 THREADS=0 BUILD_IT=1 PIN_MALLOC=0
+while (($#)); do
+  case $1 in
+    --quick) QUICK=1 ;;
+    --threads) THREADS=${2:?--threads needs a value}; shift ;;
+    --no-build) BUILD_IT=0 ;;
+    --pin-malloc) PIN_MALLOC=1 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "fumi_compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=2 STEPS=8; fi
+if [[ $BUILD_IT == 1 ]]; then
+  [[ -f $BUILD/CMakeCache.txt ]] || cmake -S "$ROOT" -B "$BUILD" >&2
+  cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_perturb fumi_highprec >&2
+fi
+LIBFUMI=$BUILD/lib/libfumi.so
+[[ -f $BUILD/lib/fumi/libfumi_torch.so ]] ||
+  { echo "fumi_compare.sh: the PyTorch adapter is not built" >&2; exit 2; }
+bench_setup fumi_compare.sh
+
+for check in "perturb, trials: 1" "highprec"; do
+  name=${check%%,*}
+  cat >"$TMP/$name.yaml" <<EOF
+version: 1
+report: { log_level: warn }
+rules:
+  - name: fumi-wraps
+    match:
+      op: [aten::conv2d, aten::batch_norm, aten::relu_, aten::relu, aten::max_pool2d,
+           aten::adaptive_avg_pool2d, aten::linear, aten::cross_entropy_loss]
+      phase: forward
+    sample: { every: 1 }
+    checks: [ { plugin: $check, tolerance: 1e9 } ]
+EOF
+done
+
+MODES=(baseline fumi_perturb fumi_highprec fumipy_perturb fumipy_f64)
+run_mode() {  # run_mode MODE ROUND
+  local mode=$1 out=$TMP/out-$1-$2
+  local -a env=(env) extra=()
+  [[ $PIN_MALLOC == 1 ]] &&
+    env+=(GLIBC_TUNABLES="$MALLOC_TUNABLES")
+  case $mode in
+    fumi_perturb) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/perturb.yaml") ;;
+    fumi_highprec) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/highprec.yaml") ;;
+    fumipy_perturb) extra=(--emulate perturb) ;;
+    fumipy_f64) extra=(--emulate f64) ;;
+  esac
+  "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model resnet18 --steps "$STEPS" \
+    --warmup "$WARMUP" --threads "$THREADS" "${extra[@]}" >"$TMP/steps-$mode-$2" \
+    2>>"$TMP/stderr-$mode" || { tail -n 20 "$TMP/stderr-$mode" >&2; exit 1; }
+}
+
+bench_machine
+for ((round = 1; round <= ROUNDS; ++round)); do
+  for mode in "${MODES[@]}"; do
+    echo "fumi_compare.sh: round $round/$ROUNDS: $mode" >&2
+    run_mode "$mode" "$round"
+  done
+done
+read -r load_end _ </proc/loadavg
+
+echo "## fumi and FuMi's wrappers, the same checks on resnet18 (bench/fumi_compare.sh)"
+echo
+echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
+echo
+"$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "${MODES[*]}" <<'EOF'
+import glob, json, statistics, sys
+
+tmp, rounds, warmup, steps, threads, modes = sys.argv[1:7]
+rounds, warmup, steps = int(rounds), int(warmup), int(steps)
+modes = modes.split()
+label = {
+    "baseline": "baseline: no LD_PRELOAD",
+    "fumi_perturb": "fumi `perturb` (trials 1)",
+    "fumi_highprec": "fumi `highprec`",
+    "fumipy_perturb": "FuMi add_noise (emulated, torch ops)",
+    "fumipy_f64": "FuMi improve_precision (emulated, torch ops)",
+}
+timed, losses, checks, check_s = {}, {}, {}, {}
+for m in modes:
+    timed[m], losses[m], per_step, secs = [], [], [], []
+    for r in range(1, rounds + 1):
+        run_losses, emulated = [], None
+        for line in open(f"{tmp}/steps-{m}-{r}"):
+            f = line.split()
+            if f and f[0] == "step":
+                run_losses.append(f[6])
+                if f[2] == "timed":
+                    timed[m].append(float(f[4]))
+            elif f and f[0] == "emulated_checks":
+                emulated = int(f[1])
+        losses[m].append(run_losses)
+        if emulated is not None:
+            per_step.append(emulated / (warmup + steps))
+        for path in glob.glob(f"{tmp}/out-{m}-{r}/events-*.jsonl"):
+            last = None
+            for line in open(path):
+                e = json.loads(line) if line.strip() else {}
+                if e.get("event") == "summary":
+                    last = e
+            if last:
+                per_step.append(sum(o["checked"] for o in last["ops"]) / (warmup + steps))
+                secs.append(sum(o["check_s"] for o in last["ops"]))
+    checks[m] = statistics.fmean(per_step) if per_step else 0.0
+    check_s[m] = statistics.fmean(secs) / (warmup + steps) if secs else None
+med = {m: statistics.median(timed[m]) for m in modes}
+base = med["baseline"]
+thread_text = "PyTorch's default thread count" if threads == "0" else f"{threads} thread(s)"
+print(f"resnet18(num_classes=10), SGD momentum 0.9, batch 8 of random 3×64×64 images, "
+      f"{thread_text}; {rounds} round(s) of the modes in turn, {warmup} warm-up and {steps} "
+      f"timed steps each; median of the {rounds * steps} pooled timed steps. Checked calls per "
+      f"step: fumi's summary (all steps) or the emulation's count. Added ms per checked call = "
+      f"(mode − baseline) / checked calls per step. fumi's check_s per check (from its summary: "
+      f"the reruns and comparisons) is its floor-side time; the rest of fumi's added time is "
+      f"the adapter and the copies it takes before an op runs.")
+print()
+print("| mode | median step ms | × baseline | checked calls per step | added ms per checked call | of which in fumi's checks (ms) | losses vs baseline |")
+print("|---|---:|---:|---:|---:|---:|---|")
+for m in modes:
+    same = "reference" if m == "baseline" else (
+        "identical" if losses[m] == losses["baseline"] else "**DIFFERENT**")
+    per_call = (f"{1000 * (med[m] - base) / checks[m]:.2f}" if checks[m] else "—")
+    in_checks = (f"{1000 * check_s[m] / checks[m]:.2f}" if check_s[m] and checks[m] else "—")
+    print(f"| {label[m]} | {1000 * med[m]:.1f} | {med[m] / base:.2f} | "
+          f"{checks[m]:.1f} | {per_call} | {in_checks} | {same} |")
+EOF
