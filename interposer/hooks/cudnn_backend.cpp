@@ -845,24 +845,9 @@ bool toDims(const TensorModel& t, Dims* d) {
 // Whether a filter's strides are packed KCRS (NCHW) or KRSC (NHWC), as the legacy API needs.
 bool filterFormat(FilterDims* w) {
   for (cudnnTensorFormat_t f : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
-    FilterDims packed = *w;
-    packed.format = f;
-    int64_t n = 1;
-    if (f == CUDNN_TENSOR_NCHW) {
-      for (int i = w->nd - 1; i >= 0; --i) {
-        packed.strides[i] = n;
-        n *= w->dims[i];
-      }
-    } else {
-      packed.strides[1] = 1;
-      n = w->dims[1];
-      for (int i = w->nd - 1; i >= 2; --i) {
-        packed.strides[i] = n;
-        n *= w->dims[i];
-      }
-      packed.strides[0] = n;
-    }
-    if (std::equal(packed.strides, packed.strides + w->nd, w->strides)) {
+    int64_t packed[kMaxDims] = {};
+    w->pack(f, packed);
+    if (std::equal(packed, packed + w->nd, w->strides)) {
       w->format = f;
       return true;
     }
@@ -989,15 +974,6 @@ size_t typeBytes(cudnnDataType_t t) {
     case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN: return 1;
     default: return 0;
   }
-}
-
-int64_t spanOf(const TensorModel& t) {
-  int64_t last = 0;
-  for (size_t i = 0; i < t.dims.size(); ++i) {
-    if (t.dims[i] <= 0) return 0;
-    last += (t.dims[i] - 1) * t.strides[i];
-  }
-  return last + 1;
 }
 
 // A variant pack of fumi's own for `plan`, executed with fumi's handle on the checker stream,
@@ -1621,7 +1597,9 @@ cudnnStatus_t checkedGraph(const CallSite& cs, RuleSampler* sampler, const PlanM
   }
   auto bytesOf = [&](int64_t uid) {
     const TensorModel& t = m.tensors.at(uid);
-    return static_cast<size_t>(spanOf(t)) * typeBytes(t.type);
+    return static_cast<size_t>(spanOf(static_cast<int>(t.dims.size()), t.dims.data(),
+                                       t.strides.data())) *
+           typeBytes(t.type);
   };
   std::vector<void*> in_snap, out_snap;
   auto before = [&](Checker&, cuda::Snapshots& snaps) -> const char* {

@@ -78,7 +78,8 @@ inline std::string joined(const int* v, int n) {
 // ---- descriptors, kept by value ----------------------------------------------------------------
 
 // Elements from the lowest to the highest address + 1 of dims/strides (non-negative strides).
-inline int64_t spanOf(int nd, const int* dims, const int64_t* strides) {
+template <class D>
+int64_t spanOf(int nd, const D* dims, const int64_t* strides) {
   int64_t last = 0;
   for (int i = 0; i < nd; ++i) {
     if (dims[i] <= 0) return 0;

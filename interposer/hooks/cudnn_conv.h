@@ -29,22 +29,26 @@ struct FilterDims : Dims {
         (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC))
       return false;
     std::copy(dm, dm + nd, dims);
+    pack(format, strides);
+    return true;
+  }
+  // The strides of the dims packed as format `f` (NCHW: KCRS; NHWC: KRSC).
+  void pack(cudnnTensorFormat_t f, int64_t* out) const {
     int64_t packed = 1;
-    if (format == CUDNN_TENSOR_NCHW) {
+    if (f == CUDNN_TENSOR_NCHW) {
       for (int i = nd - 1; i >= 0; --i) {
-        strides[i] = packed;
+        out[i] = packed;
         packed *= dims[i];
       }
     } else {
-      strides[1] = 1;
+      out[1] = 1;
       packed = dims[1];
       for (int i = nd - 1; i >= 2; --i) {
-        strides[i] = packed;
+        out[i] = packed;
         packed *= dims[i];
       }
-      strides[0] = packed;
+      out[0] = packed;
     }
-    return true;
   }
   cudnnFilterDescriptor_t create(const CudnnApi& api, cudnnDataType_t as) const {
     cudnnFilterDescriptor_t d = nullptr;

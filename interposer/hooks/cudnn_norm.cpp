@@ -404,6 +404,25 @@ BnProblem forwardProblem(Phase phase, cudnnBatchNormMode_t mode, const void* x, 
   return p;
 }
 
+// Forward training (plain and Ex): the running statistics updated in place and the saved
+// statistics, each pair optional as a whole.
+BnProblem trainingProblem(cudnnBatchNormMode_t mode, const void* x, void* y, const void* scale,
+                          const void* bias, double factor, void* run_mean, void* run_var,
+                          double epsilon, void* save_mean, void* save_inv) {
+  BnProblem p = forwardProblem(Phase::kTraining, mode, x, y, scale, bias, epsilon);
+  p.factor = factor;
+  p.run_mean = run_mean;
+  p.run_var = run_var;
+  p.save_mean = save_mean;
+  p.save_inv = save_inv;
+  return p;
+}
+
+const char* trainingUnmodelled(const BnProblem& p) {
+  return !p.run_mean != !p.run_var || !p.save_mean != !p.save_inv ? "optional outputs unpaired"
+                                                                  : nullptr;
+}
+
 template <class Real>
 cudnnStatus_t bnForwardTraining(const CallSite& cs, Real real, cudnnHandle_t h,
                                 cudnnBatchNormMode_t mode, const void* alpha, const void* beta,
@@ -416,16 +435,10 @@ cudnnStatus_t bnForwardTraining(const CallSite& cs, Real real, cudnnHandle_t h,
     return forwardReal(real, h, mode, alpha, beta, xd, x, yd, y, pd, scale, bias, factor,
                        run_mean, run_var, epsilon, save_mean, save_inv);
   };
-  BnProblem p = forwardProblem(Phase::kTraining, mode, x, y, scale, bias, epsilon);
-  p.factor = factor;
-  p.run_mean = run_mean;
-  p.run_var = run_var;
-  p.save_mean = save_mean;
-  p.save_inv = save_inv;
+  BnProblem p = trainingProblem(mode, x, y, scale, bias, factor, run_mean, run_var, epsilon,
+                                save_mean, save_inv);
   const void* scalars[4] = {alpha, beta, nullptr, nullptr};
-  const char* why = !run_mean != !run_var || !save_mean != !save_inv ? "optional outputs unpaired"
-                                                                      : nullptr;
-  return bnHook(cs, p, h, xd, yd, pd, nullptr, scalars, why, forward,
+  return bnHook(cs, p, h, xd, yd, pd, nullptr, scalars, trainingUnmodelled(p), forward,
                 [real, mode, factor, epsilon](const BnRerun& r) {
                   return real(r.handle, mode, r.alpha, r.beta, r.x, r.xp, r.y, r.out, r.param,
                               r.scalep, r.biasp, factor, r.run_mean, r.run_var, epsilon,
@@ -449,16 +462,12 @@ cudnnStatus_t bnForwardTrainingEx(const CallSite& cs, Real real, cudnnHandle_t h
                        factor, run_mean, run_var, epsilon, save_mean, save_inv, ad, ws, ws_bytes,
                        reserve, reserve_bytes);
   };
-  BnProblem p = forwardProblem(Phase::kTraining, mode, x, y, scale, bias, epsilon);
+  BnProblem p = trainingProblem(mode, x, y, scale, bias, factor, run_mean, run_var, epsilon,
+                                save_mean, save_inv);
   p.ex = true;
-  p.factor = factor;
-  p.run_mean = run_mean;
-  p.run_var = run_var;
-  p.save_mean = save_mean;
-  p.save_inv = save_inv;
   const void* scalars[4] = {alpha, beta, nullptr, nullptr};
   const char* why = exOps(ops);
-  if (!why && (!run_mean != !run_var || !save_mean != !save_inv)) why = "optional outputs unpaired";
+  if (!why) why = trainingUnmodelled(p);
   return bnHook(
       cs, p, h, xd, yd, pd, nullptr, scalars, why, forward,
       [real, mode, ops, factor, epsilon](const BnRerun& r) {
@@ -519,6 +528,15 @@ BnProblem backwardProblem(cudnnBatchNormMode_t mode, const void* x, const void* 
   return p;
 }
 
+// Backward (plain and Ex): the saved statistics are optional as a pair; the parameter
+// gradients' blend factors are required.
+const char* backwardUnmodelled(const BnProblem& p, const void* alpha_param,
+                               const void* beta_param) {
+  return !p.meanp != !p.varp              ? "saved statistics unpaired"
+         : !alpha_param || !beta_param ? "scalars missing"
+                                       : nullptr;
+}
+
 template <class Real>
 cudnnStatus_t bnBackward(const CallSite& cs, Real real, cudnnHandle_t h, cudnnBatchNormMode_t mode,
                          const void* alpha_data, const void* beta_data, const void* alpha_param,
@@ -534,9 +552,7 @@ cudnnStatus_t bnBackward(const CallSite& cs, Real real, cudnnHandle_t h, cudnnBa
   BnProblem p =
       backwardProblem(mode, x, dy, dx, scale, dscale, dbias, epsilon, saved_mean, saved_inv);
   const void* scalars[4] = {alpha_data, beta_data, alpha_param, beta_param};
-  const char* why = !saved_mean != !saved_inv ? "saved statistics unpaired"
-                    : !alpha_param || !beta_param ? "scalars missing"
-                                                  : nullptr;
+  const char* why = backwardUnmodelled(p, alpha_param, beta_param);
   return bnHook(cs, p, h, xd, dyd, pd, dxd, scalars, why, forward,
                 [real, mode, epsilon](const BnRerun& r) {
                   return real(r.handle, mode, r.alpha, r.beta, r.alpha_param, r.beta_param, r.x,
@@ -569,8 +585,7 @@ cudnnStatus_t bnBackwardEx(const CallSite& cs, Real real, cudnnHandle_t h,
   p.reserve_bytes = reserve ? reserve_bytes : 0;
   const void* scalars[4] = {alpha_data, beta_data, alpha_param, beta_param};
   const char* why = exOps(ops);
-  if (!why && !saved_mean != !saved_inv) why = "saved statistics unpaired";
-  if (!why && (!alpha_param || !beta_param)) why = "scalars missing";
+  if (!why) why = backwardUnmodelled(p, alpha_param, beta_param);
   // A wider rerun runs the plain Backward: the reserve space holds the call's own types.
   auto plain = try_real_cudnnBatchNormalizationBackward();
   return bnHook(
