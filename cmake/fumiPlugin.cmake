@@ -42,6 +42,13 @@ function(fumi_add_plugin)
   set(map ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/fumi_plugin.map)
   add_library(${target} MODULE ${sources})
   target_link_libraries(${target} PRIVATE fumi::plugin)
+  # A check's loops over whole tensors are numeric kernels: -O3 whatever the build type, the
+  # metrics' reductions (fumi/metrics.h, FUMI_SIMD) vectorised as `omp simd` loops, and
+  # -fno-trapping-math so that selects between computed values vectorise (checks never read
+  # fp exception flags; results stay IEEE, nothing is reassociated outside FUMI_SIMD).
+  set(gnu_like $<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>)
+  target_compile_options(${target} PRIVATE $<${gnu_like}:-O3 -fopenmp-simd -fno-trapping-math>)
+  target_compile_definitions(${target} PRIVATE $<${gnu_like}:FUMI_OPENMP_SIMD=1>)
   target_link_options(${target} PRIVATE
     "LINKER:--version-script=${map}"
     "LINKER:--no-undefined")

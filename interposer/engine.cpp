@@ -22,6 +22,8 @@
 #include "fumi/dtype.hpp"
 #include "loss_scaling.h"
 #include "rank.h"
+#include "scratch_arena.h"
+#include "tensor_copy.h"
 #include "report.h"
 #include "runtime.h"
 #include "site.h"
@@ -36,7 +38,9 @@ struct fumi_call {
   uint64_t budget;
   const fumi::CallOrigin* origin;
   uint64_t used = 0;
-  std::vector<std::pair<void*, fumi_memory>> allocations;
+  // Device scratch to release; host scratch is the thread's arena above `arena_mark`.
+  std::vector<void*> device_allocations;
+  fumi::ScratchArena::Mark arena_mark = fumi::ScratchArena::local().mark();
   bool violated = false;
 };
 
@@ -123,22 +127,20 @@ void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
   if (bytes > c->budget - c->used) return nullptr;
   void* p = nullptr;
   if (memory == FUMI_MEMORY_HOST) {
-    p = std::calloc(1, bytes ? bytes : 1);
+    p = ScratchArena::local().take(bytes);
   } else if (const DeviceMemory* dev = g_device.load()) {
     p = dev->alloc(bytes ? bytes : 1);
+    if (p) c->device_allocations.push_back(p);
   }
   if (!p) return nullptr;
   c->used += bytes;
-  c->allocations.emplace_back(p, memory);
   return p;
 }
 
 void releaseAllocations(fumi_call& c) {
-  for (auto [p, memory] : c.allocations) {
-    if (memory == FUMI_MEMORY_HOST) std::free(p);
-    else g_device.load()->release(p);
-  }
-  c.allocations.clear();
+  for (void* p : c.device_allocations) g_device.load()->release(p);
+  c.device_allocations.clear();
+  ScratchArena::local().rewind(c.arena_mark);
 }
 
 // Host view of `bytes` at `buffer` in `memory`: the buffer itself, or a copy of device memory
@@ -154,8 +156,18 @@ const void* readable(const void* buffer, fumi_memory memory, size_t bytes,
 
 }  // namespace
 
+namespace {
+
+// The dense side of a gather or scatter: strides of `t`'s elements in `order`.
+void orderStrides(const fumi_tensor& t, fumi_order order, int64_t* strides) {
+  if (order == FUMI_ORDER_STORAGE) storageStrides(t.ndim, t.shape, t.strides, strides);
+  else denseStrides(t.ndim, t.shape, strides);
+}
+
+}  // namespace
+
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
-                         double* out) {
+                         double* out, fumi_order order) {
   if (!buffer) {
     buffer = t.data;
     dtype = t.dtype;
@@ -165,26 +177,11 @@ fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dt
   const void* src = readable(buffer, t.memory,
                              static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
   if (!src) return FUMI_UNSUPPORTED;
-  // One loop per type (no per-element switch), so that contiguous rows vectorise.
-  auto gather = [&](auto load) {
-    forEachElement(t, [&](int64_t k, int64_t off) { out[k] = load(off); });
-  };
-  switch (dtype) {
-    case FUMI_DTYPE_F64: {
-      const auto* p = static_cast<const double*>(src);
-      gather([p](int64_t i) { return p[i]; });
-      break;
-    }
-    case FUMI_DTYPE_F32:
-    case FUMI_DTYPE_TF32: {
-      const auto* p = static_cast<const float*>(src);
-      gather([p](int64_t i) { return static_cast<double>(p[i]); });
-      break;
-    }
-    default:
-      gather([src, dtype](int64_t i) { return loadAsDouble(src, i, dtype); });
-      break;
-  }
+  int64_t dense[FUMI_MAX_DIMS];
+  orderStrides(t, order, dense);
+  if (!copyElements(t.ndim, t.shape, src, dtype, ElementLayout{t.strides, tensorBase(t)}, out,
+                    FUMI_DTYPE_F64, ElementLayout{dense, 0}))
+    return FUMI_UNSUPPORTED;
   return FUMI_OK;
 }
 
@@ -204,10 +201,17 @@ int64_t hostNumel(fumi_call* c, int32_t index) {
   return validIndex(c, index) ? tensorNumel(c->call->tensors()[index]) : -1;
 }
 
+fumi_status hostGatherIn(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                         double* out, fumi_order order) {
+  if (!validIndex(c, index) || !out ||
+      (order != FUMI_ORDER_LOGICAL && order != FUMI_ORDER_STORAGE))
+    return FUMI_ERROR;
+  return gatherTensor(c->call->tensors()[index], buffer, dtype, out, order);
+}
+
 fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
                        double* out) {
-  if (!validIndex(c, index) || !out) return FUMI_ERROR;
-  return gatherTensor(c->call->tensors()[index], buffer, dtype, out);
+  return hostGatherIn(c, index, buffer, dtype, out, FUMI_ORDER_LOGICAL);
 }
 
 fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
@@ -225,9 +229,11 @@ fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
   return c->call->project(index, Projection{dim, count, vectors, out, out_lo});
 }
 
-fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
-                        fumi_dtype dtype) {
-  if (!validIndex(c, index) || !in || !buffer) return FUMI_ERROR;
+fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* buffer,
+                          fumi_dtype dtype, fumi_order order) {
+  if (!validIndex(c, index) || !in || !buffer ||
+      (order != FUMI_ORDER_LOGICAL && order != FUMI_ORDER_STORAGE))
+    return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
   // Device memory: the whole span is built on the host, then copied (gaps zero: scratch
@@ -236,9 +242,17 @@ fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buf
   if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
   std::vector<unsigned char> stage(dev ? static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype) : 0);
   void* dst = dev ? stage.data() : buffer;
-  forEachElement(t, [&](int64_t k, int64_t off) { storeFromDouble(dst, off, in[k], dtype); });
+  int64_t dense[FUMI_MAX_DIMS];
+  orderStrides(t, order, dense);
+  copyElements(t.ndim, t.shape, in, FUMI_DTYPE_F64, ElementLayout{dense, 0}, dst, dtype,
+               ElementLayout{t.strides, tensorBase(t)});
   if (!dev) return FUMI_OK;
   return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
+}
+
+fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
+                        fumi_dtype dtype) {
+  return hostScatterIn(c, index, in, buffer, dtype, FUMI_ORDER_LOGICAL);
 }
 
 fumi_status hostRerun(fumi_call* c, fumi_dtype precision, void* const* buffers) {
@@ -378,7 +392,8 @@ void hostLog(fumi_log_level level, const char* message) {
 const fumi_host_api kHostApi = {
     FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
-    hostLog,                 hostReference,         hostProject};
+    hostLog,                 hostReference,         hostProject,  hostGatherIn,
+    hostScatterIn};
 
 // Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
@@ -657,7 +672,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   bool violated = false, error_violated = false;
   for (CheckInstance& ci : sampler.rule->checks) {
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
-    fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {}, false};
+    fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {},
+                     ScratchArena::local().mark(), false};
     const double check_started = monotonicSeconds();
     fumi_status st = FUMI_ERROR;
     std::string what;

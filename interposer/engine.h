@@ -140,8 +140,10 @@ struct DeviceMemory {
 void setDeviceMemory(const DeviceMemory* ops);
 
 // Tensor t's logical elements read from `buffer` holding `dtype` (nullptr: its own data in its
-// own dtype), host or device memory, as dense row-major fp64 in `out` (the host API's gather).
-fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out);
+// own dtype), host or device memory, as dense fp64 in `out`: row-major, or in the tensor's
+// memory order (the host API's gather and gather_in).
+fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
+                         fumi_order order = FUMI_ORDER_LOGICAL);
 
 // A violation found by the host itself (not by a plugin's verdict on a Call: a NaN origin, a
 // precision cost over its bound) for `site`'s call `index`, on the calling thread: records the

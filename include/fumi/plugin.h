@@ -10,7 +10,9 @@
  *   3. `check` runs after the intercepted call returned. Read tensors with host->gather (any
  *      dtype, any layout, host or device memory -> dense fp64), build substitute inputs with
  *      host->alloc_like + host->scatter, rerun the call with host->rerun, and report with
- *      host->report. Scratch is freed by the host when `check` returns.
+ *      host->report. Scratch is freed by the host when `check` returns; its contents are
+ *      unspecified when allocated (not zeroed). Where element positions do not matter, use
+ *      gather_in / scatter_in with FUMI_ORDER_STORAGE: no transposes.
  *   4. Never let a C++ exception escape; return a fumi_status instead. A plugin that returns
  *      FUMI_ERROR (or throws anyway) is disabled for the rest of the run; the program goes on.
  *
@@ -79,6 +81,17 @@ typedef enum fumi_kind {
 typedef enum fumi_memory { FUMI_MEMORY_HOST = 0, FUMI_MEMORY_DEVICE = 1 } fumi_memory;
 
 typedef enum fumi_role { FUMI_ROLE_INPUT = 1, FUMI_ROLE_OUTPUT = 2 } fumi_role;
+
+/* The order of a tensor's elements in the dense fp64 arrays of gather_in / scatter_in.
+ *   LOGICAL  row-major over the logical shape (what gather and scatter use).
+ *   STORAGE  the order of the tensor's layout in memory: its dimensions by decreasing |stride|
+ *            (ties in logical order), each element where a dense array laid out like the tensor
+ *            would hold it. The same permutation for every buffer laid out like the tensor, so
+ *            elementwise work and comparisons of two such buffers (an output against its rerun,
+ *            an input on its way to a rerun buffer) need no transpose: for a column-major BLAS
+ *            operand, no strided walk at all. Use LOGICAL where positions matter (an index in a
+ *            report, projections, the host's reference). */
+typedef enum fumi_order { FUMI_ORDER_LOGICAL = 0, FUMI_ORDER_STORAGE = 1 } fumi_order;
 
 /* One operand of a call, as a logical N-d array. Element (i0..in-1) lives at
  *   data + (base + sum_d i_d * strides[d]) * element_size
@@ -159,7 +172,8 @@ typedef struct fumi_host_api {
   uint32_t struct_size;
   const fumi_call_info* (*call_info)(fumi_call* call);
   /* Scratch memory of `bytes` bytes in `memory`, counted against the policy's scratch budget;
-   * NULL when the budget is exhausted (return FUMI_NO_SCRATCH then). Freed after `check`. */
+   * NULL when the budget is exhausted (return FUMI_NO_SCRATCH then). Freed after `check`.
+   * Host scratch is 64-byte aligned and not zeroed. */
   void* (*alloc)(fumi_call* call, size_t bytes, fumi_memory memory);
   /* A scratch buffer laid out like tensor `index` (same shape and strides) holding `dtype`. */
   void* (*alloc_like)(fumi_call* call, int32_t index, fumi_dtype dtype);
@@ -197,6 +211,13 @@ typedef struct fumi_host_api {
    * projection for this operation, output or dimension. */
   fumi_status (*project)(fumi_call* call, int32_t index, int32_t dim, int32_t count,
                          const double* vectors, double* out, double* out_lo);
+  /* Appended (read them only when struct_size covers them): gather and scatter with the dense
+   * array's element order chosen (fumi_order); with FUMI_ORDER_LOGICAL they are gather and
+   * scatter. */
+  fumi_status (*gather_in)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
+                           double* out, fumi_order order);
+  fumi_status (*scatter_in)(fumi_call* call, int32_t index, const double* in, void* buffer,
+                            fumi_dtype dtype, fumi_order order);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

@@ -30,6 +30,24 @@
 #include "fumi/dtype.hpp"
 #include "fumi/plugin.h"
 
+// Loops reducing with max or + vectorise only where the compiler may reorder the reduction:
+// fumi_add_plugin builds plugins with -fopenmp-simd and FUMI_OPENMP_SIMD, which makes these
+// `omp simd` loops (sums then add in another order; the last bits of a norm may differ).
+#if defined(FUMI_OPENMP_SIMD)
+#define FUMI_PRAGMA(x) _Pragma(#x)
+#define FUMI_SIMD(clauses) FUMI_PRAGMA(omp simd clauses)
+#else
+#define FUMI_SIMD(clauses)
+#endif
+// Whole-tensor loops compiled for the widest vectors the CPU has (AVX-512, AVX2 or the x86-64
+// baseline, chosen once at load time), where GCC can: the x86-64 baseline has 2-wide fp64
+// vectors only.
+#if defined(FUMI_OPENMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FUMI_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FUMI_WIDE
+#endif
+
 namespace fumi::metrics {
 
 // Dtype properties: the one table, fumi/dtypes.def, through fumi/dtype.hpp.
@@ -105,11 +123,13 @@ inline double defaultGuard(fumi_dtype precision) {
 // FuMi's ratio R = max_i |y_i - y'_i| / |y_i + y'_i|, over the elements whose |y_i + y'_i| is
 // above guard_rel times the largest such sum (and above zero): near-zero sums make the ratio
 // meaningless. 0 when no element qualifies. Under a perturbation of the inputs this is a lower
-// bound of the operation's maximal relative error.
-inline double fumiRatio(const double* y, const double* yp, size_t n, double guard_rel,
-                        size_t* skipped = nullptr) {
+// bound of the operation's maximal relative error. fumiRatios gives the guarded ratio and the
+// unguarded one (guard 0) from the same two passes.
+FUMI_WIDE inline void fumiRatios(const double* y, const double* yp, size_t n, double guard_rel,
+                                 double* guarded, double* unguarded, size_t* skipped = nullptr) {
   size_t nonfinite = 0;
   double max_half_sum = 0.0, max_abs = 0.0;  // halves: |y + y'| / 2 cannot overflow
+  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_half_sum, max_abs))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i], b = yp[i];
     const bool ok = detail::finitePair(a, b);
@@ -122,23 +142,34 @@ inline double fumiRatio(const double* y, const double* yp, size_t n, double guar
   if (skipped) *skipped = nonfinite;
   const double f = detail::overflowScale(max_abs);
   const double threshold = guard_rel * (max_half_sum * (2.0 * f));
-  double ratio = 0.0;
+  double ratio = 0.0, all = 0.0;
+  FUMI_SIMD(reduction(max : ratio, all))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i] * f, b = yp[i] * f;
     const double sum = std::fabs(a + b), diff = std::fabs(a - b);
     const double r = diff / sum;  // inf or NaN where sum is 0 or non-finite: masked below
-    const bool ok = detail::finitePair(a, b) & (sum > threshold) & (sum > 0.0);
-    ratio = std::max(ratio, ok ? r : 0.0);
+    const bool ok = detail::finitePair(a, b) & (sum > 0.0);
+    ratio = std::max(ratio, ok & (sum > threshold) ? r : 0.0);
+    all = std::max(all, ok ? r : 0.0);
   }
-  return ratio;
+  *guarded = ratio;
+  *unguarded = all;
+}
+
+inline double fumiRatio(const double* y, const double* yp, size_t n, double guard_rel,
+                        size_t* skipped = nullptr) {
+  double guarded = 0.0, unguarded = 0.0;
+  fumiRatios(y, yp, n, guard_rel, &guarded, &unguarded, skipped);
+  return guarded;
 }
 
 // Normwise relative error ||y - ref||_2 / ||ref||_2: 0 when both norms are zero, +inf when only
 // ||ref|| is. Each norm is accumulated with its own power-of-two scale (exact), so neither
 // squares nor sums overflow or underflow for any finite input.
-inline double normwiseRel(const double* y, const double* ref, size_t n, size_t* skipped = nullptr) {
+FUMI_WIDE inline double normwiseRel(const double* y, const double* ref, size_t n, size_t* skipped = nullptr) {
   size_t nonfinite = 0;
   double max_any = 0.0, max_ref = 0.0;
+  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_any, max_ref))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i], b = ref[i];
     const bool ok = detail::finitePair(a, b);
@@ -154,35 +185,27 @@ inline double normwiseRel(const double* y, const double* ref, size_t n, size_t* 
   const int e_ref = detail::scaleExponent(max_ref);
   const double s_diff = detail::pow2(-e_diff);
   const double s_ref = detail::pow2(-e_ref);
-  // Two partial sums per norm: independent chains the CPU can overlap (the compiler does not
-  // reassociate fp additions by itself).
-  double diff0 = 0.0, diff1 = 0.0, ref0 = 0.0, ref1 = 0.0;
-  auto term = [&](size_t i, double* sum_diff, double* sum_ref) {
+  double total_diff = 0.0, total_ref = 0.0;
+  FUMI_SIMD(reduction(+ : total_diff, total_ref))
+  for (size_t i = 0; i < n; ++i) {
     const double a = y[i], b = ref[i];
     const bool ok = detail::finitePair(a, b);
     const double d = a * s_diff - b * s_diff;
     const double r = b * s_ref;
-    *sum_diff += ok ? d * d : 0.0;
-    *sum_ref += ok ? r * r : 0.0;
-  };
-  size_t i = 0;
-  for (; i + 2 <= n; i += 2) {
-    term(i, &diff0, &ref0);
-    term(i + 1, &diff1, &ref1);
+    total_diff += ok ? d * d : 0.0;
+    total_ref += ok ? r * r : 0.0;
   }
-  if (i < n) term(i, &diff0, &ref0);
-  const double total_diff = diff0 + diff1;
-  const double total_ref = ref0 + ref1;
   if (total_ref == 0.0) return total_diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
   return std::ldexp(std::sqrt(total_diff) / std::sqrt(total_ref), e_diff - e_ref);
 }
 
 // Guarded elementwise relative error max_i |y_i - ref_i| / |ref_i| over the elements with
 // |ref_i| above guard_rel * max_j |ref_j| (and above zero). 0 when no element qualifies.
-inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
+FUMI_WIDE inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
                             size_t* skipped = nullptr) {
   size_t nonfinite = 0;
   double max_ref = 0.0, max_abs = 0.0;
+  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_ref, max_abs))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i], b = ref[i];
     const bool ok = detail::finitePair(a, b);
@@ -194,6 +217,7 @@ inline double maxRelGuarded(const double* y, const double* ref, size_t n, double
   const double f = detail::overflowScale(std::max(max_abs, max_ref));
   const double threshold = guard_rel * (max_ref * f);
   double worst = 0.0;
+  FUMI_SIMD(reduction(max : worst))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i] * f, b = ref[i] * f;
     const double m = std::fabs(b);
@@ -208,7 +232,7 @@ inline double maxRelGuarded(const double* y, const double* ref, size_t n, double
 // ulp(r) = 2^(floor(log2|r|) - p) with p the dtype's mantissa bits and |r| clamped below to the
 // dtype's smallest normal. NaN for an unknown dtype. A difference beyond DBL_MAX (only between
 // values of opposite sign near the fp64 limit) reads as +inf ULPs.
-inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
+FUMI_WIDE inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
                      size_t* skipped = nullptr) {
   const DtypeInfo* info = dtypeInfo(dtype);
   if (!info) return std::numeric_limits<double>::quiet_NaN();
@@ -220,6 +244,7 @@ inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dt
   const double k_up = detail::pow2Normal(64);
   size_t nonfinite = 0;
   double worst = 0.0;
+  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : worst))
   for (size_t i = 0; i < n; ++i) {
     const double a = y[i], b = ref[i];
     const bool ok = detail::finitePair(a, b);
@@ -237,8 +262,9 @@ inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dt
 
 // ||a||_2 / ||b||_2 over the elements where both are finite, with power-of-two scaling (no
 // overflow or underflow); 0 when both are zero, +inf when only ||b|| is.
-inline double normRatio(const double* a, const double* b, size_t n) {
+FUMI_WIDE inline double normRatio(const double* a, const double* b, size_t n) {
   double max_a = 0.0, max_b = 0.0;
+  FUMI_SIMD(reduction(max : max_a, max_b))
   for (size_t i = 0; i < n; ++i) {
     const bool ok = detail::finitePair(a[i], b[i]);
     max_a = std::max(max_a, ok ? std::fabs(a[i]) : 0.0);
@@ -247,6 +273,7 @@ inline double normRatio(const double* a, const double* b, size_t n) {
   const int ea = detail::scaleExponent(max_a), eb = detail::scaleExponent(max_b);
   const double sa = detail::pow2(-ea), sb = detail::pow2(-eb);
   double sum_a = 0.0, sum_b = 0.0;
+  FUMI_SIMD(reduction(+ : sum_a, sum_b))
   for (size_t i = 0; i < n; ++i) {
     const bool ok = detail::finitePair(a[i], b[i]);
     const double x = a[i] * sa, y = b[i] * sb;
@@ -264,8 +291,9 @@ inline double unitRoundoff(fumi_dtype dtype) {
 }
 
 // Largest |a_i - b_i| over the elements where both are finite (0 when none are).
-inline double maxAbsDiff(const double* a, const double* b, size_t n) {
+FUMI_WIDE inline double maxAbsDiff(const double* a, const double* b, size_t n) {
   double worst = 0.0;
+  FUMI_SIMD(reduction(max : worst))
   for (size_t i = 0; i < n; ++i) {
     const double d = std::fabs(a[i] - b[i]);
     worst = std::max(worst, detail::finitePair(a[i], b[i]) ? d : 0.0);
@@ -274,23 +302,26 @@ inline double maxAbsDiff(const double* a, const double* b, size_t n) {
 }
 
 // Number of NaN or +-Inf elements.
-inline size_t countNonFinite(const double* x, size_t n) {
+FUMI_WIDE inline size_t countNonFinite(const double* x, size_t n) {
   size_t count = 0;
+  FUMI_SIMD(reduction(+ : count))
   for (size_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
   return count;
 }
 
 // Number of NaN elements.
-inline size_t countNaN(const double* x, size_t n) {
+FUMI_WIDE inline size_t countNaN(const double* x, size_t n) {
   size_t count = 0;
+  FUMI_SIMD(reduction(+ : count))
   for (size_t i = 0; i < n; ++i) count += std::isnan(x[i]) ? 1 : 0;
   return count;
 }
 
 // Number of elements whose bit patterns differ: +0 and -0 differ, two NaNs with the same bits
 // are equal.
-inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
+FUMI_WIDE inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
   size_t count = 0;
+  FUMI_SIMD(reduction(+ : count))
   for (size_t i = 0; i < n; ++i) {
     uint64_t x, y;
     std::memcpy(&x, &a[i], sizeof x);
@@ -309,20 +340,31 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
 
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix(state_ += kGolden); }
 
   // Uniform in [0, 1), 53 random bits.
-  double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  double uniform01() { return toUnit(next()); }
 
   // Uniform in [-1, 1).
   double uniformSym() { return 2.0 * uniform01() - 1.0; }
 
+  // Draw number `index` (0-based) of Rng(seed)'s uniformSym stream, on its own: the generator
+  // is counter-based, so a loop can draw element i without the draws before it (and vectorise).
+  static double uniformSymAt(uint64_t seed, uint64_t index) {
+    return 2.0 * toUnit(mix(seed + (index + 1) * kGolden)) - 1.0;
+  }
+
  private:
+  static constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+  static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  static double toUnit(uint64_t bits) {  // signed: converts without a branch
+    return static_cast<double>(static_cast<int64_t>(bits >> 11)) * 0x1.0p-53;
+  }
+
   uint64_t state_;
 };
 

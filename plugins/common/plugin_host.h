@@ -141,14 +141,22 @@ class Context {
     return precision == info_->dtype ? tensor(i).dtype : precision;
   }
 
-  fumi_status gather(int32_t i, const void* buffer, fumi_dtype dtype, double* out) {
+  // Tensor i read from `buffer` holding `dtype` (nullptr: its own data), dense fp64 in `order`
+  // (plugin.h, fumi_order: STORAGE wherever positions do not matter — it never transposes).
+  fumi_status gather(int32_t i, const void* buffer, fumi_dtype dtype, double* out,
+                     fumi_order order = FUMI_ORDER_LOGICAL) {
+    if (order != FUMI_ORDER_LOGICAL && hasOrderedCopies())
+      return host_->gather_in(call_, i, buffer, dtype, out, order);
     return host_->gather(call_, i, buffer, dtype, out);
   }
   // The call's own data of tensor i, read as the tensor's dtype.
-  fumi_status gatherOriginal(int32_t i, double* out) {
-    return host_->gather(call_, i, nullptr, tensor(i).dtype, out);
+  fumi_status gatherOriginal(int32_t i, double* out, fumi_order order = FUMI_ORDER_LOGICAL) {
+    return gather(i, nullptr, tensor(i).dtype, out, order);
   }
-  fumi_status scatter(int32_t i, const double* in, void* buffer, fumi_dtype dtype) {
+  fumi_status scatter(int32_t i, const double* in, void* buffer, fumi_dtype dtype,
+                      fumi_order order = FUMI_ORDER_LOGICAL) {
+    if (order != FUMI_ORDER_LOGICAL && hasOrderedCopies())
+      return host_->scatter_in(call_, i, in, buffer, dtype, order);
     return host_->scatter(call_, i, in, buffer, dtype);
   }
   // `buffers` has one entry per tensor of the call.
@@ -186,6 +194,13 @@ class Context {
   }
 
   void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
+
+  // An older host has no gather_in/scatter_in: every order is then LOGICAL, still one
+  // permutation for all of a check's copies.
+  bool hasOrderedCopies() const {
+    return host_->struct_size >= offsetof(fumi_host_api, scatter_in) + sizeof(host_->scatter_in) &&
+           host_->gather_in && host_->scatter_in;
+  }
   void log(fumi_log_level level, const std::string& message) const {
     host_->log(level, message.c_str());
   }
@@ -213,6 +228,9 @@ class Context {
 // repeated trials do not grow scratch use.
 class DenseSet {
  public:
+  // Elements in `order` (fumi_order); sets compared with each other must share it.
+  explicit DenseSet(fumi_order order = FUMI_ORDER_STORAGE) : order_(order) {}
+
   fumi_status allocate(Context& ctx, const std::vector<int32_t>& tensors) {
     tensors_ = tensors;
     data_.clear();
@@ -229,7 +247,7 @@ class DenseSet {
   // Each tensor's own data, read as its dtype.
   fumi_status gatherOriginal(Context& ctx) {
     for (size_t k = 0; k < size(); ++k)
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(tensors_[k], data_[k]));
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(tensors_[k], data_[k], order_));
     return FUMI_OK;
   }
   // Each tensor read from buffers[tensor], a rerun buffer for `precision` (bufferDtype).
@@ -237,7 +255,7 @@ class DenseSet {
     for (size_t k = 0; k < size(); ++k) {
       const int32_t t = tensors_[k];
       FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buffers[static_cast<size_t>(t)],
-                                       ctx.bufferDtype(t, precision), data_[k]));
+                                       ctx.bufferDtype(t, precision), data_[k], order_));
     }
     return FUMI_OK;
   }
@@ -246,8 +264,10 @@ class DenseSet {
   int32_t tensor(size_t k) const { return tensors_[k]; }
   double* data(size_t k) const { return data_[k]; }
   size_t numel(size_t k) const { return numel_[k]; }
+  fumi_order order() const { return order_; }
 
  private:
+  fumi_order order_;
   std::vector<int32_t> tensors_;
   std::vector<double*> data_;
   std::vector<size_t> numel_;
@@ -266,8 +286,8 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
 }
 
 // Reruns the call in `precision` on `inputs` transformed elementwise by `f` (each read as its
-// own dtype, staged through `stage`, dense scratch for the largest input, and written into a
-// rerun buffer), with fresh buffers for `outputs`; `buffers` receives them all.
+// own dtype, staged in storage order through `stage`, dense scratch for the largest input, and
+// written into a rerun buffer), with fresh buffers for `outputs`; `buffers` receives them all.
 template <class F>
 fumi_status rerunOn(Context& ctx, const std::vector<int32_t>& inputs,
                     const std::vector<int32_t>& outputs, fumi_dtype precision, double* stage,
@@ -275,11 +295,11 @@ fumi_status rerunOn(Context& ctx, const std::vector<int32_t>& inputs,
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
   for (int32_t i : inputs) {
-    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, stage));
+    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, stage, FUMI_ORDER_STORAGE));
     const size_t n = ctx.numel(i);
     for (size_t j = 0; j < n; ++j) stage[j] = f(stage[j]);
     FUMI_RETURN_IF_NOT_OK(ctx.scatter(i, stage, (*buffers)[static_cast<size_t>(i)],
-                                      ctx.bufferDtype(i, precision)));
+                                      ctx.bufferDtype(i, precision), FUMI_ORDER_STORAGE));
   }
   return ctx.rerun(precision, *buffers);
 }
@@ -310,9 +330,9 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
       ctx, inputs, outputs, precision, a, [](double x) { return std::fabs(x); }, &buffers));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int32_t o = outputs[k];
-    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
-    FUMI_RETURN_IF_NOT_OK(
-        ctx.gather(o, buffers[static_cast<size_t>(o)], ctx.bufferDtype(o, precision), b));
+    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a, FUMI_ORDER_STORAGE));
+    FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)],
+                                     ctx.bufferDtype(o, precision), b, FUMI_ORDER_STORAGE));
     const double u = metrics::unitRoundoff(ctx.tensor(o).dtype);
     (*noise)[k] = metrics::normRatio(a, b, ctx.numel(o)) <= kNoiseRoundoffs * u;
   }

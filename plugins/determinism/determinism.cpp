@@ -57,7 +57,8 @@ class DeterminismCheck {
       for (size_t k = 0; k < original.size(); ++k) {
         const int32_t o = original.tensor(k);
         FUMI_RETURN_IF_NOT_OK(
-            ctx.gather(o, buffers[static_cast<size_t>(o)], ctx.bufferDtype(o, storage), again));
+            ctx.gather(o, buffers[static_cast<size_t>(o)], ctx.bufferDtype(o, storage), again,
+                       original.order()));
         const size_t n = original.numel(k);
         const size_t diff = fumi::metrics::bitwiseMismatches(original.data(k), again, n);
         if (diff)

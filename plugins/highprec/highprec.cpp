@@ -75,8 +75,10 @@ class HighprecCheck {
     ReferenceErrors::Sums sums;
     for (size_t k = 0; k < outputs.size(); ++k) {
       const int32_t o = outputs[k];
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
-      FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref));
+      // Positions do not matter to the metrics: both in storage order, no transposes.
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a, FUMI_ORDER_STORAGE));
+      FUMI_RETURN_IF_NOT_OK(
+          ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref, FUMI_ORDER_STORAGE));
       errors_.add(per_output[k], a, ref, ctx.numel(o), precision);
       ReferenceErrors::merge(sums, per_output[k]);
     }

@@ -50,7 +50,7 @@ class NanInfCheck {
     size_t nonfinite = 0, nan = 0;
     for (int32_t o : outputs) {
       const size_t n = ctx.numel(o);
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a));
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a, FUMI_ORDER_STORAGE));
       const size_t bad = fumi::metrics::countNonFinite(a, n);
       nonfinite += bad;
       if (bad) nan += fumi::metrics::countNaN(a, n);
@@ -61,7 +61,7 @@ class NanInfCheck {
       // Inputs are read only when there is something to explain.
       size_t input_nonfinite = 0, input_nan = 0;
       for (int32_t i : inputs) {
-        FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a));
+        FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, a, FUMI_ORDER_STORAGE));
         const size_t bad = fumi::metrics::countNonFinite(a, ctx.numel(i));
         input_nonfinite += bad;
         if (bad) input_nan += fumi::metrics::countNaN(a, ctx.numel(i));

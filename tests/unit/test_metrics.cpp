@@ -286,6 +286,30 @@ TEST(MetricsRng, UniformSymInRangeAndCentred) {
   EXPECT_GT(hi, 0.99);
 }
 
+TEST(MetricsRng, CounterBasedDrawsAreTheStream) {
+  // perturb draws element j on its own (vectorised): the same numbers as the sequential stream.
+  fm::Rng rng(0xfeedULL);
+  for (uint64_t i = 0; i < 1000; ++i) EXPECT_EQ(fm::Rng::uniformSymAt(0xfeedULL, i), rng.uniformSym());
+}
+
+TEST(MetricsFumiRatio, BothRatiosFromOnePassAgreeWithTheSingleForms) {
+  fm::Rng rng(5);
+  std::vector<double> y(1001), yp(1001);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const bool tiny = i % 17 == 0;  // near-zero sums that move by more: only the guard drops them
+    y[i] = rng.uniformSym() * (tiny ? 1e-6 : 1.0);
+    yp[i] = y[i] + (tiny ? 1e-9 : 1e-7 * y[i]) * rng.uniformSym();
+  }
+  y[3] = std::numeric_limits<double>::quiet_NaN();
+  double guarded = -1, unguarded = -1;
+  size_t skipped = 0;
+  fm::fumiRatios(y.data(), yp.data(), y.size(), 1e-3, &guarded, &unguarded, &skipped);
+  EXPECT_EQ(guarded, fm::fumiRatio(y.data(), yp.data(), y.size(), 1e-3));
+  EXPECT_EQ(unguarded, fm::fumiRatio(y.data(), yp.data(), y.size(), 0.0));
+  EXPECT_LT(guarded, unguarded);  // the near-zero sums move most
+  EXPECT_EQ(skipped, 1u);
+}
+
 TEST(MetricsRng, MixSeedSeparatesSalts) {
   std::set<uint64_t> seeds;
   for (uint64_t salt = 0; salt < 1000; ++salt) seeds.insert(fm::mixSeed(1, salt));

@@ -1,0 +1,73 @@
+// scratch_arena.cpp — ScratchArena (scratch_arena.h).
+#include "scratch_arena.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+namespace fumi {
+
+namespace {
+constexpr size_t kAlign = 64;
+constexpr size_t kMinBlock = size_t{1} << 20;
+}  // namespace
+
+ScratchArena& ScratchArena::local() {
+  thread_local ScratchArena arena;
+  return arena;
+}
+
+ScratchArena::~ScratchArena() {
+  for (Block& b : blocks_) std::free(b.data);
+}
+
+void* ScratchArena::take(size_t bytes) {
+  if (bytes > SIZE_MAX - kAlign) return nullptr;
+  bytes = (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
+  // The current block, else the next one with room (blocks after the current one are empty).
+  while (current_ + 1 < blocks_.size() && blocks_[current_].size - blocks_[current_].used < bytes)
+    ++current_;
+  if (blocks_.empty() || blocks_[current_].size - blocks_[current_].used < bytes) {
+    // A new block, growing geometrically so a steady stream of checks settles on a few blocks.
+    const size_t last = blocks_.empty() ? 0 : blocks_.back().size;
+    const size_t size = std::max({bytes, kMinBlock, 2 * last});
+    void* p = nullptr;
+    if (posix_memalign(&p, kAlign, size) != 0) return nullptr;
+    blocks_.push_back(Block{static_cast<char*>(p), size, 0});
+    current_ = blocks_.size() - 1;
+  }
+  Block& b = blocks_[current_];
+  void* p = b.data + b.used;
+  b.used += bytes;
+  return p;
+}
+
+void ScratchArena::rewind(Mark m) {
+  if (blocks_.empty()) return;
+  for (size_t i = m.block + 1; i < blocks_.size(); ++i) blocks_[i].used = 0;
+  blocks_[m.block].used = m.used;
+  current_ = m.block;
+  if (m.block != 0 || m.used != 0) return;
+  // Nothing is in use: keep the newest (largest) blocks up to kKeptBytes, free the rest.
+  size_t kept = 0;
+  std::vector<Block> keep;
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    if (kept + blocks_[i].size <= kKeptBytes) {
+      kept += blocks_[i].size;
+      keep.push_back(blocks_[i]);
+    } else {
+      std::free(blocks_[i].data);
+    }
+  }
+  std::reverse(keep.begin(), keep.end());
+  blocks_.swap(keep);
+  current_ = 0;
+}
+
+size_t ScratchArena::capacity() const {
+  size_t total = 0;
+  for (const Block& b : blocks_) total += b.size;
+  return total;
+}
+
+}  // namespace fumi

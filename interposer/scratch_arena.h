@@ -1,0 +1,46 @@
+// scratch_arena.h — the host scratch that checks allocate (fumi_host_api.alloc/alloc_like): one
+// arena per thread, reused from check to check, so a check costs no fresh pages (page faults and
+// the kernel's zeroing cost more than a GEMM's checks themselves: docs/benchmarks.md part 2).
+// Checks on one thread nest at most as calls inside calls, so a mark taken when a check starts
+// and rewound when it ends frees exactly its allocations. The contents of scratch are unspecified
+// (plugin.h). What stays allocated between checks is bounded (kKeptBytes per thread).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace fumi {
+
+class ScratchArena {
+ public:
+  static constexpr size_t kKeptBytes = size_t{64} << 20;
+  struct Mark {
+    size_t block = 0, used = 0;
+  };
+
+  // The calling thread's arena.
+  static ScratchArena& local();
+
+  ScratchArena() = default;
+  ScratchArena(const ScratchArena&) = delete;
+  ScratchArena& operator=(const ScratchArena&) = delete;
+  ~ScratchArena();
+
+  Mark mark() const { return Mark{current_, blocks_.empty() ? 0 : blocks_[current_].used}; }
+  // `bytes` (64-byte aligned), or nullptr when memory is exhausted.
+  void* take(size_t bytes);
+  // Frees everything taken since `m`; at the bottom, blocks beyond kKeptBytes go back to the
+  // system.
+  void rewind(Mark m);
+  size_t capacity() const;
+
+ private:
+  struct Block {
+    char* data;
+    size_t size, used;
+  };
+  std::vector<Block> blocks_;
+  size_t current_ = 0;
+};
+
+}  // namespace fumi

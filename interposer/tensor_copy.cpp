@@ -1,0 +1,189 @@
+// tensor_copy.cpp — copyElements (tensor_copy.h).
+#include "tensor_copy.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "fumi/dtype.hpp"
+
+namespace fumi {
+
+namespace {
+
+// Each storage dtype as a C++ element type with its conversions to and from fp64.
+struct F64 {
+  using T = double;
+  static double load(T x) { return x; }
+  static T store(double v) { return v; }
+};
+struct F32 {
+  using T = float;
+  static double load(T x) { return x; }
+  static T store(double v) { return static_cast<float>(v); }
+};
+struct TF32 {
+  using T = float;
+  static double load(T x) { return x; }
+  static T store(double v) { return bitsFloat(roundFloatBits(floatBits(static_cast<float>(v)), 10)); }
+};
+struct F16 {
+  using T = uint16_t;
+  static double load(T x) { return halfToFloat(x); }
+  static T store(double v) { return floatToHalf(static_cast<float>(v)); }
+};
+struct BF16 {
+  using T = uint16_t;
+  static double load(T x) { return bf16ToFloat(x); }
+  static T store(double v) { return floatToBf16(static_cast<float>(v)); }
+};
+
+// Transposing tiles: 8 x 8 keeps the lines either side touches within one L1 way set even when
+// a stride is a large power of two (a 512-row column-major matrix), where 32 x 32 tiles thrash.
+constexpr int64_t kTile = 8;
+
+// One rows x cols block: element (r, c) from s[r * sr + c * sc] to d[r * dr + c * dc].
+template <class L, class S>
+void copyBlock(int64_t rows, int64_t cols, const typename L::T* s, int64_t sr, int64_t sc,
+               typename S::T* d, int64_t dr, int64_t dc) {
+  if (sc == 1 && dc == 1) {  // rows contiguous on both sides
+    for (int64_t r = 0; r < rows; ++r) {
+      const typename L::T* sp = s + r * sr;
+      typename S::T* dp = d + r * dr;
+      for (int64_t c = 0; c < cols; ++c) dp[c] = S::store(L::load(sp[c]));
+    }
+    return;
+  }
+  if (sr == 1 && dr == 1) {  // columns contiguous on both sides
+    for (int64_t c = 0; c < cols; ++c) {
+      const typename L::T* sp = s + c * sc;
+      typename S::T* dp = d + c * dc;
+      for (int64_t r = 0; r < rows; ++r) dp[r] = S::store(L::load(sp[r]));
+    }
+    return;
+  }
+  // A transpose or other strides: tiles small enough that both sides stay in L1.
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      if (sr == 1) {  // the source's columns are contiguous: walk them inside the tile
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t r = r0; r < r1; ++r) d[r * dr + c * dc] = S::store(L::load(s[r + c * sc]));
+      } else {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c)
+            d[r * dr + c * dc] = S::store(L::load(s[r * sr + c * sc]));
+      }
+    }
+}
+
+// The array's dimensions reordered for the walk: by decreasing source stride (the source is
+// read in its own memory order whatever the destination), adjacent dimensions merged where both
+// sides are contiguous across them (a dense tensor becomes one run), empty arrays flagged.
+struct Walk {
+  int ndim = 0;
+  int64_t shape[FUMI_MAX_DIMS], from[FUMI_MAX_DIMS], to[FUMI_MAX_DIMS];
+  bool empty = false;
+  Walk(int n, const int64_t* sh, const int64_t* fs, const int64_t* ts) {
+    int order[FUMI_MAX_DIMS];
+    int kept = 0;
+    for (int k = 0; k < n; ++k) {
+      if (sh[k] == 0) empty = true;
+      if (sh[k] != 1) order[kept++] = k;  // size-1 dimensions move nothing
+    }
+    std::stable_sort(order, order + kept, [&](int a, int b) {
+      return std::abs(fs[a]) > std::abs(fs[b]);
+    });
+    for (int j = 0; j < kept; ++j) {
+      const int k = order[j];
+      if (ndim > 0 && from[ndim - 1] == fs[k] * sh[k] && to[ndim - 1] == ts[k] * sh[k]) {
+        shape[ndim - 1] *= sh[k];  // the previous dimension continues this one on both sides
+        from[ndim - 1] = fs[k];
+        to[ndim - 1] = ts[k];
+        continue;
+      }
+      shape[ndim] = sh[k];
+      from[ndim] = fs[k];
+      to[ndim] = ts[k];
+      ++ndim;
+    }
+  }
+};
+
+template <class L, class S>
+void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
+               ElementLayout to) {
+  const Walk w(ndim, shape, from.strides, to.strides);
+  if (w.empty) return;
+  const auto* s = static_cast<const typename L::T*>(src);
+  auto* d = static_cast<typename S::T*>(dst);
+  // The last two dimensions of the walk are one block; the others an odometer around it.
+  const int n = w.ndim;
+  const int64_t rows = n >= 2 ? w.shape[n - 2] : 1, cols = n >= 1 ? w.shape[n - 1] : 1;
+  const int64_t sr = n >= 2 ? w.from[n - 2] : 0, sc = n >= 1 ? w.from[n - 1] : 0;
+  const int64_t dr = n >= 2 ? w.to[n - 2] : 0, dc = n >= 1 ? w.to[n - 1] : 0;
+  const int outer = std::max(n - 2, 0);
+  int64_t idx[FUMI_MAX_DIMS] = {0};
+  int64_t so = from.base, doff = to.base;
+  while (true) {
+    copyBlock<L, S>(rows, cols, s + so, sr, sc, d + doff, dr, dc);
+    int k = outer - 1;
+    for (; k >= 0; --k) {
+      so += w.from[k];
+      doff += w.to[k];
+      if (++idx[k] < w.shape[k]) break;
+      so -= w.from[k] * w.shape[k];
+      doff -= w.to[k] * w.shape[k];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+template <class L>
+bool copyFrom(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
+              fumi_dtype dst_dtype, ElementLayout to) {
+  switch (dst_dtype) {
+    case FUMI_DTYPE_F64: copyTyped<L, F64>(ndim, shape, src, from, dst, to); return true;
+    case FUMI_DTYPE_F32: copyTyped<L, F32>(ndim, shape, src, from, dst, to); return true;
+    case FUMI_DTYPE_TF32: copyTyped<L, TF32>(ndim, shape, src, from, dst, to); return true;
+    case FUMI_DTYPE_F16: copyTyped<L, F16>(ndim, shape, src, from, dst, to); return true;
+    case FUMI_DTYPE_BF16: copyTyped<L, BF16>(ndim, shape, src, from, dst, to); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool copyElements(int ndim, const int64_t* shape, const void* src, fumi_dtype src_dtype,
+                  ElementLayout from, void* dst, fumi_dtype dst_dtype, ElementLayout to) {
+  switch (src_dtype) {
+    case FUMI_DTYPE_F64: return copyFrom<F64>(ndim, shape, src, from, dst, dst_dtype, to);
+    case FUMI_DTYPE_F32:
+    case FUMI_DTYPE_TF32: return copyFrom<F32>(ndim, shape, src, from, dst, dst_dtype, to);
+    case FUMI_DTYPE_F16: return copyFrom<F16>(ndim, shape, src, from, dst, dst_dtype, to);
+    case FUMI_DTYPE_BF16: return copyFrom<BF16>(ndim, shape, src, from, dst, dst_dtype, to);
+    default: return false;
+  }
+}
+
+void denseStrides(int ndim, const int64_t* shape, int64_t* strides) {
+  int64_t stride = 1;
+  for (int k = ndim - 1; k >= 0; --k) {
+    strides[k] = stride;
+    stride *= shape[k];
+  }
+}
+
+void storageStrides(int ndim, const int64_t* shape, const int64_t* layout, int64_t* strides) {
+  int order[FUMI_MAX_DIMS];
+  for (int k = 0; k < ndim; ++k) order[k] = k;
+  std::stable_sort(order, order + ndim,
+                   [&](int a, int b) { return std::abs(layout[a]) > std::abs(layout[b]); });
+  int64_t stride = 1;
+  for (int j = ndim - 1; j >= 0; --j) {
+    strides[order[j]] = stride;
+    stride *= shape[order[j]];
+  }
+}
+
+}  // namespace fumi

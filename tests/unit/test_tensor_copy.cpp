@@ -1,0 +1,208 @@
+// The host's element copies (tensor_copy.h: gather and scatter in logical and storage order)
+// against the element-by-element definition of dtype.hpp, and the per-thread scratch arena.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fumi/dtype.hpp"
+#include "scratch_arena.h"
+#include "tensor_copy.h"
+
+namespace fumi {
+namespace {
+
+constexpr fumi_dtype kDtypes[] = {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_TF32, FUMI_DTYPE_F16,
+                                  FUMI_DTYPE_BF16};
+
+fumi_tensor makeTensor(std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  fumi_tensor t{};
+  t.ndim = static_cast<int32_t>(shape.size());
+  for (int k = 0; k < t.ndim; ++k) {
+    t.shape[k] = shape[static_cast<size_t>(k)];
+    t.strides[k] = strides[static_cast<size_t>(k)];
+  }
+  return t;
+}
+
+// Layouts a check meets: row-major, column-major with a leading dimension, negative strides,
+// batched column-major, channels-last, a permuted 3-D view, size-1 and broadcast dimensions.
+std::vector<fumi_tensor> layouts() {
+  return {
+      makeTensor({5, 7}, {7, 1}),
+      makeTensor({37, 45}, {1, 40 + 11}),            // column-major, lda > m, odd sizes
+      makeTensor({64, 64}, {1, 64}),                 // power-of-two transpose
+      makeTensor({9}, {-3}),                         // BLAS vector with a negative increment
+      makeTensor({3, 10, 12}, {130, 1, 11}),         // batched column-major with gaps
+      makeTensor({2, 3, 4, 5}, {60, 1, 15, 3}),      // NCHW logical, channels-last storage
+      makeTensor({4, 6, 5}, {1, 20, 4}),             // permuted
+      makeTensor({1, 8, 1, 3}, {99, 3, 7, 1}),       // size-1 dimensions with odd strides
+      makeTensor({6, 4}, {-4, 1}),                   // rows reversed
+      makeTensor({}, {}),                            // a scalar
+  };
+}
+
+std::vector<unsigned char> randomBuffer(const fumi_tensor& t, fumi_dtype dtype, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-3.0, 3.0);
+  std::vector<unsigned char> bytes(static_cast<size_t>(tensorSpan(t) + 1) * 8);
+  // Every slot of the span holds a value; the logical elements are a subset.
+  for (int64_t i = 0; i <= tensorSpan(t); ++i) storeFromDouble(bytes.data(), i, dist(gen), dtype);
+  return bytes;
+}
+
+TEST(TensorCopy, GatherMatchesTheElementDefinitionForEveryLayoutAndDtype) {
+  for (const fumi_tensor& t : layouts())
+    for (fumi_dtype dtype : kDtypes) {
+      const std::vector<unsigned char> data = randomBuffer(t, dtype, 7);
+      const int64_t n = tensorNumel(t);
+      std::vector<double> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -99.0);
+      forEachElement(t, [&](int64_t k, int64_t off) {
+        want[static_cast<size_t>(k)] = loadAsDouble(data.data(), off, dtype);
+      });
+      int64_t dense[FUMI_MAX_DIMS];
+      denseStrides(t.ndim, t.shape, dense);
+      ASSERT_TRUE(copyElements(t.ndim, t.shape, data.data(), dtype,
+                               ElementLayout{t.strides, tensorBase(t)}, got.data(),
+                               FUMI_DTYPE_F64, ElementLayout{dense, 0}));
+      EXPECT_EQ(got, want) << "ndim " << t.ndim << " dtype " << dtypeName(dtype);
+    }
+}
+
+TEST(TensorCopy, ScatterRoundsLikeStoreFromDoubleAndLeavesGapsAlone) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<double> dist(-1e3, 1e3);
+  for (const fumi_tensor& t : layouts())
+    for (fumi_dtype dtype : kDtypes) {
+      const int64_t n = tensorNumel(t), span = tensorSpan(t);
+      std::vector<double> in(static_cast<size_t>(n));
+      for (double& v : in) v = dist(gen);
+      const size_t bytes = static_cast<size_t>(span) * static_cast<size_t>(dtypeBytes(dtype));
+      std::vector<unsigned char> want(bytes, 0xAB), got(bytes, 0xAB);
+      forEachElement(t, [&](int64_t k, int64_t off) {
+        storeFromDouble(want.data(), off, in[static_cast<size_t>(k)], dtype);
+      });
+      int64_t dense[FUMI_MAX_DIMS];
+      denseStrides(t.ndim, t.shape, dense);
+      ASSERT_TRUE(copyElements(t.ndim, t.shape, in.data(), FUMI_DTYPE_F64, ElementLayout{dense, 0},
+                               got.data(), dtype, ElementLayout{t.strides, tensorBase(t)}));
+      EXPECT_EQ(got, want) << "ndim " << t.ndim << " dtype " << dtypeName(dtype);
+    }
+}
+
+TEST(TensorCopy, StorageOrderIsOnePermutationThatFollowsMemory) {
+  for (const fumi_tensor& t : layouts()) {
+    const int64_t n = tensorNumel(t);
+    int64_t order[FUMI_MAX_DIMS];
+    storageStrides(t.ndim, t.shape, t.strides, order);
+    // A permutation of the logical indices: every dense slot is hit exactly once.
+    std::set<int64_t> slots;
+    fumi_tensor dense_view = t;
+    for (int k = 0; k < t.ndim; ++k) dense_view.strides[k] = order[k];
+    forEachElement(dense_view, [&](int64_t, int64_t off) { slots.insert(off); });
+    ASSERT_EQ(static_cast<int64_t>(slots.size()), n);
+    if (n > 0) {
+      EXPECT_EQ(*slots.rbegin(), n - 1);
+    }
+    // Memory order: slots ascend with the element's address in the tensor.
+    std::vector<std::pair<int64_t, int64_t>> by_address;
+    forEachElement(t, [&](int64_t k, int64_t off) {
+      int64_t slot = 0, rest = k;
+      for (int d = t.ndim - 1; d >= 0; --d) {
+        slot += (rest % t.shape[d]) * order[d];
+        rest /= t.shape[d];
+      }
+      by_address.emplace_back(off, slot);
+    });
+    std::sort(by_address.begin(), by_address.end());
+    bool positive = true;
+    for (int k = 0; k < t.ndim; ++k) positive = positive && t.strides[k] >= 0;
+    for (size_t i = 1; positive && i < by_address.size(); ++i)
+      EXPECT_LT(by_address[i - 1].second, by_address[i].second);
+    // Gather and scatter in storage order round-trip exactly.
+    const std::vector<unsigned char> data = randomBuffer(t, FUMI_DTYPE_F32, 11);
+    std::vector<double> mid(static_cast<size_t>(n));
+    ASSERT_TRUE(copyElements(t.ndim, t.shape, data.data(), FUMI_DTYPE_F32,
+                             ElementLayout{t.strides, tensorBase(t)}, mid.data(), FUMI_DTYPE_F64,
+                             ElementLayout{order, 0}));
+    std::vector<unsigned char> back(data.size(), 0);
+    ASSERT_TRUE(copyElements(t.ndim, t.shape, mid.data(), FUMI_DTYPE_F64, ElementLayout{order, 0},
+                             back.data(), FUMI_DTYPE_F32, ElementLayout{t.strides, tensorBase(t)}));
+    forEachElement(t, [&](int64_t, int64_t off) {
+      EXPECT_EQ(std::memcmp(&back[static_cast<size_t>(off) * 4], &data[static_cast<size_t>(off) * 4], 4), 0);
+    });
+  }
+}
+
+TEST(TensorCopy, DenseColumnMajorInStorageOrderIsItsMemory) {
+  const fumi_tensor t = makeTensor({16, 9}, {1, 16});
+  std::vector<float> data(16 * 9);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
+  int64_t order[FUMI_MAX_DIMS];
+  storageStrides(t.ndim, t.shape, t.strides, order);
+  std::vector<double> out(data.size());
+  ASSERT_TRUE(copyElements(t.ndim, t.shape, data.data(), FUMI_DTYPE_F32,
+                           ElementLayout{t.strides, 0}, out.data(), FUMI_DTYPE_F64,
+                           ElementLayout{order, 0}));
+  for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(out[i], data[i]);
+}
+
+TEST(TensorCopy, EmptyTensorsAndUnknownDtypes) {
+  const fumi_tensor t = makeTensor({3, 0, 4}, {0, 4, 1});
+  double sentinel = 42.0;
+  int64_t dense[FUMI_MAX_DIMS];
+  denseStrides(t.ndim, t.shape, dense);
+  EXPECT_TRUE(copyElements(t.ndim, t.shape, &sentinel, FUMI_DTYPE_F64, ElementLayout{t.strides, 0},
+                           &sentinel, FUMI_DTYPE_F64, ElementLayout{dense, 0}));
+  EXPECT_EQ(sentinel, 42.0);
+  const fumi_tensor s = makeTensor({2}, {1});
+  double in[2] = {1, 2}, out[2] = {0, 0};
+  EXPECT_FALSE(copyElements(s.ndim, s.shape, in, FUMI_DTYPE_UNKNOWN, ElementLayout{s.strides, 0},
+                            out, FUMI_DTYPE_F64, ElementLayout{s.strides, 0}));
+  EXPECT_FALSE(copyElements(s.ndim, s.shape, in, FUMI_DTYPE_F64, ElementLayout{s.strides, 0}, out,
+                            FUMI_DTYPE_UNKNOWN, ElementLayout{s.strides, 0}));
+}
+
+TEST(ScratchArena, ReusesMemoryAcrossChecksAndNests) {
+  ScratchArena arena;
+  const ScratchArena::Mark bottom = arena.mark();
+  void* a = arena.take(1000);
+  void* b = arena.take(3);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 64, 0u);
+  EXPECT_GE(static_cast<char*>(b) - static_cast<char*>(a), 1000);
+  // A nested check's scratch goes back without touching the outer one's.
+  const ScratchArena::Mark inner = arena.mark();
+  void* c = arena.take(5u << 20);  // beyond the first block
+  ASSERT_NE(c, nullptr);
+  std::memset(c, 1, 5u << 20);
+  arena.rewind(inner);
+  EXPECT_EQ(arena.take(3 << 20), c);  // the same block again
+  arena.rewind(bottom);
+  // The next check starts where the first did: no new memory.
+  const size_t capacity = arena.capacity();
+  EXPECT_EQ(arena.take(1000), a);
+  arena.rewind(bottom);
+  EXPECT_EQ(arena.capacity(), capacity);
+}
+
+TEST(ScratchArena, KeepsABoundedAmountBetweenChecks) {
+  ScratchArena arena;
+  const ScratchArena::Mark bottom = arena.mark();
+  ASSERT_NE(arena.take(1000), nullptr);
+  ASSERT_NE(arena.take(ScratchArena::kKeptBytes), nullptr);
+  ASSERT_NE(arena.take(ScratchArena::kKeptBytes), nullptr);
+  EXPECT_GT(arena.capacity(), 2 * ScratchArena::kKeptBytes);
+  arena.rewind(bottom);
+  EXPECT_LE(arena.capacity(), ScratchArena::kKeptBytes);
+  EXPECT_NE(arena.take(10), nullptr);
+}
+
+}  // namespace
+}  // namespace fumi
