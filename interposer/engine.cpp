@@ -17,6 +17,7 @@
 
 #include "call.h"
 #include "context.h"
+#include "contract.h"
 #include "nan_search.h"
 #include "pystack.h"
 #include "fumi/dtype.hpp"
@@ -250,6 +251,24 @@ fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* b
   return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
 }
 
+fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                         int32_t dim, int32_t count, const double* vectors, double* out) {
+  if (!validIndex(c, index) || !vectors || !out || count < 1) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  if (dim < 0 || dim >= t.ndim) return FUMI_ERROR;
+  if (!buffer) {
+    buffer = t.data;
+    dtype = t.dtype;
+  }
+  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  std::vector<unsigned char> stage;
+  const void* src = readable(buffer, t.memory,
+                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
+  if (!src) return FUMI_UNSUPPORTED;
+  return contractTensor(t, src, dtype, dim, count, vectors, 1.0, false, out) ? FUMI_OK
+                                                                            : FUMI_UNSUPPORTED;
+}
+
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
                         fumi_dtype dtype) {
   return hostScatterIn(c, index, in, buffer, dtype, FUMI_ORDER_LOGICAL);
@@ -393,7 +412,7 @@ const fumi_host_api kHostApi = {
     FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
     hostLog,                 hostReference,         hostProject,  hostGatherIn,
-    hostScatterIn};
+    hostScatterIn,           hostContract};
 
 // Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {

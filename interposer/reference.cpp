@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
+#include "contract.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 
@@ -232,6 +234,107 @@ fumi_status matmulReference(const std::vector<fumi_tensor>& ts, const MatmulSpec
   return FUMI_OK;
 }
 
+namespace {
+
+// A [batch x] rows x cols operand read in place: element (b, i, j) at
+// data[base + b * sb + i * sr + j * sc] (sb 0: one matrix for every batch).
+struct MatrixView {
+  const fumi_tensor* t = nullptr;
+  int64_t batch = 1, rows = 0, cols = 1, sb = 0, sr = 0, sc = 0, base = 0;
+  explicit MatrixView(const fumi_tensor& x) : t(&x) {
+    const Dims d(x);
+    batch = d.batch;
+    rows = d.rows;
+    cols = d.cols;
+    sr = x.strides[x.ndim == 3 ? 1 : 0];
+    sc = x.ndim >= 2 ? x.strides[x.ndim - 1] : 0;
+    sb = x.ndim == 3 && x.shape[0] > 1 ? x.strides[0] : 0;
+    base = tensorBase(x);
+  }
+  // Contract batch b along its columns (along_cols) or rows with `count` vectors of `V`.
+  AxisContraction along(int64_t b, bool along_cols, const double* V, int32_t count, double alpha,
+                        bool accumulate, double* out, int64_t out_k, int64_t out_s) const {
+    AxisContraction c;
+    c.data = t->data;
+    c.dtype = t->dtype;
+    c.base = base + (batch > 1 ? b * sb : 0);
+    c.K = along_cols ? rows : cols;
+    c.sk = along_cols ? sr : sc;
+    c.L = along_cols ? cols : rows;
+    c.sl = along_cols ? sc : sr;
+    c.V = V;
+    c.ldv = c.L;
+    c.count = count;
+    c.alpha = alpha;
+    c.accumulate = accumulate;
+    c.out = out;
+    c.out_k = out_k;
+    c.out_s = out_s;
+    return c;
+  }
+};
+
+// The plain-sum projection with every operand read in place, typed (contract.h): no fp64
+// copies of A, B or C. FUMI_UNSUPPORTED where an operand is not in host memory or the shapes do
+// not fit (the caller then takes the copying path).
+fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
+                                 bool rows, const Projection& p) {
+  const auto tensor = [&](int i) -> const fumi_tensor* {
+    return i >= 0 ? &ts[static_cast<size_t>(i)] : nullptr;
+  };
+  const fumi_tensor* prior = s.beta != 0 ? tensor(s.c) : nullptr;
+  for (const fumi_tensor* t : {tensor(s.a), tensor(s.b), tensor(s.d), prior, tensor(s.bias)})
+    if (t && (t->memory != FUMI_MEMORY_HOST || t->ndim < 1 || t->ndim > 3))
+      return FUMI_UNSUPPORTED;
+  const MatrixView A(*tensor(s.a)), B(*tensor(s.b)), D(*tensor(s.d));
+  const int64_t m = D.rows, n = D.cols, k = A.cols, batch = D.batch;
+  if (A.rows != m || B.rows != k || B.cols != n || (A.batch != 1 && A.batch != batch) ||
+      (B.batch != 1 && B.batch != batch))
+    return FUMI_UNSUPPORTED;
+  std::unique_ptr<MatrixView> C;
+  if (prior) {
+    C = std::make_unique<MatrixView>(*prior);
+    if (C->rows != m || C->cols != n || (C->batch != 1 && C->batch != batch)) return FUMI_UNSUPPORTED;
+  }
+  std::vector<double> bias;
+  if (!gathered(ts, s.bias, bias) || (!bias.empty() && bias.size() != static_cast<size_t>(m)))
+    return FUMI_UNSUPPORTED;
+  const int32_t count = p.count;
+  const int64_t len = rows ? m : n;
+  // Each vector summed against the bias: sum(R) (columns), or L^T bias (rows).
+  std::vector<double> bias_term(static_cast<size_t>(count), 0.0);
+  for (int32_t q = 0; q < count && !bias.empty(); ++q)
+    for (int64_t i = 0; i < len; ++i)
+      bias_term[static_cast<size_t>(q)] +=
+          p.vectors[q * len + i] * (rows ? bias[static_cast<size_t>(i)] : 1.0);
+  thread_local std::vector<double> inner;  // B R or L^T A: count x k, vector-major
+  inner.resize(static_cast<size_t>(count * k));
+  for (int64_t b = 0; b < batch; ++b) {
+    bool ok;
+    if (rows) {  // L^T D = alpha (L^T A) B + beta L^T C (+ L^T bias in every column)
+      double* out = p.out + b * count * n;
+      ok = contractAxis(A.along(b, false, p.vectors, count, 1.0, false, inner.data(), 1, k)) &&
+           contractAxis(B.along(b, false, inner.data(), count, s.alpha, false, out, 1, n)) &&
+           (!C || contractAxis(C->along(b, false, p.vectors, count, s.beta, true, out, 1, n)));
+      for (int32_t q = 0; q < count && !bias.empty(); ++q)
+        for (int64_t j = 0; j < n; ++j) out[q * n + j] += bias_term[static_cast<size_t>(q)];
+    } else {  // D R = alpha A (B R) + beta C R (+ bias_i sum(R))
+      double* out = p.out + b * m * count;
+      ok = contractAxis(B.along(b, true, p.vectors, count, 1.0, false, inner.data(), 1, k)) &&
+           contractAxis(A.along(b, true, inner.data(), count, s.alpha, false, out, count, 1)) &&
+           (!C || contractAxis(C->along(b, true, p.vectors, count, s.beta, true, out, count, 1)));
+      for (int64_t i = 0; i < m && !bias.empty(); ++i)
+        for (int32_t q = 0; q < count; ++q)
+          out[i * count + q] += bias[static_cast<size_t>(i)] * bias_term[static_cast<size_t>(q)];
+    }
+    if (!ok) return FUMI_UNSUPPORTED;
+  }
+  if (inner.capacity() > (size_t{1} << 20)) std::vector<double>().swap(inner);
+  return FUMI_OK;
+}
+
+}  // namespace
+
 fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
                              int32_t output, const Projection& p) {
   if (s.act != MatmulSpec::Act::kNone || p.count < 1 || !p.vectors || !p.out || output < 0 ||
@@ -240,9 +343,12 @@ fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpe
   const fumi_tensor& d = ts[static_cast<size_t>(output)];
   const int rows_dim = d.ndim == 3 ? 1 : 0, cols_dim = d.ndim >= 2 ? d.ndim - 1 : -1;
   if (p.dim != rows_dim && p.dim != cols_dim) return FUMI_UNSUPPORTED;
+  const bool rows = p.dim == rows_dim;
+  if (!p.out_lo && output == s.d && s.a >= 0 && s.b >= 0 &&
+      matmulProjectInPlace(ts, s, rows, p) == FUMI_OK)
+    return FUMI_OK;
   MatmulOperands op;
   if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
-  const bool rows = p.dim == rows_dim;
   if (p.out_lo) matmulProject<Compensated>(op, s, rows, p);
   else matmulProject<PlainSum>(op, s, rows, p);
   return FUMI_OK;

@@ -4,38 +4,14 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "fumi/dtype.hpp"
+#include "element_types.h"
 
 namespace fumi {
 
 namespace {
 
-// Each storage dtype as a C++ element type with its conversions to and from fp64.
-struct F64 {
-  using T = double;
-  static double load(T x) { return x; }
-  static T store(double v) { return v; }
-};
-struct F32 {
-  using T = float;
-  static double load(T x) { return x; }
-  static T store(double v) { return static_cast<float>(v); }
-};
-struct TF32 {
-  using T = float;
-  static double load(T x) { return x; }
-  static T store(double v) { return bitsFloat(roundFloatBits(floatBits(static_cast<float>(v)), 10)); }
-};
-struct F16 {
-  using T = uint16_t;
-  static double load(T x) { return halfToFloat(x); }
-  static T store(double v) { return floatToHalf(static_cast<float>(v)); }
-};
-struct BF16 {
-  using T = uint16_t;
-  static double load(T x) { return bf16ToFloat(x); }
-  static T store(double v) { return floatToBf16(static_cast<float>(v)); }
-};
+using namespace element_types;
+
 
 // Transposing tiles: 8 x 8 keeps the lines either side touches within one L1 way set even when
 // a stride is a large power of two (a 512-row column-major matrix), where 32 x 32 tiles thrash.
@@ -139,31 +115,17 @@ void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout fr
   }
 }
 
-template <class L>
-bool copyFrom(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
-              fumi_dtype dst_dtype, ElementLayout to) {
-  switch (dst_dtype) {
-    case FUMI_DTYPE_F64: copyTyped<L, F64>(ndim, shape, src, from, dst, to); return true;
-    case FUMI_DTYPE_F32: copyTyped<L, F32>(ndim, shape, src, from, dst, to); return true;
-    case FUMI_DTYPE_TF32: copyTyped<L, TF32>(ndim, shape, src, from, dst, to); return true;
-    case FUMI_DTYPE_F16: copyTyped<L, F16>(ndim, shape, src, from, dst, to); return true;
-    case FUMI_DTYPE_BF16: copyTyped<L, BF16>(ndim, shape, src, from, dst, to); return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 bool copyElements(int ndim, const int64_t* shape, const void* src, fumi_dtype src_dtype,
                   ElementLayout from, void* dst, fumi_dtype dst_dtype, ElementLayout to) {
-  switch (src_dtype) {
-    case FUMI_DTYPE_F64: return copyFrom<F64>(ndim, shape, src, from, dst, dst_dtype, to);
-    case FUMI_DTYPE_F32:
-    case FUMI_DTYPE_TF32: return copyFrom<F32>(ndim, shape, src, from, dst, dst_dtype, to);
-    case FUMI_DTYPE_F16: return copyFrom<F16>(ndim, shape, src, from, dst, dst_dtype, to);
-    case FUMI_DTYPE_BF16: return copyFrom<BF16>(ndim, shape, src, from, dst, dst_dtype, to);
-    default: return false;
-  }
+  bool stored = false;
+  const bool loaded = visitLoad(src_dtype, [&](auto load) {
+    stored = visitStore(dst_dtype, [&](auto store) {
+      copyTyped<decltype(load), decltype(store)>(ndim, shape, src, from, dst, to);
+    });
+  });
+  return loaded && stored;
 }
 
 void denseStrides(int ndim, const int64_t* shape, int64_t* strides) {

@@ -218,6 +218,13 @@ typedef struct fumi_host_api {
                            double* out, fumi_order order);
   fumi_status (*scatter_in)(fumi_call* call, int32_t index, const double* in, void* buffer,
                             fumi_dtype dtype, fumi_order order);
+  /* Appended (read it only when struct_size covers it): tensor `index` read from `buffer`
+   * holding `dtype` (NULL: the call's own data, as gather reads it) contracted along its logical
+   * dimension `dim` with `count` vectors, in project's layout and with plain fp64 sums: what
+   * project gives for the exact result, for the tensor itself. Read in place, typed, in its own
+   * layout (no dense copy). */
+  fumi_status (*contract)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
+                          int32_t dim, int32_t count, const double* vectors, double* out);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

@@ -174,18 +174,24 @@ class Estimator {
   }
 
   // ||C||_F of the output (dense), scaled like the metrics of metrics.h.
-  void setOutput(const double* y, size_t n) {
+  void setOutput(const double* y, size_t n) { out_norm_ = frobenius(y, n); }
+
+  // ||y||_2 over the finite elements, with a power-of-two scale (nothing overflows).
+  FUMI_WIDE static double frobenius(const double* y, size_t n) {
+    constexpr double kMax = std::numeric_limits<double>::max();
     double max_abs = 0.0;
+    FUMI_SIMD(reduction(max : max_abs))
     for (size_t i = 0; i < n; ++i)
-      max_abs = std::max(max_abs, std::isfinite(y[i]) ? std::fabs(y[i]) : 0.0);
+      max_abs = std::max(max_abs, std::fabs(y[i]) <= kMax ? std::fabs(y[i]) : 0.0);
     const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
     const double scale = std::ldexp(1.0, -e);
     double sum = 0.0;
+    FUMI_SIMD(reduction(+ : sum))
     for (size_t i = 0; i < n; ++i) {
-      const double x = std::isfinite(y[i]) ? y[i] * scale : 0.0;
+      const double x = std::fabs(y[i]) <= kMax ? y[i] * scale : 0.0;  // finite
       sum += x * x;
     }
-    out_norm_ = std::ldexp(std::sqrt(sum), e);
+    return std::ldexp(std::sqrt(sum), e);
   }
 
   Estimate result() const {
@@ -245,13 +251,14 @@ class Estimator {
   bool row_side_ = false, col_side_ = false, nonfinite_ = false, unusable_ = false;
 };
 
-// One set of `count` vectors along dimension `dim` of the output y (dense, `shape`): the
-// exact projection from `project` (dim, count, vectors, out, out_lo) -> fumi_status, with the
-// semantics of fumi_host_api.project, and the output's own, into `est`. `alloc(n)` gives n
+// One set of `count` vectors along dimension `dim` of the output (`shape`): the exact
+// projection from `project` (dim, count, vectors, out, out_lo) -> fumi_status, with the
+// semantics of fumi_host_api.project, and the output's own from `contract_y` (same arguments and
+// layout: fumi_host_api.contract, or contract() of a dense copy), into `est`. `alloc(n)` gives n
 // doubles of scratch (nullptr: none left).
-template <class Project, class Alloc>
-fumi_status projectSide(const double* y, const int64_t* shape, int32_t ndim, int32_t dim,
-                        int32_t count, bool compensated, uint64_t seed, Project&& project,
+template <class Project, class Contract, class Alloc>
+fumi_status projectSide(const int64_t* shape, int32_t ndim, int32_t dim, int32_t count,
+                        bool compensated, uint64_t seed, Project&& project, Contract&& contract_y,
                         Alloc&& alloc, Estimator* est) {
   const Split sp = splitAround(shape, ndim, dim);
   const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
@@ -262,33 +269,35 @@ fumi_status projectSide(const double* y, const int64_t* shape, int32_t ndim, int
   double* got_lo = compensated ? alloc(size) : nullptr;
   if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
   gaussianVectors(seed, count, sp.len, v);
-  const fumi_status st = project(dim, count, v, exact, exact_lo);
+  fumi_status st = project(dim, count, v, exact, exact_lo);
   if (st != FUMI_OK) return st;
-  contract(y, sp, count, v, got, got_lo);
+  st = contract_y(dim, count, v, got, got_lo);
+  if (st != FUMI_OK) return st;
   // Vectors over the rows (the dimension before the last, or a vector's only one) give
   // per-column figures.
   est->addSide(got, got_lo, exact, exact_lo, sp, count, /*columns=*/dim != ndim - 1 || ndim == 1);
   return FUMI_OK;
 }
 
-// The estimate for output y (dense, `shape`): `vectors` left vectors over the rows and
-// `vectors` right vectors over the columns; an output that cannot be projected by columns (a
-// vector; an operation the host projects one way only) gets both sets over the rows, and one
+// The estimate for an output of `shape` whose n elements are y (dense, in any order: they give
+// its norm), contracted by `contract_y` (see projectSide): `vectors` left vectors over the rows
+// and `vectors` right vectors over the columns; an output that cannot be projected by columns
+// (a vector; an operation the host projects one way only) gets both sets over the rows, and one
 // that cannot be projected by rows (a convolution: its channels) both over the first other
 // dimension the host projects.
 // `compensated`: both sides in double-double (fp64 results). FUMI_SKIPPED when the exact
 // projections are not finite (NaN/Inf inputs: the nan_inf check's business).
-template <class Project, class Alloc>
+template <class Project, class Contract, class Alloc>
 fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int32_t ndim,
                            int32_t vectors, bool compensated, uint64_t seed, Project&& project,
-                           Alloc&& alloc, Estimate* out) {
+                           Contract&& contract_y, Alloc&& alloc, Estimate* out) {
   if (n == 0 || ndim < 1) return FUMI_SKIPPED;
   Estimator est;
   est.setOutput(y, n);
   const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
   auto side = [&](int32_t dim, uint64_t stream) {
-    return projectSide(y, shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
-                       project, alloc, &est);
+    return projectSide(shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
+                       project, contract_y, alloc, &est);
   };
   // Rows first; an operation the host projects along another dimension only (a convolution's
   // channels) gets both sets along the first one it can.
@@ -302,6 +311,20 @@ fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int3
   if (st != FUMI_OK) return st;
   *out = est.result();
   return out->unusable ? FUMI_SKIPPED : FUMI_OK;
+}
+
+// The same for y dense row-major, contracted here (contract()).
+template <class Project, class Alloc>
+fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int32_t ndim,
+                           int32_t vectors, bool compensated, uint64_t seed, Project&& project,
+                           Alloc&& alloc, Estimate* out) {
+  return estimateOutput(
+      y, n, shape, ndim, vectors, compensated, seed, project,
+      [&](int32_t dim, int32_t count, const double* v, double* got, double* got_lo) {
+        contract(y, splitAround(shape, ndim, dim), count, v, got, got_lo);
+        return FUMI_OK;
+      },
+      alloc, out);
 }
 
 }  // namespace fumi::checksum

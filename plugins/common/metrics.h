@@ -29,24 +29,7 @@
 
 #include "fumi/dtype.hpp"
 #include "fumi/plugin.h"
-
-// Loops reducing with max or + vectorise only where the compiler may reorder the reduction:
-// fumi_add_plugin builds plugins with -fopenmp-simd and FUMI_OPENMP_SIMD, which makes these
-// `omp simd` loops (sums then add in another order; the last bits of a norm may differ).
-#if defined(FUMI_OPENMP_SIMD)
-#define FUMI_PRAGMA(x) _Pragma(#x)
-#define FUMI_SIMD(clauses) FUMI_PRAGMA(omp simd clauses)
-#else
-#define FUMI_SIMD(clauses)
-#endif
-// Whole-tensor loops compiled for the widest vectors the CPU has (AVX-512, AVX2 or the x86-64
-// baseline, chosen once at load time), where GCC can: the x86-64 baseline has 2-wide fp64
-// vectors only.
-#if defined(FUMI_OPENMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FUMI_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FUMI_WIDE
-#endif
+#include "fumi/simd.h"
 
 namespace fumi::metrics {
 

@@ -193,6 +193,18 @@ class Context {
     return host_->project(call_, i, dim, count, vectors, out, out_lo);
   }
 
+  // Tensor i (buffer/dtype as gather) contracted along `dim` with `count` vectors, read in place
+  // by the host (fumi_host_api.contract); FUMI_UNSUPPORTED from an older host.
+  fumi_status contract(int32_t i, const void* buffer, fumi_dtype dtype, int32_t dim, int32_t count,
+                       const double* vectors, double* out) {
+    if (!hasContract()) return FUMI_UNSUPPORTED;
+    return host_->contract(call_, i, buffer, dtype, dim, count, vectors, out);
+  }
+  bool hasContract() const {
+    return host_->struct_size >= offsetof(fumi_host_api, contract) + sizeof(host_->contract) &&
+           host_->contract;
+  }
+
   void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
 
   // An older host has no gather_in/scatter_in: every order is then LOGICAL, still one

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "checksum.h"
+#include "contract.h"
 #include "fumi/dtype.hpp"
 #include "scratch_arena.h"
 #include "tensor_copy.h"
@@ -165,6 +167,45 @@ TEST(TensorCopy, EmptyTensorsAndUnknownDtypes) {
                             out, FUMI_DTYPE_F64, ElementLayout{s.strides, 0}));
   EXPECT_FALSE(copyElements(s.ndim, s.shape, in, FUMI_DTYPE_F64, ElementLayout{s.strides, 0}, out,
                             FUMI_DTYPE_UNKNOWN, ElementLayout{s.strides, 0}));
+}
+
+// contractTensor reads any layout and dtype in place: the same sums as contracting a dense
+// row-major copy, along every dimension, for vector counts that use every kernel block.
+TEST(Contract, TensorAlongEveryDimensionMatchesTheDenseContraction) {
+  for (const fumi_tensor& t : layouts()) {
+    if (t.ndim == 0) continue;
+    for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16}) {
+      const std::vector<unsigned char> data = randomBuffer(t, dtype, 5);
+      std::vector<double> dense(static_cast<size_t>(tensorNumel(t)));
+      forEachElement(t, [&](int64_t k, int64_t off) {
+        dense[static_cast<size_t>(k)] = loadAsDouble(data.data(), off, dtype);
+      });
+      for (int32_t dim = 0; dim < t.ndim; ++dim)
+        for (int32_t count : {1, 2, 7, 13}) {
+          const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+          std::vector<double> v(static_cast<size_t>(sp.len * count));
+          checksum::gaussianVectors(static_cast<uint64_t>(dim * 31 + count), count, sp.len,
+                                    v.data());
+          const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+          std::vector<double> want(size), got(size, 7.0), twice(size, 1.0);
+          checksum::contract(dense.data(), sp, count, v.data(), want.data(), nullptr);
+          ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 1.0, false,
+                                     got.data()));
+          // alpha and accumulate: twice = 1 + 2 * (the contraction)
+          ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 2.0, true,
+                                     twice.data()));
+          for (size_t i = 0; i < size; ++i) {
+            EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
+                << "ndim " << t.ndim << " " << dtypeName(dtype) << " dim " << dim << " at " << i;
+            EXPECT_NEAR(twice[i], 1 + 2 * want[i], 1e-12 * (1 + std::fabs(want[i])));
+          }
+        }
+    }
+  }
+  const fumi_tensor t = makeTensor({2, 3}, {3, 1});
+  double x[6] = {}, v[3] = {}, out[6] = {};
+  EXPECT_FALSE(contractTensor(t, x, FUMI_DTYPE_F64, 2, 1, v, 1.0, false, out));
+  EXPECT_FALSE(contractTensor(t, x, FUMI_DTYPE_UNKNOWN, 0, 1, v, 1.0, false, out));
 }
 
 TEST(ScratchArena, ReusesMemoryAcrossChecksAndNests) {

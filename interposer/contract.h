@@ -1,0 +1,43 @@
+// contract.h — a tensor contracted along one dimension with a few vectors, read in place: typed,
+// in its own layout, no dense copy. The arithmetic of the `checksum` check (Freivalds'
+// projections: O(size x vectors), against the O(mnk) of a rerun) on both sides: the host's exact
+// projection of a GEMM (reference.cpp, matmulProjection) and the call's own output
+// (fumi_host_api.contract). Plain fp64 sums; compensated projections stay in reference.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "fumi/plugin.h"
+
+namespace fumi {
+
+// A matrix M(k, l) = data[base + k * sk + l * sl] of `dtype` (k < K kept, l < L contracted)
+// against `count` vectors V[s * ldv + l]:
+//   out[k * out_k + s * out_s] = alpha * sum_l M(k, l) V[s * ldv + l]  (+ the old value when
+//   `accumulate`).
+// Either stride may be anything; a unit stride on either axis runs a vectorised kernel that
+// reads each element of M once for up to 8 vectors. False for a dtype without storage.
+struct AxisContraction {
+  const void* data = nullptr;
+  fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;
+  int64_t base = 0, K = 0, sk = 0, L = 0, sl = 0;
+  const double* V = nullptr;
+  int64_t ldv = 0;
+  int32_t count = 0;
+  double alpha = 1;
+  bool accumulate = false;
+  double* out = nullptr;
+  int64_t out_k = 0, out_s = 0;
+};
+bool contractAxis(const AxisContraction& c);
+
+// Tensor `t`'s elements, read from `data` (laid out like t) as `dtype`, contracted along its
+// dimension `dim` with `count` vectors (vectors[s * len + i], len = t.shape[dim]): with t read as
+// outer x len x inner around `dim`, out[(o * count + s) * inner + q] =
+// alpha * sum_i vectors[s * len + i] * t[o, i, q] (+ the old value when `accumulate`) — the
+// layout of fumi_host_api.project. False for a bad dimension or dtype.
+bool contractTensor(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t dim,
+                    int32_t count, const double* vectors, double alpha, bool accumulate,
+                    double* out);
+
+}  // namespace fumi
