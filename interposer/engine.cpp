@@ -638,6 +638,7 @@ void Engine::compileSite(OpSite& site) {
     if (!staticMatch(rr->rule->match, site)) continue;
     auto sampler = std::make_unique<RuleSampler>();
     sampler->rule = rr.get();
+    sampler->check_taken = std::make_unique<std::atomic<uint64_t>[]>(rr->checks.size());
     any_checks = any_checks || !rr->checks.empty();
     if (!rr->checks.empty()) ++dec->checking_;
     sampler->per_call = hasPerCallConditions(rr->rule->match, site);
@@ -664,6 +665,7 @@ void Engine::resetSamplingAfterFork() {
       cand->matched.store(0);
       cand->checked.store(0);
       cand->exhausted.store(false);
+      for (size_t j = 0; j < cand->rule->checks.size(); ++j) cand->check_taken[j].store(0);
     }
     d->exhausted_.store(0);
     d->site_.decision.store(d.get());  // an exhausted parent's child starts afresh
@@ -687,10 +689,19 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
-  uint64_t checked = 0, skipped = 0;
+  uint64_t checked = 0, skipped = 0, attempted = 0;
   bool violated = false, error_violated = false;
-  for (CheckInstance& ci : sampler.rule->checks) {
+  for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
+    CheckInstance& ci = sampler.rule->checks[j];
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
+    // A check with its own sample runs on the calls it picks among those the rule picked.
+    if (ci.spec->has_sample) {
+      if (!sampleHit(ci.spec->sample, call.info().call_index)) continue;
+      if (sampler.check_taken[j].fetch_add(1, std::memory_order_relaxed) >=
+          ci.spec->sample.max_checks)
+        continue;
+    }
+    ++attempted;
     fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {},
                      ScratchArena::local().mark(), false};
     const double check_started = monotonicSeconds();
@@ -735,7 +746,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   }
   const double seconds = monotonicSeconds() - started;
   budget_.charge(seconds);
-  call.site().addStats(checked ? 1 : 0, checked ? 0 : 1, seconds);
+  // A call whose every check sampled itself out was not checked, nor skipped.
+  call.site().addStats(checked ? 1 : 0, !checked && attempted ? 1 : 0, seconds);
   if (violated && rule.action == Action::kAbort) {
     reporter_.log().critical("rule '{}' says abort on violation: aborting", rule.name);
     reporter_.summary();

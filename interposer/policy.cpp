@@ -385,6 +385,9 @@ class Parser {
           if (t < 0) error(v, "'tolerance' must be >= 0");
           else c->tolerance = t;
         }
+      } else if (key == "sample") {
+        c->has_sample = true;
+        sample(v, &c->sample);
       } else if (v.IsScalar()) {
         c->params.emplace_back(key, v.Scalar());  // validated by the plugin's create()
       } else if (v.IsSequence()) {

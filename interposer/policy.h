@@ -42,6 +42,10 @@ struct SampleSpec {
 struct CheckSpec {
   std::string plugin;
   double tolerance = std::numeric_limits<double>::quiet_NaN();
+  // The check's own `sample:`, applied to the op's call index among the calls its rule picked
+  // (docs/policy.md, "Sampling per check"); without one it runs on every call the rule picks.
+  bool has_sample = false;
+  SampleSpec sample;
   std::vector<std::pair<std::string, std::string>> params;
   SourceLoc loc;
 };

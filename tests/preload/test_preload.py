@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 import unittest
 
-from fumitest import BLAS_DEMO, LIBFUMI, run, write_policy
+from fumitest import BLAS_DEMO, LIBFUMI, SOURCE, run, write_policy
 
 CHECK_ALL = """
 version: 1
@@ -464,6 +464,29 @@ class Checksum(unittest.TestCase):
         self.assertEqual(r.op("sgemm_")["checked"], 3)
         self.assertEqual(r.op("dgemm_")["checked"], 3)
         self.assertLess(r.op("sgemm_")["worst"]["checksum.normwise_rel"], 1e-6)
+
+    def test_production_policy_checks_every_call(self):
+        """config/production.yaml checks every GEMM with checksum and the rerunning checks only
+        on the calls they sample: a healthy run raises nothing with every call checked; with every
+        call corrupted (reruns too, so a rerun agrees with the corrupted result) checksum flags
+        each one; the output is bit-identical either way."""
+        with open(os.path.join(SOURCE, "config", "production.yaml")) as f:
+            production = f.read()
+        healthy = run([BLAS_DEMO, "checksum"], policy=production)
+        self.assertEqual(healthy.rc, 0, healthy.stderr)
+        self.assertEqual(healthy.of("violation"), [])
+        self.assertEqual(healthy.of("error"), [])
+        for op in ("sgemm_", "dgemm_"):
+            self.assertEqual(healthy.op(op)["checked"], healthy.op(op)["calls"], healthy.op(op))
+            self.assertLess(healthy.op(op)["worst"]["checksum.normwise_rel"], 1e-6)
+        plain = self.run_demo("*", with_fumi=False)
+        r = run([BLAS_DEMO, "checksum"], policy=production,
+                env={"FUMI_TEST_CORRUPT": "*", "LD_PRELOAD": LIBFUMI + ":" + self.shim})
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        by_checksum = {(v["op"], v["call_index"]) for v in r.of("violation")
+                       if v["check"] == "checksum"}
+        self.assertEqual(by_checksum, {(op, i) for op in ("sgemm_", "dgemm_") for i in range(3)})
 
     def test_bad_parameter_rejected_with_message(self):
         r = run([BLAS_DEMO, "well"], policy="""

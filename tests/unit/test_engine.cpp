@@ -65,8 +65,8 @@ TEST(Sampling, ProbabilityIsSeededAndCalibrated) {
 // y = 2 * x in f32 or f64; `wrong` plants an error in reruns.
 class DoubleCall final : public Call {
  public:
-  DoubleCall(OpSite& site, std::vector<float>& x, std::vector<float>& y)
-      : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), 0) {
+  DoubleCall(OpSite& site, std::vector<float>& x, std::vector<float>& y, uint64_t index = 0)
+      : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), index) {
     const int64_t n = static_cast<int64_t>(x.size());
     addTensor("x", FUMI_ROLE_INPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {n}, {1}, x.data());
     addTensor("y", FUMI_ROLE_OUTPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {n}, {1}, y.data());
@@ -302,6 +302,47 @@ rules:
   EXPECT_EQ(st.checked, 3u);
   EXPECT_EQ(st.violations, 0u);
   EXPECT_EQ(st.worst.at("determinism.mismatches"), 0.0);
+}
+
+// A check's own sample picks among the calls its rule picked, by the op's call index, with its
+// own max_checks; a call whose every check sampled itself out is neither checked nor skipped.
+TEST_F(EngineFixture, ChecksSampleThemselvesWithinTheirRule) {
+  OpSite site("unit_op_s", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_s }
+    sample: { every: 1 }
+    checks:
+      - { plugin: determinism }
+      - { plugin: highprec, sample: { every: 3, max_checks: 2 } }
+)");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3}, y{2, 4, 6};
+  std::vector<int> reruns;
+  for (uint64_t i = 0; i < 9; ++i) {
+    DoubleCall call(site, x, y, i);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{3}, i));
+    reruns.push_back(call.reruns);
+  }
+  // determinism on every call; highprec on calls 0 and 3 (6 is past its max_checks)
+  EXPECT_EQ(reruns, (std::vector<int>{2, 1, 1, 2, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(site.statsSnapshot().checked, 9u);
+
+  OpSite lone("unit_op_t", "unit", FUMI_DTYPE_F32);
+  auto e2 = make(R"(version: 1
+rules:
+  - match: { op: unit_op_t }
+    checks: [ { plugin: highprec, sample: { every: 2 } } ]
+)");
+  e2->compileSite(lone);
+  for (uint64_t i = 0; i < 4; ++i) {
+    DoubleCall call(lone, x, y, i);
+    e2->runChecks(call, *lone.decision.load()->select(CallFacts{3}, i));
+    EXPECT_EQ(call.reruns, i % 2 == 0 ? 1 : 0);
+  }
+  const OpStats st = lone.statsSnapshot();
+  EXPECT_EQ(st.checked, 2u);
+  EXPECT_EQ(st.skipped, 0u);
 }
 
 TEST_F(EngineFixture, ScratchBudgetSkipsInsteadOfFailing) {

@@ -172,6 +172,26 @@ TEST(Policy, EmbeddedDefaultIsValidAndChecksGemm) {
   EXPECT_TRUE(gemm);
 }
 
+// The shipped production policy is valid, checks every BLAS GEMM with checksum and samples the
+// rerunning checks by themselves.
+TEST(Policy, ProductionPolicyChecksEveryGemmAndSamplesReruns) {
+  const PolicyResult r = parsePolicyFile(std::string(FUMI_CONFIG_DIR) + "/production.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.diagnostics.empty());
+  const Rule* gemm = nullptr;
+  for (const Rule& rule : r.policy->rules)
+    if (rule.name == "blas-gemm-gemv") gemm = &rule;
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->sample.every, 1u);
+  ASSERT_EQ(gemm->checks.size(), 4u);
+  EXPECT_EQ(gemm->checks[0].plugin, "checksum");
+  EXPECT_FALSE(gemm->checks[0].has_sample);
+  EXPECT_EQ(gemm->checks[2].plugin, "highprec");
+  EXPECT_TRUE(gemm->checks[2].has_sample);
+  EXPECT_EQ(gemm->checks[2].sample.every, 100u);
+  EXPECT_GT(r.policy->overhead_budget, 0.0);
+}
+
 TEST(Policy, MissingFileIsAnError) {
   const PolicyResult r = parsePolicyFile("/nonexistent/p.yaml");
   EXPECT_FALSE(r.ok());
