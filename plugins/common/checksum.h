@@ -30,19 +30,30 @@ namespace fumi::checksum {
 // result's: the metric divides by the projected exact norm instead.
 constexpr double kGrossError = 0.1;
 
-// Standard normal deviate number `index` of the stream `seed` (Box-Muller on two hashes of
-// (seed, index)): any element of any vector is reproducible on its own, in any order.
-inline double gaussianAt(uint64_t seed, uint64_t index) {
-  const uint64_t h1 = metrics::mixSeed(seed, 2 * index), h2 = metrics::mixSeed(seed, 2 * index + 1);
+// Standard normal deviates number 2p and 2p + 1 of the stream `seed`: Box-Muller on two hashes
+// of (seed, p), its cosine and sine halves. Any element of any vector is reproducible on its
+// own, in any order.
+inline void gaussianPair(uint64_t seed, uint64_t p, double* even, double* odd) {
+  const uint64_t h1 = metrics::mixSeed(seed, 2 * p), h2 = metrics::mixSeed(seed, 2 * p + 1);
   const double u1 = (static_cast<double>(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
   const double u2 = static_cast<double>(h2 >> 11) * 0x1.0p-53;          // [0, 1)
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double r = std::sqrt(-2.0 * std::log(u1)), theta = 6.283185307179586 * u2;
+  *even = r * std::cos(theta);
+  *odd = r * std::sin(theta);
 }
 
-// `count` vectors of length `len`, vector s at v[s * len ...] (fumi_host_api.project's layout).
+inline double gaussianAt(uint64_t seed, uint64_t index) {
+  double even = 0, odd = 0;
+  gaussianPair(seed, index / 2, &even, &odd);
+  return index % 2 == 0 ? even : odd;
+}
+
+// `count` vectors of length `len`, vector s at v[s * len ...] (fumi_host_api.project's layout):
+// element i of the whole array is gaussianAt(seed, i), two per logarithm.
 inline void gaussianVectors(uint64_t seed, int32_t count, int64_t len, double* v) {
   const uint64_t n = static_cast<uint64_t>(count) * static_cast<uint64_t>(len);
-  for (uint64_t i = 0; i < n; ++i) v[i] = gaussianAt(seed, i);
+  for (uint64_t i = 0; i + 1 < n; i += 2) gaussianPair(seed, i / 2, &v[i], &v[i + 1]);
+  if (n % 2 == 1) v[n - 1] = gaussianAt(seed, n - 1);
 }
 
 // A dense row-major shape read as outer x len x inner around dimension `dim`.

@@ -317,6 +317,28 @@ TEST(Checksum, EstimateWithinTwiceTheTrueErrorOnRandomGemms) {
 
 // The worst case of the estimator is a rank-1 error: est^2 / ||E||^2 ~ chi2_N / N. Over many
 // seeds, the share outside [1/2, 2] must match the chi-square tails docs/checksum.md quotes.
+// The vectors: both Box-Muller halves are used, each element reproducible on its own, and the
+// entries are standard normal (mean 0, variance 1, neighbours uncorrelated).
+TEST(Checksum, GaussianVectorsAreStandardNormalAndAddressable) {
+  const int32_t count = 3;
+  const int64_t len = 33335;  // an odd total: the last element comes from a half-used pair
+  std::vector<double> v(static_cast<size_t>(count * len));
+  checksum::gaussianVectors(77, count, len, v.data());
+  double sum = 0, sq = 0, lag = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i % 997 == 0 || i + 1 == v.size()) {
+      ASSERT_EQ(v[i], checksum::gaussianAt(77, i)) << i;
+    }
+    sum += v[i];
+    sq += v[i] * v[i];
+    if (i > 0) lag += v[i] * v[i - 1];
+  }
+  const double n = static_cast<double>(v.size());
+  EXPECT_NEAR(sum / n, 0.0, 0.02);  // standard error 1/sqrt(n) ~ 0.0032
+  EXPECT_NEAR(sq / n, 1.0, 0.03);   // standard error sqrt(2/n) ~ 0.0045
+  EXPECT_NEAR(lag / n, 0.0, 0.02);  // cos and sin halves of a pair are independent
+}
+
 TEST(Checksum, RankOneErrorFollowsChiSquare) {
   metrics::Rng rng(7);
   Problem p;
