@@ -21,6 +21,7 @@
 #include "adapter_api.h"
 #include "call.h"
 #include "engine.h"
+#include "framework_projection.h"
 #include "report.h"
 #include "context.h"
 #include "loader.h"
@@ -78,6 +79,10 @@ class AdapterCall final : public Call {
   }
   fumi_status reference(int32_t output, double* out) override {
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
+  }
+  // checksum's projections, from the op's schema names and arguments (framework_projection.h).
+  fumi_status project(int32_t output, const Projection& p) override {
+    return frameworkProjection(site().name, tensors(), args(), output, p);
   }
 
  private:

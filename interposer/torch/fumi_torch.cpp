@@ -457,7 +457,12 @@ class CapturedCall final : public at::ObserverContext {
     const auto& args = schema.arguments();
     for (size_t i = 0; i < inputs_.size(); ++i) {
       const std::string name = i < args.size() ? args[i].name() : "arg" + std::to_string(i);
-      if (!inputs_[i].isTensor() && !inputs_[i].isTensorList() && !inputs_[i].isList()) {
+      // Scalars and lists of numbers (stride, padding, output_mask) as text; lists that may
+      // hold tensors are walked below.
+      const bool numbers = inputs_[i].isIntList() || inputs_[i].isDoubleList() ||
+                           inputs_[i].isBoolList();
+      if (numbers ||
+          (!inputs_[i].isTensor() && !inputs_[i].isTensorList() && !inputs_[i].isList())) {
         std::ostringstream text;
         text << inputs_[i];
         // "device" names where the call ran; an argument of that name (to(), factories: where

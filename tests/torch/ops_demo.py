@@ -1,6 +1,6 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random"""
+Usage: ops_demo.py inplace|random|gemmconv"""
 import sys
 
 import torch
@@ -40,5 +40,31 @@ def random():
     show("rand_after", torch.rand(8))  # the program's RNG stream must be where it would be
 
 
+def gemmconv():
+    # The GEMM and convolution family with the layouts and arguments checksum's projections
+    # read: transposed views, broadcast self (beta, alpha), batches, vectors, a strided, padded,
+    # dilated, grouped convolution and its backward.
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(37, 29, generator=g), torch.randn(23, 29, generator=g).t()
+    show("mm", torch.mm(a, b))
+    show("addmm_bias", torch.addmm(torch.randn(23, generator=g), a, b, beta=0.5, alpha=2.0))
+    show("addmm_col", torch.addmm(torch.randn(37, 1, generator=g), a, b))
+    p, q = torch.randn(3, 7, 5, generator=g), torch.randn(3, 5, 4, generator=g)
+    show("bmm", torch.bmm(p, q))
+    show("baddbmm", torch.baddbmm(torch.randn(7, 4, generator=g), p, q, beta=1.5))
+    v = torch.randn(29, generator=g)
+    show("mv", torch.mv(a, v))
+    show("addmv", torch.addmv(torch.randn(37, generator=g), a, v))
+    x = torch.randn(2, 4, 11, 9, generator=g, requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, generator=g, requires_grad=True)
+    bias = torch.randn(6, generator=g, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, bias, stride=2, padding=1, dilation=(1, 2), groups=2)
+    show("conv2d", y)
+    (y * torch.randn(y.shape, generator=g)).sum().backward()
+    show("grad_x", x.grad)
+    show("grad_w", w.grad)
+    show("grad_bias", bias.grad)
+
+
 if __name__ == "__main__":
-    {"inplace": inplace, "random": random}[sys.argv[1]]()
+    {"inplace": inplace, "random": random, "gemmconv": gemmconv}[sys.argv[1]]()

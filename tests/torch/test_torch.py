@@ -134,6 +134,17 @@ GEMM_REFERENCE = """
     """
 
 
+CHECKSUM_LEAVES = """
+version: 1
+report: { all_checks: true }
+rules:
+  - match: { op: [aten::mm, aten::addmm, aten::bmm, aten::baddbmm, aten::mv, aten::addmv,
+                  aten::convolution, aten::convolution_backward] }
+    sample: { every: 1 }
+    checks: [ { plugin: checksum } ]
+"""
+
+
 def by_check(r, check, op=None):
     return [e for e in r.of("check") + r.of("violation")
             if e["check"] == check and (op is None or e["op"] == op)]
@@ -171,6 +182,18 @@ class DeviceOps(unittest.TestCase):
         for e in by_check(r, "determinism"):
             self.assertEqual(e["value"], 0, e)
         for e in refs:
+            if e["event"] == "check":
+                self.assertLess(e["value"], 1e-6, e)
+
+    def test_checksum_catches_a_device_kernel_wrong(self):
+        """checksum on torch ops: fumi's exact projection of the op (read from the adapter's
+        host copies) against the device's result flags the wrong kernel, and only it."""
+        r = self.device_ops("mm", CHECKSUM_LEAVES, FUMI_SIMTORCH_FAULTS="wrong:7x6x5")
+        checks = by_check(r, "checksum")
+        self.assertEqual(len(checks), 4)  # mm f32, addmm, linear's addmm, mm f64
+        flagged = [(v["op"], v["shape"]["out"]) for v in r.of("violation")]
+        self.assertEqual(flagged, [("aten::mm", [7, 6])])
+        for e in checks:
             if e["event"] == "check":
                 self.assertLess(e["value"], 1e-6, e)
 
@@ -268,6 +291,26 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
             self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-6, op)
         self.assertEqual(r.of("violation"), [])
+
+    def test_checksum_projects_the_gemm_and_convolution_family(self):
+        """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
+        skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
+        views, batches, vectors, a strided padded dilated grouped convolution and its backward
+        (grad_input and grad_weight; grad_bias is a sum, not projected) — with errors at f32
+        rounding only: a misread argument would show as a large error."""
+        plain = run([PYTHON, OPS_DEMO, "gemmconv"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "gemmconv"], policy=CHECKSUM_LEAVES)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertEqual(r.of("violation"), [])
+        ops = torch_summary(r)
+        want = {"aten::mm": 1, "aten::addmm": 2, "aten::bmm": 1, "aten::baddbmm": 1,
+                "aten::mv": 1, "aten::addmv": 1, "aten::convolution": 1,
+                "aten::convolution_backward": 1}
+        for op, n in want.items():
+            self.assertEqual((ops[op]["checked"], ops[op]["skipped"]), (n, 0), op)
+            self.assertLess(ops[op]["worst"]["checksum.normwise_rel"], 1e-6, op)
+            self.assertGreater(ops[op]["worst"]["checksum.normwise_rel"], 0, op)
 
     def test_random_ops_skipped_rng_stream_untouched(self):
         plain = run([PYTHON, OPS_DEMO, "random"], preload=False)

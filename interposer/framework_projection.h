@@ -1,0 +1,25 @@
+// framework_projection.h — the `checksum` check's projections (reference.h) for framework ops of
+// the GEMM and convolution families, from the adapter's description of a call: its tensors
+// (named as the op's schema names them) and its non-tensor arguments as text. libfumi reads
+// them itself, so an adapter needs no projection code (adapter.cpp, AdapterCall::project).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fumi/plugin.h"
+#include "reference.h"
+
+namespace fumi {
+
+// Output `output` of the call of `op` ("aten::addmm"; an overload suffix is ignored) projected
+// as fumi_host_api.project says. Modelled: aten::mm, bmm, mv, addmm, baddbmm, addmv (self
+// broadcast as C) and aten::convolution / convolution_backward (not transposed; grad_input and
+// grad_weight). FUMI_UNSUPPORTED for anything else.
+fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& tensors,
+                                const std::vector<std::pair<const char*, std::string>>& args,
+                                int32_t output, const Projection& p);
+
+}  // namespace fumi
