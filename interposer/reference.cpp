@@ -486,6 +486,81 @@ namespace {
 std::vector<int64_t> shapeOf(const fumi_tensor& t) { return {t.shape, t.shape + t.ndim}; }
 }  // namespace
 
+namespace {
+
+// The convolution of convProjection's reduced problem — one channel on the projected side, groups
+// 1 — with plain fp64 sums, the taps' valid output range computed once per row so that the
+// innermost loop runs over contiguous positions. Dense row-major operands:
+//   forward          A = x [N, C, in],  R = w_r [C, filter]  -> out [N, out]
+//   backward data    A = dy [N, K, out], R = w_r [K, filter] -> out [N, in]
+//   backward filter  A = x [N, C, in],  R = dy_r [N, out]   -> out [C, filter]
+void reducedConvolution(const ConvDims& d, const ConvSpec& s, const double* A, const double* R,
+                        double* out) {
+  using Dir = ConvSpec::Direction;
+  const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
+                out_sp = d.spatialSize(d.out);
+  const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
+  const int64_t a_sp = s.direction == Dir::kBackwardData ? out_sp : in_sp;
+  const int64_t out_size = s.direction == Dir::kForward        ? d.n * out_sp
+                           : s.direction == Dir::kBackwardData ? d.n * in_sp
+                                                               : d.c * f_sp;
+  std::fill(out, out + out_size, 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const double* a = A + (n * channels + ch) * a_sp;
+      for (int64_t f0 = 0; f0 < d.filter[0]; ++f0)
+        for (int64_t f1 = 0; f1 < d.filter[1]; ++f1)
+          for (int64_t f2 = 0; f2 < d.filter[2]; ++f2) {
+            const int64_t fr[3] = {s.flip ? d.filter[0] - 1 - f0 : f0,
+                                   s.flip ? d.filter[1] - 1 - f1 : f1,
+                                   s.flip ? d.filter[2] - 1 - f2 : f2};
+            const int64_t tap = (fr[0] * d.filter[1] + fr[1]) * d.filter[2] + fr[2];
+            // Outputs o2 whose input i2 = o2 * stride - pad + f2 * dilation lies inside.
+            const int64_t shift = f2 * d.dilation[2] - d.pad[2];
+            int64_t lo = shift >= 0 ? 0 : (-shift + d.stride[2] - 1) / d.stride[2];
+            int64_t hi = d.in[2] - 1 - shift < 0 ? 0 : (d.in[2] - 1 - shift) / d.stride[2] + 1;
+            hi = std::min(hi, d.out[2]);
+            if (lo >= hi) continue;
+            double filter_acc = 0;  // backward filter: this tap's sum
+            for (int64_t o0 = 0; o0 < d.out[0]; ++o0) {
+              const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
+              if (i0 < 0 || i0 >= d.in[0]) continue;
+              for (int64_t o1 = 0; o1 < d.out[1]; ++o1) {
+                const int64_t i1 = o1 * d.stride[1] - d.pad[1] + f1 * d.dilation[1];
+                if (i1 < 0 || i1 >= d.in[1]) continue;
+                const int64_t in_row = (i0 * d.in[1] + i1) * d.in[2] + shift;
+                const int64_t out_row = (o0 * d.out[1] + o1) * d.out[2];
+                const int64_t st = d.stride[2];
+                switch (s.direction) {
+                  case Dir::kForward: {
+                    const double w = R[ch * f_sp + tap];
+                    double* y = out + n * out_sp + out_row;
+                    for (int64_t o2 = lo; o2 < hi; ++o2) y[o2] += a[in_row + o2 * st] * w;
+                    break;
+                  }
+                  case Dir::kBackwardData: {
+                    const double w = R[ch * f_sp + tap];
+                    double* x = out + n * in_sp + in_row;
+                    for (int64_t o2 = lo; o2 < hi; ++o2) x[o2 * st] += a[out_row + o2] * w;
+                    break;
+                  }
+                  case Dir::kBackwardFilter: {
+                    const double* dy = R + n * out_sp + out_row;
+                    double acc = 0;
+                    for (int64_t o2 = lo; o2 < hi; ++o2) acc += a[in_row + o2 * st] * dy[o2];
+                    filter_acc += acc;
+                    break;
+                  }
+                }
+              }
+            }
+            if (s.direction == Dir::kBackwardFilter) out[ch * f_sp + tap] += filter_acc;
+          }
+    }
+}
+
+}  // namespace
+
 fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
                            const Projection& p) {
   using Dir = ConvSpec::Direction;
@@ -518,29 +593,21 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   }
   const int64_t f_sp = d.spatialSize(d.filter);
   // The convolution with one channel on the projected side: the filter (or dy) summed against
-  // each vector, then fumi's own convolution of the reduced operands (groups 1).
-  ConvSpec one = s;
-  one.groups = 1;
-  one.beta = 0;
-  one.alpha2 = 0;
-  one.prior = one.z = one.bias = -1;
-  one.x = 0;
-  one.w = 1;
-  one.y = 2;
+  // each vector, then the reduced convolution (groups 1).
   std::vector<double> reduced, reduced_abs, result(static_cast<size_t>(outer * inner));
   auto maxAbs = [](const std::vector<double>& v) {
     double m = 0;
     for (double e : v) m = std::max(m, std::fabs(e));
     return m;
   };
+  const double other = maxAbs(s.direction == Dir::kBackwardData ? Y : X);
+  const double others = std::fabs(s.beta) * maxAbs(prior) + std::fabs(s.alpha2) * maxAbs(Z) +
+                        maxAbs(bias);
+  const bool direct_terms = !prior.empty() || !Z.empty() || !bias.empty();
   for (int32_t q = 0; q < p.count; ++q) {
     const double* r = p.vectors + static_cast<int64_t>(q) * len;
     double r_abs = 0;  // sum of |r_c|
     for (int64_t c = 0; c < len; ++c) r_abs += std::fabs(r[c]);
-    std::vector<int64_t> xs = shapeOf(ts[static_cast<size_t>(s.x)]),
-                         ws = shapeOf(ts[static_cast<size_t>(s.w)]),
-                         ys = shapeOf(ts[static_cast<size_t>(s.y)]);
-    std::vector<fumi_tensor> reduced_ts;
     if (s.direction == Dir::kForward) {  // w_r[c, f] = sum over k of c's group of r_k w[k, c, f]
       reduced.assign(static_cast<size_t>(d.c * f_sp), 0.0);
       reduced_abs.assign(reduced.size(), 0.0);
@@ -552,11 +619,6 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
             reduced[e] += t;
             reduced_abs[e] += std::fabs(t);
           }
-      ws[0] = 1;
-      ws[1] = d.c;
-      ys[1] = 1;
-      reduced_ts = {hostTensor("x", xs, X.data()), hostTensor("w", ws, reduced.data()),
-                    hostTensor("y", ys, result.data())};
     } else if (s.direction == Dir::kBackwardData) {  // w_r[k, f] = sum over k's group's c of r_c w
       reduced.assign(static_cast<size_t>(d.k * f_sp), 0.0);
       reduced_abs.assign(reduced.size(), 0.0);
@@ -568,10 +630,6 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
             reduced[static_cast<size_t>(k * f_sp + f)] += t;
             reduced_abs[static_cast<size_t>(k * f_sp + f)] += std::fabs(t);
           }
-      ws[1] = 1;
-      xs[1] = 1;
-      reduced_ts = {hostTensor("dx", xs, result.data()), hostTensor("w", ws, reduced.data()),
-                    hostTensor("dy", ys, Y.data())};
     } else {  // dy_r[n, o] = sum over k of r_k dy[n, k, o]
       const int64_t out_sp = d.spatialSize(d.out);
       reduced.assign(static_cast<size_t>(d.n * out_sp), 0.0);
@@ -583,29 +641,22 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
             reduced[static_cast<size_t>(n * out_sp + o)] += t;
             reduced_abs[static_cast<size_t>(n * out_sp + o)] += std::fabs(t);
           }
-      ws[0] = 1;
-      ys[1] = 1;
-      reduced_ts = {hostTensor("x", xs, X.data()), hostTensor("dw", ws, result.data()),
-                    hostTensor("dy", ys, reduced.data())};
     }
-    const int32_t o = s.direction == Dir::kForward ? 2 : s.direction == Dir::kBackwardData ? 0 : 1;
-    if (fumi_status st = convReference(reduced_ts, one, o, result.data()); st != FUMI_OK) return st;
+    reducedConvolution(d, s, s.direction == Dir::kBackwardData ? Y.data() : X.data(),
+                       reduced.data(), result.data());
     // The reduced operand carries fp64 rounding (about len * 2^-53 of its terms' magnitudes), so
     // every projected element does too, up to this bound: values below it are that noise, and
     // are 0 (an output that is exactly zero must project to exactly zero).
     double sum_abs = 0;
     for (double e : reduced_abs) sum_abs += e;
-    const double other = s.direction == Dir::kBackwardFilter ? maxAbs(X)
-                         : s.direction == Dir::kBackwardData ? maxAbs(Y) : maxAbs(X);
-    const double bound = std::fabs(s.alpha) * other * sum_abs +
-                         (std::fabs(s.beta) * maxAbs(prior) + std::fabs(s.alpha2) * maxAbs(Z) +
-                          maxAbs(bias)) * r_abs;
+    const double bound = std::fabs(s.alpha) * other * sum_abs + others * r_abs;
     const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
     for (int64_t a = 0; a < outer; ++a)
       for (int64_t b = 0; b < inner; ++b) {
-        double v = result[static_cast<size_t>(a * inner + b)];
-        // The terms convReference left out, projected directly: beta * prior, alpha2 * z, bias.
-        for (int64_t c = 0; c < len; ++c) {
+        double v = s.alpha * result[static_cast<size_t>(a * inner + b)];
+        // The terms the reduced convolution leaves out, projected directly: beta * prior,
+        // alpha2 * z, bias.
+        for (int64_t c = 0; c < len && direct_terms; ++c) {
           const size_t e = static_cast<size_t>((a * len + c) * inner + b);
           if (!prior.empty()) v += s.beta * r[c] * prior[e];
           if (!Z.empty()) v += s.alpha2 * r[c] * Z[e];

@@ -482,11 +482,14 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
   };
   using Dir = ConvSpec::Direction;
   for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
-    for (int groups : {1, 2}) {
+    for (int groups : {1, 2})
+    for (bool inner : {false, true}) {
       if (dir == Dir::kBackwardFilter && groups != 1) continue;
       store.clear();
       store.reserve(8);
       // x 2 x 4 x 6 x 5, w 6 x 4/g x 3 x 2, stride 2 x 1, padding 1 x 0: y 2 x 6 x 3 x 4.
+      // `inner`: cross-correlation, and the last spatial dimension strided, padded and dilated
+      // too (stride 2, padding 1, dilation 2: y 2 x 6 x 3 x 3).
       ConvSpec s;
       s.direction = dir;
       s.groups = groups;
@@ -494,8 +497,14 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
       s.stride[0] = 2;
       s.alpha = 0.75;
       s.beta = -0.5;
+      if (inner) {
+        s.flip = false;
+        s.stride[1] = 2;
+        s.pad[1] = 1;
+        s.dilation[1] = 2;
+      }
       const std::vector<std::vector<int64_t>> shapes = {
-          {2, 4, 6, 5}, {6, 4 / groups, 3, 2}, {2, 6, 3, 4}};
+          {2, 4, 6, 5}, {6, 4 / groups, 3, 2}, {2, 6, 3, inner ? 3 : 4}};
       std::vector<fumi_tensor> ts = {dense("x", shapes[0]), dense("w", shapes[1]),
                                      dense("y", shapes[2])};
       s.x = 0, s.w = 1, s.y = 2;
