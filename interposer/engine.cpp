@@ -141,7 +141,8 @@ void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
 void releaseAllocations(fumi_call& c) {
   for (void* p : c.device_allocations) g_device.load()->release(p);
   c.device_allocations.clear();
-  ScratchArena::local().rewind(c.arena_mark);
+  // What a check within the scratch budget used stays for the next one (no fresh pages).
+  ScratchArena::local().rewind(c.arena_mark, static_cast<size_t>(c.budget));
 }
 
 // Host view of `bytes` at `buffer` in `memory`: the buffer itself, or a copy of device memory

@@ -42,17 +42,17 @@ void* ScratchArena::take(size_t bytes) {
   return p;
 }
 
-void ScratchArena::rewind(Mark m) {
+void ScratchArena::rewind(Mark m, size_t keep_bytes) {
   if (blocks_.empty()) return;
   for (size_t i = m.block + 1; i < blocks_.size(); ++i) blocks_[i].used = 0;
   blocks_[m.block].used = m.used;
   current_ = m.block;
   if (m.block != 0 || m.used != 0) return;
-  // Nothing is in use: keep the newest (largest) blocks up to kKeptBytes, free the rest.
+  // Nothing is in use: keep the newest (largest) blocks up to keep_bytes, free the rest.
   size_t kept = 0;
   std::vector<Block> keep;
   for (size_t i = blocks_.size(); i-- > 0;) {
-    if (kept + blocks_[i].size <= kKeptBytes) {
+    if (kept + blocks_[i].size <= keep_bytes) {
       kept += blocks_[i].size;
       keep.push_back(blocks_[i]);
     } else {

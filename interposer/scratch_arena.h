@@ -3,7 +3,9 @@
 // the kernel's zeroing cost more than a GEMM's checks themselves: docs/benchmarks.md part 2).
 // Checks on one thread nest at most as calls inside calls, so a mark taken when a check starts
 // and rewound when it ends frees exactly its allocations. The contents of scratch are unspecified
-// (plugin.h). What stays allocated between checks is bounded (kKeptBytes per thread).
+// (plugin.h). What stays allocated between checks is bounded: the largest check's use, at most
+// the `keep` bytes rewind() is given (the policy's scratch budget: a check within the budget
+// never pays fresh pages twice).
 #pragma once
 
 #include <cstddef>
@@ -13,7 +15,7 @@ namespace fumi {
 
 class ScratchArena {
  public:
-  static constexpr size_t kKeptBytes = size_t{64} << 20;
+  static constexpr size_t kKeptBytes = size_t{64} << 20;  // rewind()'s default
   struct Mark {
     size_t block = 0, used = 0;
   };
@@ -29,9 +31,9 @@ class ScratchArena {
   Mark mark() const { return Mark{current_, blocks_.empty() ? 0 : blocks_[current_].used}; }
   // `bytes` (64-byte aligned), or nullptr when memory is exhausted.
   void* take(size_t bytes);
-  // Frees everything taken since `m`; at the bottom, blocks beyond kKeptBytes go back to the
-  // system.
-  void rewind(Mark m);
+  // Frees everything taken since `m`; at the bottom, the newest blocks up to `keep` bytes stay
+  // for the next check and the others go back to the system.
+  void rewind(Mark m, size_t keep = kKeptBytes);
   size_t capacity() const;
 
  private:

@@ -243,6 +243,13 @@ TEST(ScratchArena, KeepsABoundedAmountBetweenChecks) {
   arena.rewind(bottom);
   EXPECT_LE(arena.capacity(), ScratchArena::kKeptBytes);
   EXPECT_NE(arena.take(10), nullptr);
+  // The engine keeps what the scratch budget allows: a check within it never re-faults.
+  ASSERT_NE(arena.take(100u << 20), nullptr);
+  const size_t used = arena.capacity();
+  arena.rewind(bottom, 256u << 20);
+  EXPECT_EQ(arena.capacity(), used);
+  arena.rewind(bottom, 0);
+  EXPECT_EQ(arena.capacity(), 0u);
 }
 
 }  // namespace
