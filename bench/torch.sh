@@ -12,6 +12,8 @@
 #   leaves    the default policy with the torch-compute rule's sample line replaced by
 #             `sample: { every: 1 }` and no overhead_budget: every call of the compute leaves
 #             checked (no target; the report says where the time goes)
+#   abft      as leaves, with the checks nan_inf + checksum (vectors 2) + perturb (trials 1):
+#             every compute leaf checked at production cost (issue 13 item 4: target ≤ 3×)
 #
 # For each model the modes alternate (baseline, attached, default, leaves, baseline, ...) for R
 # rounds; each run is one process of bench/torch_step.py (W warm-up steps, then N timed steps).
@@ -68,7 +70,7 @@ done
 if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=5 WARMUP=3 STEPS=10; fi
 # leaves (every call of the compute leaves checked) is resnet18's breakdown of where check time
 # goes; on the language models it takes 15 s and more a step, so they run the other three.
-modes_of() { if [[ $1 == resnet18 ]]; then echo baseline attached default leaves; else echo baseline attached default; fi; }
+modes_of() { if [[ $1 == resnet18 ]]; then echo baseline attached default leaves abft; else echo baseline attached default; fi; }
 
 # ---- build ------------------------------------------------------------------------------------
 if [[ $BUILD_IT == 1 ]]; then
@@ -92,7 +94,7 @@ printf 'version: 1\nreport: { log_level: warn }\nrules: []\n' >"$TMP/attached.ya
 # leaves: the torch-compute rule's one `sample:` line becomes `sample: { every: 1 }` and the
 # overhead_budget line goes (every call is to be checked, whatever it costs); anything else (no
 # such rule, no or several sample lines in it) stops the script.
-DEFAULT_SAMPLE=$("$PYTHON" - "$TMP/default.yaml" "$TMP/leaves.yaml" <<'EOF'
+DEFAULT_SAMPLE=$("$PYTHON" - "$TMP/default.yaml" "$TMP/leaves.yaml" "$TMP/abft.yaml" <<'EOF'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines(keepends=True)
 starts = [i for i, l in enumerate(lines) if re.match(r"^\s*- name: torch-compute\s*$", l)]
@@ -105,8 +107,13 @@ if len(hits) != 1:
     sys.exit(f"torch.sh: expected one '    sample:' line in rule torch-compute, found {len(hits)}")
 print(lines[hits[0]].strip())
 lines[hits[0]] = "    sample: { every: 1 }\n"
-lines = [l for l in lines if not l.startswith("overhead_budget:")]
-open(sys.argv[2], "w").write("".join(lines))
+checks = [i for i in range(starts[0] + 1, end) if re.match(r"^      - \{ plugin:", lines[i])]
+abft = ["      - { plugin: nan_inf }\n", "      - { plugin: checksum, vectors: 2 }\n",
+        "      - { plugin: perturb, trials: 1 }\n"]
+lines_abft = lines[:checks[0]] + abft + lines[checks[-1] + 1:]
+keep = lambda ls: "".join(l for l in ls if not l.startswith("overhead_budget:"))
+open(sys.argv[2], "w").write(keep(lines))
+open(sys.argv[3], "w").write(keep(lines_abft))
 EOF
 )
 [[ -n $DEFAULT_SAMPLE ]] || { echo "torch.sh: could not derive the leaves policy" >&2; exit 1; }
@@ -124,6 +131,7 @@ run_mode() {
     attached) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/attached.yaml") ;;
     default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out") ;;
     leaves) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/leaves.yaml") ;;
+    abft) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/abft.yaml") ;;
   esac
   if ! "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model "$model" "${AUTOCAST[@]}" \
        --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
@@ -189,8 +197,9 @@ label = {
     "attached": "attached: preloaded, `rules: []` (adapter counts every op, none selected)",
     "default": "default: preloaded, embedded default policy",
     "leaves": "leaves: default policy, torch-compute `sample: { every: 1 }`",
+    "abft": "abft: leaves with nan_inf + checksum (vectors 2) + perturb (trials 1)",
 }
-target = {"attached": 1.03, "default": 1.05}
+target = {"attached": 1.03, "default": 1.05, "abft": 3.0}
 
 def read_steps(mode, r):
     """[(kind, seconds, loss_hex, minor_faults)] of one process, warm-up included."""
