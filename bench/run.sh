@@ -355,10 +355,16 @@ one_rule checksum2 '[ { plugin: checksum, vectors: 2 } ]'
 CK_SETS=(plain checksum checksum2)
 declare -A CKLABEL=([plain]="plain (no LD_PRELOAD)" [checksum]="checksum (vectors 8: 16 samples)"
                     [checksum2]="checksum (vectors 2: 4 samples)")
+# one_thread RESULT SET...: each set at n = 256 and 512 with one BLAS thread (parts 2b, 2c).
+one_thread() {
+  local result=$1 s
+  shift
+  for s in "$@"; do
+    checked_run "$s" "$result" OPENBLAS_NUM_THREADS=1 -- --sizes 256,512 "${CHECKED_ARGS[@]}"
+  done
+}
 declare -A CK
-for s in "${CK_SETS[@]}"; do
-  checked_run "$s" CK OPENBLAS_NUM_THREADS=1 -- --sizes 256,512 "${CHECKED_ARGS[@]}"
-done
+one_thread CK "${CK_SETS[@]}"
 echo "### 2b. checksum alone, single-threaded BLAS (OPENBLAS_NUM_THREADS=1)"
 echo
 echo "Same program and data as part 2, one BLAS thread; added = checked − plain, as a share of the plain call (target ≤ 10% at n ≥ 256)."
@@ -384,9 +390,7 @@ echo
 notes=""
 ST_SETS=(plain highprec perturb defaultset)
 declare -A ST
-for s in "${ST_SETS[@]}"; do
-  checked_run "$s" ST OPENBLAS_NUM_THREADS=1 -- --sizes 256,512 "${CHECKED_ARGS[@]}"
-done
+one_thread ST "${ST_SETS[@]}"
 echo "### 2c. The default set, single-threaded BLAS (OPENBLAS_NUM_THREADS=1)"
 echo
 echo "Same program and data as part 2, one BLAS thread; factor = checked / plain (targets for the default set: ≤ 8× at n = 256, ≤ 6× at n = 512)."

@@ -168,16 +168,24 @@ void orderStrides(const fumi_tensor& t, fumi_order order, int64_t* strides) {
 
 }  // namespace
 
-fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
-                         double* out, fumi_order order) {
+// Host view of tensor t's elements in `buffer` holding *dtype (nullptr: its own data, *dtype
+// becoming its own), copied to `stage` from device memory; nullptr when the dtype has no
+// storage or the memory cannot be read.
+const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
+                           std::vector<unsigned char>& stage) {
   if (!buffer) {
     buffer = t.data;
-    dtype = t.dtype;
+    *dtype = t.dtype;
   }
-  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  if (dtypeBytes(*dtype) == 0) return nullptr;
+  return readable(buffer, t.memory, static_cast<size_t>(tensorSpan(t)) * dtypeBytes(*dtype),
+                  stage);
+}
+
+fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
+                         double* out, fumi_order order) {
   std::vector<unsigned char> stage;
-  const void* src = readable(buffer, t.memory,
-                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
+  const void* src = tensorHostData(t, buffer, &dtype, stage);
   if (!src) return FUMI_UNSUPPORTED;
   int64_t dense[FUMI_MAX_DIMS];
   orderStrides(t, order, dense);
@@ -257,14 +265,8 @@ fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_d
   if (!validIndex(c, index) || !vectors || !out || count < 1) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (dim < 0 || dim >= t.ndim) return FUMI_ERROR;
-  if (!buffer) {
-    buffer = t.data;
-    dtype = t.dtype;
-  }
-  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
   std::vector<unsigned char> stage;
-  const void* src = readable(buffer, t.memory,
-                             static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype), stage);
+  const void* src = tensorHostData(t, buffer, &dtype, stage);
   if (!src) return FUMI_UNSUPPORTED;
   return contractTensor(t, src, dtype, dim, count, vectors, 1.0, false, out) ? FUMI_OK
                                                                             : FUMI_UNSUPPORTED;

@@ -29,12 +29,8 @@ void copyBlock(int64_t rows, int64_t cols, const typename L::T* s, int64_t sr, i
     }
     return;
   }
-  if (sr == 1 && dr == 1) {  // columns contiguous on both sides
-    for (int64_t c = 0; c < cols; ++c) {
-      const typename L::T* sp = s + c * sc;
-      typename S::T* dp = d + c * dc;
-      for (int64_t r = 0; r < rows; ++r) dp[r] = S::store(L::load(sp[r]));
-    }
+  if (sr == 1 && dr == 1) {  // columns contiguous on both sides: the same with roles swapped
+    copyBlock<L, S>(cols, rows, s, sc, sr, d, dc, dr);
     return;
   }
   // A transpose or other strides: tiles small enough that both sides stay in L1.
