@@ -641,6 +641,7 @@ void Engine::compileSite(OpSite& site) {
     if (!staticMatch(rr->rule->match, site)) continue;
     auto sampler = std::make_unique<RuleSampler>();
     sampler->rule = rr.get();
+    sampler->check_seen = std::make_unique<std::atomic<uint64_t>[]>(rr->checks.size());
     sampler->check_taken = std::make_unique<std::atomic<uint64_t>[]>(rr->checks.size());
     any_checks = any_checks || !rr->checks.empty();
     if (!rr->checks.empty()) ++dec->checking_;
@@ -668,7 +669,10 @@ void Engine::resetSamplingAfterFork() {
       cand->matched.store(0);
       cand->checked.store(0);
       cand->exhausted.store(false);
-      for (size_t j = 0; j < cand->rule->checks.size(); ++j) cand->check_taken[j].store(0);
+      for (size_t j = 0; j < cand->rule->checks.size(); ++j) {
+        cand->check_seen[j].store(0);
+        cand->check_taken[j].store(0);
+      }
     }
     d->exhausted_.store(0);
     d->site_.decision.store(d.get());  // an exhausted parent's child starts afresh
@@ -697,9 +701,11 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
     CheckInstance& ci = sampler.rule->checks[j];
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
-    // A check with its own sample runs on the calls it picks among those the rule picked.
+    // A check with its own sample runs on the calls it picks among those the rule picked,
+    // numbered 0, 1, 2, ... per op.
     if (ci.spec->has_sample) {
-      if (!sampleHit(ci.spec->sample, call.info().call_index)) continue;
+      const uint64_t seen = sampler.check_seen[j].fetch_add(1, std::memory_order_relaxed);
+      if (!sampleHit(ci.spec->sample, seen)) continue;
       if (sampler.check_taken[j].fetch_add(1, std::memory_order_relaxed) >=
           ci.spec->sample.max_checks)
         continue;

@@ -68,8 +68,9 @@ struct RuleSampler {
   std::atomic<uint64_t> matched{0};
   std::atomic<uint64_t> checked{0};
   std::atomic<bool> exhausted{false};
-  // Per check of the rule: calls its own `sample:` took (for its max_checks).
-  std::unique_ptr<std::atomic<uint64_t>[]> check_taken;
+  // Per check of the rule with its own `sample:`: the calls of this op the rule sampled so far
+  // (the check's sampling index) and those the check took (for its max_checks).
+  std::unique_ptr<std::atomic<uint64_t>[]> check_seen, check_taken;
 };
 
 // The policy's overhead_budget: checks may take at most `fraction` of the wall time since the

@@ -42,8 +42,8 @@ struct SampleSpec {
 struct CheckSpec {
   std::string plugin;
   double tolerance = std::numeric_limits<double>::quiet_NaN();
-  // The check's own `sample:`, applied to the op's call index among the calls its rule picked
-  // (docs/policy.md, "Sampling per check"); without one it runs on every call the rule picks.
+  // The check's own `sample:`, applied to the calls its rule picked, numbered per op (docs/
+  // policy.md, "Sampling per check"); without one it runs on every call the rule picks.
   bool has_sample = false;
   SampleSpec sample;
   std::vector<std::pair<std::string, std::string>> params;

@@ -34,7 +34,7 @@ cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 runtime=$(gcc -print-file-name="$rt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checks='[ { plugin: nan_inf }, { plugin: highprec, tolerance: 1e-4 }, { plugin: reference, tolerance: 1e-4 }, { plugin: determinism }, { plugin: perturb, trials: 2, tolerance: 1 } ]'
+checks='[ { plugin: nan_inf }, { plugin: highprec, tolerance: 1e-4 }, { plugin: reference, tolerance: 1e-4 }, { plugin: determinism }, { plugin: perturb, trials: 2, tolerance: 1 }, { plugin: checksum, tolerance: 1e-4 } ]'
 for ops in '"*gem*"' '"cublas*"' '"cudnn*"'; do
   printf 'version: 1\nreport: { all_checks: true }\nrules:\n  - match: { op: %s }\n    sample: { every: 1 }\n    checks: %s\n' \
     "$ops" "$checks" >"$work/policy-${ops//[^a-z]/}.yaml"

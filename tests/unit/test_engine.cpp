@@ -304,8 +304,8 @@ rules:
   EXPECT_EQ(st.worst.at("determinism.mismatches"), 0.0);
 }
 
-// A check's own sample picks among the calls its rule picked, by the op's call index, with its
-// own max_checks; a call whose every check sampled itself out is neither checked nor skipped.
+// A check's own sample picks among the calls its rule picked (numbered per op), with its own
+// max_checks; a call whose every check sampled itself out is neither checked nor skipped.
 TEST_F(EngineFixture, ChecksSampleThemselvesWithinTheirRule) {
   OpSite site("unit_op_s", "unit", FUMI_DTYPE_F32);
   auto e = make(R"(version: 1
@@ -343,6 +343,25 @@ rules:
   const OpStats st = lone.statsSnapshot();
   EXPECT_EQ(st.checked, 2u);
   EXPECT_EQ(st.skipped, 0u);
+
+  // Under a rule sampling every 2nd call, a check sampling every 2nd of those: calls 0 and 4.
+  OpSite nested("unit_op_u", "unit", FUMI_DTYPE_F32);
+  auto e3 = make(R"(version: 1
+rules:
+  - match: { op: unit_op_u }
+    sample: { every: 2 }
+    checks: [ { plugin: determinism }, { plugin: highprec, sample: { every: 2 } } ]
+)");
+  e3->compileSite(nested);
+  std::vector<int> highprec_on;
+  for (uint64_t i = 0; i < 8; ++i) {
+    DoubleCall call(nested, x, y, i);
+    RuleSampler* s = nested.decision.load()->select(CallFacts{3}, i);
+    if (!s) continue;
+    e3->runChecks(call, *s);
+    if (call.reruns == 2) highprec_on.push_back(static_cast<int>(i));
+  }
+  EXPECT_EQ(highprec_on, (std::vector<int>{0, 4}));
 }
 
 TEST_F(EngineFixture, ScratchBudgetSkipsInsteadOfFailing) {
