@@ -448,7 +448,7 @@ if [[ $TRAIN == 1 ]]; then
   bw=$(median "${bare_w[@]}"); bc=$(median "${bare_c[@]}")
   fw=$(median "${fumi_w[@]}"); fc=$(median "${fumi_c[@]}")
   prw=$(median "${prod_w[@]}"); prc=$(median "${prod_c[@]}")
-  echo "$RUNS runs of each, alternating; median; factor = variant / plain. \`fumi run\` includes libfumi's start-up, the checks and the CLI's summary. Last fumi run: ${tcalls} sgemm_ calls, ${tchecked} checked (first 3, every 100th, at most 200). Last production run (config/production.yaml: checksum and nan_inf on every sgemm_ call): ${pcalls} calls, ${pchecked} checked, ${pskipped} skipped."
+  echo "$RUNS runs of each, alternating; median; factor = variant / plain. \`fumi run\` includes libfumi's start-up, the checks and the CLI's summary. Last fumi run: ${tcalls} sgemm_ calls, ${tchecked} checked (first 3, every 100th, at most 200). Last production run (config/production.yaml: checksum and nan_inf on every sgemm_ call from 128³ multiply-adds up, one in 16 below): ${pcalls} calls, ${pchecked} checked, ${pskipped} skipped."
   echo
   echo "| run | wall s (median) | CPU s user+sys (median) | wall runs | factor (wall) | factor (CPU) |"
   echo "|---|---:|---:|---|---:|---:|"
