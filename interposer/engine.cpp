@@ -236,7 +236,11 @@ fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (t.role != FUMI_ROLE_OUTPUT || dim < 0 || dim >= t.ndim) return FUMI_ERROR;
   InsideScope inside;
-  return c->call->project(index, Projection{dim, count, vectors, out, out_lo});
+  try {  // nothing may unwind into the plugin that called
+    return c->call->project(index, Projection{dim, count, vectors, out, out_lo});
+  } catch (const std::exception&) {
+    return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
+  }
 }
 
 fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* buffer,

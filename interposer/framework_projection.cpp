@@ -42,6 +42,12 @@ std::vector<double> numbers(const Args& args, const char* name, std::vector<doub
   return out;
 }
 
+// The first number of an argument's text, `fallback` when it is absent or holds none.
+double number(const Args& args, const char* name, double fallback) {
+  const std::vector<double> v = numbers(args, name, {});
+  return v.empty() ? fallback : v[0];
+}
+
 // `t` seen with `ndim` dimensions of `shape` under broadcasting (dimensions aligned at the end;
 // missing or size-1 ones repeat with stride 0). False when the shapes do not broadcast.
 bool broadcastTo(const fumi_tensor& t, const int64_t* shape, int ndim, fumi_tensor* out) {
@@ -68,8 +74,8 @@ fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const 
   s.d = find(ts, "out");
   if (s.a < 0 || s.b < 0 || s.d != output) return FUMI_UNSUPPORTED;
   if (self) {  // beta * self + alpha * a b, self broadcast like the output
-    s.alpha = numbers(args, "alpha", {1.0}).at(0);
-    s.beta = numbers(args, "beta", {1.0}).at(0);
+    s.alpha = number(args, "alpha", 1.0);
+    s.beta = number(args, "beta", 1.0);
     const int c = find(ts, self);
     if (c < 0 && s.beta != 0) return FUMI_UNSUPPORTED;
     if (s.beta != 0) {
@@ -87,15 +93,14 @@ fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const 
 
 fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bool backward,
                         int32_t output, const Projection& p) {
-  if (numbers(args, "transposed", {0.0}).at(0) != 0) return FUMI_UNSUPPORTED;
+  if (number(args, "transposed", 0.0) != 0) return FUMI_UNSUPPORTED;
   ConvSpec s;
   s.flip = false;  // frameworks' convolution is a cross-correlation
   const int input = find(ts, "input"), weight = find(ts, "weight");
   if (input < 0 || weight < 0) return FUMI_UNSUPPORTED;
   s.spatial = ts[static_cast<size_t>(input)].ndim - 2;
   if (s.spatial < 1 || s.spatial > 3) return FUMI_UNSUPPORTED;
-  const std::vector<double> groups = numbers(args, "groups", {1.0});
-  s.groups = groups.empty() ? 1 : static_cast<int>(groups[0]);
+  s.groups = static_cast<int>(number(args, "groups", 1.0));
   const std::pair<const char*, int*> lists[3] = {{"stride", s.stride}, {"padding", s.pad},
                                                  {"dilation", s.dilation}};
   for (const auto& [name, dst] : lists) {

@@ -20,6 +20,7 @@
 #include "checksum.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
+#include "framework_projection.h"
 #include "reference.h"
 
 namespace fumi {
@@ -532,6 +533,45 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
       EXPECT_EQ(convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), lo.data()}),
                 FUMI_UNSUPPORTED);
     }
+}
+
+// Framework ops are projected from their schema names and arguments as text: addmm's self is
+// broadcast as C with beta and alpha; unparsable scalars fall back to the schema's defaults;
+// transposed convolutions and unknown ops are not projected.
+TEST(Checksum, FrameworkOpsProjectFromTheirSchemaArguments) {
+  std::vector<double> self{1, -2}, m1{1, 2, 3, 4, 5, 6}, m2{1, 0, -1, 2, 0.5, 3}, out(6);
+  // out = beta * self + alpha * m1 m2, m1 3x2, m2 2x2, self broadcast over rows
+  const double alpha = 2, beta = 0.5;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      out[static_cast<size_t>(i * 2 + j)] =
+          beta * self[static_cast<size_t>(j)] +
+          alpha * (m1[static_cast<size_t>(i * 2)] * m2[static_cast<size_t>(j)] +
+                   m1[static_cast<size_t>(i * 2 + 1)] * m2[static_cast<size_t>(2 + j)]);
+  std::vector<fumi_tensor> ts = {hostTensor("self", {2}, self.data()),
+                                 hostTensor("mat1", {3, 2}, m1.data()),
+                                 hostTensor("mat2", {2, 2}, m2.data()),
+                                 hostTensor("out", {3, 2}, out.data())};
+  ts[3].role = FUMI_ROLE_OUTPUT;
+  const std::vector<std::pair<const char*, std::string>> args = {{"beta", "0.5"},
+                                                                 {"alpha", "2."}};
+  const double r[2] = {0.25, -1.5};
+  double got[3] = {};
+  ASSERT_EQ(frameworkProjection("aten::addmm", ts, args, 3, Projection{1, 1, r, got, nullptr}),
+            FUMI_OK);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(got[i], r[0] * out[static_cast<size_t>(i * 2)] + r[1] * out[static_cast<size_t>(i * 2 + 1)], 1e-12);
+  // "None" holds no number: alpha and beta fall back to 1, so the projection differs.
+  const std::vector<std::pair<const char*, std::string>> none = {{"beta", "None"},
+                                                                 {"alpha", "None"}};
+  ASSERT_EQ(frameworkProjection("aten::addmm", ts, none, 3, Projection{1, 1, r, got, nullptr}),
+            FUMI_OK);
+  EXPECT_NE(got[0], r[0] * out[0] + r[1] * out[1]);
+  EXPECT_EQ(frameworkProjection("aten::cumsum", ts, args, 3, Projection{1, 1, r, got, nullptr}),
+            FUMI_UNSUPPORTED);
+  EXPECT_EQ(frameworkProjection("aten::convolution", ts, {{"transposed", "True"}}, 3,
+                                Projection{1, 1, r, got, nullptr}),
+            FUMI_UNSUPPORTED);
 }
 
 // Estimator edge cases: a NaN in the output where the exact side is finite is reported as an
