@@ -6,7 +6,8 @@
  * last bits of a norm may differ). Elsewhere they are plain loops.
  * FUMI_WIDE: the function compiled for the widest vectors the CPU has (AVX-512, AVX2 or the
  * x86-64 baseline, chosen once at load time), where GCC can: the x86-64 baseline has 2-wide
- * fp64 vectors only. */
+ * fp64 vectors only. Not under ThreadSanitizer: the clones' ifunc resolvers run while the
+ * library is relocated, before the TSan runtime is up, and their instrumentation crashes. */
 #ifndef FUMI_SIMD_H
 #define FUMI_SIMD_H
 
@@ -17,7 +18,8 @@
 #define FUMI_SIMD(clauses)
 #endif
 
-#if defined(FUMI_OPENMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(FUMI_OPENMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define FUMI_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FUMI_WIDE
