@@ -329,17 +329,24 @@ echo "bench_checked: well-conditioned data (uniform in [0.5, 1)), alpha 1, beta 
 echo
 echo "| checks | n=64 µs/call (×plain) | n=256 µs/call (×plain) | n=512 µs/call (×plain) |"
 echo "|---|---:|---:|---:|"
-for s in "${SETS[@]}"; do
-  row="| ${SETLABEL[$s]} |"
-  for n in 64 256 512; do
-    v=${US[$s/$n]:-}
-    p=${US[plain/$n]:-}
-    if [[ -z $v || -z $p ]]; then row+=" n/a |"; continue; fi
-    if [[ $s == plain ]]; then row+=$(printf ' %.1f (1×) |' "$v")
-    else row+=$(awk -v v="$v" -v p="$p" 'BEGIN{printf " %.1f (%.1f×) |", v, v/p}'); fi
+# factor_rows RESULT "SIZES" SET...: one table row per set, µs per call and × plain per size,
+# from RESULT[SET/n] (parts 2 and 2c).
+factor_rows() {
+  local -n res=$1
+  local sizes=$2 s n v p row
+  shift 2
+  for s in "$@"; do
+    row="| ${SETLABEL[$s]} |"
+    for n in $sizes; do
+      v=${res[$s/$n]:-} p=${res[plain/$n]:-}
+      if [[ -z $v || -z $p ]]; then row+=" n/a |"; continue; fi
+      if [[ $s == plain ]]; then row+=$(printf ' %.1f (1×) |' "$v")
+      else row+=$(awk -v v="$v" -v p="$p" 'BEGIN{printf " %.1f (%.1f×) |", v, v/p}'); fi
+    done
+    echo "$row"
   done
-  echo "$row"
-done
+}
+factor_rows US "64 256 512" "${SETS[@]}"
 echo
 [[ -n $notes ]] && printf '%s\n' "$notes"
 grep -q "violation" "$TMP/stderr-checked" 2>/dev/null &&
@@ -397,15 +404,7 @@ echo "Same program and data as part 2, one BLAS thread; factor = checked / plain
 echo
 echo "| checks | n=256 µs/call (×plain) | n=512 µs/call (×plain) |"
 echo "|---|---:|---:|"
-for s in "${ST_SETS[@]}"; do
-  row="| ${SETLABEL[$s]} |"
-  for n in 256 512; do
-    v=${ST[$s/$n]:-} p=${ST[plain/$n]:-}
-    if [[ -z $v || -z $p ]]; then row+=" n/a |"; continue; fi
-    row+=$(awk -v v="$v" -v p="$p" 'BEGIN{printf " %.1f (%.1f×) |", v, v/p}')
-  done
-  echo "$row"
-done
+factor_rows ST "256 512" "${ST_SETS[@]}"
 echo
 [[ -n $notes ]] && printf '%s\n' "$notes"
 

@@ -700,7 +700,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
-  uint64_t checked = 0, skipped = 0, attempted = 0;
+  uint64_t checked = 0, attempted = 0;
   bool violated = false, error_violated = false;
   for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
     CheckInstance& ci = sampler.rule->checks[j];
@@ -733,9 +733,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     switch (st) {
       case FUMI_OK: ++checked; break;
       case FUMI_SKIPPED:
-      case FUMI_UNSUPPORTED: ++skipped; break;
+      case FUMI_UNSUPPORTED: break;
       case FUMI_NO_SCRATCH: {
-        ++skipped;
         static std::atomic<bool> warned{false};
         if (!warned.exchange(true))
           reporter_.log().warn("scratch budget of {} bytes too small for {} (check {}); "
@@ -751,7 +750,6 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
           reporter_.error("plugin " + ci.name, locationOf(ci.spec->loc), msg);
           internalError(("plugin " + ci.name).c_str(), msg.c_str());
         }
-        ++skipped;
       }
     }
     call.site().recordCheck(ci.name, st == FUMI_OK, handle.violated,

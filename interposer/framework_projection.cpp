@@ -22,10 +22,10 @@ const std::string* arg(const Args& args, const char* name) {
   return nullptr;
 }
 
-// The numbers in an argument's text ("2.", "[1, 1]", "True"); `fallback` when it is absent.
-std::vector<double> numbers(const Args& args, const char* name, std::vector<double> fallback) {
+// The numbers in an argument's text ("2.", "[1, 1]", "True"); none when it is absent.
+std::vector<double> numbers(const Args& args, const char* name) {
   const std::string* text = arg(args, name);
-  if (!text) return fallback;
+  if (!text) return {};
   if (*text == "True" || *text == "False") return {*text == "True" ? 1.0 : 0.0};
   std::vector<double> out;
   const char* s = text->c_str();
@@ -44,7 +44,7 @@ std::vector<double> numbers(const Args& args, const char* name, std::vector<doub
 
 // The first number of an argument's text, `fallback` when it is absent or holds none.
 double number(const Args& args, const char* name, double fallback) {
-  const std::vector<double> v = numbers(args, name, {});
+  const std::vector<double> v = numbers(args, name);
   return v.empty() ? fallback : v[0];
 }
 
@@ -104,7 +104,7 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
   const std::pair<const char*, int*> lists[3] = {{"stride", s.stride}, {"padding", s.pad},
                                                  {"dilation", s.dilation}};
   for (const auto& [name, dst] : lists) {
-    const std::vector<double> v = numbers(args, name, {});
+    const std::vector<double> v = numbers(args, name);
     if (v.empty()) return FUMI_UNSUPPORTED;
     for (int d = 0; d < s.spatial; ++d) dst[d] = static_cast<int>(v[v.size() == 1 ? 0 : d]);
     if (v.size() != 1 && static_cast<int>(v.size()) != s.spatial) return FUMI_UNSUPPORTED;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "contract.h"
+#include "tensor_copy.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 
@@ -472,19 +473,11 @@ fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, doub
   t.memory = FUMI_MEMORY_HOST;
   t.role = FUMI_ROLE_INPUT;
   t.ndim = static_cast<int32_t>(shape.size());
-  int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.shape[i] = shape[static_cast<size_t>(i)];
-    t.strides[i] = stride;
-    stride *= shape[static_cast<size_t>(i)];
-  }
+  std::copy(shape.begin(), shape.end(), t.shape);
+  denseStrides(t.ndim, t.shape, t.strides);
   t.data = data;
   return t;
 }
-
-namespace {
-std::vector<int64_t> shapeOf(const fumi_tensor& t) { return {t.shape, t.shape + t.ndim}; }
-}  // namespace
 
 namespace {
 
@@ -584,8 +577,7 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
       !gathered(ts, s.alpha2 != 0 ? s.z : -1, Z) || !gathered(ts, s.bias, bias))
     return FUMI_UNSUPPORTED;
   const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
-  const std::vector<int64_t> out_shape = shapeOf(out_t);
-  const int64_t len = out_shape[static_cast<size_t>(channels)];
+  const int64_t len = out_t.shape[channels];
   int64_t outer = 1, inner = 1;
   for (int32_t k = 0; k < out_t.ndim; ++k) {
     if (k < channels) outer *= out_t.shape[k];
