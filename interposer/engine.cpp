@@ -24,6 +24,7 @@
 #include "loss_scaling.h"
 #include "rank.h"
 #include "scratch_arena.h"
+#include "elementwise.h"
 #include "tensor_copy.h"
 #include "report.h"
 #include "runtime.h"
@@ -276,6 +277,51 @@ fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_d
                                                                             : FUMI_UNSUPPORTED;
 }
 
+// The element-wise primitives (ABI 2): on host views of the buffers (device memory is staged
+// through the host here; a framework adapter's device tensors arrive as host copies).
+fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
+                    fumi_dtype dst_dtype, const fumi_map_spec* spec, uint64_t* changed) {
+  if (!validIndex(c, index) || !dst || !spec || spec->struct_size < sizeof(fumi_map_spec))
+    return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage;
+  const void* from = tensorHostData(t, src, &src_dtype, stage);
+  if (!from || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
+  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
+  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
+  // Device memory: the whole span is built on the host (gaps zero), then copied.
+  std::vector<unsigned char> out(
+      dev ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dst_dtype)) : 0);
+  const fumi_status st =
+      mapTensor(t, from, src_dtype, dev ? out.data() : dst, dst_dtype, *spec, changed);
+  if (st != FUMI_OK || !dev) return st;
+  return dev->toDevice(dst, out.data(), out.size()) ? FUMI_OK : FUMI_ERROR;
+}
+
+fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a_dtype,
+                        const void* b, fumi_dtype b_dtype, const fumi_compare_spec* spec,
+                        fumi_comparison* out) {
+  if (!validIndex(c, index) || !spec || !out ||
+      spec->struct_size < sizeof(fumi_compare_spec) || out->struct_size < sizeof(fumi_comparison))
+    return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage_a, stage_b;
+  const void* ha = tensorHostData(t, a, &a_dtype, stage_a);
+  const void* hb = tensorHostData(t, b, &b_dtype, stage_b);
+  if (!ha || !hb) return FUMI_UNSUPPORTED;
+  return compareTensor(t, ha, a_dtype, hb, b_dtype, *spec, out);
+}
+
+fumi_status hostScan(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                     fumi_scan* out) {
+  if (!validIndex(c, index) || !out || out->struct_size < sizeof(fumi_scan)) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage;
+  const void* h = tensorHostData(t, buffer, &dtype, stage);
+  if (!h) return FUMI_UNSUPPORTED;
+  return scanTensor(t, h, dtype, out);
+}
+
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
                         fumi_dtype dtype) {
   return hostScatterIn(c, index, in, buffer, dtype, FUMI_ORDER_LOGICAL);
@@ -419,7 +465,16 @@ const fumi_host_api kHostApi = {
     FUMI_PLUGIN_ABI_VERSION, sizeof(fumi_host_api), hostCallInfo, hostAlloc, hostAllocLike,
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
     hostLog,                 hostReference,         hostProject,  hostGatherIn,
-    hostScatterIn,           hostContract};
+    hostScatterIn,           hostContract,          hostMap,      hostCompare,
+    hostScan};
+
+// What a plugin built for ABI 1 gets: the same table marked 1 (its glue checks the version;
+// it reads only the fields its struct_size knew).
+const fumi_host_api kHostApiV1 = [] {
+  fumi_host_api api = kHostApi;
+  api.abi_version = 1;
+  return api;
+}();
 
 // Writes the call's description and raw operands: DIR/cases/<pid>-<op>-<index>/.
 void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
@@ -615,7 +670,9 @@ void Engine::instantiate() {
       char err[512] = "";
       void* inst = nullptr;
       try {
-        inst = slot->lib.plugin->create(&kHostApi, &params, err, sizeof err);
+        const fumi_host_api* host =
+            slot->lib.abi_version == FUMI_PLUGIN_ABI_VERSION ? &kHostApi : &kHostApiV1;
+        inst = slot->lib.plugin->create(host, &params, err, sizeof err);
       } catch (const std::exception& e) {
         std::snprintf(err, sizeof err, "create threw: %s", e.what());
       } catch (...) {

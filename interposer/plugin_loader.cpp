@@ -47,10 +47,10 @@ PluginLibrary openPlugin(const std::string& path) {
     return lib;
   }
   lib.abi_version = p->abi_version;
-  if (p->abi_version != FUMI_PLUGIN_ABI_VERSION) {
+  if (p->abi_version < FUMI_PLUGIN_ABI_OLDEST || p->abi_version > FUMI_PLUGIN_ABI_VERSION) {
     std::ostringstream s;
     s << path << " speaks plugin ABI " << p->abi_version << ", this fumi speaks "
-      << FUMI_PLUGIN_ABI_VERSION;
+      << FUMI_PLUGIN_ABI_OLDEST << " to " << FUMI_PLUGIN_ABI_VERSION;
     lib.error = s.str();
     return lib;
   }

@@ -7,12 +7,15 @@
  *   2. `create` receives the host API and the parameters of one policy entry
  *      (`- { plugin: <name>, tolerance: ..., key: value }`); reject unknown or bad parameters by
  *      returning NULL and writing a message into `err`.
- *   3. `check` runs after the intercepted call returned. Read tensors with host->gather (any
- *      dtype, any layout, host or device memory -> dense fp64), build substitute inputs with
- *      host->alloc_like + host->scatter, rerun the call with host->rerun, and report with
- *      host->report. Scratch is freed by the host when `check` returns; its contents are
- *      unspecified when allocated (not zeroed). Where element positions do not matter, use
- *      gather_in / scatter_in with FUMI_ORDER_STORAGE: no transposes.
+ *   3. `check` runs after the intercepted call returned. Build substitute inputs with
+ *      host->alloc_like + host->map (a copy, |x| or a perturbation, converted to any dtype, in
+ *      place of the tensor's own layout and memory), rerun the call with host->rerun, compare
+ *      outputs with host->compare and count non-finite values with host->scan: the element-wise
+ *      work then runs where the tensors live, in their own dtypes. host->gather (any dtype,
+ *      any layout, host or device memory -> dense fp64) and host->scatter serve everything
+ *      else (gather_in / scatter_in with FUMI_ORDER_STORAGE where positions do not matter).
+ *      Report with host->report. Scratch is freed by the host when `check` returns; its
+ *      contents are unspecified when allocated (not zeroed).
  *   4. Never let a C++ exception escape; return a fumi_status instead. A plugin that returns
  *      FUMI_ERROR (or throws anyway) is disabled for the rest of the run; the program goes on.
  *
@@ -33,7 +36,10 @@
 extern "C" {
 #endif
 
-#define FUMI_PLUGIN_ABI_VERSION 1u
+/* 2: the element-wise primitives (map, compare, scan) appended to fumi_host_api. A host speaking
+ * 2 also loads plugins built for 1 and hands them a host API marked 1 (docs/plugin-abi.md). */
+#define FUMI_PLUGIN_ABI_VERSION 2u
+#define FUMI_PLUGIN_ABI_OLDEST 1u
 #define FUMI_MAX_DIMS 8
 #define FUMI_MAX_EXTRA_METRICS 8
 
@@ -124,6 +130,52 @@ typedef struct fumi_call_info {
 } fumi_call_info;
 
 typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checked */
+
+/* ABI 2 — what fumi_host_api.map writes: dst = f(src), element by element. */
+typedef enum fumi_map_kind {
+  FUMI_MAP_COPY = 0,    /* the value, converted to dst's dtype (rounded to nearest even) */
+  FUMI_MAP_ABS = 1,     /* |x| */
+  FUMI_MAP_PERTURB = 2  /* x + x * (shift * u), u = draw number first + j of the counter-based
+                         * uniform [-1, 1) stream `seed` (metrics.h, Rng::uniformSymAt), j the
+                         * element's position in FUMI_ORDER_STORAGE; zeros stay as they are */
+} fumi_map_kind;
+
+typedef struct fumi_map_spec {
+  uint32_t struct_size;
+  fumi_map_kind kind;
+  double shift;   /* PERTURB */
+  uint64_t seed;  /* PERTURB */
+  uint64_t first; /* PERTURB */
+} fumi_map_spec;
+
+/* ABI 2 — what fumi_host_api.compare measures of `a` against `b` over the pairs where both are
+ * finite (metrics.h, compareValues, has each formula). */
+typedef struct fumi_compare_spec {
+  uint32_t struct_size;
+  double ratio_guard;   /* fumi_ratio leaves out |a + b| below ratio_guard * max|a + b| */
+  double rel_guard;     /* max_rel leaves out |b| below rel_guard * max|b| */
+  fumi_dtype ulp_dtype; /* the unit of `ulp` (FUMI_DTYPE_UNKNOWN: ulp is NaN) */
+} fumi_compare_spec;
+
+typedef struct fumi_comparison {
+  uint32_t struct_size;        /* set by the caller: the host fills what it covers */
+  double fumi_ratio;           /* FuMi's max |a - b| / |a + b|, guarded */
+  double fumi_ratio_unguarded;
+  double normwise;             /* ||a - b||_2 / ||b||_2 */
+  double max_rel;              /* max |a - b| / |b|, guarded */
+  double ulp;                  /* max |a - b| in ULPs of b in ulp_dtype */
+  double norm_ratio;           /* ||a||_2 / ||b||_2 */
+  double max_abs_diff;         /* max |a - b| */
+  uint64_t nonfinite;          /* pairs left out: a or b NaN or Inf */
+  uint64_t mismatches;         /* elements whose values differ bit for bit (as fp64) */
+} fumi_comparison;
+
+typedef struct fumi_scan {
+  uint32_t struct_size;        /* set by the caller */
+  uint64_t nan;
+  uint64_t inf;
+  double max_abs;              /* over the finite elements */
+} fumi_scan;
 
 typedef struct fumi_metric {
   const char* name;
@@ -225,6 +277,23 @@ typedef struct fumi_host_api {
    * layout (no dense copy). */
   fumi_status (*contract)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
                           int32_t dim, int32_t count, const double* vectors, double* out);
+  /* ABI 2, the element-wise primitives: each reads and writes buffers laid out like tensor
+   * `index` (a source, `a` or `b` of NULL: the call's own data, in the tensor's dtype) in their own
+   * dtype and memory, with fp64 arithmetic per element and fp64 accumulators: no dense copy,
+   * and for device tensors the work stays where they live (only the results come back).
+   *   map      dst (holding dst_dtype) = spec's function of src (holding src_dtype); *changed
+   *            (may be NULL) receives the number of elements whose stored value differs from
+   *            the source value (what rounding left of a perturbation).
+   *   compare  `a` against `b` (the reference side of the relative metrics).
+   *   scan     NaN and Inf counts and the largest finite magnitude. */
+  fumi_status (*map)(fumi_call* call, int32_t index, const void* src, fumi_dtype src_dtype,
+                     void* dst, fumi_dtype dst_dtype, const fumi_map_spec* spec,
+                     uint64_t* changed);
+  fumi_status (*compare)(fumi_call* call, int32_t index, const void* a, fumi_dtype a_dtype,
+                         const void* b, fumi_dtype b_dtype, const fumi_compare_spec* spec,
+                         fumi_comparison* out);
+  fumi_status (*scan)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
+                      fumi_scan* out);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

@@ -4,7 +4,8 @@
 // every number here without libfumi.
 //
 // Conventions of the metrics:
-//   - Arrays are dense fp64 of length n, as host->gather produces them.
+//   - Arrays are dense fp64 of length n, as host->gather produces them; compareValues and
+//     scanValues also read typed arrays (the host's element-wise primitives, plugin.h ABI 2).
 //   - Comparison metrics skip an element where either side is NaN or Inf (the nan_inf check
 //     reports those) and count it in `*skipped` when that pointer is given.
 //   - Loops are plain and branch-light on purpose: ATen-style whole-array expressions cost 5x more
@@ -103,168 +104,173 @@ inline double defaultGuard(fumi_dtype precision) {
   return std::max(1e-3, u16);
 }
 
-// FuMi's ratio R = max_i |y_i - y'_i| / |y_i + y'_i|, over the elements whose |y_i + y'_i| is
-// above guard_rel times the largest such sum (and above zero): near-zero sums make the ratio
-// meaningless. 0 when no element qualifies. Under a perturbation of the inputs this is a lower
-// bound of the operation's maximal relative error. fumiRatios gives the guarded ratio and the
-// unguarded one (guard 0) from the same two passes.
-FUMI_WIDE inline void fumiRatios(const double* y, const double* yp, size_t n, double guard_rel,
-                                 double* guarded, double* unguarded, size_t* skipped = nullptr) {
-  size_t nonfinite = 0;
-  double max_half_sum = 0.0, max_abs = 0.0;  // halves: |y + y'| / 2 cannot overflow
-  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_half_sum, max_abs))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i], b = yp[i];
-    const bool ok = detail::finitePair(a, b);
-    const double half_sum = std::fabs(0.5 * a + 0.5 * b);
-    const double m = std::max(std::fabs(a), std::fabs(b));
-    nonfinite += ok ? 0 : 1;
-    max_half_sum = std::max(max_half_sum, ok ? half_sum : 0.0);
-    max_abs = std::max(max_abs, ok ? m : 0.0);
-  }
-  if (skipped) *skipped = nonfinite;
-  const double f = detail::overflowScale(max_abs);
-  const double threshold = guard_rel * (max_half_sum * (2.0 * f));
-  double ratio = 0.0, all = 0.0;
-  FUMI_SIMD(reduction(max : ratio, all))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i] * f, b = yp[i] * f;
-    const double sum = std::fabs(a + b), diff = std::fabs(a - b);
-    const double r = diff / sum;  // inf or NaN where sum is 0 or non-finite: masked below
-    const bool ok = detail::finitePair(a, b) & (sum > 0.0);
-    ratio = std::max(ratio, ok & (sum > threshold) ? r : 0.0);
-    all = std::max(all, ok ? r : 0.0);
-  }
-  *guarded = ratio;
-  *unguarded = all;
+// Elements read as fp64, for the typed loops: Dense is an fp64 array; the host passes its own
+// element types (interposer/element_types.h: f32, f16, bf16 storage) to the same templates.
+struct Dense {
+  using T = double;
+  static double load(T x) { return x; }
+};
+
+// Everything a check compares between an output y and a reference (or rerun) ref, from two
+// passes over both: the fields of fumi_comparison (plugin.h), with fumi_compare_spec's guards.
+// Pairs where either side is NaN or Inf are left out and counted in `nonfinite`.
+//   fumi_ratio   FuMi's R = max_i |y_i - ref_i| / |y_i + ref_i| over the elements whose
+//                |y_i + ref_i| is above ratio_guard times the largest such sum (and above
+//                zero): near-zero sums make the ratio meaningless. 0 when none qualifies.
+//                Under a perturbation of the inputs it is a lower bound of the operation's
+//                maximal relative error. fumi_ratio_unguarded: the same with guard 0.
+//   normwise     ||y - ref||_2 / ||ref||_2: 0 when both norms are zero, +inf when only ||ref||
+//                is. Each norm is accumulated with its own power-of-two scale (exact), so
+//                neither squares nor sums overflow or underflow for any finite input.
+//   max_rel      max_i |y_i - ref_i| / |ref_i| over |ref_i| above rel_guard * max_j |ref_j|
+//                (and above zero); 0 when none qualifies.
+//   ulp          max_i |y_i - ref_i| / ulp(ref_i) with ulp(r) = 2^(floor(log2|r|) - p), p the
+//                ulp_dtype's mantissa bits and |r| clamped below to its smallest normal. NaN for
+//                an unknown dtype; a difference beyond DBL_MAX reads as +inf ULPs.
+//   norm_ratio   ||y||_2 / ||ref||_2 (scaled likewise; 0 when both are zero, +inf when only
+//                ||ref|| is).
+//   max_abs_diff max_i |y_i - ref_i|.
+//   mismatches   elements whose fp64 bit patterns differ (+0 and -0 differ, equal NaNs do
+//                not); counted over every element.
+inline fumi_compare_spec compareSpec(double ratio_guard = 0.0, double rel_guard = 0.0,
+                                     fumi_dtype ulp_dtype = FUMI_DTYPE_UNKNOWN) {
+  fumi_compare_spec s{};
+  s.struct_size = sizeof s;
+  s.ratio_guard = ratio_guard;
+  s.rel_guard = rel_guard;
+  s.ulp_dtype = ulp_dtype;
+  return s;
 }
 
+template <class LY, class LR>
+FUMI_WIDE fumi_comparison compareValues(const typename LY::T* y, const typename LR::T* ref,
+                                        size_t n, const fumi_compare_spec& spec) {
+  fumi_comparison c{};
+  c.struct_size = sizeof c;
+  size_t nonfinite = 0, mismatches = 0;
+  double max_half_sum = 0.0, max_y = 0.0, max_ref = 0.0, max_diff = 0.0;
+  // Halves: |y + ref| / 2 cannot overflow.
+  FUMI_SIMD(reduction(+ : nonfinite, mismatches)
+                reduction(max : max_half_sum, max_y, max_ref, max_diff))
+  for (size_t i = 0; i < n; ++i) {
+    const double a = LY::load(y[i]), b = LR::load(ref[i]);
+    const bool ok = detail::finitePair(a, b);
+    uint64_t x, z;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&z, &b, sizeof z);
+    mismatches += x != z ? 1 : 0;
+    nonfinite += ok ? 0 : 1;
+    max_half_sum = std::max(max_half_sum, ok ? std::fabs(0.5 * a + 0.5 * b) : 0.0);
+    max_y = std::max(max_y, ok ? std::fabs(a) : 0.0);
+    max_ref = std::max(max_ref, ok ? std::fabs(b) : 0.0);
+    max_diff = std::max(max_diff, ok ? std::fabs(a - b) : 0.0);
+  }
+  c.nonfinite = nonfinite;
+  c.mismatches = mismatches;
+  c.max_abs_diff = max_diff;
+  const double max_any = std::max(max_y, max_ref);
+  // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of
+  // two near its largest magnitude, so the scaled difference stays within [0, 4].
+  const double f = detail::overflowScale(max_any);
+  const double ratio_threshold = spec.ratio_guard * (max_half_sum * (2.0 * f));
+  const double rel_threshold = spec.rel_guard * (max_ref * f);
+  const int e_diff = detail::scaleExponent(max_any), e_ref = detail::scaleExponent(max_ref),
+            e_y = detail::scaleExponent(max_y);
+  const double s_diff = detail::pow2(-e_diff), s_ref = detail::pow2(-e_ref),
+               s_y = detail::pow2(-e_y);
+  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
+  const int p = unit ? unit->mantissa_bits : 0, emin = unit ? unit->min_exponent : 0;
+  // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
+  // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
+  // which case the ULP count would overflow too).
+  const double k_up = detail::pow2Normal(64);
+  double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0, worst_rel = 0.0,
+         worst_ulp = 0.0;
+  FUMI_SIMD(reduction(max : ratio, all, worst_rel, worst_ulp)
+                reduction(+ : total_diff, total_ref, total_y))
+  for (size_t i = 0; i < n; ++i) {
+    const double a = LY::load(y[i]), b = LR::load(ref[i]);
+    const bool ok = detail::finitePair(a, b);
+    // Every candidate is computed and then selected with a mask (inf or NaN where a divisor is
+    // 0 or a value non-finite: masked).
+    const double as = a * f, bs = b * f;
+    const double sum = std::fabs(as + bs), diff = std::fabs(as - bs);
+    const double r = diff / sum;
+    const bool ok_sum = ok & (sum > 0.0);
+    ratio = std::max(ratio, ok_sum & (sum > ratio_threshold) ? r : 0.0);
+    all = std::max(all, ok_sum ? r : 0.0);
+    const double m = std::fabs(bs);
+    const double rel = diff / m;
+    worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
+    const double d = a * s_diff - b * s_diff, rr = b * s_ref, yy = a * s_y;
+    total_diff += ok ? d * d : 0.0;
+    total_ref += ok ? rr * rr : 0.0;
+    total_y += ok ? yy * yy : 0.0;
+    const int e = std::max(detail::rawExponent(b), emin) - p;
+    const bool tiny = e < -1022;
+    const double ulp = detail::pow2Normal(tiny ? e + 64 : e);
+    const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
+    worst_ulp = std::max(worst_ulp, ok ? du / ulp : 0.0);
+  }
+  c.fumi_ratio = ratio;
+  c.fumi_ratio_unguarded = all;
+  c.max_rel = worst_rel;
+  c.ulp = unit ? worst_ulp : std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  c.normwise = total_ref == 0.0 ? (total_diff == 0.0 ? 0.0 : inf)
+                                : std::ldexp(std::sqrt(total_diff) / std::sqrt(total_ref),
+                                             e_diff - e_ref);
+  c.norm_ratio = total_ref == 0.0
+                     ? (total_y == 0.0 ? 0.0 : inf)
+                     : std::ldexp(std::sqrt(total_y) / std::sqrt(total_ref), e_y - e_ref);
+  return c;
+}
+
+// The same comparison of two dense fp64 arrays, one metric at a time (tests, small callers; a
+// check wanting several calls compareValues once).
+inline fumi_comparison compareDense(const double* y, const double* ref, size_t n,
+                                    const fumi_compare_spec& spec = compareSpec()) {
+  return compareValues<Dense, Dense>(y, ref, n, spec);
+}
+inline void fumiRatios(const double* y, const double* yp, size_t n, double guard_rel,
+                       double* guarded, double* unguarded, size_t* skipped = nullptr) {
+  const fumi_comparison c = compareDense(y, yp, n, compareSpec(guard_rel));
+  *guarded = c.fumi_ratio;
+  *unguarded = c.fumi_ratio_unguarded;
+  if (skipped) *skipped = c.nonfinite;
+}
 inline double fumiRatio(const double* y, const double* yp, size_t n, double guard_rel,
                         size_t* skipped = nullptr) {
   double guarded = 0.0, unguarded = 0.0;
   fumiRatios(y, yp, n, guard_rel, &guarded, &unguarded, skipped);
   return guarded;
 }
-
-// Normwise relative error ||y - ref||_2 / ||ref||_2: 0 when both norms are zero, +inf when only
-// ||ref|| is. Each norm is accumulated with its own power-of-two scale (exact), so neither
-// squares nor sums overflow or underflow for any finite input.
-FUMI_WIDE inline double normwiseRel(const double* y, const double* ref, size_t n, size_t* skipped = nullptr) {
-  size_t nonfinite = 0;
-  double max_any = 0.0, max_ref = 0.0;
-  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_any, max_ref))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i], b = ref[i];
-    const bool ok = detail::finitePair(a, b);
-    const double m = std::max(std::fabs(a), std::fabs(b));
-    nonfinite += ok ? 0 : 1;
-    max_any = std::max(max_any, ok ? m : 0.0);
-    max_ref = std::max(max_ref, ok ? std::fabs(b) : 0.0);
-  }
-  if (skipped) *skipped = nonfinite;
-  // The difference is scaled by the largest magnitude on either side, so the scaled difference
-  // stays within [0, 4] and y - ref cannot overflow.
-  const int e_diff = detail::scaleExponent(max_any);
-  const int e_ref = detail::scaleExponent(max_ref);
-  const double s_diff = detail::pow2(-e_diff);
-  const double s_ref = detail::pow2(-e_ref);
-  double total_diff = 0.0, total_ref = 0.0;
-  FUMI_SIMD(reduction(+ : total_diff, total_ref))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i], b = ref[i];
-    const bool ok = detail::finitePair(a, b);
-    const double d = a * s_diff - b * s_diff;
-    const double r = b * s_ref;
-    total_diff += ok ? d * d : 0.0;
-    total_ref += ok ? r * r : 0.0;
-  }
-  if (total_ref == 0.0) return total_diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
-  return std::ldexp(std::sqrt(total_diff) / std::sqrt(total_ref), e_diff - e_ref);
+inline double normwiseRel(const double* y, const double* ref, size_t n,
+                          size_t* skipped = nullptr) {
+  const fumi_comparison c = compareDense(y, ref, n);
+  if (skipped) *skipped = c.nonfinite;
+  return c.normwise;
 }
-
-// Guarded elementwise relative error max_i |y_i - ref_i| / |ref_i| over the elements with
-// |ref_i| above guard_rel * max_j |ref_j| (and above zero). 0 when no element qualifies.
-FUMI_WIDE inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
+inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
                             size_t* skipped = nullptr) {
-  size_t nonfinite = 0;
-  double max_ref = 0.0, max_abs = 0.0;
-  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : max_ref, max_abs))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i], b = ref[i];
-    const bool ok = detail::finitePair(a, b);
-    nonfinite += ok ? 0 : 1;
-    max_ref = std::max(max_ref, ok ? std::fabs(b) : 0.0);
-    max_abs = std::max(max_abs, ok ? std::fabs(a) : 0.0);
-  }
-  if (skipped) *skipped = nonfinite;
-  const double f = detail::overflowScale(std::max(max_abs, max_ref));
-  const double threshold = guard_rel * (max_ref * f);
-  double worst = 0.0;
-  FUMI_SIMD(reduction(max : worst))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i] * f, b = ref[i] * f;
-    const double m = std::fabs(b);
-    const double r = std::fabs(a - b) / m;  // masked below where m is 0 or non-finite
-    const bool ok = detail::finitePair(a, b) & (m > threshold) & (m > 0.0);
-    worst = std::max(worst, ok ? r : 0.0);
-  }
-  return worst;
+  const fumi_comparison c = compareDense(y, ref, n, compareSpec(0.0, guard_rel));
+  if (skipped) *skipped = c.nonfinite;
+  return c.max_rel;
 }
-
-// Largest error in units in the last place of `dtype`: max_i |y_i - ref_i| / ulp(ref_i), where
-// ulp(r) = 2^(floor(log2|r|) - p) with p the dtype's mantissa bits and |r| clamped below to the
-// dtype's smallest normal. NaN for an unknown dtype. A difference beyond DBL_MAX (only between
-// values of opposite sign near the fp64 limit) reads as +inf ULPs.
-FUMI_WIDE inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
+inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
                      size_t* skipped = nullptr) {
-  const DtypeInfo* info = dtypeInfo(dtype);
-  if (!info) return std::numeric_limits<double>::quiet_NaN();
-  const int p = info->mantissa_bits;
-  const int emin = info->min_exponent;
-  // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
-  // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
-  // which case the ULP count would overflow too).
-  const double k_up = detail::pow2Normal(64);
-  size_t nonfinite = 0;
-  double worst = 0.0;
-  FUMI_SIMD(reduction(+ : nonfinite) reduction(max : worst))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = y[i], b = ref[i];
-    const bool ok = detail::finitePair(a, b);
-    nonfinite += ok ? 0 : 1;
-    const int e = std::max(detail::rawExponent(b), emin) - p;
-    const bool tiny = e < -1022;
-    const double ulp = detail::pow2Normal(tiny ? e + 64 : e);
-    const double d = std::fabs(a - b) * (tiny ? k_up : 1.0);
-    const double r = d / ulp;
-    worst = std::max(worst, ok ? r : 0.0);
-  }
-  if (skipped) *skipped = nonfinite;
-  return worst;
+  const fumi_comparison c = compareDense(y, ref, n, compareSpec(0.0, 0.0, dtype));
+  if (skipped) *skipped = c.nonfinite;
+  return c.ulp;
 }
-
-// ||a||_2 / ||b||_2 over the elements where both are finite, with power-of-two scaling (no
-// overflow or underflow); 0 when both are zero, +inf when only ||b|| is.
-FUMI_WIDE inline double normRatio(const double* a, const double* b, size_t n) {
-  double max_a = 0.0, max_b = 0.0;
-  FUMI_SIMD(reduction(max : max_a, max_b))
-  for (size_t i = 0; i < n; ++i) {
-    const bool ok = detail::finitePair(a[i], b[i]);
-    max_a = std::max(max_a, ok ? std::fabs(a[i]) : 0.0);
-    max_b = std::max(max_b, ok ? std::fabs(b[i]) : 0.0);
-  }
-  const int ea = detail::scaleExponent(max_a), eb = detail::scaleExponent(max_b);
-  const double sa = detail::pow2(-ea), sb = detail::pow2(-eb);
-  double sum_a = 0.0, sum_b = 0.0;
-  FUMI_SIMD(reduction(+ : sum_a, sum_b))
-  for (size_t i = 0; i < n; ++i) {
-    const bool ok = detail::finitePair(a[i], b[i]);
-    const double x = a[i] * sa, y = b[i] * sb;
-    sum_a += ok ? x * x : 0.0;
-    sum_b += ok ? y * y : 0.0;
-  }
-  if (sum_b == 0.0) return sum_a == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
-  return std::ldexp(std::sqrt(sum_a) / std::sqrt(sum_b), ea - eb);
+inline double normRatio(const double* a, const double* b, size_t n) {
+  return compareDense(a, b, n).norm_ratio;
+}
+inline double maxAbsDiff(const double* a, const double* b, size_t n) {
+  return compareDense(a, b, n).max_abs_diff;
+}
+inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
+  return compareDense(a, b, n).mismatches;
 }
 
 // Unit roundoff 2^-(p+1) of `dtype` (NaN for an unknown one).
@@ -273,46 +279,36 @@ inline double unitRoundoff(fumi_dtype dtype) {
   return d ? std::ldexp(1.0, -(d->mantissa_bits + 1)) : std::numeric_limits<double>::quiet_NaN();
 }
 
-// Largest |a_i - b_i| over the elements where both are finite (0 when none are).
-FUMI_WIDE inline double maxAbsDiff(const double* a, const double* b, size_t n) {
-  double worst = 0.0;
-  FUMI_SIMD(reduction(max : worst))
+// NaN and Inf counts and the largest finite magnitude of n elements (fumi_scan of plugin.h).
+template <class L>
+FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
+  size_t nan = 0, nonfinite = 0;
+  double max_abs = 0.0;
+  FUMI_SIMD(reduction(+ : nan, nonfinite) reduction(max : max_abs))
   for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(a[i] - b[i]);
-    worst = std::max(worst, detail::finitePair(a[i], b[i]) ? d : 0.0);
+    const double v = L::load(x[i]);
+    const double m = std::fabs(v);
+    const bool finite = m <= detail::kMaxFinite;
+    nan += v != v ? 1 : 0;
+    nonfinite += finite ? 0 : 1;
+    max_abs = std::max(max_abs, finite ? m : 0.0);
   }
-  return worst;
+  fumi_scan s{};
+  s.struct_size = sizeof s;
+  s.nan = nan;
+  s.inf = nonfinite - nan;
+  s.max_abs = max_abs;
+  return s;
 }
 
 // Number of NaN or +-Inf elements.
-FUMI_WIDE inline size_t countNonFinite(const double* x, size_t n) {
-  size_t count = 0;
-  FUMI_SIMD(reduction(+ : count))
-  for (size_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
-  return count;
+inline size_t countNonFinite(const double* x, size_t n) {
+  const fumi_scan s = scanValues<Dense>(x, n);
+  return s.nan + s.inf;
 }
 
 // Number of NaN elements.
-FUMI_WIDE inline size_t countNaN(const double* x, size_t n) {
-  size_t count = 0;
-  FUMI_SIMD(reduction(+ : count))
-  for (size_t i = 0; i < n; ++i) count += std::isnan(x[i]) ? 1 : 0;
-  return count;
-}
-
-// Number of elements whose bit patterns differ: +0 and -0 differ, two NaNs with the same bits
-// are equal.
-FUMI_WIDE inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
-  size_t count = 0;
-  FUMI_SIMD(reduction(+ : count))
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t x, y;
-    std::memcpy(&x, &a[i], sizeof x);
-    std::memcpy(&y, &b[i], sizeof y);
-    count += x != y ? 1 : 0;
-  }
-  return count;
-}
+inline size_t countNaN(const double* x, size_t n) { return scanValues<Dense>(x, n).nan; }
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic random numbers

@@ -88,6 +88,19 @@ class Verdict {
   fumi_verdict v_{};
 };
 
+// What Context::map writes (fumi_map_spec): a copy or |x| converted to the destination dtype,
+// or x perturbed by the counter-based noise of `seed` from draw `first` on.
+inline fumi_map_spec mapSpec(fumi_map_kind kind, double shift = 0.0, uint64_t seed = 0,
+                             uint64_t first = 0) {
+  fumi_map_spec m{};
+  m.struct_size = sizeof m;
+  m.kind = kind;
+  m.shift = shift;
+  m.seed = seed;
+  m.first = first;
+  return m;
+}
+
 // The call being checked, seen through the host API. Created by the glue for each `check`.
 class Context {
  public:
@@ -205,6 +218,25 @@ class Context {
            host_->contract;
   }
 
+  // The element-wise primitives (plugin.h, ABI 2): buffers laid out like tensor i, each in its
+  // own dtype and memory (a source of nullptr: the call's own data, in the tensor's dtype).
+  fumi_status map(int32_t i, const void* src, void* dst, fumi_dtype dst_dtype,
+                  const fumi_map_spec& spec, uint64_t* changed = nullptr) {
+    const fumi_dtype src_dtype = src ? dst_dtype : tensor(i).dtype;
+    return host_->map(call_, i, src, src_dtype, dst, dst_dtype, &spec, changed);
+  }
+  // `a` against `b` (the reference side); each nullptr for the call's own data.
+  fumi_status compare(int32_t i, const void* a, fumi_dtype a_dtype, const void* b,
+                      fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out) {
+    out->struct_size = sizeof(fumi_comparison);
+    return host_->compare(call_, i, a, a ? a_dtype : tensor(i).dtype, b,
+                          b ? b_dtype : tensor(i).dtype, &spec, out);
+  }
+  fumi_status scan(int32_t i, const void* buffer, fumi_dtype dtype, fumi_scan* out) {
+    out->struct_size = sizeof(fumi_scan);
+    return host_->scan(call_, i, buffer, buffer ? dtype : tensor(i).dtype, out);
+  }
+
   void report(const Verdict& verdict) { host_->report(call_, &verdict.get()); }
 
   // An older host has no gather_in/scatter_in: every order is then LOGICAL, still one
@@ -236,55 +268,6 @@ class Context {
   size_t stride_ = sizeof(fumi_tensor);
 };
 
-// Dense fp64 copies of a set of tensors, allocated in scratch once and refilled by gather, so
-// repeated trials do not grow scratch use.
-class DenseSet {
- public:
-  // Elements in `order` (fumi_order); sets compared with each other must share it.
-  explicit DenseSet(fumi_order order = FUMI_ORDER_STORAGE) : order_(order) {}
-
-  fumi_status allocate(Context& ctx, const std::vector<int32_t>& tensors) {
-    tensors_ = tensors;
-    data_.clear();
-    numel_.clear();
-    for (int32_t i : tensors) {
-      const size_t n = ctx.numel(i);
-      double* d = ctx.allocDense(n);
-      if (!d) return FUMI_NO_SCRATCH;
-      data_.push_back(d);
-      numel_.push_back(n);
-    }
-    return FUMI_OK;
-  }
-  // Each tensor's own data, read as its dtype.
-  fumi_status gatherOriginal(Context& ctx) {
-    for (size_t k = 0; k < size(); ++k)
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(tensors_[k], data_[k], order_));
-    return FUMI_OK;
-  }
-  // Each tensor read from buffers[tensor], a rerun buffer for `precision` (bufferDtype).
-  fumi_status gatherFrom(Context& ctx, const std::vector<void*>& buffers, fumi_dtype precision) {
-    for (size_t k = 0; k < size(); ++k) {
-      const int32_t t = tensors_[k];
-      FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buffers[static_cast<size_t>(t)],
-                                       ctx.bufferDtype(t, precision), data_[k], order_));
-    }
-    return FUMI_OK;
-  }
-
-  size_t size() const { return tensors_.size(); }
-  int32_t tensor(size_t k) const { return tensors_[k]; }
-  double* data(size_t k) const { return data_[k]; }
-  size_t numel(size_t k) const { return numel_[k]; }
-  fumi_order order() const { return order_; }
-
- private:
-  fumi_order order_;
-  std::vector<int32_t> tensors_;
-  std::vector<double*> data_;
-  std::vector<size_t> numel_;
-};
-
 // Sum and largest of the element counts of `tensors`.
 inline void countElements(const Context& ctx, const std::vector<int32_t>& tensors, size_t* total,
                           size_t* largest) {
@@ -297,22 +280,17 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
   }
 }
 
-// Reruns the call in `precision` on `inputs` transformed elementwise by `f` (each read as its
-// own dtype, staged in storage order through `stage`, dense scratch for the largest input, and
-// written into a rerun buffer), with fresh buffers for `outputs`; `buffers` receives them all.
-template <class F>
-fumi_status rerunOn(Context& ctx, const std::vector<int32_t>& inputs,
-                    const std::vector<int32_t>& outputs, fumi_dtype precision, double* stage,
-                    F&& f, std::vector<void*>* buffers) {
+// Reruns the call in `precision` on `inputs` mapped by `kind` (FUMI_MAP_COPY: converted to the
+// rerun's dtype; FUMI_MAP_ABS: |x|) straight into rerun buffers, with fresh buffers for
+// `outputs`; `buffers` receives them all.
+inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
+                               const std::vector<int32_t>& outputs, fumi_dtype precision,
+                               fumi_map_kind kind, std::vector<void*>* buffers) {
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
-  for (int32_t i : inputs) {
-    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(i, stage, FUMI_ORDER_STORAGE));
-    const size_t n = ctx.numel(i);
-    for (size_t j = 0; j < n; ++j) stage[j] = f(stage[j]);
-    FUMI_RETURN_IF_NOT_OK(ctx.scatter(i, stage, (*buffers)[static_cast<size_t>(i)],
-                                      ctx.bufferDtype(i, precision), FUMI_ORDER_STORAGE));
-  }
+  for (int32_t i : inputs)
+    FUMI_RETURN_IF_NOT_OK(ctx.map(i, nullptr, (*buffers)[static_cast<size_t>(i)],
+                                  ctx.bufferDtype(i, precision), mapSpec(kind)));
   return ctx.rerun(precision, *buffers);
 }
 
@@ -331,22 +309,16 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
                                 const std::vector<int32_t>& outputs, fumi_dtype precision,
                                 std::vector<bool>* noise) {
   noise->assign(outputs.size(), false);
-  size_t in_total = 0, in_largest = 0, out_total = 0, out_largest = 0;
-  countElements(ctx, inputs, &in_total, &in_largest);
-  countElements(ctx, outputs, &out_total, &out_largest);
-  double* a = ctx.allocDense(std::max(in_largest, out_largest));
-  double* b = ctx.allocDense(out_largest);
-  if (!a || !b) return FUMI_NO_SCRATCH;
   std::vector<void*> buffers;
-  FUMI_RETURN_IF_NOT_OK(rerunOn(
-      ctx, inputs, outputs, precision, a, [](double x) { return std::fabs(x); }, &buffers));
+  FUMI_RETURN_IF_NOT_OK(rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int32_t o = outputs[k];
-    FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a, FUMI_ORDER_STORAGE));
-    FUMI_RETURN_IF_NOT_OK(ctx.gather(o, buffers[static_cast<size_t>(o)],
-                                     ctx.bufferDtype(o, precision), b, FUMI_ORDER_STORAGE));
+    fumi_comparison c;
+    FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
+                                      buffers[static_cast<size_t>(o)],
+                                      ctx.bufferDtype(o, precision), metrics::compareSpec(), &c));
     const double u = metrics::unitRoundoff(ctx.tensor(o).dtype);
-    (*noise)[k] = metrics::normRatio(a, b, ctx.numel(o)) <= kNoiseRoundoffs * u;
+    (*noise)[k] = c.norm_ratio <= kNoiseRoundoffs * u;
   }
   // A call whose every output is at that level is a cancellation to report (a GEMM whose
   // exact result is 1 from terms of 1e8): only auxiliary outputs beside meaningful ones are
@@ -380,13 +352,20 @@ class ReferenceErrors {
     double metric[3] = {0.0, 0.0, 0.0};
     size_t nonfinite_skipped = 0;
   };
-  void add(Sums& s, const double* got, const double* ref, size_t n, fumi_dtype precision) const {
-    size_t skipped = 0;
-    s.metric[kNormwise] = std::max(s.metric[kNormwise], metrics::normwiseRel(got, ref, n, &skipped));
+  // What to compare an output computed in `precision` with its reference (Context::compare).
+  fumi_compare_spec spec(fumi_dtype precision) const {
     const double guard = std::isnan(guard_) ? metrics::defaultGuard(precision) : guard_;
-    s.metric[kMaxRel] = std::max(s.metric[kMaxRel], metrics::maxRelGuarded(got, ref, n, guard));
-    s.metric[kUlp] = std::max(s.metric[kUlp], metrics::maxUlp(got, ref, n, precision));
-    s.nonfinite_skipped += skipped;
+    return metrics::compareSpec(0.0, guard, precision);
+  }
+  void add(Sums& s, const fumi_comparison& c) const {
+    s.metric[kNormwise] = std::max(s.metric[kNormwise], c.normwise);
+    s.metric[kMaxRel] = std::max(s.metric[kMaxRel], c.max_rel);
+    s.metric[kUlp] = std::max(s.metric[kUlp], c.ulp);
+    s.nonfinite_skipped += c.nonfinite;
+  }
+  // The same for dense fp64 arrays (the host's reference).
+  void add(Sums& s, const double* got, const double* ref, size_t n, fumi_dtype precision) const {
+    add(s, metrics::compareDense(got, ref, n, spec(precision)));
   }
   static void merge(Sums& into, const Sums& from) {
     for (size_t m = 0; m < 3; ++m) into.metric[m] = std::max(into.metric[m], from.metric[m]);
@@ -489,6 +468,10 @@ struct Glue {
     if (!host->call_info || !host->alloc || !host->alloc_like || !host->numel || !host->gather ||
         !host->scatter || !host->rerun || !host->report || !host->log)
       return "host API has missing entry points";
+    // ABI 2's element-wise primitives: every host speaking 2 has them.
+    if (host->struct_size < offsetof(fumi_host_api, scan) + sizeof(host->scan) || !host->map ||
+        !host->compare || !host->scan)
+      return "host API lacks the element-wise primitives of ABI 2";
     return {};
   }
 

@@ -57,29 +57,25 @@ class HighprecCheck {
 
     const std::vector<int32_t> outputs = ctx.floating(FUMI_ROLE_OUTPUT);
     const std::vector<int32_t> inputs = ctx.floating(FUMI_ROLE_INPUT);
-    size_t out_total = 0, out_largest = 0, in_total = 0, in_largest = 0;
+    size_t out_total = 0, out_largest = 0;
     fumi::plugin::countElements(ctx, outputs, &out_total, &out_largest);
-    fumi::plugin::countElements(ctx, inputs, &in_total, &in_largest);
     if (out_total == 0) return FUMI_SKIPPED;
 
-    // Two dense arrays serve everything: `a` stages each input on its way to the wider dtype,
-    // then holds each original output; `ref` holds each reference output.
-    double* a = ctx.allocDense(std::max(in_largest, out_largest));
-    double* ref = ctx.allocDense(out_largest);
-    if (!a || !ref) return FUMI_NO_SCRATCH;
+    // Each input converted straight into its wider rerun buffer; each output compared with its
+    // reference where both live, in their own dtypes (plugin.h, the element-wise primitives).
     std::vector<void*> buffers;
-    FUMI_RETURN_IF_NOT_OK(fumi::plugin::rerunOn(
-        ctx, inputs, outputs, wider, a, [](double x) { return x; }, &buffers));
+    FUMI_RETURN_IF_NOT_OK(
+        fumi::plugin::rerunMapped(ctx, inputs, outputs, wider, FUMI_MAP_COPY, &buffers));
 
     std::vector<ReferenceErrors::Sums> per_output(outputs.size());
     ReferenceErrors::Sums sums;
+    const fumi_compare_spec spec = errors_.spec(precision);
     for (size_t k = 0; k < outputs.size(); ++k) {
       const int32_t o = outputs[k];
-      // Positions do not matter to the metrics: both in storage order, no transposes.
-      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, a, FUMI_ORDER_STORAGE));
-      FUMI_RETURN_IF_NOT_OK(
-          ctx.gather(o, buffers[static_cast<size_t>(o)], wider, ref, FUMI_ORDER_STORAGE));
-      errors_.add(per_output[k], a, ref, ctx.numel(o), precision);
+      fumi_comparison c;
+      FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
+                                        buffers[static_cast<size_t>(o)], wider, spec, &c));
+      errors_.add(per_output[k], c);
       ReferenceErrors::merge(sums, per_output[k]);
     }
     const std::string detail =

@@ -31,20 +31,7 @@ namespace {
 using fumi::metrics::Bounds;
 using fumi::metrics::Params;
 using fumi::plugin::Context;
-using fumi::plugin::DenseSet;
 using fumi::plugin::Verdict;
-
-// out[j] = x[j](1 + shift * u_j), u_j draw number first + j of the stream `seed` (uniform in
-// [-1, 1)): written x + x·δu, since 1 + δu would round δ away in fp64 for fp64 inputs. Zeros stay
-// exactly as they are (no sign flip).
-FUMI_WIDE void perturbInto(const double* x, size_t n, double shift, uint64_t seed, uint64_t first,
-                           double* out) {
-  FUMI_SIMD()
-  for (size_t j = 0; j < n; ++j) {
-    const double u = fumi::metrics::Rng::uniformSymAt(seed, first + j);
-    out[j] = x[j] == 0.0 ? x[j] : x[j] + x[j] * (shift * u);
-  }
-}
 
 class PerturbCheck {
  public:
@@ -83,56 +70,47 @@ class PerturbCheck {
     fumi::plugin::countElements(ctx, inputs, &in_total, &in_largest);
     if (out_total == 0 || in_total == 0) return FUMI_SKIPPED;
 
-    // All scratch up front and reused across trials: originals y and x, perturbed y' and one
-    // staging array for x', and buffers for the rerun (inputs not perturbed stay NULL: the
-    // rerun runs at the call's own dtype, where the host keeps their original data).
-    DenseSet y, y_pert, x;
-    FUMI_RETURN_IF_NOT_OK(y.allocate(ctx, outputs));
-    FUMI_RETURN_IF_NOT_OK(y_pert.allocate(ctx, outputs));
-    FUMI_RETURN_IF_NOT_OK(x.allocate(ctx, inputs));
-    double* x_pert = ctx.allocDense(in_largest);
-    if (!x_pert) return FUMI_NO_SCRATCH;
+    // Rerun buffers, reused across trials (inputs not perturbed stay NULL: the rerun runs at the
+    // call's own dtype, where the host keeps their original data). The host perturbs each input
+    // straight into its buffer and compares each output with its rerun where they live, in
+    // their own dtypes (plugin.h, the element-wise primitives): no dense copies.
     std::vector<void*> buffers;
     FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, storage, &buffers));
     FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, storage, &buffers));
-    FUMI_RETURN_IF_NOT_OK(y.gatherOriginal(ctx));
-    FUMI_RETURN_IF_NOT_OK(x.gatherOriginal(ctx));
 
     // Counter-based noise: draw number j of the call's stream, whatever order it is drawn in.
     const uint64_t noise_seed = ctx.callSeed(seed_);
     uint64_t drawn = 0;
     // Per output, maximised over trials: noise outputs are left out below.
-    std::vector<double> ratio_k(y.size(), 0.0), unguarded_k(y.size(), 0.0),
-        normwise_k(y.size(), 0.0);
-    size_t changed = 0, skipped_max = 0;
+    std::vector<double> ratio_k(outputs.size(), 0.0), unguarded_k(outputs.size(), 0.0),
+        normwise_k(outputs.size(), 0.0);
+    uint64_t changed = 0;
+    size_t skipped_max = 0;
+    const fumi_compare_spec spec = fumi::metrics::compareSpec(guard);
     for (int trial = 0; trial < trials_; ++trial) {
-      for (size_t k = 0; k < x.size(); ++k) {
-        const double* xs = x.data(k);
-        const size_t n = x.numel(k);
-        perturbInto(xs, n, shift, noise_seed, drawn, x_pert);
-        drawn += n;
-        const int32_t t = x.tensor(k);
-        void* buf = buffers[static_cast<size_t>(t)];
-        const fumi_dtype held = ctx.bufferDtype(t, storage);
-        FUMI_RETURN_IF_NOT_OK(ctx.scatter(t, x_pert, buf, held, x.order()));
-        // Read back what the rounding to storage left of the shift: a shift below half an ulp
+      for (int32_t t : inputs) {
+        // `moved`: what the rounding to storage left of the shift. A shift below half an ulp
         // of the storage dtype perturbs nothing, and the report should say so.
-        FUMI_RETURN_IF_NOT_OK(ctx.gather(t, buf, held, x_pert, x.order()));
-        changed += fumi::metrics::bitwiseMismatches(xs, x_pert, n);
+        uint64_t moved = 0;
+        FUMI_RETURN_IF_NOT_OK(ctx.map(
+            t, nullptr, buffers[static_cast<size_t>(t)], ctx.bufferDtype(t, storage),
+            fumi::plugin::mapSpec(FUMI_MAP_PERTURB, shift, noise_seed, drawn), &moved));
+        changed += moved;
+        drawn += ctx.numel(t);
       }
       FUMI_RETURN_IF_NOT_OK(ctx.rerun(storage, buffers));
-      FUMI_RETURN_IF_NOT_OK(y_pert.gatherFrom(ctx, buffers, storage));
       size_t skipped_trial = 0;
-      for (size_t k = 0; k < y.size(); ++k) {
-        size_t skipped = 0;
-        double ratio = 0.0, unguarded = 0.0;
-        fumi::metrics::fumiRatios(y.data(k), y_pert.data(k), y.numel(k), guard, &ratio,
-                                  &unguarded, &skipped);
-        ratio_k[k] = std::max(ratio_k[k], ratio);
-        unguarded_k[k] = std::max(unguarded_k[k], unguarded);
-        skipped_trial += skipped;
-        normwise_k[k] = std::max(
-            normwise_k[k], fumi::metrics::normwiseRel(y_pert.data(k), y.data(k), y.numel(k)));
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        const int32_t o = outputs[k];
+        // The rerun against the original: normwise relative to the original output.
+        fumi_comparison c;
+        FUMI_RETURN_IF_NOT_OK(ctx.compare(o, buffers[static_cast<size_t>(o)],
+                                          ctx.bufferDtype(o, storage), nullptr,
+                                          FUMI_DTYPE_UNKNOWN, spec, &c));
+        ratio_k[k] = std::max(ratio_k[k], c.fumi_ratio);
+        unguarded_k[k] = std::max(unguarded_k[k], c.fumi_ratio_unguarded);
+        normwise_k[k] = std::max(normwise_k[k], c.normwise);
+        skipped_trial += c.nonfinite;
       }
       skipped_max = std::max(skipped_max, skipped_trial);
     }

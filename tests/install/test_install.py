@@ -3,6 +3,7 @@ jobs with <prefix>/bin/fumi (BLAS and, where the adapter is built, PyTorch), the
 out-of-tree example plugin (examples/plugin) against the installed CMake package and run it."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,7 +154,10 @@ class Installed(unittest.TestCase):
                          ["fumi_plugin_entry"])
         r = sh([self.fumi, "plugins", "--dir", self.example], env=clean_env())
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"absmax\s+1\s+" + lib)
+        # Built against the installed header: the plugin speaks the ABI that header defines.
+        with open(os.path.join(self.prefix, "include", "fumi", "plugin.h")) as f:
+            abi = re.search(r"#define FUMI_PLUGIN_ABI_VERSION (\d+)u", f.read()).group(1)
+        self.assertRegex(r.stdout, r"absmax\s+" + abi + r"\s+" + lib)
 
     def test_example_plugin_checks_calls(self):
         self.assertIsNotNone(self.example, self.example_log)

@@ -453,6 +453,25 @@ rules:
   EXPECT_EQ(kinds["perturb"], "sensitivity");
 }
 
+// A plugin built for ABI 1 is still loaded and gets a host API marked 1 (its own check of the
+// version would refuse anything else), whose entry points serve it.
+TEST_F(EngineFixture, ServesPluginsBuiltForAbi1) {
+  OpSite site("unit_op_abi1", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_abi1 }
+    checks: [ { plugin: abi1 } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, -9};
+  DoubleCall call(site, x, y);
+  e->runChecks(call, *site.decision.load()->select(CallFacts{4}, 0));
+  const OpStats st = site.statsSnapshot();
+  ASSERT_EQ(st.metrics.count("abi1.absmax"), 1u);
+  EXPECT_EQ(st.metrics.at("abi1.absmax").count, 1u);
+  EXPECT_EQ(st.metrics.at("abi1.absmax").max, 9.0);
+}
+
 // nan_inf: non-finite outputs from non-finite inputs are counted, not raised; from finite
 // inputs they are violations ("appeared").
 TEST_F(EngineFixture, NanInfCountsPropagatedAndRaisesAppeared) {
@@ -504,7 +523,9 @@ TEST(PluginLoader, MissingWrongAbiAndBuiltins) {
   EXPECT_NE(missing.error.find(FUMI_TEST_PLUGIN_DIR), std::string::npos);
   PluginLibrary wrong = loadPlugin("wrongabi", dirs);
   EXPECT_EQ(wrong.plugin, nullptr);
-  EXPECT_NE(wrong.error.find("speaks plugin ABI 42"), std::string::npos) << wrong.error;
+  EXPECT_NE(wrong.error.find("speaks plugin ABI " + std::to_string(FUMI_PLUGIN_ABI_VERSION + 41)),
+            std::string::npos)
+      << wrong.error;
   EXPECT_EQ(loadPlugin("../nan_inf", dirs).plugin, nullptr);  // names are not paths
   PluginLibrary ok = loadPlugin("perturb", dirs);
   ASSERT_NE(ok.plugin, nullptr) << ok.error;

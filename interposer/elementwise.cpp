@@ -1,0 +1,189 @@
+// elementwise.cpp — the host's element-wise primitives (elementwise.h).
+#include "elementwise.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "element_types.h"
+#include "metrics.h"
+#include "tensor_copy.h"
+
+namespace fumi {
+
+namespace {
+
+using namespace element_types;
+using metrics::Rng;
+
+// Whether t's elements fill [data, data + numel) exactly with non-negative strides: then
+// element j of memory is element j of FUMI_ORDER_STORAGE, and buffers laid out like t are flat
+// arrays walked together.
+bool flatLayout(const fumi_tensor& t) {
+  int64_t strides[FUMI_MAX_DIMS], shape[FUMI_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return true;  // nothing to walk
+    if (t.shape[d] == 1) continue;
+    if (t.strides[d] < 0) return false;
+    strides[n] = t.strides[d];
+    shape[n++] = t.shape[d];
+  }
+  // Innermost first (an insertion sort of at most FUMI_MAX_DIMS strides): each stride must be
+  // the product of the extents inside it.
+  for (int k = 1; k < n; ++k)
+    for (int j = k; j > 0 && strides[j] < strides[j - 1]; --j) {
+      std::swap(strides[j], strides[j - 1]);
+      std::swap(shape[j], shape[j - 1]);
+    }
+  int64_t expect = 1;
+  for (int k = 0; k < n; ++k) {
+    if (strides[k] != expect) return false;
+    expect *= shape[k];
+  }
+  return true;
+}
+
+// A buffer laid out like t as a flat array in FUMI_ORDER_STORAGE: the buffer itself when t is
+// flat, else a dense copy in `pack` (same dtype, exact).
+class Flat {
+ public:
+  Flat(const fumi_tensor& t, bool flat, const void* buffer, fumi_dtype dtype) {
+    if (flat) {
+      data_ = buffer;
+      return;
+    }
+    pack_.resize(static_cast<size_t>(tensorNumel(t)) * static_cast<size_t>(dtypeBytes(dtype)));
+    int64_t dense[FUMI_MAX_DIMS];
+    storageStrides(t.ndim, t.shape, t.strides, dense);
+    copyElements(t.ndim, t.shape, buffer, dtype, ElementLayout{t.strides, tensorBase(t)},
+                 pack_.data(), dtype, ElementLayout{dense, 0});
+    data_ = pack_.data();
+  }
+  const void* data() const { return data_; }
+
+ private:
+  std::vector<unsigned char> pack_;
+  const void* data_ = nullptr;
+};
+
+template <class F>
+bool visitPair(fumi_dtype a, fumi_dtype b, F&& f) {
+  bool both = false;
+  const bool first = visitLoad(a, [&](auto la) {
+    both = visitLoad(b, [&](auto lb) { f(la, lb); });
+  });
+  return first && both;
+}
+
+template <class E>
+bool sameBits(double a, typename E::T stored) {
+  const double b = E::load(stored);
+  uint64_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
+}
+
+// One loop per map kind (an integer count vectorises without `omp simd`, whose per-lane arrays
+// GCC 12 mis-sizes beside the f16/bf16 conversions); `changed` counts elements whose stored value is not the source value.
+template <class L, class S>
+FUMI_WIDE size_t mapFlat(const typename L::T* src, typename S::T* dst, size_t n,
+                         const fumi_map_spec& spec) {
+  size_t changed = 0;
+  switch (spec.kind) {
+    case FUMI_MAP_COPY:
+      for (size_t j = 0; j < n; ++j) {
+        const double x = L::load(src[j]);
+        dst[j] = S::store(x);
+        changed += sameBits<S>(x, dst[j]) ? 0 : 1;
+      }
+      break;
+    case FUMI_MAP_ABS:
+      for (size_t j = 0; j < n; ++j) {
+        const double x = L::load(src[j]);
+        dst[j] = S::store(std::fabs(x));
+        changed += sameBits<S>(x, dst[j]) ? 0 : 1;
+      }
+      break;
+    case FUMI_MAP_PERTURB: {
+      const double shift = spec.shift;
+      const uint64_t seed = spec.seed, first = spec.first;
+      // x + x·δu, since 1 + δu would round δ away in fp64 for fp64 inputs; zeros keep their sign.
+      for (size_t j = 0; j < n; ++j) {
+        const double x = L::load(src[j]);
+        const double u = Rng::uniformSymAt(seed, first + j);
+        dst[j] = S::store(x == 0.0 ? x : x + x * (shift * u));
+        changed += sameBits<S>(x, dst[j]) ? 0 : 1;
+      }
+      break;
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                      fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
+  if (spec.kind != FUMI_MAP_COPY && spec.kind != FUMI_MAP_ABS && spec.kind != FUMI_MAP_PERTURB)
+    return FUMI_UNSUPPORTED;
+  if (dtypeBytes(src_dtype) == 0 || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
+  const size_t n = static_cast<size_t>(tensorNumel(t));
+  const bool flat = flatLayout(t);
+  const Flat in(t, flat, src, src_dtype);
+  std::vector<unsigned char> out_pack(flat ? 0 : n * static_cast<size_t>(dtypeBytes(dst_dtype)));
+  void* out = flat ? dst : out_pack.data();
+  size_t count = 0;
+  const bool known = visitLoad(src_dtype, [&](auto load) {
+    visitStore(dst_dtype, [&](auto store) {
+      using L = decltype(load);
+      using S = decltype(store);
+      count = mapFlat<L, S>(static_cast<const typename L::T*>(in.data()),
+                            static_cast<typename S::T*>(out), n, spec);
+    });
+  });
+  if (!known) return FUMI_UNSUPPORTED;
+  if (!flat) {  // back into t's layout (broadcast positions: the last write wins, as scatter)
+    int64_t dense[FUMI_MAX_DIMS];
+    storageStrides(t.ndim, t.shape, t.strides, dense);
+    copyElements(t.ndim, t.shape, out, dst_dtype, ElementLayout{dense, 0}, dst, dst_dtype,
+                 ElementLayout{t.strides, tensorBase(t)});
+  }
+  if (changed) *changed = count;
+  return FUMI_OK;
+}
+
+fumi_status compareTensor(const fumi_tensor& t, const void* a, fumi_dtype a_dtype, const void* b,
+                          fumi_dtype b_dtype, const fumi_compare_spec& spec,
+                          fumi_comparison* out) {
+  const size_t n = static_cast<size_t>(tensorNumel(t));
+  const bool flat = flatLayout(t);
+  const Flat fa(t, flat, a, a_dtype), fb(t, flat, b, b_dtype);
+  fumi_comparison c{};
+  const bool known = visitPair(a_dtype, b_dtype, [&](auto la, auto lb) {
+    using A = decltype(la);
+    using B = decltype(lb);
+    c = metrics::compareValues<A, B>(static_cast<const typename A::T*>(fa.data()),
+                                     static_cast<const typename B::T*>(fb.data()), n, spec);
+  });
+  if (!known) return FUMI_UNSUPPORTED;
+  *out = c;
+  return FUMI_OK;
+}
+
+fumi_status scanTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
+                       fumi_scan* out) {
+  const size_t n = static_cast<size_t>(tensorNumel(t));
+  const Flat f(t, flatLayout(t), buffer, dtype);
+  fumi_scan s{};
+  const bool known = visitLoad(dtype, [&](auto l) {
+    using L = decltype(l);
+    s = metrics::scanValues<L>(static_cast<const typename L::T*>(f.data()), n);
+  });
+  if (!known) return FUMI_UNSUPPORTED;
+  *out = s;
+  return FUMI_OK;
+}
+
+}  // namespace fumi

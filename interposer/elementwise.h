@@ -1,0 +1,29 @@
+// elementwise.h — the host's element-wise primitives (plugin.h, ABI 2: map, compare, scan) over
+// buffers laid out like a tensor, each in its own dtype: one typed loop per dtype pair over the
+// elements in memory, with fp64 arithmetic per element and fp64 accumulators (the formulas are
+// metrics.h's compareValues and scanValues). A tensor whose elements fill their span exactly
+// (contiguous or a permutation of it: a transposed BLAS operand, a channels-last activation) is
+// walked as one flat run; others (views with gaps, broadcast or negative strides) are packed
+// into a dense copy in FUMI_ORDER_STORAGE first. All pointers are host memory.
+#pragma once
+
+#include <cstdint>
+
+#include "fumi/plugin.h"
+
+namespace fumi {
+
+// dst (laid out like t, holding dst_dtype) = spec's function of src (laid out like t, holding
+// src_dtype); *changed (may be null): elements whose stored value differs from the source's.
+// FUMI_UNSUPPORTED for a dtype without storage or an unknown map kind.
+fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                      fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed);
+
+// `a` against `b`, both laid out like t (fumi_comparison; metrics.h, compareValues).
+fumi_status compareTensor(const fumi_tensor& t, const void* a, fumi_dtype a_dtype, const void* b,
+                          fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out);
+
+// NaN/Inf counts and the largest finite magnitude of `buffer` laid out like t.
+fumi_status scanTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, fumi_scan* out);
+
+}  // namespace fumi

@@ -1,0 +1,233 @@
+// The host's element-wise primitives (elementwise.h; plugin.h ABI 2: map, compare, scan)
+// against straightforward element-by-element definitions written here: every storage dtype,
+// flat and gapped, transposed, reversed and broadcast layouts, zeros, NaN/Inf, sizes 0 and 1.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "elementwise.h"
+#include "fumi/dtype.hpp"
+#include "metrics.h"
+#include "tensor_copy.h"
+#include "test_layouts.h"
+
+namespace fumi {
+namespace {
+
+constexpr fumi_dtype kLoadable[] = {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16,
+                                    FUMI_DTYPE_BF16};
+
+// layouts() plus the shapes only the primitives care about: empty, one element, a slice with
+// gaps, a broadcast dimension (read-only: two logical elements share a slot).
+std::vector<fumi_tensor> allLayouts() {
+  std::vector<fumi_tensor> all = layouts();
+  all.push_back(makeTensor({0}, {1}));
+  all.push_back(makeTensor({1}, {1}));
+  all.push_back(makeTensor({4, 6}, {8, 1}));
+  all.push_back(makeTensor({3, 4}, {0, 1}));
+  return all;
+}
+
+bool broadcast(const fumi_tensor& t) {
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.strides[d] == 0 && t.shape[d] > 1) return true;
+  return false;
+}
+
+// Random values with zeros, NaN and Inf planted at some slots.
+std::vector<unsigned char> specialBuffer(const fumi_tensor& t, fumi_dtype dtype, uint32_t seed) {
+  std::vector<unsigned char> b = randomBuffer(t, dtype, seed);
+  const int64_t span = tensorSpan(t);
+  for (int64_t i = 0; i < span; i += 5) storeFromDouble(b.data(), i, 0.0, dtype);
+  if (span > 7) {
+    storeFromDouble(b.data(), 3, std::numeric_limits<double>::quiet_NaN(), dtype);
+    storeFromDouble(b.data(), 7, -std::numeric_limits<double>::infinity(), dtype);
+  }
+  return b;
+}
+
+// Logical elements of a buffer laid out like t, in row-major order.
+std::vector<double> elements(const fumi_tensor& t, const void* data, fumi_dtype dtype) {
+  std::vector<double> v(static_cast<size_t>(tensorNumel(t)));
+  forEachElement(t, [&](int64_t k, int64_t off) {
+    v[static_cast<size_t>(k)] = loadAsDouble(data, off, dtype);
+  });
+  return v;
+}
+
+bool finite(double x) { return std::isfinite(x); }
+
+TEST(Elementwise, CompareMatchesTheDefinitions) {
+  for (const fumi_tensor& t : allLayouts())
+    for (fumi_dtype da : kLoadable)
+      for (fumi_dtype db : kLoadable) {
+        const auto a = specialBuffer(t, da, 11), b = specialBuffer(t, db, 12);
+        const std::vector<double> x = elements(t, a.data(), da), y = elements(t, b.data(), db);
+        // The definitions, one element at a time, in long double.
+        long double diff2 = 0, ref2 = 0, x2 = 0;
+        double max_sum = 0, max_ref = 0, max_diff = 0;
+        size_t nonfinite = 0, mismatches = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          uint64_t bx, by;
+          std::memcpy(&bx, &x[i], 8);
+          std::memcpy(&by, &y[i], 8);
+          mismatches += bx != by;
+          if (!finite(x[i]) || !finite(y[i])) {
+            ++nonfinite;
+            continue;
+          }
+          diff2 += (static_cast<long double>(x[i]) - y[i]) * (static_cast<long double>(x[i]) - y[i]);
+          ref2 += static_cast<long double>(y[i]) * y[i];
+          x2 += static_cast<long double>(x[i]) * x[i];
+          max_sum = std::max(max_sum, std::fabs(x[i] + y[i]));
+          max_ref = std::max(max_ref, std::fabs(y[i]));
+          max_diff = std::max(max_diff, std::fabs(x[i] - y[i]));
+        }
+        const double guard = 0.01, rel_guard = 0.05;
+        double ratio = 0, unguarded = 0, max_rel = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (!finite(x[i]) || !finite(y[i])) continue;
+          const double s = std::fabs(x[i] + y[i]), d = std::fabs(x[i] - y[i]);
+          if (s > 0) unguarded = std::max(unguarded, d / s);
+          if (s > 0 && s > guard * max_sum) ratio = std::max(ratio, d / s);
+          const double m = std::fabs(y[i]);
+          if (m > 0 && m > rel_guard * max_ref) max_rel = std::max(max_rel, d / m);
+        }
+        fumi_comparison c{};
+        c.struct_size = sizeof c;
+        ASSERT_EQ(compareTensor(t, a.data(), da, b.data(), db,
+                                metrics::compareSpec(guard, rel_guard, FUMI_DTYPE_F32), &c),
+                  FUMI_OK);
+        const std::string where = std::string("ndim ") + std::to_string(t.ndim) + " " +
+                                  dtypeName(da) + "/" + dtypeName(db);
+        EXPECT_EQ(c.nonfinite, nonfinite) << where;
+        EXPECT_EQ(c.mismatches, mismatches) << where;
+        EXPECT_DOUBLE_EQ(c.fumi_ratio, ratio) << where;
+        EXPECT_DOUBLE_EQ(c.fumi_ratio_unguarded, unguarded) << where;
+        EXPECT_DOUBLE_EQ(c.max_rel, max_rel) << where;
+        EXPECT_DOUBLE_EQ(c.max_abs_diff, max_diff) << where;
+        const double normwise = ref2 > 0 ? static_cast<double>(std::sqrt(diff2 / ref2))
+                                         : (diff2 > 0 ? INFINITY : 0.0);
+        const double norm_ratio = ref2 > 0 ? static_cast<double>(std::sqrt(x2 / ref2))
+                                           : (x2 > 0 ? INFINITY : 0.0);
+        EXPECT_NEAR(c.normwise, normwise, 1e-12 * std::max(1.0, normwise)) << where;
+        EXPECT_NEAR(c.norm_ratio, norm_ratio, 1e-12 * std::max(1.0, norm_ratio)) << where;
+        // ULPs of f32 at each reference value, with the smallest normal as the floor.
+        double ulp = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (!finite(x[i]) || !finite(y[i])) continue;
+          const double r = std::max(std::fabs(y[i]), 0x1p-126);
+          ulp = std::max(ulp, std::fabs(x[i] - y[i]) / std::ldexp(1.0, std::ilogb(r) - 23));
+        }
+        EXPECT_DOUBLE_EQ(c.ulp, ulp) << where;
+      }
+}
+
+TEST(Elementwise, CompareOfABufferWithItselfIsZero) {
+  const fumi_tensor t = makeTensor({37, 45}, {1, 51});
+  const auto a = randomBuffer(t, FUMI_DTYPE_BF16, 5);
+  fumi_comparison c{};
+  ASSERT_EQ(compareTensor(t, a.data(), FUMI_DTYPE_BF16, a.data(), FUMI_DTYPE_BF16,
+                          metrics::compareSpec(1e-3, 1e-3, FUMI_DTYPE_BF16), &c),
+            FUMI_OK);
+  EXPECT_EQ(c.mismatches, 0u);
+  EXPECT_EQ(c.normwise, 0.0);
+  EXPECT_EQ(c.fumi_ratio, 0.0);
+  EXPECT_EQ(c.ulp, 0.0);
+  EXPECT_EQ(c.norm_ratio, 1.0);
+  EXPECT_EQ(compareTensor(t, a.data(), FUMI_DTYPE_UNKNOWN, a.data(), FUMI_DTYPE_BF16,
+                          metrics::compareSpec(), &c),
+            FUMI_UNSUPPORTED);
+}
+
+TEST(Elementwise, ScanCountsNanInfAndTheLargestFiniteMagnitude) {
+  for (const fumi_tensor& t : allLayouts())
+    for (fumi_dtype d : kLoadable) {
+      const auto a = specialBuffer(t, d, 21);
+      size_t nan = 0, inf = 0;
+      double max_abs = 0;
+      for (double v : elements(t, a.data(), d)) {
+        nan += std::isnan(v);
+        inf += std::isinf(v);
+        if (finite(v)) max_abs = std::max(max_abs, std::fabs(v));
+      }
+      fumi_scan s{};
+      ASSERT_EQ(scanTensor(t, a.data(), d, &s), FUMI_OK);
+      EXPECT_EQ(s.nan, nan) << dtypeName(d);
+      EXPECT_EQ(s.inf, inf) << dtypeName(d);
+      EXPECT_EQ(s.max_abs, max_abs) << dtypeName(d);
+    }
+}
+
+// map writes each logical element where the layout puts it, rounded like storeFromDouble, leaves
+// the gaps alone, and counts the elements whose stored value moved. Perturbation draws element
+// j's noise at position first + j of FUMI_ORDER_STORAGE.
+TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
+  const fumi_map_kind kinds[] = {FUMI_MAP_COPY, FUMI_MAP_ABS, FUMI_MAP_PERTURB};
+  for (const fumi_tensor& t : allLayouts()) {
+    if (broadcast(t)) continue;  // a write target must not alias itself
+    int64_t order[FUMI_MAX_DIMS];
+    storageStrides(t.ndim, t.shape, t.strides, order);
+    for (fumi_dtype ds : kLoadable)
+      for (fumi_dtype dd : kDtypes)
+        for (fumi_map_kind kind : kinds) {
+          const auto src = specialBuffer(t, ds, 31);
+          std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
+              want = dst;
+          const double shift = 0.01;
+          const uint64_t seed = 77, first = 1000;
+          size_t changed = 0;
+          forEachElement(t, [&](int64_t k, int64_t off) {
+            // The element's position in storage order, from its logical index.
+            int64_t rest = k, j = 0;
+            for (int d = t.ndim - 1; d >= 0; --d) {
+              j += (rest % t.shape[d]) * order[d];
+              rest /= t.shape[d];
+            }
+            const double x = loadAsDouble(src.data(), off, ds);
+            double v = x;
+            if (kind == FUMI_MAP_ABS) v = std::fabs(x);
+            if (kind == FUMI_MAP_PERTURB && x != 0.0)
+              v = x + x * (shift * metrics::Rng::uniformSymAt(seed, first + static_cast<uint64_t>(j)));
+            storeFromDouble(want.data(), off, v, dd);
+            const double stored = loadAsDouble(want.data(), off, dd);
+            changed += std::memcmp(&stored, &x, 8) != 0;
+          });
+          fumi_map_spec spec{};
+          spec.struct_size = sizeof spec;
+          spec.kind = kind;
+          spec.shift = shift;
+          spec.seed = seed;
+          spec.first = first;
+          uint64_t got_changed = 0;
+          ASSERT_EQ(mapTensor(t, src.data(), ds, dst.data(), dd, spec, &got_changed), FUMI_OK);
+          EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->"
+                               << dtypeName(dd) << " kind " << kind;
+          EXPECT_EQ(got_changed, changed) << dtypeName(ds) << "->" << dtypeName(dd);
+        }
+  }
+}
+
+TEST(Elementwise, MapRefusesUnknownKindsAndDtypes) {
+  const fumi_tensor t = makeTensor({4}, {1});
+  std::vector<double> a(4, 1.0), b(4);
+  fumi_map_spec spec{};
+  spec.struct_size = sizeof spec;
+  spec.kind = static_cast<fumi_map_kind>(9);
+  EXPECT_EQ(mapTensor(t, a.data(), FUMI_DTYPE_F64, b.data(), FUMI_DTYPE_F64, spec, nullptr),
+            FUMI_UNSUPPORTED);
+  spec.kind = FUMI_MAP_COPY;
+  EXPECT_EQ(mapTensor(t, a.data(), FUMI_DTYPE_UNKNOWN, b.data(), FUMI_DTYPE_F64, spec, nullptr),
+            FUMI_UNSUPPORTED);
+  EXPECT_EQ(mapTensor(t, a.data(), FUMI_DTYPE_F64, b.data(), FUMI_DTYPE_F64, spec, nullptr),
+            FUMI_OK);
+  EXPECT_EQ(b, a);
+}
+
+}  // namespace
+}  // namespace fumi
