@@ -12,6 +12,11 @@
 #   fumi highprec   the same with `highprec`
 #   FuMi perturb    no libfumi; bench/fumi_emulate.py's add_noise wrappers (torch ops)
 #   FuMi f64        no libfumi; its improve_precision wrappers
+#   floor rerun     no libfumi; the same calls rerun on their own arguments and nothing else:
+#                   what any perturbation check costs at least (the "above the floor" column
+#                   subtracts it)
+#   floor rerun64   no libfumi; the calls rerun on .double() copies and nothing else: the floor
+#                   of an f64 check
 #
 # Usage: bench/fumi_compare.sh [--quick] [--threads T] [--pin-malloc] [--no-build]
 #   --quick       1 round, fewer steps (a smoke run)
@@ -61,7 +66,7 @@ rules:
 EOF
 done
 
-MODES=(baseline fumi_perturb fumi_highprec fumipy_perturb fumipy_f64)
+MODES=(baseline floor_rerun floor_rerun64 fumi_perturb fumi_highprec fumipy_perturb fumipy_f64)
 run_mode() {  # run_mode MODE ROUND
   local mode=$1 out=$TMP/out-$1-$2
   local -a env=(env) extra=()
@@ -72,6 +77,8 @@ run_mode() {  # run_mode MODE ROUND
     fumi_highprec) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/highprec.yaml") ;;
     fumipy_perturb) extra=(--emulate perturb) ;;
     fumipy_f64) extra=(--emulate f64) ;;
+    floor_rerun) extra=(--emulate rerun) ;;
+    floor_rerun64) extra=(--emulate rerun64) ;;
   esac
   "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model resnet18 --steps "$STEPS" \
     --warmup "$WARMUP" --threads "$THREADS" "${extra[@]}" >"$TMP/steps-$mode-$2" \
@@ -103,7 +110,11 @@ label = {
     "fumi_highprec": "fumi `highprec`",
     "fumipy_perturb": "FuMi add_noise (emulated, torch ops)",
     "fumipy_f64": "FuMi improve_precision (emulated, torch ops)",
+    "floor_rerun": "floor of perturb: the op rerun alone (torch, no noise, no comparison)",
+    "floor_rerun64": "floor of highprec: inputs .double() and the op rerun alone",
 }
+floor_of = {"fumi_perturb": "floor_rerun", "fumipy_perturb": "floor_rerun",
+            "fumi_highprec": "floor_rerun64", "fumipy_f64": "floor_rerun64"}
 timed, losses, checks, check_s = {}, {}, {}, {}
 for m in modes:
     timed[m], losses[m], per_step, secs = [], [], [], []
@@ -142,13 +153,17 @@ print(f"resnet18(num_classes=10), SGD momentum 0.9, batch 8 of random 3×64×64 
       f"the reruns and comparisons) is its floor-side time; the rest of fumi's added time is "
       f"the adapter and the copies it takes before an op runs.")
 print()
-print("| mode | median step ms | × baseline | checked calls per step | added ms per checked call | of which in fumi's checks (ms) | losses vs baseline |")
-print("|---|---:|---:|---:|---:|---:|---|")
+print("| mode | median step ms | × baseline | checked calls per step | added ms per checked call | above the floor (ms) | of which in fumi's checks (ms) | losses vs baseline |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 for m in modes:
     same = "reference" if m == "baseline" else (
         "identical" if losses[m] == losses["baseline"] else "**DIFFERENT**")
-    per_call = (f"{1000 * (med[m] - base) / checks[m]:.2f}" if checks[m] else "—")
+    added = (1000 * (med[m] - base) / checks[m]) if checks[m] else None
+    per_call = f"{added:.2f}" if added is not None else "—"
+    floor = floor_of.get(m)
+    above = (f"{added - 1000 * (med[floor] - base) / checks[floor]:.2f}"
+             if added is not None and floor in med and checks[floor] else "—")
     in_checks = (f"{1000 * check_s[m] / checks[m]:.2f}" if check_s[m] and checks[m] else "—")
     print(f"| {label[m]} | {1000 * med[m]:.1f} | {med[m] / base:.2f} | "
-          f"{checks[m]:.1f} | {per_call} | {in_checks} | {same} |")
+          f"{checks[m]:.1f} | {per_call} | {above} | {in_checks} | {same} |")
 EOF

@@ -8,6 +8,10 @@ torch.nn.functional, so that the two tools' cost per checked call can be compare
            1e-16 (f64); the op rerun on x'; R = max|y - y'| / |y + y'|, with torch ops.
   f64      (FuMi's improve_precision) every floating argument .double(); the op rerun; the
            same R against the original output.
+  rerun    the floor of a perturbation check: the op rerun on its own arguments, nothing else
+           (no noise, no comparison).
+  rerun64  the floor of an f64 check: every floating argument .double() and the op rerun,
+           nothing else.
 
 Reruns run under torch.no_grad() on copies of any state the op updates (batch norm's running
 statistics), and R is read with .item() (FuMi logs it), so the training computes exactly what it
@@ -20,6 +24,7 @@ import torch.nn.functional as F
 
 OPS = ["conv2d", "batch_norm", "relu", "max_pool2d", "adaptive_avg_pool2d", "linear",
        "cross_entropy"]
+MODES = ("perturb", "f64", "rerun", "rerun64")
 DELTA = {torch.float32: 1e-8, torch.float16: 1e-6, torch.bfloat16: 1e-4, torch.float64: 1e-16}
 _checked = [0]
 _worst = [0.0]
@@ -45,6 +50,10 @@ def _prepare(name, mode, args, kwargs):
         for i in (1, 2):
             if i < len(args) and isinstance(args[i], torch.Tensor):
                 args[i] = args[i].clone()
+    if mode == "rerun":  # an in-place relu reruns out of place: its input stays as it is
+        if kwargs.get("inplace"):
+            kwargs["inplace"] = False
+        return args, kwargs
     if mode == "perturb":
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.is_floating_point():
@@ -69,13 +78,14 @@ def _wrap(name, fn, mode):
         y = fn(*args, **kwargs)
         with torch.no_grad():
             y2 = fn(*rargs, **rkwargs)
-            _worst[0] = max(_worst[0], _ratio(y.detach(), y2))
+            if not mode.startswith("rerun"):
+                _worst[0] = max(_worst[0], _ratio(y.detach(), y2))
         _checked[0] += 1
         return y
     return wrapper
 
 
 def install(mode):
-    assert mode in ("perturb", "f64")
+    assert mode in MODES
     for name in OPS:
         setattr(F, name, _wrap(name, getattr(F, name), mode))

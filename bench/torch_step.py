@@ -32,7 +32,7 @@ size (default 64) and the language models' bptt (default 35).
 --threads 0 (the default) leaves PyTorch's own choice (one thread per core).
 --autocast bf16 runs the forward pass and the loss under torch.autocast("cpu", bfloat16), the way
 a bf16 mixed-precision job runs.
---emulate perturb|f64 checks the forward calls FuMi's Python wrappers check, the way they check
+--emulate perturb|f64|rerun|rerun64 checks the forward calls FuMi's Python wrappers check, the way they check
 them (bench/fumi_emulate.py; bench/fumi_compare.sh), and prints "emulated_checks <n>" at the
 end."""
 import argparse
@@ -171,7 +171,7 @@ def main():
                         help="torch.set_num_threads (0: leave the default)")
     parser.add_argument("--autocast", choices=["bf16"], default=None,
                         help="forward and loss under torch.autocast (cpu, bfloat16)")
-    parser.add_argument("--emulate", choices=["perturb", "f64"], default=None,
+    parser.add_argument("--emulate", choices=["perturb", "f64", "rerun", "rerun64"], default=None,
                         help="FuMi's own checks, emulated (bench/fumi_emulate.py)")
     args = parser.parse_args()
     if args.emulate:

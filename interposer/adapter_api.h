@@ -6,7 +6,7 @@
  * Per framework op call an adapter does:
  *   index = count_call(site, &checkable); push_context(site, index);
  *   if (checkable && <it can describe the call>) token = sample(site, index, facts...);
- *   if (token) { capture copies of the inputs; let the op run; check(site, token, call); }
+ *   if (token) { capture (copies of the inputs it writes); let the op run; check(...); }
  *   pop_context();
  * so describing and copying inputs is paid only by calls the policy samples. */
 #ifndef FUMI_ADAPTER_API_H
@@ -24,7 +24,8 @@ extern "C" {
 #define FUMI_ADAPTER_ABI_VERSION 4u
 
 /* One sampled framework-op call, described by the adapter after the op ran. Tensors are in host
- * memory; INPUTs are copies taken before the op ran (in-place and out= ops overwrite theirs),
+ * memory; INPUTs are their values before the op ran (copies taken then of those the op may
+ * write: in-place, out=, running statistics; the program's own tensors otherwise),
  * OUTPUTs what the op produced. Only floating tensors are listed. */
 typedef struct fumi_adapter_call {
   uint32_t struct_size;

@@ -226,7 +226,6 @@ struct Facts {
   int64_t size = 0;                       // elements of the largest floating input
   std::string device = "cpu";
   bool dense = true;    // every tensor input is strided (no sparse, mkldnn, nested tensors)
-  uint64_t bytes = 0;   // of every tensor input: what copying them would cost
 };
 
 template <class Inputs>
@@ -238,7 +237,6 @@ Facts factsOf(const Inputs& inputs) {
         f.dense = false;  // never sampled: nothing more to learn
         return;
       }
-      f.bytes += t.nbytes();
       if (!describable(t)) return;
       if (f.dtype == FUMI_DTYPE_UNKNOWN) {
         f.dtype = toFumi(t.scalar_type());
@@ -397,22 +395,47 @@ double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
   return ref > 0 ? diff / ref : (diff > 0 ? INFINITY : 0.0);
 }
 
+// Whether an op may write argument `a`: its schema says so (Tensor(a!): in-place, out=), or it is
+// one of the batch-norm family's running statistics, which native_batch_norm and its relatives
+// update in place without an annotation.
+bool writtenArgument(const c10::Argument& a) {
+  if (a.alias_info() && a.alias_info()->isWrite()) return true;
+  return a.name() == "running_mean" || a.name() == "running_var";
+}
+
+// The bytes of the tensors a check copies before the op runs (writtenArgument).
+template <class Inputs>
+uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs) {
+  const auto& args = op.schema().arguments();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < inputs.size() && i < args.size(); ++i)
+    if (writtenArgument(args[i]))
+      forEachTensor(inputs[i], [&](const at::Tensor& t, int) { bytes += t.nbytes(); });
+  return bytes;
+}
+
 class CapturedCall final : public at::ObserverContext {
  public:
   CapturedCall(void* site, void* token, uint64_t index, const c10::OperatorHandle& op,
                const Facts& facts, fumi_dtype autocast)
       : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast) {}
 
-  // Before the op runs: copies of every tensor input (the op may overwrite its own).
+  // Before the op runs: copies of the tensor inputs the op may write (writtenArgument); the
+  // others are kept as they are. The check runs when the op returns, on this thread, before the
+  // program can touch them again, and reruns never write them.
   template <class Inputs>
   void capture(const Inputs& inputs) {
     QuietScope quiet;
+    const auto& args = op_.schema().arguments();
     inputs_.reserve(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const bool written = i < args.size() && writtenArgument(args[i]);
       inputs_.push_back(mapTensors(inputs[i], [&](const at::Tensor& t, int) {
         input_keys_.push_back(TensorKey::of(t));
-        return t.clone(at::MemoryFormat::Preserve);
+        written_.push_back(written);
+        return written ? t.clone(at::MemoryFormat::Preserve) : t;
       }));
+    }
   }
 
   // After the op ran: describe it to libfumi and let the policy's checks run.
@@ -552,18 +575,21 @@ class CapturedCall final : public at::ObserverContext {
       // reruns keep autocast, which is how the call ran).
       c10::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
       if (!own_dtype) no_autocast.emplace(c10::autocast_dispatch_keyset);
-      // Fresh copies every time: the op may write into its inputs (in-place, out=, batch-norm
-      // running statistics), and the captured ones must stay as they were.
+      // Inputs the op may write (in-place, out=, batch-norm running statistics) get fresh
+      // copies every time: the captured ones must stay as they were. The others go in as they
+      // are (the program's tensor, or the plugin's buffer) when device and dtype fit.
       size_t slot = 0;
       torch::jit::Stack stack;
       stack.reserve(inputs_.size());
       for (const c10::IValue& v : inputs_)
         stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
+          const bool written = written_[slot];
           const int k = input_slots_[slot++];
-          if (k < 0) return t.clone(at::MemoryFormat::Preserve);
+          if (k < 0) return written ? t.clone(at::MemoryFormat::Preserve) : t;
           // At the call's own precision each tensor keeps its dtype; a wider rerun widens all.
           const c10::ScalarType dtype = own_dtype ? t.scalar_type() : wide;
           const at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], precision) : t;
+          if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       op_.callBoxed(&stack);
@@ -734,7 +760,9 @@ class CapturedCall final : public at::ObserverContext {
   c10::OperatorHandle op_;
   Facts facts_;
   fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
-  std::vector<c10::IValue> inputs_;   // copies taken before the op ran
+  std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
+                                      // it may write
+  std::vector<bool> written_;         // per tensor of inputs_, in walk order: a copy (see capture)
   std::vector<int> input_slots_;      // per tensor of inputs_, in walk order: index in tensors_
   std::vector<int> output_slots_;     // per tensor of the outputs, likewise
   std::vector<fumi_tensor> tensors_;  // what libfumi sees
@@ -941,8 +969,8 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, "its output is uninitialised memory or an alias");
       return nullptr;
     }
-    if (facts.bytes > g_api->scratch_budget()) {
-      g_api->skip(site, token, "copies of its inputs would exceed the scratch budget");
+    if (copiedBytes(*op, inputs) > g_api->scratch_budget()) {
+      g_api->skip(site, token, "copies of the inputs it writes would exceed the scratch budget");
       return nullptr;
     }
     auto captured = std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast);

@@ -359,18 +359,22 @@ class AtenChecks(unittest.TestCase):
         for v in blas:
             self.assertEqual(v["parent"], {"op": "aten::mm", "call_index": aten[0]["call_index"]})
 
-    def test_inputs_over_the_scratch_budget_are_not_copied(self):
-        r = run([PYTHON, ILL, "well"], policy="""
-            version: 1
-            scratch_budget: 256
-            rules:
-              - match: { op: aten::mm }
-                sample: { every: 1 }
-                checks: [ { plugin: determinism } ]
-            """)  # torch.mm of 8x16 by 16x8 f32: 1 KiB of inputs
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.op("aten::mm")["checked"], 0)
-        self.assertEqual(r.op("aten::mm")["skipped"], 1)
+    def test_inputs_the_op_does_not_write_are_not_copied(self):
+        # torch.mm of 8x16 by 16x8 f32: 1 KiB of inputs, a 256-byte output. The check runs when
+        # the op returns, so inputs mm does not write are read in place: with 512 bytes of
+        # scratch determinism's rerun buffer fits; with 128 it does not, and the call is skipped.
+        for budget, checked in ((512, 1), (128, 0)):
+            r = run([PYTHON, ILL, "well"], policy=f"""
+                version: 1
+                scratch_budget: {budget}
+                rules:
+                  - match: {{ op: aten::mm }}
+                    sample: {{ every: 1 }}
+                    checks: [ {{ plugin: determinism }} ]
+                """)
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.op("aten::mm")["checked"], checked, budget)
+            self.assertEqual(r.op("aten::mm")["skipped"], 1 - checked, budget)
 
     def test_well_conditioned_aten_op_not_flagged(self):
         r = run([PYTHON, ILL, "well"], policy="""
