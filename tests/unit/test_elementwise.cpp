@@ -13,6 +13,7 @@
 #include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
+#include "plugin_host.h"
 #include "tensor_copy.h"
 #include "test_layouts.h"
 
@@ -198,12 +199,7 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
             const double stored = loadAsDouble(want.data(), off, dd);
             changed += std::memcmp(&stored, &x, 8) != 0;
           });
-          fumi_map_spec spec{};
-          spec.struct_size = sizeof spec;
-          spec.kind = kind;
-          spec.shift = shift;
-          spec.seed = seed;
-          spec.first = first;
+          const fumi_map_spec spec = plugin::mapSpec(kind, shift, seed, first);
           uint64_t got_changed = 0;
           ASSERT_EQ(mapTensor(t, src.data(), ds, dst.data(), dd, spec, &got_changed), FUMI_OK);
           EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->"
@@ -216,9 +212,7 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
 TEST(Elementwise, MapRefusesUnknownKindsAndDtypes) {
   const fumi_tensor t = makeTensor({4}, {1});
   std::vector<double> a(4, 1.0), b(4);
-  fumi_map_spec spec{};
-  spec.struct_size = sizeof spec;
-  spec.kind = static_cast<fumi_map_kind>(9);
+  fumi_map_spec spec = plugin::mapSpec(static_cast<fumi_map_kind>(9));
   EXPECT_EQ(mapTensor(t, a.data(), FUMI_DTYPE_F64, b.data(), FUMI_DTYPE_F64, spec, nullptr),
             FUMI_UNSUPPORTED);
   spec.kind = FUMI_MAP_COPY;
