@@ -175,6 +175,7 @@ typedef struct fumi_scan {
   uint64_t nan;
   uint64_t inf;
   double max_abs;              /* over the finite elements */
+  double norm;                 /* the 2-norm of the finite elements */
 } fumi_scan;
 
 typedef struct fumi_metric {
@@ -285,7 +286,8 @@ typedef struct fumi_host_api {
    *            (may be NULL) receives the number of elements whose stored value differs from
    *            the source value (what rounding left of a perturbation).
    *   compare  `a` against `b` (the reference side of the relative metrics).
-   *   scan     NaN and Inf counts and the largest finite magnitude. */
+   *   scan     NaN and Inf counts, the largest finite magnitude and the 2-norm of the finite
+   *            elements. */
   fumi_status (*map)(fumi_call* call, int32_t index, const void* src, fumi_dtype src_dtype,
                      void* dst, fumi_dtype dst_dtype, const fumi_map_spec* spec,
                      uint64_t* changed);

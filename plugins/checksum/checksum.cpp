@@ -76,25 +76,26 @@ class ChecksumCheck {
 
  private:
   // One output: both sides projected (checksum.h) with the host's exact projections. Plain
-  // sums: the host contracts the output in place and a storage-order copy gives its norm (no
-  // transposes); compensated (fp64): a dense copy contracted here.
+  // sums: the host contracts the output in place and scans it for its norm (no copy at all);
+  // compensated (fp64): a dense copy contracted here.
   fumi_status estimateOutput(Context& ctx, int32_t o, bool compensated, uint64_t seed,
                              Estimate* out) const {
     const fumi_tensor& t = ctx.tensor(o);
     const size_t n = ctx.numel(o);
-    double* y = ctx.allocDense(n);
-    if (!y) return FUMI_NO_SCRATCH;
     auto project = [&](int32_t dim, int32_t count, const double* v, double* exact,
                        double* exact_lo) { return ctx.project(o, dim, count, v, exact, exact_lo); };
     auto alloc = [&](size_t size) { return ctx.allocDense(size); };
-    const bool in_place = !compensated && ctx.hasContract();
-    FUMI_RETURN_IF_NOT_OK(
-        ctx.gatherOriginal(o, y, in_place ? FUMI_ORDER_STORAGE : FUMI_ORDER_LOGICAL));
-    if (!in_place)
+    if (compensated || !ctx.hasContract()) {
+      double* y = ctx.allocDense(n);
+      if (!y) return FUMI_NO_SCRATCH;
+      FUMI_RETURN_IF_NOT_OK(ctx.gatherOriginal(o, y));
       return fumi::checksum::estimateOutput(y, n, t.shape, t.ndim, vectors_, compensated, seed,
                                             project, alloc, out);
+    }
+    fumi_scan scan;
+    FUMI_RETURN_IF_NOT_OK(ctx.scan(o, nullptr, FUMI_DTYPE_UNKNOWN, &scan));
     return fumi::checksum::estimateOutput(
-        y, n, t.shape, t.ndim, vectors_, compensated, seed, project,
+        scan.norm, n, t.shape, t.ndim, vectors_, compensated, seed, project,
         [&](int32_t dim, int32_t count, const double* v, double* got, double*) {
           return ctx.contract(o, nullptr, t.dtype, dim, count, v, got);
         },

@@ -184,7 +184,8 @@ class Estimator {
     else row_side_ = true;
   }
 
-  // ||C||_F of the output (dense), scaled like the metrics of metrics.h.
+  // ||C||_F of the output: given (the host's scan), or from a dense copy.
+  void setOutputNorm(double norm) { out_norm_ = norm; }
   void setOutput(const double* y, size_t n) { out_norm_ = frobenius(y, n); }
 
   // ||y||_2 over the finite elements, with a power-of-two scale (nothing overflows).
@@ -290,8 +291,8 @@ fumi_status projectSide(const int64_t* shape, int32_t ndim, int32_t dim, int32_t
   return FUMI_OK;
 }
 
-// The estimate for an output of `shape` whose n elements are y (dense, in any order: they give
-// its norm), contracted by `contract_y` (see projectSide): `vectors` left vectors over the rows
+// The estimate for an output of `shape` with n elements and 2-norm `out_norm` (over its finite
+// elements), contracted by `contract_y` (see projectSide): `vectors` left vectors over the rows
 // and `vectors` right vectors over the columns; an output that cannot be projected by columns
 // (a vector; an operation the host projects one way only) gets both sets over the rows, and one
 // that cannot be projected by rows (a convolution: its channels) both over the first other
@@ -299,12 +300,12 @@ fumi_status projectSide(const int64_t* shape, int32_t ndim, int32_t dim, int32_t
 // `compensated`: both sides in double-double (fp64 results). FUMI_SKIPPED when the exact
 // projections are not finite (NaN/Inf inputs: the nan_inf check's business).
 template <class Project, class Contract, class Alloc>
-fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int32_t ndim,
+fumi_status estimateOutput(double out_norm, size_t n, const int64_t* shape, int32_t ndim,
                            int32_t vectors, bool compensated, uint64_t seed, Project&& project,
                            Contract&& contract_y, Alloc&& alloc, Estimate* out) {
   if (n == 0 || ndim < 1) return FUMI_SKIPPED;
   Estimator est;
-  est.setOutput(y, n);
+  est.setOutputNorm(out_norm);
   const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
   auto side = [&](int32_t dim, uint64_t stream) {
     return projectSide(shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
@@ -330,7 +331,7 @@ fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int3
                            int32_t vectors, bool compensated, uint64_t seed, Project&& project,
                            Alloc&& alloc, Estimate* out) {
   return estimateOutput(
-      y, n, shape, ndim, vectors, compensated, seed, project,
+      Estimator::frobenius(y, n), n, shape, ndim, vectors, compensated, seed, project,
       [&](int32_t dim, int32_t count, const double* v, double* got, double* got_lo) {
         contract(y, splitAround(shape, ndim, dim), count, v, got, got_lo);
         return FUMI_OK;

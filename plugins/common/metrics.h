@@ -290,12 +290,15 @@ inline double unitRoundoff(fumi_dtype dtype) {
   return d ? std::ldexp(1.0, -(d->mantissa_bits + 1)) : std::numeric_limits<double>::quiet_NaN();
 }
 
-// NaN and Inf counts and the largest finite magnitude of n elements (fumi_scan of plugin.h).
+// NaN and Inf counts, the largest finite magnitude and the 2-norm of the finite elements of n
+// elements (fumi_scan of plugin.h). The norm's squares are summed as they are in the same pass;
+// only when they could overflow or underflow (magnitudes beyond 2^±400: fp64 data alone) a
+// second pass sums them scaled by a power of two.
 template <class L>
 FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
   size_t nan = 0, nonfinite = 0;
-  double max_abs = 0.0;
-  FUMI_SIMD(reduction(+ : nan, nonfinite) reduction(max : max_abs))
+  double max_abs = 0.0, sum = 0.0;
+  FUMI_SIMD(reduction(+ : nan, nonfinite, sum) reduction(max : max_abs))
   for (size_t i = 0; i < n; ++i) {
     const double v = L::load(x[i]);
     const double m = std::fabs(v);
@@ -303,12 +306,27 @@ FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
     nan += v != v ? 1 : 0;
     nonfinite += finite ? 0 : 1;
     max_abs = std::max(max_abs, finite ? m : 0.0);
+    sum += finite ? m * m : 0.0;
   }
   fumi_scan s{};
   s.struct_size = sizeof s;
   s.nan = nan;
   s.inf = nonfinite - nan;
   s.max_abs = max_abs;
+  if (max_abs == 0.0 || (max_abs < 0x1p400 && max_abs > 0x1p-400)) {
+    s.norm = std::sqrt(sum);
+    return s;
+  }
+  const int e = detail::scaleExponent(max_abs);
+  const double scale = detail::pow2(-e);
+  double scaled = 0.0;
+  FUMI_SIMD(reduction(+ : scaled))
+  for (size_t i = 0; i < n; ++i) {
+    const double v = L::load(x[i]);
+    const double t = std::fabs(v) <= detail::kMaxFinite ? v * scale : 0.0;
+    scaled += t * t;
+  }
+  s.norm = std::ldexp(std::sqrt(scaled), e);
   return s;
 }
 

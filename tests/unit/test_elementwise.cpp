@@ -146,23 +146,32 @@ TEST(Elementwise, CompareOfABufferWithItselfIsZero) {
             FUMI_UNSUPPORTED);
 }
 
-TEST(Elementwise, ScanCountsNanInfAndTheLargestFiniteMagnitude) {
+TEST(Elementwise, ScanCountsNanInfTheLargestFiniteMagnitudeAndTheNorm) {
   for (const fumi_tensor& t : allLayouts())
-    for (fumi_dtype d : kLoadable) {
-      const auto a = specialBuffer(t, d, 21);
-      size_t nan = 0, inf = 0;
-      double max_abs = 0;
-      for (double v : elements(t, a.data(), d)) {
-        nan += std::isnan(v);
-        inf += std::isinf(v);
-        if (finite(v)) max_abs = std::max(max_abs, std::fabs(v));
+    for (fumi_dtype d : kLoadable)
+      for (double scale : {1.0, 0x1p700, 0x1p-700}) {  // fp64 magnitudes whose squares overflow
+        if (scale != 1.0 && d != FUMI_DTYPE_F64) continue;  //  or underflow: the scaled pass
+        auto a = specialBuffer(t, d, 21);
+        for (int64_t i = 0; i < tensorSpan(t); ++i)
+          storeFromDouble(a.data(), i, loadAsDouble(a.data(), i, d) * scale, d);
+        size_t nan = 0, inf = 0;
+        double max_abs = 0;
+        long double sum = 0;
+        for (double v : elements(t, a.data(), d)) {
+          nan += std::isnan(v);
+          inf += std::isinf(v);
+          if (!finite(v)) continue;
+          max_abs = std::max(max_abs, std::fabs(v));
+          sum += static_cast<long double>(v / scale) * (v / scale);
+        }
+        const double norm = static_cast<double>(std::sqrt(sum)) * scale;
+        fumi_scan s{};
+        ASSERT_EQ(scanTensor(t, a.data(), d, &s), FUMI_OK);
+        EXPECT_EQ(s.nan, nan) << dtypeName(d);
+        EXPECT_EQ(s.inf, inf) << dtypeName(d);
+        EXPECT_EQ(s.max_abs, max_abs) << dtypeName(d);
+        EXPECT_NEAR(s.norm, norm, 1e-13 * norm) << dtypeName(d) << " scale " << scale;
       }
-      fumi_scan s{};
-      ASSERT_EQ(scanTensor(t, a.data(), d, &s), FUMI_OK);
-      EXPECT_EQ(s.nan, nan) << dtypeName(d);
-      EXPECT_EQ(s.inf, inf) << dtypeName(d);
-      EXPECT_EQ(s.max_abs, max_abs) << dtypeName(d);
-    }
 }
 
 // map writes each logical element where the layout puts it, rounded like storeFromDouble, leaves
