@@ -183,17 +183,30 @@ const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype*
                   stage);
 }
 
-fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
-                         double* out, fumi_order order) {
+namespace {
+
+fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
+                          const int64_t* strides) {
   std::vector<unsigned char> stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage);
   if (!src) return FUMI_UNSUPPORTED;
-  int64_t dense[FUMI_MAX_DIMS];
-  orderStrides(t, order, dense);
   if (!copyElements(t.ndim, t.shape, src, dtype, ElementLayout{t.strides, tensorBase(t)}, out,
-                    FUMI_DTYPE_F64, ElementLayout{dense, 0}))
+                    FUMI_DTYPE_F64, ElementLayout{strides, 0}))
     return FUMI_UNSUPPORTED;
   return FUMI_OK;
+}
+
+}  // namespace
+
+fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
+                         double* out, fumi_order order) {
+  int64_t dense[FUMI_MAX_DIMS];
+  orderStrides(t, order, dense);
+  return gatherStrided(t, buffer, dtype, out, dense);
+}
+
+fumi_status gatherTensorAt(const fumi_tensor& t, double* out, const int64_t* strides) {
+  return gatherStrided(t, nullptr, t.dtype, out, strides);
 }
 
 namespace {

@@ -2,12 +2,12 @@
 #include "reference.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <memory>
 #include <type_traits>
 
 #include "contract.h"
+#include "conv_dims.h"
 #include "tensor_copy.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
@@ -355,43 +355,6 @@ fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpe
   return FUMI_OK;
 }
 
-namespace {
-
-// Dimensions of the convolution, from the x, w and y tensors (3 spatial dimensions, unused
-// ones of extent 1).
-struct ConvDims {
-  int64_t n = 0, c = 0, k = 0, cg = 0, kg = 0;
-  std::array<int64_t, 3> in{1, 1, 1}, filter{1, 1, 1}, out{1, 1, 1};
-  std::array<int64_t, 3> pad{0, 0, 0}, stride{1, 1, 1}, dilation{1, 1, 1};
-
-  bool read(const fumi_tensor& x, const fumi_tensor& w, const fumi_tensor& y, const ConvSpec& s) {
-    const int nd = s.spatial + 2;
-    if (s.spatial < 1 || s.spatial > 3 || s.groups < 1 || x.ndim != nd || w.ndim != nd ||
-        y.ndim != nd)
-      return false;
-    n = x.shape[0];
-    c = x.shape[1];
-    k = w.shape[0];
-    cg = w.shape[1];
-    if (y.shape[0] != n || y.shape[1] != k || cg * s.groups != c || k % s.groups != 0)
-      return false;
-    kg = k / s.groups;
-    for (int d = 0; d < s.spatial; ++d) {
-      in[d] = x.shape[d + 2];
-      filter[d] = w.shape[d + 2];
-      out[d] = y.shape[d + 2];
-      pad[d] = s.pad[d];
-      stride[d] = s.stride[d];
-      dilation[d] = s.dilation[d];
-      if (stride[d] < 1 || dilation[d] < 1) return false;
-    }
-    return true;
-  }
-  int64_t spatialSize(const std::array<int64_t, 3>& e) const { return e[0] * e[1] * e[2]; }
-};
-
-}  // namespace
-
 fumi_status convReference(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
                           int32_t output, double* out) {
   using Dir = ConvSpec::Direction;
@@ -477,187 +440,6 @@ fumi_tensor hostTensor(const char* name, const std::vector<int64_t>& shape, doub
   denseStrides(t.ndim, t.shape, t.strides);
   t.data = data;
   return t;
-}
-
-namespace {
-
-// The convolution of convProjection's reduced problem — one channel on the projected side, groups
-// 1 — with plain fp64 sums, the taps' valid output range computed once per row so that the
-// innermost loop runs over contiguous positions. Dense row-major operands:
-//   forward          A = x [N, C, in],  R = w_r [C, filter]  -> out [N, out]
-//   backward data    A = dy [N, K, out], R = w_r [K, filter] -> out [N, in]
-//   backward filter  A = x [N, C, in],  R = dy_r [N, out]   -> out [C, filter]
-void reducedConvolution(const ConvDims& d, const ConvSpec& s, const double* A, const double* R,
-                        double* out) {
-  using Dir = ConvSpec::Direction;
-  const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
-                out_sp = d.spatialSize(d.out);
-  const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
-  const int64_t a_sp = s.direction == Dir::kBackwardData ? out_sp : in_sp;
-  const int64_t out_size = s.direction == Dir::kForward        ? d.n * out_sp
-                           : s.direction == Dir::kBackwardData ? d.n * in_sp
-                                                               : d.c * f_sp;
-  std::fill(out, out + out_size, 0.0);
-  for (int64_t n = 0; n < d.n; ++n)
-    for (int64_t ch = 0; ch < channels; ++ch) {
-      const double* a = A + (n * channels + ch) * a_sp;
-      for (int64_t f0 = 0; f0 < d.filter[0]; ++f0)
-        for (int64_t f1 = 0; f1 < d.filter[1]; ++f1)
-          for (int64_t f2 = 0; f2 < d.filter[2]; ++f2) {
-            const int64_t fr[3] = {s.flip ? d.filter[0] - 1 - f0 : f0,
-                                   s.flip ? d.filter[1] - 1 - f1 : f1,
-                                   s.flip ? d.filter[2] - 1 - f2 : f2};
-            const int64_t tap = (fr[0] * d.filter[1] + fr[1]) * d.filter[2] + fr[2];
-            // Outputs o2 whose input i2 = o2 * stride - pad + f2 * dilation lies inside.
-            const int64_t shift = f2 * d.dilation[2] - d.pad[2];
-            int64_t lo = shift >= 0 ? 0 : (-shift + d.stride[2] - 1) / d.stride[2];
-            int64_t hi = d.in[2] - 1 - shift < 0 ? 0 : (d.in[2] - 1 - shift) / d.stride[2] + 1;
-            hi = std::min(hi, d.out[2]);
-            if (lo >= hi) continue;
-            double filter_acc = 0;  // backward filter: this tap's sum
-            for (int64_t o0 = 0; o0 < d.out[0]; ++o0) {
-              const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
-              if (i0 < 0 || i0 >= d.in[0]) continue;
-              for (int64_t o1 = 0; o1 < d.out[1]; ++o1) {
-                const int64_t i1 = o1 * d.stride[1] - d.pad[1] + f1 * d.dilation[1];
-                if (i1 < 0 || i1 >= d.in[1]) continue;
-                const int64_t in_row = (i0 * d.in[1] + i1) * d.in[2] + shift;
-                const int64_t out_row = (o0 * d.out[1] + o1) * d.out[2];
-                const int64_t st = d.stride[2];
-                switch (s.direction) {
-                  case Dir::kForward: {
-                    const double w = R[ch * f_sp + tap];
-                    double* y = out + n * out_sp + out_row;
-                    for (int64_t o2 = lo; o2 < hi; ++o2) y[o2] += a[in_row + o2 * st] * w;
-                    break;
-                  }
-                  case Dir::kBackwardData: {
-                    const double w = R[ch * f_sp + tap];
-                    double* x = out + n * in_sp + in_row;
-                    for (int64_t o2 = lo; o2 < hi; ++o2) x[o2 * st] += a[out_row + o2] * w;
-                    break;
-                  }
-                  case Dir::kBackwardFilter: {
-                    const double* dy = R + n * out_sp + out_row;
-                    double acc = 0;
-                    for (int64_t o2 = lo; o2 < hi; ++o2) acc += a[in_row + o2 * st] * dy[o2];
-                    filter_acc += acc;
-                    break;
-                  }
-                }
-              }
-            }
-            if (s.direction == Dir::kBackwardFilter) out[ch * f_sp + tap] += filter_acc;
-          }
-    }
-}
-
-}  // namespace
-
-fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
-                           const Projection& p) {
-  using Dir = ConvSpec::Direction;
-  const int expected = s.direction == Dir::kForward        ? s.y
-                       : s.direction == Dir::kBackwardData ? s.x
-                                                           : s.w;
-  const int32_t channels = s.direction == Dir::kBackwardFilter ? 0 : 1;
-  if (output != expected || p.dim != channels || p.out_lo || p.count < 1 ||
-      s.act != ConvSpec::Act::kNone || s.x < 0 || s.w < 0 || s.y < 0)
-    return FUMI_UNSUPPORTED;
-  ConvDims d;
-  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
-              ts[static_cast<size_t>(s.y)], s) ||
-      (s.direction == Dir::kBackwardFilter && s.groups != 1))
-    return FUMI_UNSUPPORTED;
-  std::vector<double> X, W, Y, prior, Z, bias;
-  if ((s.direction != Dir::kBackwardData && !gathered(ts, s.x, X)) ||
-      (s.direction != Dir::kBackwardFilter && !gathered(ts, s.w, W)) ||
-      (s.direction != Dir::kForward && !gathered(ts, s.y, Y)) ||
-      !gathered(ts, s.beta != 0 ? s.prior : -1, prior) ||
-      !gathered(ts, s.alpha2 != 0 ? s.z : -1, Z) || !gathered(ts, s.bias, bias))
-    return FUMI_UNSUPPORTED;
-  const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
-  const int64_t len = out_t.shape[channels];
-  int64_t outer = 1, inner = 1;
-  for (int32_t k = 0; k < out_t.ndim; ++k) {
-    if (k < channels) outer *= out_t.shape[k];
-    if (k > channels) inner *= out_t.shape[k];
-  }
-  const int64_t f_sp = d.spatialSize(d.filter);
-  // The convolution with one channel on the projected side: the filter (or dy) summed against
-  // each vector, then the reduced convolution (groups 1).
-  std::vector<double> reduced, reduced_abs, result(static_cast<size_t>(outer * inner));
-  auto maxAbs = [](const std::vector<double>& v) {
-    double m = 0;
-    for (double e : v) m = std::max(m, std::fabs(e));
-    return m;
-  };
-  const double other = maxAbs(s.direction == Dir::kBackwardData ? Y : X);
-  const double others = std::fabs(s.beta) * maxAbs(prior) + std::fabs(s.alpha2) * maxAbs(Z) +
-                        maxAbs(bias);
-  const bool direct_terms = !prior.empty() || !Z.empty() || !bias.empty();
-  for (int32_t q = 0; q < p.count; ++q) {
-    const double* r = p.vectors + static_cast<int64_t>(q) * len;
-    double r_abs = 0;  // sum of |r_c|
-    for (int64_t c = 0; c < len; ++c) r_abs += std::fabs(r[c]);
-    if (s.direction == Dir::kForward) {  // w_r[c, f] = sum over k of c's group of r_k w[k, c, f]
-      reduced.assign(static_cast<size_t>(d.c * f_sp), 0.0);
-      reduced_abs.assign(reduced.size(), 0.0);
-      for (int64_t k = 0; k < d.k; ++k)
-        for (int64_t cl = 0; cl < d.cg; ++cl)
-          for (int64_t f = 0; f < f_sp; ++f) {
-            const size_t e = static_cast<size_t>(((k / d.kg) * d.cg + cl) * f_sp + f);
-            const double t = r[k] * W[static_cast<size_t>((k * d.cg + cl) * f_sp + f)];
-            reduced[e] += t;
-            reduced_abs[e] += std::fabs(t);
-          }
-    } else if (s.direction == Dir::kBackwardData) {  // w_r[k, f] = sum over k's group's c of r_c w
-      reduced.assign(static_cast<size_t>(d.k * f_sp), 0.0);
-      reduced_abs.assign(reduced.size(), 0.0);
-      for (int64_t k = 0; k < d.k; ++k)
-        for (int64_t cl = 0; cl < d.cg; ++cl)
-          for (int64_t f = 0; f < f_sp; ++f) {
-            const double t =
-                r[(k / d.kg) * d.cg + cl] * W[static_cast<size_t>((k * d.cg + cl) * f_sp + f)];
-            reduced[static_cast<size_t>(k * f_sp + f)] += t;
-            reduced_abs[static_cast<size_t>(k * f_sp + f)] += std::fabs(t);
-          }
-    } else {  // dy_r[n, o] = sum over k of r_k dy[n, k, o]
-      const int64_t out_sp = d.spatialSize(d.out);
-      reduced.assign(static_cast<size_t>(d.n * out_sp), 0.0);
-      reduced_abs.assign(reduced.size(), 0.0);
-      for (int64_t n = 0; n < d.n; ++n)
-        for (int64_t k = 0; k < d.k; ++k)
-          for (int64_t o = 0; o < out_sp; ++o) {
-            const double t = r[k] * Y[static_cast<size_t>((n * d.k + k) * out_sp + o)];
-            reduced[static_cast<size_t>(n * out_sp + o)] += t;
-            reduced_abs[static_cast<size_t>(n * out_sp + o)] += std::fabs(t);
-          }
-    }
-    reducedConvolution(d, s, s.direction == Dir::kBackwardData ? Y.data() : X.data(),
-                       reduced.data(), result.data());
-    // The reduced operand carries fp64 rounding (about len * 2^-53 of its terms' magnitudes), so
-    // every projected element does too, up to this bound: values below it are that noise, and
-    // are 0 (an output that is exactly zero must project to exactly zero).
-    double sum_abs = 0;
-    for (double e : reduced_abs) sum_abs += e;
-    const double bound = std::fabs(s.alpha) * other * sum_abs + others * r_abs;
-    const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
-    for (int64_t a = 0; a < outer; ++a)
-      for (int64_t b = 0; b < inner; ++b) {
-        double v = s.alpha * result[static_cast<size_t>(a * inner + b)];
-        // The terms the reduced convolution leaves out, projected directly: beta * prior,
-        // alpha2 * z, bias.
-        for (int64_t c = 0; c < len && direct_terms; ++c) {
-          const size_t e = static_cast<size_t>((a * len + c) * inner + b);
-          if (!prior.empty()) v += s.beta * r[c] * prior[e];
-          if (!Z.empty()) v += s.alpha2 * r[c] * Z[e];
-          if (!bias.empty()) v += r[c] * bias[static_cast<size_t>(c)];
-        }
-        p.out[static_cast<size_t>((a * p.count + q) * inner + b)] = std::fabs(v) <= noise ? 0.0 : v;
-      }
-  }
-  return FUMI_OK;
 }
 
 fumi_status normReference(const std::vector<fumi_tensor>& ts, const NormSpec& s, int32_t output,

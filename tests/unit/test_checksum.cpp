@@ -535,6 +535,97 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
     }
 }
 
+// Both kernels of the projection (channels-last from 16 contracted channels, channels-first below
+// it) agree with the contracted reference: 1-D, 2-D and 3-D, groups, stride 2, dilation 2,
+// padding as wide as the filter reaches (outputs no tap covers), asymmetric extents, channel
+// counts that no vector width divides on either side of the threshold, 1 and 3 vectors, and
+// the direct terms (prior, z, bias) in some cases only.
+TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
+  metrics::Rng rng(8);
+  std::vector<std::vector<double>> store;
+  auto dense = [&](const char* name, const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    store.emplace_back(static_cast<size_t>(n));
+    for (double& e : store.back()) e = rng.uniformSym();
+    return hostTensor(name, shape, store.back().data());
+  };
+  using Dir = ConvSpec::Direction;
+  // (x channels C, y channels K): the projection contracts C (forward, backward filter) or K.
+  const int64_t channel_pairs[4][2] = {{4, 6}, {20, 18}, {6, 24}, {24, 4}};
+  int cases = 0;
+  for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
+    for (int spatial = 1; spatial <= 3; ++spatial)
+      for (int variant = 0; variant < 3; ++variant)
+        for (const auto& ck : channel_pairs)
+          for (int groups : {1, 2})
+            for (int32_t count : {1, 3}) {
+              if (dir == Dir::kBackwardFilter && groups != 1) continue;
+              store.clear();
+              store.reserve(8);
+              ConvSpec s;
+              s.direction = dir;
+              s.spatial = spatial;
+              s.groups = groups;
+              s.flip = variant != 1;
+              s.alpha = variant == 2 ? -1.25 : 0.75;
+              const bool terms = (variant + count) % 2 == 0;  // prior (and z, bias: forward)
+              const int64_t in_ext[3] = {7, 6, 5}, f_ext[3] = {3, 2, 3};
+              std::vector<int64_t> xs = {2, ck[0]}, ws = {ck[1], ck[0] / groups}, ys = {2, ck[1]};
+              for (int e = 0; e < spatial; ++e) {
+                // variant 0: stride 2 then 1, padding 1 then 0; 1: dilation 2 then 1, stride 1
+                // then 2; 2: stride 2, dilation 2, padding as wide as the dilated filter (the
+                // first output has no tap inside x)
+                const int odd = e % 2;
+                s.stride[e] = variant == 0 ? 2 - odd : variant == 1 ? 1 + odd : 2;
+                s.dilation[e] = variant == 0 ? 1 : variant == 1 ? 2 - odd : 2;
+                const int reach = s.dilation[e] * static_cast<int>(f_ext[e] - 1) + 1;
+                s.pad[e] = variant == 0 ? 1 - odd : variant == 1 ? odd : reach;
+                xs.push_back(in_ext[e]);
+                ws.push_back(f_ext[e]);
+                ys.push_back((in_ext[e] + 2 * s.pad[e] - reach) / s.stride[e] + 1);
+              }
+              std::vector<fumi_tensor> ts = {dense("x", xs), dense("w", ws), dense("y", ys)};
+              s.x = 0, s.w = 1, s.y = 2;
+              const int out = dir == Dir::kForward ? 2 : dir == Dir::kBackwardData ? 0 : 1;
+              const std::vector<int64_t>& out_shape = out == 0 ? xs : out == 1 ? ws : ys;
+              if (terms) {
+                ts.push_back(dense("prior", out_shape));
+                s.prior = 3;
+                s.beta = -0.5;
+                if (dir == Dir::kForward) {
+                  ts.push_back(dense("z", ys));
+                  s.z = 4;
+                  s.alpha2 = 1.5;
+                  std::vector<int64_t> bias_shape(static_cast<size_t>(spatial + 2), 1);
+                  bias_shape[1] = ck[1];
+                  ts.push_back(dense("bias", bias_shape));
+                  s.bias = 5;
+                }
+              }
+              ts[static_cast<size_t>(out)].role = FUMI_ROLE_OUTPUT;
+              const fumi_tensor& t = ts[static_cast<size_t>(out)];
+              std::vector<double> ref(store[static_cast<size_t>(out)].size());
+              ASSERT_EQ(convReference(ts, s, out, ref.data()), FUMI_OK);
+              const int32_t dim = dir == Dir::kBackwardFilter ? 0 : 1;
+              const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+              std::vector<double> v(static_cast<size_t>(sp.len * count));
+              checksum::gaussianVectors(static_cast<uint64_t>(cases), count, sp.len, v.data());
+              const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+              std::vector<double> want(size), got(size, -7);
+              checksum::contract(ref.data(), sp, count, v.data(), want.data(), nullptr);
+              ASSERT_EQ(convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), nullptr}),
+                        FUMI_OK);
+              for (size_t i = 0; i < size; ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
+                    << "direction " << static_cast<int>(dir) << " spatial " << spatial << " variant "
+                    << variant << " C " << ck[0] << " K " << ck[1] << " groups " << groups
+                    << " count " << count << " at " << i;
+              ++cases;
+            }
+  EXPECT_EQ(cases, 3 * 3 * 4 * (2 + 2 + 1) * 2);
+}
+
 // Framework ops are projected from their schema names and arguments as text: addmm's self is
 // broadcast as C with beta and alpha; unparsable scalars fall back to the schema's defaults;
 // transposed convolutions and unknown ops are not projected.

@@ -1,0 +1,393 @@
+// conv_projection.cpp — convProjection (reference.h): a convolution's output projected along its
+// channels without the convolution. Built -O3 with the vector flags of fumi/simd.h
+// (interposer/CMakeLists.txt): on convolution networks this is most of the checksum check's host
+// time, so its kernels read every operand once for all the vectors, in unit-stride vector loops.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "contract.h"
+#include "conv_dims.h"
+#include "engine.h"
+#include "fumi/dtype.hpp"
+#include "fumi/simd.h"
+#include "reference.h"
+#include "tensor_copy.h"
+
+namespace fumi {
+
+namespace {
+
+using Dir = ConvSpec::Direction;
+
+// Activations with this many channels or more are gathered channels-last ([N, spatial..., C]),
+// and the reduced convolution runs along the channels: unit-stride runs of C (of C times the
+// filter width where taps are adjacent), against rows of a few to a few dozen positions in
+// N x C x spatial. Below it (an RGB input's 3 channels), the spatial rows are the longer run.
+constexpr int64_t kChannelsLastMin = 16;
+
+// A thread's buffer, reused by its next call with no zeroing (the kernels clear only what they
+// accumulate into): on fresh memory, page faults and zeroing cost more than the projection's
+// arithmetic. Above kKept doubles it is released after each call.
+class Scratch {
+ public:
+  double* get(int64_t n) {
+    const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1));
+    if (want > size_) {
+      data_.reset(new double[want]);
+      size_ = want;
+    }
+    return data_.get();
+  }
+  void trim() {
+    if (size_ > kKept) {
+      data_.reset();
+      size_ = 0;
+    }
+  }
+
+ private:
+  static constexpr size_t kKept = size_t{1} << 21;  // 16 MiB
+  std::unique_ptr<double[]> data_;
+  size_t size_ = 0;
+};
+
+// The calling thread's buffers (convProjection never nests), trimmed when the call ends.
+struct Buffers {
+  Scratch act, other, reduced, acc, prior, z, bias;
+  static Buffers& get() {
+    thread_local Buffers b;
+    return b;
+  }
+  struct Trim {
+    ~Trim() {
+      Buffers& b = get();
+      for (Scratch* s : {&b.act, &b.other, &b.reduced, &b.acc, &b.prior, &b.z, &b.bias}) s->trim();
+    }
+  };
+};
+
+// Tensor i's elements as fp64 in `buf`, row-major or channels-last (dimension 1 innermost, the
+// others row-major around it); nullptr when absent (i < 0) or unreadable, *ok false for the
+// latter.
+const double* gatherInto(const std::vector<fumi_tensor>& ts, int i, bool channels_last,
+                         Scratch& buf, bool* ok) {
+  if (i < 0) return nullptr;
+  const fumi_tensor& t = ts[static_cast<size_t>(i)];
+  int64_t strides[FUMI_MAX_DIMS];
+  denseStrides(t.ndim, t.shape, strides);
+  if (channels_last && t.ndim > 2) {
+    int64_t step = t.shape[1];
+    for (int32_t d = t.ndim - 1; d >= 2; --d) {
+      strides[d] = step;
+      step *= t.shape[d];
+    }
+    strides[1] = 1;
+    strides[0] = step;
+  }
+  double* out = buf.get(tensorNumel(t));
+  if (gatherTensorAt(t, out, strides) != FUMI_OK) *ok = false;
+  return out;
+}
+
+double maxAbs(const double* v, int64_t n) {
+  double m = 0;
+  FUMI_SIMD(reduction(max : m))
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  return m;
+}
+
+inline double dot(const double* a, const double* b, int64_t n) {
+  double s = 0;
+  FUMI_SIMD(reduction(+ : s))
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+inline void axpy(double* y, double a, const double* x, int64_t n) {
+  FUMI_SIMD()
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// Taps [lo, hi) of spatial dimension e whose input o * stride - pad + f * dilation lies inside x,
+// for output position o.
+void tapRange(const ConvDims& d, int e, int64_t o, int64_t* lo, int64_t* hi) {
+  const int64_t first = o * d.stride[e] - d.pad[e];  // the input under tap 0
+  const int64_t dil = d.dilation[e];
+  *lo = first >= 0 ? 0 : (-first + dil - 1) / dil;
+  *hi = first > d.in[e] - 1 ? 0 : std::min(d.filter[e], (d.in[e] - 1 - first) / dil + 1);
+}
+
+// The reduced convolution (one channel on the projected side, groups 1) for all `count` vectors
+// at once, plain fp64 sums, into `out` in the projection's layout (Projection). R is the reduced
+// operand with taps in loop order (mirrored already for a true convolution):
+//   forward          A = x,  R = w_r [count, C, filter]  -> out [N, count, out]
+//   backward data    A = dy, R = w_r [count, K, filter]  -> out [N, count, in]
+//   backward filter  A = x,  R = dy_r [N, count, out]    -> out [count, C, filter]
+// Channels-first kernel: A dense [N, channels, spatial], the innermost loops over the output
+// positions of a row, each tap's valid range computed once per row.
+FUMI_WIDE void reducedChannelsFirst(const ConvDims& d, const ConvSpec& s, int32_t count,
+                                    const double* A, const double* R, double* out) {
+  const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
+                out_sp = d.spatialSize(d.out);
+  const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
+  const int64_t a_sp = s.direction == Dir::kBackwardData ? out_sp : in_sp;
+  const int64_t out_size = s.direction == Dir::kForward        ? d.n * count * out_sp
+                           : s.direction == Dir::kBackwardData ? d.n * count * in_sp
+                                                               : count * d.c * f_sp;
+  std::fill(out, out + out_size, 0.0);
+  const int64_t st = d.stride[2];
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const double* a = A + (n * channels + ch) * a_sp;
+      for (int64_t f0 = 0; f0 < d.filter[0]; ++f0)
+        for (int64_t f1 = 0; f1 < d.filter[1]; ++f1)
+          for (int64_t f2 = 0; f2 < d.filter[2]; ++f2) {
+            const int64_t tap = (f0 * d.filter[1] + f1) * d.filter[2] + f2;
+            // Outputs o2 whose input i2 = o2 * stride - pad + f2 * dilation lies inside.
+            const int64_t shift = f2 * d.dilation[2] - d.pad[2];
+            const int64_t lo = shift >= 0 ? 0 : (-shift + st - 1) / st;
+            const int64_t hi = std::min(d.out[2], d.in[2] - 1 - shift < 0 ? 0 : (d.in[2] - 1 - shift) / st + 1);
+            if (lo >= hi) continue;
+            for (int64_t o0 = 0; o0 < d.out[0]; ++o0) {
+              const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
+              if (i0 < 0 || i0 >= d.in[0]) continue;
+              for (int64_t o1 = 0; o1 < d.out[1]; ++o1) {
+                const int64_t i1 = o1 * d.stride[1] - d.pad[1] + f1 * d.dilation[1];
+                if (i1 < 0 || i1 >= d.in[1]) continue;
+                const int64_t in_row = (i0 * d.in[1] + i1) * d.in[2] + shift;
+                const int64_t out_row = (o0 * d.out[1] + o1) * d.out[2];
+                for (int32_t q = 0; q < count; ++q) switch (s.direction) {
+                    case Dir::kForward: {
+                      const double w = R[(q * channels + ch) * f_sp + tap];
+                      double* y = out + (n * count + q) * out_sp + out_row;
+                      FUMI_SIMD()
+                      for (int64_t o2 = lo; o2 < hi; ++o2) y[o2] += a[in_row + o2 * st] * w;
+                      break;
+                    }
+                    case Dir::kBackwardData: {
+                      const double w = R[(q * channels + ch) * f_sp + tap];
+                      double* x = out + (n * count + q) * in_sp + in_row;
+                      FUMI_SIMD()
+                      for (int64_t o2 = lo; o2 < hi; ++o2) x[o2 * st] += a[out_row + o2] * w;
+                      break;
+                    }
+                    case Dir::kBackwardFilter: {
+                      const double* dy = R + (n * count + q) * out_sp + out_row;
+                      double acc = 0;
+                      FUMI_SIMD(reduction(+ : acc))
+                      for (int64_t o2 = lo; o2 < hi; ++o2) acc += a[in_row + o2 * st] * dy[o2];
+                      out[(q * d.c + ch) * f_sp + (s.flip ? f_sp - 1 - tap : tap)] += acc;
+                      break;
+                    }
+                  }
+              }
+            }
+          }
+    }
+}
+
+// The same reduced convolution with A channels-last [N, spatial, channels] and w_r
+// [count, filter, channels]: for each output position and tap, a unit-stride run over the
+// channels (over the filter width times the channels when the taps of a row are adjacent,
+// dilation 1). Forward out[n, q, o] = sum over f of x[n, i(o, f), :] . w_r[q, f, :]; backward
+// data scatters dy[n, o, :] . w_r[q, f, :] to out[n, q, i(o, f)]; backward filter adds
+// dy_r[n, q, o] x[n, i(o, f), :] to acc[q, f, :] (count x filter x C, then written out in the
+// projection's layout).
+FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t count,
+                                   const double* A, const double* R, double* acc, double* out) {
+  const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
+                out_sp = d.spatialSize(d.out);
+  const int64_t C = s.direction == Dir::kBackwardData ? d.k : d.c;
+  if (s.direction == Dir::kBackwardData) std::fill(out, out + d.n * count * in_sp, 0.0);
+  if (s.direction == Dir::kBackwardFilter) std::fill(acc, acc + count * f_sp * C, 0.0);
+  // Adjacent taps of a row read adjacent channel runs of x (dilation 1): one run of their
+  // channels together.
+  const bool merged = d.dilation[2] == 1;
+  const int64_t x_step = d.dilation[2] * C;  // between the x runs of adjacent taps
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t o0 = 0; o0 < d.out[0]; ++o0) {
+      int64_t lo0, hi0;
+      tapRange(d, 0, o0, &lo0, &hi0);
+      for (int64_t o1 = 0; o1 < d.out[1]; ++o1) {
+        int64_t lo1, hi1;
+        tapRange(d, 1, o1, &lo1, &hi1);
+        for (int64_t o2 = 0; o2 < d.out[2]; ++o2) {
+          int64_t lo2, hi2;
+          tapRange(d, 2, o2, &lo2, &hi2);
+          const int64_t o = (o0 * d.out[1] + o1) * d.out[2] + o2;
+          const int64_t taps = hi2 - lo2, runs = merged ? 1 : taps, run = merged ? taps * C : C;
+          if (taps <= 0) {
+            if (s.direction == Dir::kForward)
+              for (int32_t q = 0; q < count; ++q) out[(n * count + q) * out_sp + o] = 0;
+            continue;
+          }
+          const double* dy = A + (n * out_sp + o) * C;  // backward data
+          for (int32_t q = 0; q < count; ++q) {
+            double sum = 0;  // forward
+            for (int64_t f0 = lo0; f0 < hi0; ++f0)
+              for (int64_t f1 = lo1; f1 < hi1; ++f1) {
+                const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
+                const int64_t i1 = o1 * d.stride[1] - d.pad[1] + f1 * d.dilation[1];
+                const int64_t i2 = o2 * d.stride[2] - d.pad[2] + lo2 * d.dilation[2];
+                const int64_t in_at = (i0 * d.in[1] + i1) * d.in[2] + i2;
+                const int64_t tap = ((q * d.filter[0] + f0) * d.filter[1] + f1) * d.filter[2] + lo2;
+                switch (s.direction) {
+                  case Dir::kForward: {
+                    const double* x = A + (n * in_sp + in_at) * C;
+                    for (int64_t r = 0; r < runs; ++r)
+                      sum += dot(x + r * x_step, R + (tap + r) * C, run);
+                    break;
+                  }
+                  case Dir::kBackwardData: {
+                    double* x = out + (n * count + q) * in_sp + in_at;
+                    for (int64_t t = 0; t < taps; ++t)
+                      x[t * d.dilation[2]] += dot(dy, R + (tap + t) * C, C);
+                    break;
+                  }
+                  case Dir::kBackwardFilter: {
+                    const double* x = A + (n * in_sp + in_at) * C;
+                    const double coef = R[(n * count + q) * out_sp + o];
+                    for (int64_t r = 0; r < runs; ++r)
+                      axpy(acc + (tap + r) * C, coef, x + r * x_step, run);
+                    break;
+                  }
+                }
+              }
+            if (s.direction == Dir::kForward) out[(n * count + q) * out_sp + o] = sum;
+          }
+        }
+      }
+    }
+  if (s.direction != Dir::kBackwardFilter) return;
+  for (int32_t q = 0; q < count; ++q)
+    for (int64_t f = 0; f < f_sp; ++f) {
+      const int64_t tap = s.flip ? f_sp - 1 - f : f;
+      const double* a = acc + (q * f_sp + f) * C;
+      for (int64_t c = 0; c < C; ++c) out[(q * C + c) * f_sp + tap] = a[c];
+    }
+}
+
+}  // namespace
+
+fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
+                           const Projection& p) {
+  const int expected = s.direction == Dir::kForward        ? s.y
+                       : s.direction == Dir::kBackwardData ? s.x
+                                                           : s.w;
+  const int32_t channels_dim = s.direction == Dir::kBackwardFilter ? 0 : 1;
+  if (output != expected || p.dim != channels_dim || p.out_lo || p.count < 1 ||
+      s.act != ConvSpec::Act::kNone || s.x < 0 || s.w < 0 || s.y < 0)
+    return FUMI_UNSUPPORTED;
+  ConvDims d;
+  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
+              ts[static_cast<size_t>(s.y)], s) ||
+      (s.direction == Dir::kBackwardFilter && s.groups != 1))
+    return FUMI_UNSUPPORTED;
+  const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
+  const int64_t len = out_t.shape[channels_dim], out_numel = tensorNumel(out_t);
+  const int32_t count = p.count;
+  const int64_t f_sp = d.spatialSize(d.filter), out_sp = d.spatialSize(d.out);
+  // The activation A is read by the reduced convolution (x, or dy for backward data), the other
+  // operand (w, or dy for backward filter) only summed against the vectors.
+  const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
+  const bool last = channels >= kChannelsLastMin;
+  Buffers& buf = Buffers::get();
+  const Buffers::Trim trim;
+  bool ok = true;
+  const double* A = gatherInto(ts, s.direction == Dir::kBackwardData ? s.y : s.x, last, buf.act, &ok);
+  const double* B = gatherInto(ts, s.direction == Dir::kBackwardFilter ? s.y : s.w, false, buf.other, &ok);
+  const double* prior = gatherInto(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);
+  const double* Z = gatherInto(ts, s.alpha2 != 0 ? s.z : -1, false, buf.z, &ok);
+  const double* bias = gatherInto(ts, s.bias, false, buf.bias, &ok);
+  const auto numel = [&](int i) { return tensorNumel(ts[static_cast<size_t>(i)]); };
+  if (!ok || (prior && numel(s.prior) != out_numel) || (Z && numel(s.z) != out_numel) ||
+      (bias && numel(s.bias) != len))
+    return FUMI_UNSUPPORTED;
+
+  // The reduced operand for every vector: the filter summed against it over the projected
+  // channels (w_r, taps in loop order), or dy summed over K (dy_r); and per vector, the sum of
+  // the magnitudes of its terms, for the noise bound below.
+  std::vector<double> term_abs(static_cast<size_t>(count), 0.0);
+  const double* r = p.vectors;
+  double* R;
+  if (s.direction == Dir::kBackwardFilter) {  // dy_r[n, q, o] = sum over k of r_q[k] dy[n, k, o]
+    R = buf.reduced.get(d.n * count * out_sp);
+    std::fill(R, R + d.n * count * out_sp, 0.0);
+    for (int64_t n = 0; n < d.n; ++n)
+      for (int64_t k = 0; k < d.k; ++k) {
+        const double* dy = B + (n * d.k + k) * out_sp;
+        double mag = 0;
+        FUMI_SIMD(reduction(+ : mag))
+        for (int64_t o = 0; o < out_sp; ++o) mag += std::fabs(dy[o]);
+        for (int32_t q = 0; q < count; ++q) {
+          axpy(R + (n * count + q) * out_sp, r[q * len + k], dy, out_sp);
+          term_abs[static_cast<size_t>(q)] += std::fabs(r[q * len + k]) * mag;
+        }
+      }
+  } else {  // w_r[q, ch, f] = sum over the projected channels of ch's group of r_q w
+    const int64_t size = count * channels * f_sp;
+    R = buf.reduced.get(size);
+    std::fill(R, R + size, 0.0);
+    // Element (q, ch, f) at q * q_step + ch * ch_step + f * f_step, in the kernel's layout.
+    const int64_t q_step = channels * f_sp, ch_step = last ? 1 : f_sp, f_step = last ? channels : 1;
+    for (int64_t k = 0; k < d.k; ++k)
+      for (int64_t cl = 0; cl < d.cg; ++cl) {
+        const double* w = B + (k * d.cg + cl) * f_sp;
+        const int64_t c = (k / d.kg) * d.cg + cl;
+        const int64_t ch = s.direction == Dir::kForward ? c : k;   // w_r's channel
+        const int64_t v = s.direction == Dir::kForward ? k : c;    // the vectors' element
+        double mag = 0;
+        for (int64_t f = 0; f < f_sp; ++f) mag += std::fabs(w[f]);
+        for (int32_t q = 0; q < count; ++q) {
+          const double coef = r[q * len + v];
+          double* dst = R + q * q_step + ch * ch_step;
+          for (int64_t f = 0; f < f_sp; ++f) dst[(s.flip ? f_sp - 1 - f : f) * f_step] += coef * w[f];
+          term_abs[static_cast<size_t>(q)] += std::fabs(coef) * mag;
+        }
+      }
+  }
+  if (last) reducedChannelsLast(d, s, count, A, R, buf.acc.get(count * f_sp * channels), p.out);
+  else reducedChannelsFirst(d, s, count, A, R, p.out);
+
+  // The terms the reduced convolution leaves out, projected directly: beta * prior,
+  // alpha2 * z, bias.
+  const int64_t projected = out_numel / std::max<int64_t>(len, 1) * count;
+  const int64_t outer = channels_dim == 0 ? 1 : d.n, inner = projected / count / std::max<int64_t>(outer, 1);
+  for (int64_t i = 0; i < projected; ++i) p.out[i] *= s.alpha;
+  std::vector<int64_t> shape(out_t.shape, out_t.shape + out_t.ndim);
+  for (const auto& [data, scale] : {std::pair{prior, s.beta}, std::pair{Z, s.alpha2}}) {
+    if (!data) continue;
+    const fumi_tensor t = hostTensor("term", shape, const_cast<double*>(data));
+    if (!contractTensor(t, data, FUMI_DTYPE_F64, channels_dim, count, p.vectors, scale, true, p.out))
+      return FUMI_UNSUPPORTED;
+  }
+  for (int32_t q = 0; q < count && bias; ++q) {
+    double b = 0;
+    for (int64_t c = 0; c < len; ++c) b += r[q * len + c] * bias[c];
+    for (int64_t a = 0; a < outer; ++a)
+      for (int64_t i = 0; i < inner; ++i) p.out[(a * count + q) * inner + i] += b;
+  }
+  // The reduced operand carries fp64 rounding (about len * 2^-53 of its terms' magnitudes), so
+  // every projected element does too, up to this bound: values below it are that noise, and
+  // are 0 (an output that is exactly zero must project to exactly zero).
+  const double other = maxAbs(A, tensorNumel(ts[static_cast<size_t>(
+                                      s.direction == Dir::kBackwardData ? s.y : s.x)]));
+  const double others = std::fabs(s.beta) * (prior ? maxAbs(prior, out_numel) : 0) +
+                        std::fabs(s.alpha2) * (Z ? maxAbs(Z, out_numel) : 0) +
+                        (bias ? maxAbs(bias, len) : 0);
+  for (int32_t q = 0; q < count; ++q) {
+    double r_abs = 0;  // sum of |r_c|
+    for (int64_t c = 0; c < len; ++c) r_abs += std::fabs(r[q * len + c]);
+    const double bound = std::fabs(s.alpha) * other * term_abs[static_cast<size_t>(q)] + others * r_abs;
+    const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
+    for (int64_t a = 0; a < outer; ++a) {
+      double* o = p.out + (a * count + q) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        if (std::fabs(o[i]) <= noise) o[i] = 0.0;
+    }
+  }
+  return FUMI_OK;
+}
+
+}  // namespace fumi
