@@ -90,7 +90,7 @@ const double* gatherInto(const std::vector<fumi_tensor>& ts, int i, bool channel
   return out;
 }
 
-double maxAbs(const double* v, int64_t n) {
+FUMI_WIDE double maxAbs(const double* v, int64_t n) {
   double m = 0;
   FUMI_SIMD(reduction(max : m))
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
@@ -268,6 +268,62 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
     }
 }
 
+// The reduced operand for every vector (r_q = vectors + q * len), from B (w, or dy for backward
+// filter), and mag[v]: the sum of the magnitudes that element v of the vectors scales, for the
+// noise bound (mag zeroed by the caller).
+//   forward          w_r[q, c, f] = sum over k of c's group of r_q[k] w[k, c, f]: per k, one
+//                    scaled add of its whole (C/groups x filter) block; B row-major, w_r
+//                    [count, C, filter] in storage tap order
+//   backward data    w_r[q, f, k] = sum over c of k's group of r_q[c] w[k, c, f]: a dot
+//                    product over the channels; B channels-last [K, filter, C/groups], w_r
+//                    [count, filter, K]
+//   backward filter  dy_r[n, q, o] = sum over k of r_q[k] dy[n, k, o]; B row-major
+FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count, int64_t len,
+                             const double* r, const double* B, double* out, double* mag) {
+  const int64_t f_sp = d.spatialSize(d.filter), out_sp = d.spatialSize(d.out);
+  switch (s.direction) {
+    case Dir::kForward: {
+      const int64_t block = d.cg * f_sp;
+      std::fill(out, out + count * d.c * f_sp, 0.0);
+      for (int64_t k = 0; k < d.k; ++k) {
+        const double* w = B + k * block;
+        double m = 0;
+        FUMI_SIMD(reduction(+ : m))
+        for (int64_t e = 0; e < block; ++e) m += std::fabs(w[e]);
+        mag[k] = m;
+        for (int32_t q = 0; q < count; ++q)
+          axpy(out + (q * d.c + (k / d.kg) * d.cg) * f_sp, r[q * len + k], w, block);
+      }
+      break;
+    }
+    case Dir::kBackwardData:
+      for (int64_t k = 0; k < d.k; ++k) {
+        const int64_t c0 = (k / d.kg) * d.cg;  // the first input channel of k's group
+        for (int64_t f = 0; f < f_sp; ++f) {
+          const double* w = B + (k * f_sp + f) * d.cg;
+          FUMI_SIMD()
+          for (int64_t cl = 0; cl < d.cg; ++cl) mag[c0 + cl] += std::fabs(w[cl]);
+          for (int32_t q = 0; q < count; ++q)
+            out[(q * f_sp + f) * d.k + k] = dot(r + q * len + c0, w, d.cg);
+        }
+      }
+      break;
+    case Dir::kBackwardFilter:
+      std::fill(out, out + d.n * count * out_sp, 0.0);
+      for (int64_t n = 0; n < d.n; ++n)
+        for (int64_t k = 0; k < d.k; ++k) {
+          const double* dy = B + (n * d.k + k) * out_sp;
+          double m = 0;
+          FUMI_SIMD(reduction(+ : m))
+          for (int64_t o = 0; o < out_sp; ++o) m += std::fabs(dy[o]);
+          mag[k] += m;
+          for (int32_t q = 0; q < count; ++q)
+            axpy(out + (n * count + q) * out_sp, r[q * len + k], dy, out_sp);
+        }
+      break;
+  }
+}
+
 }  // namespace
 
 fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
@@ -296,7 +352,8 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   const Buffers::Trim trim;
   bool ok = true;
   const double* A = gatherInto(ts, s.direction == Dir::kBackwardData ? s.y : s.x, last, buf.act, &ok);
-  const double* B = gatherInto(ts, s.direction == Dir::kBackwardFilter ? s.y : s.w, false, buf.other, &ok);
+  const double* B = gatherInto(ts, s.direction == Dir::kBackwardFilter ? s.y : s.w,
+                               s.direction == Dir::kBackwardData, buf.other, &ok);
   const double* prior = gatherInto(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);
   const double* Z = gatherInto(ts, s.alpha2 != 0 ? s.z : -1, false, buf.z, &ok);
   const double* bias = gatherInto(ts, s.bias, false, buf.bias, &ok);
@@ -305,47 +362,27 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
       (bias && numel(s.bias) != len))
     return FUMI_UNSUPPORTED;
 
-  // The reduced operand for every vector: the filter summed against it over the projected
-  // channels (w_r, taps in loop order), or dy summed over K (dy_r); and per vector, the sum of
-  // the magnitudes of its terms, for the noise bound below.
-  std::vector<double> term_abs(static_cast<size_t>(count), 0.0);
+  // The reduced operand, and for a filter one in the kernel's layout: taps in loop order
+  // (mirrored for a true convolution), [count, filter, channels] or [count, channels, filter].
   const double* r = p.vectors;
-  double* R;
-  if (s.direction == Dir::kBackwardFilter) {  // dy_r[n, q, o] = sum over k of r_q[k] dy[n, k, o]
-    R = buf.reduced.get(d.n * count * out_sp);
-    std::fill(R, R + d.n * count * out_sp, 0.0);
-    for (int64_t n = 0; n < d.n; ++n)
-      for (int64_t k = 0; k < d.k; ++k) {
-        const double* dy = B + (n * d.k + k) * out_sp;
-        double mag = 0;
-        FUMI_SIMD(reduction(+ : mag))
-        for (int64_t o = 0; o < out_sp; ++o) mag += std::fabs(dy[o]);
-        for (int32_t q = 0; q < count; ++q) {
-          axpy(R + (n * count + q) * out_sp, r[q * len + k], dy, out_sp);
-          term_abs[static_cast<size_t>(q)] += std::fabs(r[q * len + k]) * mag;
-        }
-      }
-  } else {  // w_r[q, ch, f] = sum over the projected channels of ch's group of r_q w
-    const int64_t size = count * channels * f_sp;
-    R = buf.reduced.get(size);
-    std::fill(R, R + size, 0.0);
-    // Element (q, ch, f) at q * q_step + ch * ch_step + f * f_step, in the kernel's layout.
-    const int64_t q_step = channels * f_sp, ch_step = last ? 1 : f_sp, f_step = last ? channels : 1;
-    for (int64_t k = 0; k < d.k; ++k)
-      for (int64_t cl = 0; cl < d.cg; ++cl) {
-        const double* w = B + (k * d.cg + cl) * f_sp;
-        const int64_t c = (k / d.kg) * d.cg + cl;
-        const int64_t ch = s.direction == Dir::kForward ? c : k;   // w_r's channel
-        const int64_t v = s.direction == Dir::kForward ? k : c;    // the vectors' element
-        double mag = 0;
-        for (int64_t f = 0; f < f_sp; ++f) mag += std::fabs(w[f]);
-        for (int32_t q = 0; q < count; ++q) {
-          const double coef = r[q * len + v];
-          double* dst = R + q * q_step + ch * ch_step;
-          for (int64_t f = 0; f < f_sp; ++f) dst[(s.flip ? f_sp - 1 - f : f) * f_step] += coef * w[f];
-          term_abs[static_cast<size_t>(q)] += std::fabs(coef) * mag;
-        }
-      }
+  std::vector<double> mag(static_cast<size_t>(len), 0.0);
+  const int64_t r_size = s.direction == Dir::kBackwardFilter ? d.n * count * out_sp
+                                                              : count * channels * f_sp;
+  double* R = buf.reduced.get(r_size);
+  if (s.direction == Dir::kBackwardFilter) {
+    reduceOperand(d, s, count, len, r, B, R, mag.data());
+  } else {
+    double* T = buf.acc.get(r_size);
+    reduceOperand(d, s, count, len, r, B, T, mag.data());
+    // (channel, tap) steps of T, and of R
+    const bool fwd = s.direction == Dir::kForward;
+    const int64_t t_ch = fwd ? f_sp : 1, t_f = fwd ? 1 : channels;
+    const int64_t r_ch = last ? 1 : f_sp, r_f = last ? channels : 1;
+    for (int32_t q = 0; q < count; ++q)
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t f = 0; f < f_sp; ++f)
+          R[q * channels * f_sp + ch * r_ch + (s.flip ? f_sp - 1 - f : f) * r_f] =
+              T[q * channels * f_sp + ch * t_ch + f * t_f];
   }
   if (last) reducedChannelsLast(d, s, count, A, R, buf.acc.get(count * f_sp * channels), p.out);
   else reducedChannelsFirst(d, s, count, A, R, p.out);
@@ -377,9 +414,12 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
                         std::fabs(s.alpha2) * (Z ? maxAbs(Z, out_numel) : 0) +
                         (bias ? maxAbs(bias, len) : 0);
   for (int32_t q = 0; q < count; ++q) {
-    double r_abs = 0;  // sum of |r_c|
-    for (int64_t c = 0; c < len; ++c) r_abs += std::fabs(r[q * len + c]);
-    const double bound = std::fabs(s.alpha) * other * term_abs[static_cast<size_t>(q)] + others * r_abs;
+    double r_abs = 0, term_abs = 0;  // sums of |r_c| and of the reduced operand's terms
+    for (int64_t c = 0; c < len; ++c) {
+      r_abs += std::fabs(r[q * len + c]);
+      term_abs += std::fabs(r[q * len + c]) * mag[static_cast<size_t>(c)];
+    }
+    const double bound = std::fabs(s.alpha) * other * term_abs + others * r_abs;
     const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
     for (int64_t a = 0; a < outer; ++a) {
       double* o = p.out + (a * count + q) * inner;
