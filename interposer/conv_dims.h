@@ -27,8 +27,7 @@ struct ConvDims {
     c = x.shape[1];
     k = w.shape[0];
     cg = w.shape[1];
-    if (y.shape[0] != n || y.shape[1] != k || cg * s.groups != c || k % s.groups != 0)
-      return false;
+    if (y.shape[0] != n || y.shape[1] != k || cg * s.groups != c || k % s.groups != 0) return false;
     kg = k / s.groups;
     for (int d = 0; d < s.spatial; ++d) {
       const int e = 3 - s.spatial + d;

@@ -147,7 +147,8 @@ FUMI_WIDE void reducedChannelsFirst(const ConvDims& d, const ConvSpec& s, int32_
             // Outputs o2 whose input i2 = o2 * stride - pad + f2 * dilation lies inside.
             const int64_t shift = f2 * d.dilation[2] - d.pad[2];
             const int64_t lo = shift >= 0 ? 0 : (-shift + st - 1) / st;
-            const int64_t hi = std::min(d.out[2], d.in[2] - 1 - shift < 0 ? 0 : (d.in[2] - 1 - shift) / st + 1);
+            const int64_t hi =
+                std::min(d.out[2], d.in[2] - 1 - shift < 0 ? 0 : (d.in[2] - 1 - shift) / st + 1);
             if (lo >= hi) continue;
             for (int64_t o0 = 0; o0 < d.out[0]; ++o0) {
               const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
@@ -351,7 +352,8 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   Buffers& buf = Buffers::get();
   const Buffers::Trim trim;
   bool ok = true;
-  const double* A = gatherInto(ts, s.direction == Dir::kBackwardData ? s.y : s.x, last, buf.act, &ok);
+  const int a_index = s.direction == Dir::kBackwardData ? s.y : s.x;
+  const double* A = gatherInto(ts, a_index, last, buf.act, &ok);
   const double* B = gatherInto(ts, s.direction == Dir::kBackwardFilter ? s.y : s.w,
                                s.direction == Dir::kBackwardData, buf.other, &ok);
   const double* prior = gatherInto(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);
@@ -366,8 +368,8 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   // (mirrored for a true convolution), [count, filter, channels] or [count, channels, filter].
   const double* r = p.vectors;
   std::vector<double> mag(static_cast<size_t>(len), 0.0);
-  const int64_t r_size = s.direction == Dir::kBackwardFilter ? d.n * count * out_sp
-                                                              : count * channels * f_sp;
+  const int64_t r_size =
+      s.direction == Dir::kBackwardFilter ? d.n * count * out_sp : count * channels * f_sp;
   double* R = buf.reduced.get(r_size);
   if (s.direction == Dir::kBackwardFilter) {
     reduceOperand(d, s, count, len, r, B, R, mag.data());
@@ -384,19 +386,23 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
           R[q * channels * f_sp + ch * r_ch + (s.flip ? f_sp - 1 - f : f) * r_f] =
               T[q * channels * f_sp + ch * t_ch + f * t_f];
   }
-  if (last) reducedChannelsLast(d, s, count, A, R, buf.acc.get(count * f_sp * channels), p.out);
-  else reducedChannelsFirst(d, s, count, A, R, p.out);
+  if (last)
+    reducedChannelsLast(d, s, count, A, R, buf.acc.get(count * f_sp * channels), p.out);
+  else
+    reducedChannelsFirst(d, s, count, A, R, p.out);
 
   // The terms the reduced convolution leaves out, projected directly: beta * prior,
   // alpha2 * z, bias.
   const int64_t projected = out_numel / std::max<int64_t>(len, 1) * count;
-  const int64_t outer = channels_dim == 0 ? 1 : d.n, inner = projected / count / std::max<int64_t>(outer, 1);
+  const int64_t outer = channels_dim == 0 ? 1 : d.n,
+                inner = projected / count / std::max<int64_t>(outer, 1);
   for (int64_t i = 0; i < projected; ++i) p.out[i] *= s.alpha;
   std::vector<int64_t> shape(out_t.shape, out_t.shape + out_t.ndim);
   for (const auto& [data, scale] : {std::pair{prior, s.beta}, std::pair{Z, s.alpha2}}) {
     if (!data) continue;
     const fumi_tensor t = hostTensor("term", shape, const_cast<double*>(data));
-    if (!contractTensor(t, data, FUMI_DTYPE_F64, channels_dim, count, p.vectors, scale, true, p.out))
+    if (!contractTensor(t, data, FUMI_DTYPE_F64, channels_dim, count, p.vectors, scale, true,
+                        p.out))
       return FUMI_UNSUPPORTED;
   }
   for (int32_t q = 0; q < count && bias; ++q) {
@@ -408,8 +414,7 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   // The reduced operand carries fp64 rounding (about len * 2^-53 of its terms' magnitudes), so
   // every projected element does too, up to this bound: values below it are that noise, and
   // are 0 (an output that is exactly zero must project to exactly zero).
-  const double other = maxAbs(A, tensorNumel(ts[static_cast<size_t>(
-                                      s.direction == Dir::kBackwardData ? s.y : s.x)]));
+  const double other = maxAbs(A, numel(a_index));
   const double others = std::fabs(s.beta) * (prior ? maxAbs(prior, out_numel) : 0) +
                         std::fabs(s.alpha2) * (Z ? maxAbs(Z, out_numel) : 0) +
                         (bias ? maxAbs(bias, len) : 0);

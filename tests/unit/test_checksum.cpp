@@ -614,13 +614,14 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
               const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
               std::vector<double> want(size), got(size, -7);
               checksum::contract(ref.data(), sp, count, v.data(), want.data(), nullptr);
-              ASSERT_EQ(convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), nullptr}),
-                        FUMI_OK);
+              ASSERT_EQ(
+                  convProjection(ts, s, out, Projection{dim, count, v.data(), got.data(), nullptr}),
+                  FUMI_OK);
               for (size_t i = 0; i < size; ++i)
                 ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
-                    << "direction " << static_cast<int>(dir) << " spatial " << spatial << " variant "
-                    << variant << " C " << ck[0] << " K " << ck[1] << " groups " << groups
-                    << " count " << count << " at " << i;
+                    << "direction " << static_cast<int>(dir) << " spatial " << spatial
+                    << " variant " << variant << " C " << ck[0] << " K " << ck[1] << " groups "
+                    << groups << " count " << count << " at " << i;
               ++cases;
             }
   EXPECT_EQ(cases, 3 * 3 * 4 * (2 + 2 + 1) * 2);
