@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -469,25 +470,34 @@ TEST(Checksum, InPlaceProjectionAgreesWithTheCompensatedOne) {
   }
 }
 
+// Dense random fp64 tensors (uniform in [-1, 1)) for the convolution tests, alive until clear().
+class RandomTensors {
+ public:
+  explicit RandomTensors(uint64_t seed) : rng_(seed) {}
+  fumi_tensor operator()(const char* name, const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    store_.emplace_back(static_cast<size_t>(n));
+    for (double& e : store_.back()) e = rng_.uniformSym();
+    return hostTensor(name, shape, store_.back().data());
+  }
+  void clear() { store_.clear(); }
+
+ private:
+  metrics::Rng rng_;
+  std::deque<std::vector<double>> store_;  // a deque: earlier tensors' data never moves
+};
+
 // A convolution's projection along its channels is its reference contracted, in every
 // direction, with groups, stride, padding and beta.
 TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
-  metrics::Rng rng(5);
-  std::vector<std::vector<double>> store;
-  auto dense = [&](const char* name, const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    store.emplace_back(static_cast<size_t>(n));
-    for (double& e : store.back()) e = rng.uniformSym();
-    return hostTensor(name, shape, store.back().data());
-  };
+  RandomTensors dense(5);
   using Dir = ConvSpec::Direction;
   for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
     for (int groups : {1, 2})
     for (bool inner : {false, true}) {
       if (dir == Dir::kBackwardFilter && groups != 1) continue;
-      store.clear();
-      store.reserve(8);
+      dense.clear();
       // x 2 x 4 x 6 x 5, w 6 x 4/g x 3 x 2, stride 2 x 1, padding 1 x 0: y 2 x 6 x 3 x 4.
       // `inner`: cross-correlation, and the last spatial dimension strided, padded and dilated
       // too (stride 2, padding 1, dilation 2: y 2 x 6 x 3 x 3).
@@ -514,7 +524,7 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
       s.prior = 3;
       ts[static_cast<size_t>(out)].role = FUMI_ROLE_OUTPUT;
       const fumi_tensor& t = ts[static_cast<size_t>(out)];
-      std::vector<double> ref(store[static_cast<size_t>(out)].size());
+      std::vector<double> ref(static_cast<size_t>(tensorNumel(ts[static_cast<size_t>(out)])));
       ASSERT_EQ(convReference(ts, s, out, ref.data()), FUMI_OK);
       const int32_t dim = dir == Dir::kBackwardFilter ? 0 : 1, count = 3;
       const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
@@ -541,15 +551,7 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
 // counts that no vector width divides on either side of the threshold, 1 and 3 vectors, and
 // the direct terms (prior, z, bias) in some cases only.
 TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
-  metrics::Rng rng(8);
-  std::vector<std::vector<double>> store;
-  auto dense = [&](const char* name, const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    store.emplace_back(static_cast<size_t>(n));
-    for (double& e : store.back()) e = rng.uniformSym();
-    return hostTensor(name, shape, store.back().data());
-  };
+  RandomTensors dense(8);
   using Dir = ConvSpec::Direction;
   // (x channels C, y channels K): the projection contracts C (forward, backward filter) or K.
   const int64_t channel_pairs[4][2] = {{4, 6}, {20, 18}, {6, 24}, {24, 4}};
@@ -561,8 +563,7 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
           for (int groups : {1, 2})
             for (int32_t count : {1, 3}) {
               if (dir == Dir::kBackwardFilter && groups != 1) continue;
-              store.clear();
-              store.reserve(8);
+              dense.clear();
               ConvSpec s;
               s.direction = dir;
               s.spatial = spatial;
@@ -605,7 +606,7 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
               }
               ts[static_cast<size_t>(out)].role = FUMI_ROLE_OUTPUT;
               const fumi_tensor& t = ts[static_cast<size_t>(out)];
-              std::vector<double> ref(store[static_cast<size_t>(out)].size());
+              std::vector<double> ref(static_cast<size_t>(tensorNumel(ts[static_cast<size_t>(out)])));
               ASSERT_EQ(convReference(ts, s, out, ref.data()), FUMI_OK);
               const int32_t dim = dir == Dir::kBackwardFilter ? 0 : 1;
               const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
