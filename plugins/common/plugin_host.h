@@ -1,6 +1,7 @@
 // plugin_host.h — what every check plugin does with the host API, written once: the C-ABI glue
-// that keeps C++ exceptions inside the plugin, a view of the call's tensors, dense fp64 copies in
-// scratch memory, rerun buffers, and verdicts. Header-only; each plugin is one .cpp that defines
+// that keeps C++ exceptions inside the plugin, a view of the call's tensors, the element-wise
+// primitives (map, compare, scan: the work stays where the tensors live), dense fp64 copies in
+// scratch memory where positions matter, rerun buffers, and verdicts. Header-only; each plugin is one .cpp that defines
 // a check class and exports it with FUMI_DEFINE_PLUGIN_ENTRY.
 //
 // How to write a check class (see plugins/nan_inf/nan_inf.cpp for the smallest one):
