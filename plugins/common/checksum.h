@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -270,24 +271,28 @@ class Estimator {
 // doubles of scratch (nullptr: none left).
 template <class Project, class Contract, class Alloc>
 fumi_status projectSide(const int64_t* shape, int32_t ndim, int32_t dim, int32_t count,
-                        bool compensated, uint64_t seed, Project&& project, Contract&& contract_y,
-                        Alloc&& alloc, Estimator* est) {
+                        bool compensated, const std::vector<uint64_t>& seeds, Project&& project,
+                        Contract&& contract_y, Alloc&& alloc, Estimator* est) {
+  // One set of `count` vectors per seed, all projected in one call: the host reads the
+  // operands (a convolution's activation, the output) once for every set.
   const Split sp = splitAround(shape, ndim, dim);
-  const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
-  double* v = alloc(static_cast<size_t>(sp.len * count));
+  const int32_t total = count * static_cast<int32_t>(seeds.size());
+  const size_t size = static_cast<size_t>(sp.outer * total * sp.inner);
+  double* v = alloc(static_cast<size_t>(sp.len * total));
   double* exact = alloc(size);
   double* got = alloc(size);
   double* exact_lo = compensated ? alloc(size) : nullptr;
   double* got_lo = compensated ? alloc(size) : nullptr;
   if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
-  gaussianVectors(seed, count, sp.len, v);
-  fumi_status st = project(dim, count, v, exact, exact_lo);
+  for (size_t k = 0; k < seeds.size(); ++k)
+    gaussianVectors(seeds[k], count, sp.len, v + k * static_cast<size_t>(count * sp.len));
+  fumi_status st = project(dim, total, v, exact, exact_lo);
   if (st != FUMI_OK) return st;
-  st = contract_y(dim, count, v, got, got_lo);
+  st = contract_y(dim, total, v, got, got_lo);
   if (st != FUMI_OK) return st;
   // Vectors over the rows (the dimension before the last, or a vector's only one) give
   // per-column figures.
-  est->addSide(got, got_lo, exact, exact_lo, sp, count, /*columns=*/dim != ndim - 1 || ndim == 1);
+  est->addSide(got, got_lo, exact, exact_lo, sp, total, /*columns=*/dim != ndim - 1 || ndim == 1);
   return FUMI_OK;
 }
 
@@ -307,20 +312,27 @@ fumi_status estimateOutput(double out_norm, size_t n, const int64_t* shape, int3
   Estimator est;
   est.setOutputNorm(out_norm);
   const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
-  auto side = [&](int32_t dim, uint64_t stream) {
-    return projectSide(shape, ndim, dim, vectors, compensated, metrics::mixSeed(seed, stream),
-                       project, contract_y, alloc, &est);
+  auto side = [&](int32_t dim, std::initializer_list<uint64_t> streams) {
+    std::vector<uint64_t> seeds;
+    for (uint64_t stream : streams) seeds.push_back(metrics::mixSeed(seed, stream));
+    return projectSide(shape, ndim, dim, vectors, compensated, seeds, project, contract_y, alloc,
+                       &est);
   };
-  // Rows first; an operation the host projects along another dimension only (a convolution's
-  // channels) gets both sets along the first one it can.
+  // Rows first, columns second (streams 0 and 1). A vector (rows are its columns) gets both
+  // sets over its one dimension, and an operation the host projects along another dimension
+  // only (a convolution's channels) both along the first one it can, in one call (streams 0
+  // and 2).
+  const bool one_dim = cols == rows;
   int32_t first = rows;
-  fumi_status st = side(rows, 0);
+  fumi_status st = one_dim ? side(rows, {0, 2}) : side(rows, {0});
   for (int32_t d = 0; st == FUMI_UNSUPPORTED && d < ndim; ++d)
-    if (d != rows && d != cols) st = side(first = d, 0);
+    if (d != rows && d != cols) st = side(first = d, {0, 2});
   if (st != FUMI_OK) return st;
-  st = first == rows && cols != rows ? side(cols, 1) : FUMI_UNSUPPORTED;
-  if (st == FUMI_UNSUPPORTED) st = side(first, 2);
-  if (st != FUMI_OK) return st;
+  if (first == rows && !one_dim) {  // the columns, or a second set over the rows
+    st = side(cols, {1});
+    if (st == FUMI_UNSUPPORTED) st = side(rows, {2});
+    if (st != FUMI_OK) return st;
+  }
   *out = est.result();
   return out->unusable ? FUMI_SKIPPED : FUMI_OK;
 }
