@@ -86,7 +86,8 @@ bool sameBits(double a, typename E::T stored) {
 }
 
 // One loop per map kind (an integer count vectorises without `omp simd`, whose per-lane arrays
-// GCC 12 mis-sizes beside the f16/bf16 conversions); `changed` counts elements whose stored value is not the source value.
+// GCC 12 mis-sizes beside the f16/bf16 conversions); `changed` counts elements whose stored
+// value is not the source value.
 template <class L, class S>
 FUMI_WIDE size_t mapFlat(const typename L::T* src, typename S::T* dst, size_t n,
                          const fumi_map_spec& spec) {
@@ -109,7 +110,7 @@ FUMI_WIDE size_t mapFlat(const typename L::T* src, typename S::T* dst, size_t n,
     case FUMI_MAP_PERTURB: {
       const double shift = spec.shift;
       const uint64_t seed = spec.seed, first = spec.first;
-      // x + x·δu, since 1 + δu would round δ away in fp64 for fp64 inputs; zeros keep their sign.
+      // x + x·δu: 1 + δu would round δ away in fp64 for fp64 inputs. Zeros keep their sign.
       for (size_t j = 0; j < n; ++j) {
         const double x = L::load(src[j]);
         const double u = Rng::uniformSymAt(seed, first + j);

@@ -257,25 +257,34 @@ fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
   }
 }
 
+// Writes `buffer` (laid out like t, holding `dtype`) through write(host pointer) -> fumi_status:
+// in place in host memory; for device memory the whole span is built on the host (gaps zero:
+// scratch buffers hold nothing else), then copied.
+template <class Write>
+fumi_status writeLike(const fumi_tensor& t, void* buffer, fumi_dtype dtype, Write&& write) {
+  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
+  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
+  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
+  std::vector<unsigned char> stage(
+      dev ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dtype)) : 0);
+  const fumi_status st = write(dev ? static_cast<void*>(stage.data()) : buffer);
+  if (st != FUMI_OK || !dev) return st;
+  return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
+}
+
 fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* buffer,
                           fumi_dtype dtype, fumi_order order) {
   if (!validIndex(c, index) || !in || !buffer ||
       (order != FUMI_ORDER_LOGICAL && order != FUMI_ORDER_STORAGE))
     return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
-  if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  // Device memory: the whole span is built on the host, then copied (gaps zero: scratch
-  // buffers hold nothing else).
-  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
-  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
-  std::vector<unsigned char> stage(dev ? static_cast<size_t>(tensorSpan(t)) * dtypeBytes(dtype) : 0);
-  void* dst = dev ? stage.data() : buffer;
-  int64_t dense[FUMI_MAX_DIMS];
-  orderStrides(t, order, dense);
-  copyElements(t.ndim, t.shape, in, FUMI_DTYPE_F64, ElementLayout{dense, 0}, dst, dtype,
-               ElementLayout{t.strides, tensorBase(t)});
-  if (!dev) return FUMI_OK;
-  return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
+  return writeLike(t, buffer, dtype, [&](void* dst) {
+    int64_t dense[FUMI_MAX_DIMS];
+    orderStrides(t, order, dense);
+    copyElements(t.ndim, t.shape, in, FUMI_DTYPE_F64, ElementLayout{dense, 0}, dst, dtype,
+                 ElementLayout{t.strides, tensorBase(t)});
+    return FUMI_OK;
+  });
 }
 
 fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
@@ -299,16 +308,10 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   std::vector<unsigned char> stage;
   const void* from = tensorHostData(t, src, &src_dtype, stage);
-  if (!from || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
-  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
-  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
-  // Device memory: the whole span is built on the host (gaps zero), then copied.
-  std::vector<unsigned char> out(
-      dev ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dst_dtype)) : 0);
-  const fumi_status st =
-      mapTensor(t, from, src_dtype, dev ? out.data() : dst, dst_dtype, *spec, changed);
-  if (st != FUMI_OK || !dev) return st;
-  return dev->toDevice(dst, out.data(), out.size()) ? FUMI_OK : FUMI_ERROR;
+  if (!from) return FUMI_UNSUPPORTED;
+  return writeLike(t, dst, dst_dtype, [&](void* to) {
+    return mapTensor(t, from, src_dtype, to, dst_dtype, *spec, changed);
+  });
 }
 
 fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a_dtype,

@@ -185,27 +185,9 @@ class Estimator {
     else row_side_ = true;
   }
 
-  // ||C||_F of the output: given (the host's scan), or from a dense copy.
+  // ||C||_F of the output (over its finite elements): the host's scan, or metrics.h's
+  // scanValues of a dense copy.
   void setOutputNorm(double norm) { out_norm_ = norm; }
-  void setOutput(const double* y, size_t n) { out_norm_ = frobenius(y, n); }
-
-  // ||y||_2 over the finite elements, with a power-of-two scale (nothing overflows).
-  FUMI_WIDE static double frobenius(const double* y, size_t n) {
-    constexpr double kMax = std::numeric_limits<double>::max();
-    double max_abs = 0.0;
-    FUMI_SIMD(reduction(max : max_abs))
-    for (size_t i = 0; i < n; ++i)
-      max_abs = std::max(max_abs, std::fabs(y[i]) <= kMax ? std::fabs(y[i]) : 0.0);
-    const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
-    const double scale = std::ldexp(1.0, -e);
-    double sum = 0.0;
-    FUMI_SIMD(reduction(+ : sum))
-    for (size_t i = 0; i < n; ++i) {
-      const double x = std::fabs(y[i]) <= kMax ? y[i] * scale : 0.0;  // finite
-      sum += x * x;
-    }
-    return std::ldexp(std::sqrt(sum), e);
-  }
 
   Estimate result() const {
     Estimate est;
@@ -343,7 +325,8 @@ fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int3
                            int32_t vectors, bool compensated, uint64_t seed, Project&& project,
                            Alloc&& alloc, Estimate* out) {
   return estimateOutput(
-      Estimator::frobenius(y, n), n, shape, ndim, vectors, compensated, seed, project,
+      metrics::scanValues<metrics::Dense>(y, n).norm, n, shape, ndim, vectors, compensated, seed,
+      project,
       [&](int32_t dim, int32_t count, const double* v, double* got, double* got_lo) {
         contract(y, splitAround(shape, ndim, dim), count, v, got, got_lo);
         return FUMI_OK;

@@ -1,8 +1,8 @@
 // plugin_host.h — what every check plugin does with the host API, written once: the C-ABI glue
 // that keeps C++ exceptions inside the plugin, a view of the call's tensors, the element-wise
 // primitives (map, compare, scan: the work stays where the tensors live), dense fp64 copies in
-// scratch memory where positions matter, rerun buffers, and verdicts. Header-only; each plugin is one .cpp that defines
-// a check class and exports it with FUMI_DEFINE_PLUGIN_ENTRY.
+// scratch memory where positions matter, rerun buffers, and verdicts. Header-only; each plugin
+// is one .cpp that defines a check class and exports it with FUMI_DEFINE_PLUGIN_ENTRY.
 //
 // How to write a check class (see plugins/nan_inf/nan_inf.cpp for the smallest one):
 //   class MyCheck {
@@ -220,11 +220,10 @@ class Context {
   }
 
   // The element-wise primitives (plugin.h, ABI 2): buffers laid out like tensor i, each in its
-  // own dtype and memory (a source of nullptr: the call's own data, in the tensor's dtype).
-  fumi_status map(int32_t i, const void* src, void* dst, fumi_dtype dst_dtype,
-                  const fumi_map_spec& spec, uint64_t* changed = nullptr) {
-    const fumi_dtype src_dtype = src ? dst_dtype : tensor(i).dtype;
-    return host_->map(call_, i, src, src_dtype, dst, dst_dtype, &spec, changed);
+  // own dtype and memory. map writes `dst` from the call's own data of tensor i.
+  fumi_status map(int32_t i, void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                  uint64_t* changed = nullptr) {
+    return host_->map(call_, i, nullptr, tensor(i).dtype, dst, dst_dtype, &spec, changed);
   }
   // `a` against `b` (the reference side); each nullptr for the call's own data.
   fumi_status compare(int32_t i, const void* a, fumi_dtype a_dtype, const void* b,
@@ -290,7 +289,7 @@ inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
   for (int32_t i : inputs)
-    FUMI_RETURN_IF_NOT_OK(ctx.map(i, nullptr, (*buffers)[static_cast<size_t>(i)],
+    FUMI_RETURN_IF_NOT_OK(ctx.map(i, (*buffers)[static_cast<size_t>(i)],
                                   ctx.bufferDtype(i, precision), mapSpec(kind)));
   return ctx.rerun(precision, *buffers);
 }

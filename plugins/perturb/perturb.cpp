@@ -93,7 +93,7 @@ class PerturbCheck {
         // of the storage dtype perturbs nothing, and the report should say so.
         uint64_t moved = 0;
         FUMI_RETURN_IF_NOT_OK(ctx.map(
-            t, nullptr, buffers[static_cast<size_t>(t)], ctx.bufferDtype(t, storage),
+            t, buffers[static_cast<size_t>(t)], ctx.bufferDtype(t, storage),
             fumi::plugin::mapSpec(FUMI_MAP_PERTURB, shift, noise_seed, drawn), &moved));
         changed += moved;
         drawn += ctx.numel(t);

@@ -82,7 +82,8 @@ TEST(Elementwise, CompareMatchesTheDefinitions) {
             ++nonfinite;
             continue;
           }
-          diff2 += (static_cast<long double>(x[i]) - y[i]) * (static_cast<long double>(x[i]) - y[i]);
+          const long double d = static_cast<long double>(x[i]) - y[i];
+          diff2 += d * d;
           ref2 += static_cast<long double>(y[i]) * y[i];
           x2 += static_cast<long double>(x[i]) * x[i];
           max_sum = std::max(max_sum, std::fabs(x[i] + y[i]));
@@ -203,7 +204,8 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
             double v = x;
             if (kind == FUMI_MAP_ABS) v = std::fabs(x);
             if (kind == FUMI_MAP_PERTURB && x != 0.0)
-              v = x + x * (shift * metrics::Rng::uniformSymAt(seed, first + static_cast<uint64_t>(j)));
+              v = x + x * (shift * metrics::Rng::uniformSymAt(
+                                       seed, first + static_cast<uint64_t>(j)));
             storeFromDouble(want.data(), off, v, dd);
             const double stored = loadAsDouble(want.data(), off, dd);
             changed += std::memcmp(&stored, &x, 8) != 0;
