@@ -81,8 +81,8 @@ class AdapterCall final : public Call {
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
   }
   // checksum's projections, from the op's schema names and arguments (framework_projection.h).
-  fumi_status project(int32_t output, const Projection& p) override {
-    return frameworkProjection(site().name, tensors(), args(), output, p);
+  fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
+    return frameworkProjection(site().name, tensors(), args(), output, sides);
   }
 
  private:

@@ -43,7 +43,9 @@ class Call {
   // Output tensor `output` as reference() computes it, projected onto vectors along one of its
   // dimensions without computing it (reference.h, Projection); FUMI_UNSUPPORTED where fumi has
   // no such projection.
-  virtual fumi_status project(int32_t /*output*/, const Projection& /*p*/) {
+  // Several sets of vectors in one call (fumi_host_api.project_sides; project is one set): the
+  // operands read once for all of them where the operation allows.
+  virtual fumi_status project(int32_t /*output*/, const std::vector<Projection>& /*sides*/) {
     return FUMI_UNSUPPORTED;
   }
 

@@ -3,12 +3,15 @@
 #include "contract.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "element_types.h"
+#include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "fumi/simd.h"
 
@@ -51,34 +54,43 @@ inline double laneSum(Lanes x) {
 
 // The contracted axis has unit stride: dot products of the contiguous runs with the S vectors,
 // R runs (kept indices) at a time, so each load of a vector serves R runs and R x S independent
-// sums are in flight.
+// sums are in flight. R is a constant so that the sums stay in registers; always inlined: only
+// the caller is compiled for each CPU (FUMI_WIDE).
+template <class E, int S, int R>
+__attribute__((always_inline)) inline void dotRuns(const typename E::T* m, int64_t k0, int64_t sk,
+                                                   int64_t L, const double* V, int64_t ldv,
+                                                   double alpha, bool accumulate, double* out,
+                                                   int64_t out_k, int64_t out_s) {
+  Lanes acc[R][S] = {};
+  int64_t l = 0;
+  for (; l + kLanes <= L; l += kLanes) {
+    Lanes v[S];
+    for (int s = 0; s < S; ++s) std::memcpy(&v[s], V + s * ldv + l, sizeof(Lanes));
+    for (int r = 0; r < R; ++r) {
+      const Lanes x = load8<E>(m + (k0 + r) * sk + l);
+      for (int s = 0; s < S; ++s) acc[r][s] += x * v[s];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const typename E::T* row = m + (k0 + r) * sk;
+    for (int s = 0; s < S; ++s) {
+      double sum = laneSum(acc[r][s]);
+      for (int64_t q = l; q < L; ++q) sum += E::load(row[q]) * V[s * ldv + q];
+      double* o = out + (k0 + r) * out_k + s * out_s;
+      *o = accumulate ? *o + alpha * sum : alpha * sum;
+    }
+  }
+}
+
 template <class E, int S>
 FUMI_WIDE void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_t L,
                          const double* V, int64_t ldv, double alpha, bool accumulate, double* out,
                          int64_t out_k, int64_t out_s) {
   constexpr int R = S >= 4 ? 2 : 4;
-  for (int64_t k0 = 0; k0 < K; k0 += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, K - k0));
-    Lanes acc[R][S] = {};
-    int64_t l = 0;
-    for (; l + kLanes <= L; l += kLanes) {
-      Lanes v[S];
-      for (int s = 0; s < S; ++s) std::memcpy(&v[s], V + s * ldv + l, sizeof(Lanes));
-      for (int r = 0; r < rows; ++r) {
-        const Lanes x = load8<E>(m + (k0 + r) * sk + l);
-        for (int s = 0; s < S; ++s) acc[r][s] += x * v[s];
-      }
-    }
-    for (int r = 0; r < rows; ++r) {
-      const typename E::T* row = m + (k0 + r) * sk;
-      for (int s = 0; s < S; ++s) {
-        double sum = laneSum(acc[r][s]);
-        for (int64_t q = l; q < L; ++q) sum += E::load(row[q]) * V[s * ldv + q];
-        double* o = out + (k0 + r) * out_k + s * out_s;
-        *o = accumulate ? *o + alpha * sum : alpha * sum;
-      }
-    }
-  }
+  int64_t k = 0;
+  for (; k + R <= K; k += R)
+    dotRuns<E, S, R>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
+  for (; k < K; ++k) dotRuns<E, S, 1>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
 }
 
 // The kept axis has unit stride: scaled adds of the contiguous runs into per-vector rows of
@@ -110,6 +122,78 @@ FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t 
       const double w = V[s * ldv + l];
       FUMI_SIMD()
       for (int64_t k = 0; k < K; ++k) t[k] += E::load(col[k]) * w;
+    }
+  }
+}
+
+// Both sides of a matrix at once (contractSides): M(k, l) = m[k + l * sl], unit stride along k.
+// VL's S vectors run over l (kept k: sums into the rows of tmp, S x K, as axpyKernel), VK's S
+// vectors over k (kept l: outL[l * S + s], as dotKernel); with kScan, the squares and the
+// magnitudes of M as well (unmasked, as scanValues' first pass). C runs (columns l) at a time.
+// Always inlined: only the caller is compiled for each CPU (FUMI_WIDE).
+template <class E, int S, bool kScan, int C>
+__attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, int64_t K, int64_t l, int64_t sl,
+                         const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
+                         double* tmp, double* outL, Lanes* sq, Lanes* mx) {
+  const typename E::T* col[C];
+  double w[S][C];
+  for (int c = 0; c < C; ++c) {
+    col[c] = m + (l + c) * sl;
+    for (int s = 0; s < S; ++s) w[s][c] = VL[s * ldvl + l + c];
+  }
+  Lanes acc[C][S] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    Lanes x[C];
+    for (int c = 0; c < C; ++c) x[c] = load8<E>(col[c] + k);
+    for (int s = 0; s < S; ++s) {
+      Lanes t, v;
+      std::memcpy(&t, tmp + s * K + k, sizeof t);
+      std::memcpy(&v, VK + s * ldvk + k, sizeof v);
+      for (int c = 0; c < C; ++c) {
+        t += x[c] * w[s][c];
+        acc[c][s] += x[c] * v;
+      }
+      std::memcpy(tmp + s * K + k, &t, sizeof t);
+    }
+    if constexpr (kScan)
+      for (int c = 0; c < C; ++c) {
+        sq[c] += x[c] * x[c];  // a chain per run: one chain would wait on the adds
+        const Lanes a = x[c] < 0 ? -x[c] : x[c];
+        mx[c] = a > mx[c] ? a : mx[c];
+      }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int s = 0; s < S; ++s) outL[(l + c) * S + s] = laneSum(acc[c][s]);
+  for (; k < K; ++k)
+    for (int c = 0; c < C; ++c) {
+      const double x = E::load(col[c][k]);
+      for (int s = 0; s < S; ++s) {
+        tmp[s * K + k] += x * w[s][c];
+        outL[(l + c) * S + s] += x * VK[s * ldvk + k];
+      }
+      if constexpr (kScan) {
+        sq[c][0] += x * x;
+        mx[c][0] = std::max(mx[c][0], std::fabs(x));
+      }
+    }
+}
+
+template <class E, int S, bool kScan>
+FUMI_WIDE void twoSidedKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
+                              const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
+                              double* tmp, double* outL, double* sum_sq, double* max_abs) {
+  std::fill(tmp, tmp + S * K, 0.0);
+  Lanes sq[4] = {}, mx[4] = {};
+  int64_t l = 0;
+  for (; l + 4 <= L; l += 4)
+    twoSidedRuns<E, S, kScan, 4>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
+  for (; l < L; ++l)
+    twoSidedRuns<E, S, kScan, 1>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
+  if constexpr (kScan) {
+    for (int c = 0; c < 4; ++c) {
+      *sum_sq += laneSum(sq[c]);
+      for (int i = 0; i < kLanes; ++i) *max_abs = std::max(*max_abs, mx[c][i]);
     }
   }
 }
@@ -227,6 +311,122 @@ bool contractTensor(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
     }
     if (j < 0) return true;
   }
+}
+
+bool contractBoth(const AxisContraction& a, const AxisContraction& b, double* sum_sq,
+                  double* max_abs) {
+  if (a.data != b.data || a.dtype != b.dtype || a.base != b.base || a.K != b.L || a.L != b.K ||
+      a.sk != b.sl || a.sl != b.sk || a.count != b.count || a.count < 1)
+    return false;
+  if (a.sk != 1) return a.sl == 1 && contractBoth(b, a, sum_sq, max_abs);
+  // M(k, l) = data[base + k + l * sl]: `a` sums over l (one sum per k: the kernel's tmp), `b`
+  // over k (one per l: its outL).
+  const int64_t K = a.K, L = a.L;
+  thread_local std::vector<double> tmp, outL;
+  tmp.resize(static_cast<size_t>(4 * K));
+  outL.resize(static_cast<size_t>(4 * L));
+  const bool ok = visitLoad(a.dtype, [&](auto e) {
+    using E = decltype(e);
+    const auto* m = static_cast<const typename E::T*>(a.data) + a.base;
+    for (int32_t s0 = 0; s0 < a.count;) {
+      const int32_t S = a.count - s0 >= 4 ? 4 : a.count - s0 >= 2 ? 2 : 1;
+      const bool scan = sum_sq && s0 == 0;
+      auto run = [&](auto s_const, auto scan_const) {
+        twoSidedKernel<E, decltype(s_const)::value, decltype(scan_const)::value>(
+            m, K, L, a.sl, a.V + s0 * a.ldv, a.ldv, b.V + s0 * b.ldv, b.ldv, tmp.data(),
+            outL.data(), sum_sq, max_abs);
+      };
+      using T4 = std::integral_constant<int, 4>;
+      using T2 = std::integral_constant<int, 2>;
+      using T1 = std::integral_constant<int, 1>;
+      using Yes = std::true_type;
+      using No = std::false_type;
+      if (S == 4) scan ? run(T4{}, Yes{}) : run(T4{}, No{});
+      else if (S == 2) scan ? run(T2{}, Yes{}) : run(T2{}, No{});
+      else scan ? run(T1{}, Yes{}) : run(T1{}, No{});
+      auto put = [](const AxisContraction& c, double* o, double v) {
+        *o = c.accumulate ? *o + c.alpha * v : c.alpha * v;
+      };
+      for (int32_t s = 0; s < S; ++s) {
+        for (int64_t k = 0; k < K; ++k)
+          put(a, a.out + k * a.out_k + (s0 + s) * a.out_s, tmp[static_cast<size_t>(s * K + k)]);
+        for (int64_t l = 0; l < L; ++l)
+          put(b, b.out + l * b.out_k + (s0 + s) * b.out_s, outL[static_cast<size_t>(l * S + s)]);
+      }
+      s0 += S;
+    }
+  });
+  if (tmp.capacity() > (size_t{1} << 20)) std::vector<double>().swap(tmp);
+  if (outL.capacity() > (size_t{1} << 20)) std::vector<double>().swap(outL);
+  return ok;
+}
+
+namespace {
+
+// contractSides' single pass, or false where it does not apply (the caller then goes side by
+// side): `a` and `b` along the last two dimensions of a 2-D or 3-D t, one of them unit-stride.
+// Squares and magnitudes into *sum_sq and *max_abs when sum_sq is not null.
+bool twoSided(const fumi_tensor& t, const void* data, fumi_dtype dtype, const fumi_side& a,
+              const fumi_side& b, double* sum_sq, double* max_abs) {
+  const int nd = t.ndim, r = nd - 2, c = nd - 1;
+  if ((nd != 2 && nd != 3) || a.count != b.count || a.dim == b.dim ||
+      (a.dim != r && a.dim != c) || (b.dim != r && b.dim != c) ||
+      (t.strides[r] != 1 && t.strides[c] != 1))
+    return false;
+  const int64_t batch = nd == 3 ? t.shape[0] : 1;
+  // One contraction per side: side x sums over its dimension d, one sum per index of the other
+  // dimension e, in fumi_host_api.project's layout: (b * len_e + i) * count + s when e comes
+  // before d, (b * count + s) * len_e + i when after.
+  auto along = [&](const fumi_side& x, int64_t bi) {
+    const int d = x.dim, e = x.dim == r ? c : r;
+    AxisContraction k;
+    k.data = data;
+    k.dtype = dtype;
+    k.base = tensorBase(t) + (nd == 3 ? bi * t.strides[0] : 0);
+    k.K = t.shape[e];
+    k.sk = t.strides[e];
+    k.L = t.shape[d];
+    k.sl = t.strides[d];
+    k.V = x.vectors;
+    k.ldv = t.shape[d];
+    k.count = x.count;
+    k.out = x.out + bi * x.count * t.shape[e];
+    k.out_k = e < d ? x.count : 1;
+    k.out_s = e < d ? 1 : t.shape[e];
+    return k;
+  };
+  for (int64_t bi = 0; bi < batch; ++bi)
+    if (!contractBoth(along(a, bi), along(b, bi), sum_sq, max_abs)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool contractSides(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
+                   const fumi_side* sides, fumi_scan* scan) {
+  if (n < 0 || (n > 0 && !sides) || dtypeBytes(dtype) == 0) return false;
+  double sum_sq = 0.0, max_abs = 0.0;
+  if (n == 2 && tensorNumel(t) > 0 &&
+      twoSided(t, data, dtype, sides[0], sides[1], scan ? &sum_sq : nullptr, &max_abs)) {
+    if (!scan) return true;
+    // Every element finite and the squares within fp64's range: the scan is complete (as
+    // scanValues' first pass); otherwise it counts and scales in passes of its own.
+    if (sum_sq <= std::numeric_limits<double>::max() &&
+        (max_abs == 0.0 || (max_abs < 0x1p400 && max_abs > 0x1p-400))) {
+      fumi_scan s{};
+      s.struct_size = sizeof s;
+      s.max_abs = max_abs;
+      s.norm = std::sqrt(sum_sq);
+      *scan = s;
+      return true;
+    }
+    return scanTensor(t, data, dtype, scan) == FUMI_OK;
+  }
+  for (int32_t i = 0; i < n; ++i)
+    if (!contractTensor(t, data, dtype, sides[i].dim, sides[i].count, sides[i].vectors, 1.0, false,
+                        sides[i].out))
+      return false;
+  return !scan || scanTensor(t, data, dtype, scan) == FUMI_OK;
 }
 
 }  // namespace fumi

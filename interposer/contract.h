@@ -31,6 +31,14 @@ struct AxisContraction {
 };
 bool contractAxis(const AxisContraction& c);
 
+// `a` and `b` over the same matrix in one pass, each along the other's kept axis (b's K, L and
+// strides are a's L, K and strides swapped; as many vectors each), where one axis has unit
+// stride; with `sum_sq` not null, the squares and (max_abs) magnitudes of the matrix accumulated
+// too, unmasked: a sum that is not finite means NaN or Inf somewhere. False where the two do
+// not fit together or neither axis has unit stride (nothing written then).
+bool contractBoth(const AxisContraction& a, const AxisContraction& b, double* sum_sq,
+                  double* max_abs);
+
 // Tensor `t`'s elements, read from `data` (laid out like t) as `dtype`, contracted along its
 // dimension `dim` with `count` vectors (vectors[s * len + i], len = t.shape[dim]): with t read as
 // outer x len x inner around `dim`, out[(o * count + s) * inner + q] =
@@ -39,5 +47,13 @@ bool contractAxis(const AxisContraction& c);
 bool contractTensor(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t dim,
                     int32_t count, const double* vectors, double alpha, bool accumulate,
                     double* out);
+
+// contractTensor for each of `n` sides (fumi_side: dim, count, vectors, out; out_lo unused) and,
+// when `scan` is not null, scanTensor of t: in one pass over t where t is a matrix or a batch of
+// matrices (ndim 2 or 3) with a unit stride along its rows or columns, contracted along both
+// with as many vectors each (the `checksum` check's output); side by side otherwise. False as
+// contractTensor.
+bool contractSides(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
+                   const fumi_side* sides, fumi_scan* scan);
 
 }  // namespace fumi

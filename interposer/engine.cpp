@@ -251,7 +251,7 @@ fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
   if (t.role != FUMI_ROLE_OUTPUT || dim < 0 || dim >= t.ndim) return FUMI_ERROR;
   InsideScope inside;
   try {  // nothing may unwind into the plugin that called
-    return c->call->project(index, Projection{dim, count, vectors, out, out_lo});
+    return c->call->project(index, {Projection{dim, count, vectors, out, out_lo}});
   } catch (const std::exception&) {
     return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
   }
@@ -297,6 +297,46 @@ fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_d
   if (!src) return FUMI_UNSUPPORTED;
   return contractTensor(t, src, dtype, dim, count, vectors, 1.0, false, out) ? FUMI_OK
                                                                             : FUMI_UNSUPPORTED;
+}
+
+// project and contract for several sets of vectors (fumi_host_api.project_sides,
+// contract_sides): the sides checked as one project or contract call would check them.
+bool validSides(int32_t n, const fumi_side* sides, const fumi_tensor& t) {
+  if (n < 1 || !sides) return false;
+  for (int32_t i = 0; i < n; ++i) {
+    const fumi_side& s = sides[i];
+    if (s.struct_size < sizeof(fumi_side) || !s.vectors || !s.out || s.count < 1 || s.dim < 0 ||
+        s.dim >= t.ndim)
+      return false;
+  }
+  return true;
+}
+
+fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_side* sides) {
+  if (!validIndex(c, index)) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  if (t.role != FUMI_ROLE_OUTPUT || !validSides(n, sides, t)) return FUMI_ERROR;
+  std::vector<Projection> ps;
+  for (int32_t i = 0; i < n; ++i)
+    ps.push_back(Projection{sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out,
+                            sides[i].out_lo});
+  InsideScope inside;
+  try {  // nothing may unwind into the plugin that called
+    return c->call->project(index, ps);
+  } catch (const std::exception&) {
+    return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
+  }
+}
+
+fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                              int32_t n, const fumi_side* sides, fumi_scan* scan) {
+  if (!validIndex(c, index) || (scan && scan->struct_size < sizeof(fumi_scan))) return FUMI_ERROR;
+  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  if (!validSides(n, sides, t)) return FUMI_ERROR;
+  std::vector<unsigned char> stage;
+  const void* src = tensorHostData(t, buffer, &dtype, stage);
+  if (!src) return FUMI_UNSUPPORTED;
+  return contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED;
 }
 
 // The element-wise primitives (ABI 2): on host views of the buffers (device memory is staged
@@ -482,7 +522,7 @@ const fumi_host_api kHostApi = {
     hostNumel,               hostGather,            hostScatter,  hostRerun, hostReport,
     hostLog,                 hostReference,         hostProject,  hostGatherIn,
     hostScatterIn,           hostContract,          hostMap,      hostCompare,
-    hostScan};
+    hostScan,                hostProjectSides,      hostContractSides};
 
 // What a plugin built for ABI 1 gets: the same table marked 1 (its glue checks the version;
 // it reads only the fields its struct_size knew).

@@ -66,7 +66,8 @@ bool broadcastTo(const fumi_tensor& t, const int64_t* shape, int ndim, fumi_tens
 }
 
 fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const char* a,
-                 const char* b, const char* self, int32_t output, const Projection& p) {
+                 const char* b, const char* self, int32_t output,
+                 const std::vector<Projection>& p) {
   std::vector<fumi_tensor> ts = given;
   MatmulSpec s;
   s.a = find(ts, a);
@@ -92,7 +93,7 @@ fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const 
 }
 
 fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bool backward,
-                        int32_t output, const Projection& p) {
+                        int32_t output, const std::vector<Projection>& p) {
   if (number(args, "transposed", 0.0) != 0) return FUMI_UNSUPPORTED;
   ConvSpec s;
   s.flip = false;  // frameworks' convolution is a cross-correlation
@@ -135,7 +136,8 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
 }  // namespace
 
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& ts,
-                                const Args& args, int32_t output, const Projection& p) {
+                                const Args& args, int32_t output,
+                                const std::vector<Projection>& p) {
   if (!op) return FUMI_UNSUPPORTED;
   const char* dot = std::strchr(op, '.');
   const std::string name = dot ? std::string(op, dot) : std::string(op);

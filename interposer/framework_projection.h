@@ -20,6 +20,12 @@ namespace fumi {
 // grad_weight). FUMI_UNSUPPORTED for anything else.
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& tensors,
                                 const std::vector<std::pair<const char*, std::string>>& args,
-                                int32_t output, const Projection& p);
+                                int32_t output, const std::vector<Projection>& sides);
+inline fumi_status frameworkProjection(
+    const char* op, const std::vector<fumi_tensor>& tensors,
+    const std::vector<std::pair<const char*, std::string>>& args, int32_t output,
+    const Projection& p) {
+  return frameworkProjection(op, tensors, args, output, std::vector<Projection>{p});
+}
 
 }  // namespace fumi

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "contract.h"
@@ -276,10 +277,12 @@ struct MatrixView {
 };
 
 // The plain-sum projection with every operand read in place, typed (contract.h): no fp64
-// copies of A, B or C. FUMI_UNSUPPORTED where an operand is not in host memory or the shapes do
-// not fit (the caller then takes the copying path).
+// copies of A, B or C. `rows_p` and `cols_p` (either may be null) the two sides; with both (as
+// many vectors each), A and C are each read once for the two (contractBoth): B R, then A against
+// B R and L on one pass, then (L^T A) B. FUMI_UNSUPPORTED where an operand is not in host
+// memory or the shapes do not fit (the caller then takes the copying path).
 fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
-                                 bool rows, const Projection& p) {
+                                 const Projection* rows_p, const Projection* cols_p) {
   const auto tensor = [&](int i) -> const fumi_tensor* {
     return i >= 0 ? &ts[static_cast<size_t>(i)] : nullptr;
   };
@@ -300,58 +303,96 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
   std::vector<double> bias;
   if (!gathered(ts, s.bias, bias) || (!bias.empty() && bias.size() != static_cast<size_t>(m)))
     return FUMI_UNSUPPORTED;
-  const int32_t count = p.count;
-  const int64_t len = rows ? m : n;
   // Each vector summed against the bias: sum(R) (columns), or L^T bias (rows).
-  std::vector<double> bias_term(static_cast<size_t>(count), 0.0);
-  for (int32_t q = 0; q < count && !bias.empty(); ++q)
-    for (int64_t i = 0; i < len; ++i)
-      bias_term[static_cast<size_t>(q)] +=
-          p.vectors[q * len + i] * (rows ? bias[static_cast<size_t>(i)] : 1.0);
-  thread_local std::vector<double> inner;  // B R or L^T A: count x k, vector-major
-  inner.resize(static_cast<size_t>(count * k));
+  auto biasTerms = [&](const Projection* p, bool rows) {
+    std::vector<double> term(p ? static_cast<size_t>(p->count) : 0, 0.0);
+    const int64_t len = rows ? m : n;
+    for (int32_t q = 0; p && q < p->count && !bias.empty(); ++q)
+      for (int64_t i = 0; i < len; ++i)
+        term[static_cast<size_t>(q)] +=
+            p->vectors[q * len + i] * (rows ? bias[static_cast<size_t>(i)] : 1.0);
+    return term;
+  };
+  const std::vector<double> rows_bias = biasTerms(rows_p, true), cols_bias = biasTerms(cols_p, false);
+  // Both contractions of one matrix: in one pass where they fit together, else one by one.
+  auto both = [](const AxisContraction* x, const AxisContraction* y) {
+    if (x && y && contractBoth(*x, *y, nullptr, nullptr)) return true;
+    return (!x || contractAxis(*x)) && (!y || contractAxis(*y));
+  };
+  thread_local std::vector<double> inner_r, inner_l;  // B R and L^T A: count x k, vector-major
+  if (cols_p) inner_r.resize(static_cast<size_t>(cols_p->count * k));
+  if (rows_p) inner_l.resize(static_cast<size_t>(rows_p->count * k));
   for (int64_t b = 0; b < batch; ++b) {
-    bool ok;
-    if (rows) {  // L^T D = alpha (L^T A) B + beta L^T C (+ L^T bias in every column)
-      double* out = p.out + b * count * n;
-      ok = contractAxis(A.along(b, false, p.vectors, count, 1.0, false, inner.data(), 1, k)) &&
-           contractAxis(B.along(b, false, inner.data(), count, s.alpha, false, out, 1, n)) &&
-           (!C || contractAxis(C->along(b, false, p.vectors, count, s.beta, true, out, 1, n)));
-      for (int32_t q = 0; q < count && !bias.empty(); ++q)
-        for (int64_t j = 0; j < n; ++j) out[q * n + j] += bias_term[static_cast<size_t>(q)];
-    } else {  // D R = alpha A (B R) + beta C R (+ bias_i sum(R))
-      double* out = p.out + b * m * count;
-      ok = contractAxis(B.along(b, true, p.vectors, count, 1.0, false, inner.data(), 1, k)) &&
-           contractAxis(A.along(b, true, inner.data(), count, s.alpha, false, out, count, 1)) &&
-           (!C || contractAxis(C->along(b, true, p.vectors, count, s.beta, true, out, count, 1)));
-      for (int64_t i = 0; i < m && !bias.empty(); ++i)
-        for (int32_t q = 0; q < count; ++q)
-          out[i * count + q] += bias[static_cast<size_t>(i)] * bias_term[static_cast<size_t>(q)];
-    }
+    // L^T D = alpha (L^T A) B + beta L^T C (+ L^T bias in every column), laid out count x n;
+    // D R = alpha A (B R) + beta C R (+ bias_i sum(R)), laid out m x count.
+    double* out_rows = rows_p ? rows_p->out + b * rows_p->count * n : nullptr;
+    double* out_cols = cols_p ? cols_p->out + b * m * cols_p->count : nullptr;
+    std::optional<AxisContraction> a_rows, a_cols, c_rows, c_cols;
+    if (rows_p) a_rows = A.along(b, false, rows_p->vectors, rows_p->count, 1.0, false,
+                                 inner_l.data(), 1, k);
+    if (cols_p) a_cols = A.along(b, true, inner_r.data(), cols_p->count, s.alpha, false, out_cols,
+                                 cols_p->count, 1);
+    if (C && rows_p) c_rows = C->along(b, false, rows_p->vectors, rows_p->count, s.beta, true,
+                                       out_rows, 1, n);
+    if (C && cols_p) c_cols = C->along(b, true, cols_p->vectors, cols_p->count, s.beta, true,
+                                       out_cols, cols_p->count, 1);
+    const auto ptr = [](const std::optional<AxisContraction>& c) { return c ? &*c : nullptr; };
+    const bool ok =
+        (!cols_p || contractAxis(B.along(b, true, cols_p->vectors, cols_p->count, 1.0, false,
+                                         inner_r.data(), 1, k))) &&
+        both(ptr(a_cols), ptr(a_rows)) &&
+        (!rows_p || contractAxis(B.along(b, false, inner_l.data(), rows_p->count, s.alpha, false,
+                                         out_rows, 1, n))) &&
+        both(ptr(c_cols), ptr(c_rows));
     if (!ok) return FUMI_UNSUPPORTED;
+    for (int32_t q = 0; rows_p && q < rows_p->count && !bias.empty(); ++q)
+      for (int64_t j = 0; j < n; ++j) out_rows[q * n + j] += rows_bias[static_cast<size_t>(q)];
+    for (int64_t i = 0; cols_p && i < m && !bias.empty(); ++i)
+      for (int32_t q = 0; q < cols_p->count; ++q)
+        out_cols[i * cols_p->count + q] +=
+            bias[static_cast<size_t>(i)] * cols_bias[static_cast<size_t>(q)];
   }
-  if (inner.capacity() > (size_t{1} << 20)) std::vector<double>().swap(inner);
+  for (std::vector<double>* v : {&inner_r, &inner_l})
+    if (v->capacity() > (size_t{1} << 20)) std::vector<double>().swap(*v);
+  return FUMI_OK;
+}
+
+// One side: the in-place path where it applies, else the operands decoded (fp64 copies) with
+// plain or compensated sums.
+fumi_status matmulProjectOne(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
+                             int32_t output, bool rows, const Projection& p) {
+  if (!p.out_lo && output == s.d && s.a >= 0 && s.b >= 0 &&
+      matmulProjectInPlace(ts, s, rows ? &p : nullptr, rows ? nullptr : &p) == FUMI_OK)
+    return FUMI_OK;
+  MatmulOperands op;
+  if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
+  if (p.out_lo) matmulProject<Compensated>(op, s, rows, p);
+  else matmulProject<PlainSum>(op, s, rows, p);
   return FUMI_OK;
 }
 
 }  // namespace
 
 fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
-                             int32_t output, const Projection& p) {
-  if (s.act != MatmulSpec::Act::kNone || p.count < 1 || !p.vectors || !p.out || output < 0 ||
-      static_cast<size_t>(output) >= ts.size())
+                             int32_t output, const std::vector<Projection>& sides) {
+  if (s.act != MatmulSpec::Act::kNone || output < 0 || static_cast<size_t>(output) >= ts.size())
     return FUMI_UNSUPPORTED;
   const fumi_tensor& d = ts[static_cast<size_t>(output)];
   const int rows_dim = d.ndim == 3 ? 1 : 0, cols_dim = d.ndim >= 2 ? d.ndim - 1 : -1;
-  if (p.dim != rows_dim && p.dim != cols_dim) return FUMI_UNSUPPORTED;
-  const bool rows = p.dim == rows_dim;
-  if (!p.out_lo && output == s.d && s.a >= 0 && s.b >= 0 &&
-      matmulProjectInPlace(ts, s, rows, p) == FUMI_OK)
-    return FUMI_OK;
-  MatmulOperands op;
-  if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
-  if (p.out_lo) matmulProject<Compensated>(op, s, rows, p);
-  else matmulProject<PlainSum>(op, s, rows, p);
+  for (const Projection& p : sides)
+    if (p.count < 1 || !p.vectors || !p.out || (p.dim != rows_dim && p.dim != cols_dim))
+      return FUMI_UNSUPPORTED;
+  // The rows and the columns together, read in place.
+  if (sides.size() == 2 && sides[0].dim != sides[1].dim && sides[0].count == sides[1].count &&
+      !sides[0].out_lo && !sides[1].out_lo && output == s.d && s.a >= 0 && s.b >= 0) {
+    const bool first_rows = sides[0].dim == rows_dim;
+    const Projection& r = sides[first_rows ? 0 : 1];
+    const Projection& c = sides[first_rows ? 1 : 0];
+    if (matmulProjectInPlace(ts, s, &r, &c) == FUMI_OK) return FUMI_OK;
+  }
+  for (const Projection& p : sides)
+    if (const fumi_status st = matmulProjectOne(ts, s, output, p.dim == rows_dim, p); st != FUMI_OK)
+      return st;
   return FUMI_OK;
 }
 

@@ -73,9 +73,14 @@ struct Projection {
 // last; D * R = alpha * A * (B * R) + beta * C * R + bias * sum(R)) or the rows (dim = the one
 // before it, or 0 for a vector D; L^T * D likewise from L^T * A), O((mk + kn + mn) * count) per
 // batch instead of O(mnk). FUMI_UNSUPPORTED for another dimension or an activation (a
-// projection of act(x) is not act of a projection).
+// projection of act(x) is not act of a projection). Several sides in one call (the rows and the
+// columns, as many vectors each, plain sums): A and C are each read once for both.
 fumi_status matmulProjection(const std::vector<fumi_tensor>& tensors, const MatmulSpec& spec,
-                             int32_t output, const Projection& projection);
+                             int32_t output, const std::vector<Projection>& sides);
+inline fumi_status matmulProjection(const std::vector<fumi_tensor>& tensors,
+                                    const MatmulSpec& spec, int32_t output, const Projection& p) {
+  return matmulProjection(tensors, spec, output, std::vector<Projection>{p});
+}
 
 // A convolution over 1 to 3 spatial dimensions, cuDNN's legacy definition, by tensor indices of
 // a call. x is N x C x spatial, w is K x C/groups x filter spatial, y is N x K x output spatial
@@ -113,6 +118,13 @@ fumi_status convReference(const std::vector<fumi_tensor>& tensors, const ConvSpe
 // fp64 rounding bound of the reduced operand are returned as 0.
 fumi_status convProjection(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
                            int32_t output, const Projection& p);
+// Several sets of vectors: one projection after the other.
+inline fumi_status convProjection(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
+                                  int32_t output, const std::vector<Projection>& sides) {
+  for (const Projection& p : sides)
+    if (const fumi_status st = convProjection(tensors, spec, output, p); st != FUMI_OK) return st;
+  return FUMI_OK;
+}
 
 // Batch normalisation, cuDNN's legacy definition, by tensor indices of a call. x is
 // N x C x spatial; the parameters (scale, bias, mean, var and the outputs of their shape) are

@@ -220,6 +220,17 @@ typedef enum fumi_log_level {
 } fumi_log_level;
 
 /* Services the host offers to plugins. */
+/* One set of vectors for project_sides and contract_sides: what dim, count, vectors, out and
+ * out_lo are to one project call (contract_sides ignores out_lo). */
+typedef struct fumi_side {
+  uint32_t struct_size; /* set by the caller */
+  int32_t dim;
+  int32_t count;
+  const double* vectors;
+  double* out;
+  double* out_lo;
+} fumi_side;
+
 typedef struct fumi_host_api {
   uint32_t abi_version;
   uint32_t struct_size;
@@ -296,6 +307,15 @@ typedef struct fumi_host_api {
                          fumi_comparison* out);
   fumi_status (*scan)(fumi_call* call, int32_t index, const void* buffer, fumi_dtype dtype,
                       fumi_scan* out);
+  /* Appended to ABI 2 (read them only when struct_size covers them): project and contract for
+   * `n` sets of vectors in one call, each set with the semantics and layout of one project or
+   * contract call; contract_sides also scans the tensor (as scan) when `scan` is not NULL. The
+   * host reads each operand once for all of them where it can: a GEMM's A for both of its
+   * sides, a matrix contracted along its rows and its columns and scanned in one pass. */
+  fumi_status (*project_sides)(fumi_call* call, int32_t index, int32_t n, const fumi_side* sides);
+  fumi_status (*contract_sides)(fumi_call* call, int32_t index, const void* buffer,
+                                fumi_dtype dtype, int32_t n, const fumi_side* sides,
+                                fumi_scan* scan);
 } fumi_host_api;
 
 typedef struct fumi_plugin {

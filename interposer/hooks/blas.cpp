@@ -67,8 +67,8 @@ class GemmCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     return matmulReference(tensors(), spec, output, out);
   }
-  fumi_status project(int32_t output, const Projection& p) override {
-    return matmulProjection(tensors(), spec, output, p);
+  fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
+    return matmulProjection(tensors(), spec, output, sides);
   }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {
@@ -113,8 +113,8 @@ class GemvCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     return matmulReference(tensors(), spec(), output, out);
   }
-  fumi_status project(int32_t output, const Projection& p) override {
-    return matmulProjection(tensors(), spec(), output, p);
+  fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
+    return matmulProjection(tensors(), spec(), output, sides);
   }
 
   fumi_status rerun(fumi_dtype p, void* const* buf) override {

@@ -231,10 +231,10 @@ class DeviceGemmCall final : public Call {
   }
   // Device operands are gathered to the host (reference.h); a GEMV-shaped rerun on the
   // checker stream would keep them there.
-  fumi_status project(int32_t output, const Projection& p) override {
+  fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
     Checker* ck = Checker::get();
     if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
-    return matmulProjection(tensors(), spec(), output, p);
+    return matmulProjection(tensors(), spec(), output, sides);
   }
 
   const GemmProblem& problem() const { return p_; }

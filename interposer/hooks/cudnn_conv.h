@@ -319,8 +319,8 @@ class DeviceConvCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     return convReference(tensors(), spec_, output, out);
   }
-  fumi_status project(int32_t output, const Projection& p) override {
-    return convProjection(tensors(), spec_, output, p);
+  fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
+    return convProjection(tensors(), spec_, output, sides);
   }
 
  private:

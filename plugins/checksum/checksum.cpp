@@ -76,14 +76,13 @@ class ChecksumCheck {
 
  private:
   // One output: both sides projected (checksum.h) with the host's exact projections. Plain
-  // sums: the host contracts the output in place and scans it for its norm (no copy at all);
-  // compensated (fp64): a dense copy contracted here.
+  // sums: the host contracts the output in place and scans it for its norm in the same pass
+  // (no copy at all); compensated (fp64): a dense copy contracted here.
   fumi_status estimateOutput(Context& ctx, int32_t o, bool compensated, uint64_t seed,
                              Estimate* out) const {
     const fumi_tensor& t = ctx.tensor(o);
     const size_t n = ctx.numel(o);
-    auto project = [&](int32_t dim, int32_t count, const double* v, double* exact,
-                       double* exact_lo) { return ctx.project(o, dim, count, v, exact, exact_lo); };
+    auto project = [&](const std::vector<fumi_side>& sides) { return ctx.projectSides(o, sides); };
     auto alloc = [&](size_t size) { return ctx.allocDense(size); };
     if (compensated || !ctx.hasContract()) {
       double* y = ctx.allocDense(n);
@@ -92,12 +91,10 @@ class ChecksumCheck {
       return fumi::checksum::estimateOutput(y, n, t.shape, t.ndim, vectors_, compensated, seed,
                                             project, alloc, out);
     }
-    fumi_scan scan;
-    FUMI_RETURN_IF_NOT_OK(ctx.scan(o, nullptr, FUMI_DTYPE_UNKNOWN, &scan));
     return fumi::checksum::estimateOutput(
-        scan.norm, n, t.shape, t.ndim, vectors_, compensated, seed, project,
-        [&](int32_t dim, int32_t count, const double* v, double* got, double*) {
-          return ctx.contract(o, nullptr, t.dtype, dim, count, v, got);
+        n, t.shape, t.ndim, vectors_, compensated, seed, project,
+        [&](const std::vector<fumi_side>& sides, fumi_scan* scan) {
+          return ctx.contractSides(o, sides, scan);
         },
         alloc, out);
   }

@@ -31,16 +31,25 @@ namespace fumi::checksum {
 // result's: the metric divides by the projected exact norm instead.
 constexpr double kGrossError = 0.1;
 
-// Standard normal deviates number 2p and 2p + 1 of the stream `seed`: Box-Muller on two hashes
-// of (seed, p), its cosine and sine halves. Any element of any vector is reproducible on its
-// own, in any order.
+// Standard normal deviates number 2p and 2p + 1 of the stream `seed`: Marsaglia's polar method
+// on hashes of (seed, p), a point (u, v) uniform in the square [-1, 1)^2 drawn until it falls
+// inside the unit disc (attempt a > 0 hashes a stream of its own; 79% land at the first), then
+// (u, v) * sqrt(-2 ln s / s) with s = u^2 + v^2: one logarithm and no sine or cosine per pair
+// (Box-Muller's trigonometry was half the cost of drawing the vectors). Any element of any
+// vector is reproducible on its own, in any order.
 inline void gaussianPair(uint64_t seed, uint64_t p, double* even, double* odd) {
-  const uint64_t h1 = metrics::mixSeed(seed, 2 * p), h2 = metrics::mixSeed(seed, 2 * p + 1);
-  const double u1 = (static_cast<double>(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
-  const double u2 = static_cast<double>(h2 >> 11) * 0x1.0p-53;          // [0, 1)
-  const double r = std::sqrt(-2.0 * std::log(u1)), theta = 6.283185307179586 * u2;
-  *even = r * std::cos(theta);
-  *odd = r * std::sin(theta);
+  for (uint64_t a = 0;; ++a) {
+    const uint64_t stream = a == 0 ? seed : metrics::mixSeed(seed, ~a);
+    const uint64_t h1 = metrics::mixSeed(stream, 2 * p), h2 = metrics::mixSeed(stream, 2 * p + 1);
+    const double u = static_cast<double>(h1 >> 11) * 0x1.0p-52 - 1.0;  // [-1, 1)
+    const double v = static_cast<double>(h2 >> 11) * 0x1.0p-52 - 1.0;
+    const double s = u * u + v * v;
+    if (s >= 1.0 || s == 0.0) continue;
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    *even = u * f;
+    *odd = v * f;
+    return;
+  }
 }
 
 inline double gaussianAt(uint64_t seed, uint64_t index) {
@@ -246,77 +255,111 @@ class Estimator {
   bool row_side_ = false, col_side_ = false, nonfinite_ = false, unusable_ = false;
 };
 
-// One set of `count` vectors along dimension `dim` of the output (`shape`): the exact
-// projection from `project` (dim, count, vectors, out, out_lo) -> fumi_status, with the
-// semantics of fumi_host_api.project, and the output's own from `contract_y` (same arguments and
-// layout: fumi_host_api.contract, or contract() of a dense copy), into `est`. `alloc(n)` gives n
-// doubles of scratch (nullptr: none left).
+// Sets of vectors along dimensions of the output (`shape`), `count` vectors per stream of each
+// set: the exact projections from `project` (a std::vector<fumi_side>, out and out_lo the exact
+// side) -> fumi_status, with the semantics of fumi_host_api.project_sides, and the output's own
+// from `contract_y` (the same sides with out and out_lo for the output, and a fumi_scan* that,
+// when not null, receives the output's scan: fumi_host_api.contract_sides, or contract() of a
+// dense copy), into `est`. One call of each for all the sets: the host reads every operand once
+// for all of them where it can. `alloc(n)` gives n doubles of scratch (nullptr: none left).
+struct SideRequest {
+  int32_t dim;
+  std::initializer_list<uint64_t> streams;  // one set of `count` vectors per stream
+};
 template <class Project, class Contract, class Alloc>
-fumi_status projectSide(const int64_t* shape, int32_t ndim, int32_t dim, int32_t count,
-                        bool compensated, const std::vector<uint64_t>& seeds, Project&& project,
-                        Contract&& contract_y, Alloc&& alloc, Estimator* est) {
-  // One set of `count` vectors per seed, all projected in one call: the host reads the
-  // operands (a convolution's activation, the output) once for every set.
-  const Split sp = splitAround(shape, ndim, dim);
-  const int32_t total = count * static_cast<int32_t>(seeds.size());
-  const size_t size = static_cast<size_t>(sp.outer * total * sp.inner);
-  double* v = alloc(static_cast<size_t>(sp.len * total));
-  double* exact = alloc(size);
-  double* got = alloc(size);
-  double* exact_lo = compensated ? alloc(size) : nullptr;
-  double* got_lo = compensated ? alloc(size) : nullptr;
-  if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
-  for (size_t k = 0; k < seeds.size(); ++k)
-    gaussianVectors(seeds[k], count, sp.len, v + k * static_cast<size_t>(count * sp.len));
-  fumi_status st = project(dim, total, v, exact, exact_lo);
+fumi_status projectSides(const int64_t* shape, int32_t ndim, std::initializer_list<SideRequest> req,
+                         int32_t count, bool compensated, uint64_t seed, Project&& project,
+                         Contract&& contract_y, Alloc&& alloc, fumi_scan* scan, Estimator* est) {
+  std::vector<fumi_side> exact_sides, got_sides;
+  for (const SideRequest& r : req) {
+    const Split sp = splitAround(shape, ndim, r.dim);
+    const int32_t total = count * static_cast<int32_t>(r.streams.size());
+    const size_t size = static_cast<size_t>(sp.outer * total * sp.inner);
+    double* v = alloc(static_cast<size_t>(sp.len * total));
+    double* exact = alloc(size);
+    double* got = alloc(size);
+    double* exact_lo = compensated ? alloc(size) : nullptr;
+    double* got_lo = compensated ? alloc(size) : nullptr;
+    if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
+    double* set = v;
+    for (uint64_t stream : r.streams) {
+      gaussianVectors(metrics::mixSeed(seed, stream), count, sp.len, set);
+      set += static_cast<size_t>(count * sp.len);
+    }
+    exact_sides.push_back(fumi_side{sizeof(fumi_side), r.dim, total, v, exact, exact_lo});
+    got_sides.push_back(fumi_side{sizeof(fumi_side), r.dim, total, v, got, got_lo});
+  }
+  fumi_status st = project(exact_sides);
   if (st != FUMI_OK) return st;
-  st = contract_y(dim, total, v, got, got_lo);
+  st = contract_y(got_sides, scan);
   if (st != FUMI_OK) return st;
-  // Vectors over the rows (the dimension before the last, or a vector's only one) give
-  // per-column figures.
-  est->addSide(got, got_lo, exact, exact_lo, sp, total, /*columns=*/dim != ndim - 1 || ndim == 1);
+  for (size_t k = 0; k < exact_sides.size(); ++k) {
+    const fumi_side& e = exact_sides[k];
+    // Vectors over the rows (the dimension before the last, or a vector's only one) give
+    // per-column figures.
+    est->addSide(got_sides[k].out, got_sides[k].out_lo, e.out, e.out_lo,
+                 splitAround(shape, ndim, e.dim), e.count,
+                 /*columns=*/e.dim != ndim - 1 || ndim == 1);
+  }
   return FUMI_OK;
 }
 
-// The estimate for an output of `shape` with n elements and 2-norm `out_norm` (over its finite
-// elements), contracted by `contract_y` (see projectSide): `vectors` left vectors over the rows
-// and `vectors` right vectors over the columns; an output that cannot be projected by columns
-// (a vector; an operation the host projects one way only) gets both sets over the rows, and one
-// that cannot be projected by rows (a convolution: its channels) both over the first other
-// dimension the host projects.
+// The estimate for an output of `shape` with n elements, contracted by `contract_y` (see
+// projectSides; the first call that succeeds also scans the output for its 2-norm): `vectors`
+// left vectors over the rows and `vectors` right vectors over the columns, both sides in one
+// call; an output that cannot be projected by columns (a vector; an operation the host projects
+// one way only) gets both sets over the rows, and one that cannot be projected by rows (a
+// convolution: its channels) both over the first other dimension the host projects.
 // `compensated`: both sides in double-double (fp64 results). FUMI_SKIPPED when the exact
 // projections are not finite (NaN/Inf inputs: the nan_inf check's business).
 template <class Project, class Contract, class Alloc>
-fumi_status estimateOutput(double out_norm, size_t n, const int64_t* shape, int32_t ndim,
-                           int32_t vectors, bool compensated, uint64_t seed, Project&& project,
+fumi_status estimateOutput(size_t n, const int64_t* shape, int32_t ndim, int32_t vectors,
+                           bool compensated, uint64_t seed, Project&& project,
                            Contract&& contract_y, Alloc&& alloc, Estimate* out) {
   if (n == 0 || ndim < 1) return FUMI_SKIPPED;
   Estimator est;
-  est.setOutputNorm(out_norm);
-  const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
-  auto side = [&](int32_t dim, std::initializer_list<uint64_t> streams) {
-    std::vector<uint64_t> seeds;
-    for (uint64_t stream : streams) seeds.push_back(metrics::mixSeed(seed, stream));
-    return projectSide(shape, ndim, dim, vectors, compensated, seeds, project, contract_y, alloc,
-                       &est);
+  fumi_scan scan{};
+  scan.struct_size = sizeof scan;
+  bool scanned = false;
+  auto sides = [&](std::initializer_list<SideRequest> req) {
+    const fumi_status st = projectSides(shape, ndim, req, vectors, compensated, seed, project,
+                                        contract_y, alloc, scanned ? nullptr : &scan, &est);
+    scanned = scanned || st == FUMI_OK;
+    return st;
   };
-  // Rows first, columns second (streams 0 and 1). A vector (rows are its columns) gets both
+  // Rows (stream 0) and columns (stream 1) together. A vector (rows are its columns) gets both
   // sets over its one dimension, and an operation the host projects along another dimension
-  // only (a convolution's channels) both along the first one it can, in one call (streams 0
-  // and 2).
+  // only (a convolution's channels) both along the first one it can (streams 0 and 2).
+  const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
   const bool one_dim = cols == rows;
-  int32_t first = rows;
-  fumi_status st = one_dim ? side(rows, {0, 2}) : side(rows, {0});
-  for (int32_t d = 0; st == FUMI_UNSUPPORTED && d < ndim; ++d)
-    if (d != rows && d != cols) st = side(first = d, {0, 2});
-  if (st != FUMI_OK) return st;
-  if (first == rows && !one_dim) {  // the columns, or a second set over the rows
-    st = side(cols, {1});
-    if (st == FUMI_UNSUPPORTED) st = side(rows, {2});
-    if (st != FUMI_OK) return st;
+  fumi_status st = one_dim ? sides({{rows, {0, 2}}}) : sides({{rows, {0}}, {cols, {1}}});
+  if (st == FUMI_UNSUPPORTED && !one_dim) {  // one side at a time: which one does the host have?
+    int32_t first = rows;
+    st = sides({{rows, {0}}});
+    for (int32_t d = 0; st == FUMI_UNSUPPORTED && d < ndim; ++d)
+      if (d != rows && d != cols) st = sides({{first = d, {0, 2}}});
+    if (st == FUMI_OK && first == rows) {  // the columns, or a second set over the rows
+      st = sides({{cols, {1}}});
+      if (st == FUMI_UNSUPPORTED) st = sides({{rows, {2}}});
+    }
   }
+  if (st != FUMI_OK) return st;
+  est.setOutputNorm(scan.norm);
   *out = est.result();
   return out->unusable ? FUMI_SKIPPED : FUMI_OK;
+}
+
+// A projection one set at a time, (dim, count, vectors, out, out_lo) -> fumi_status, as the
+// sets-at-once callable estimateOutput takes.
+template <class F>
+auto eachSide(F&& project_one) {
+  return [project_one](const std::vector<fumi_side>& sides) {
+    for (const fumi_side& s : sides)
+      if (const fumi_status st = project_one(s.dim, s.count, s.vectors, s.out, s.out_lo);
+          st != FUMI_OK)
+        return st;
+    return FUMI_OK;
+  };
 }
 
 // The same for y dense row-major, contracted here (contract()).
@@ -325,10 +368,11 @@ fumi_status estimateOutput(const double* y, size_t n, const int64_t* shape, int3
                            int32_t vectors, bool compensated, uint64_t seed, Project&& project,
                            Alloc&& alloc, Estimate* out) {
   return estimateOutput(
-      metrics::scanValues<metrics::Dense>(y, n).norm, n, shape, ndim, vectors, compensated, seed,
-      project,
-      [&](int32_t dim, int32_t count, const double* v, double* got, double* got_lo) {
-        contract(y, splitAround(shape, ndim, dim), count, v, got, got_lo);
+      n, shape, ndim, vectors, compensated, seed, project,
+      [&](const std::vector<fumi_side>& sides, fumi_scan* scan) {
+        for (const fumi_side& s : sides)
+          contract(y, splitAround(shape, ndim, s.dim), s.count, s.vectors, s.out, s.out_lo);
+        if (scan) *scan = metrics::scanValues<metrics::Dense>(y, n);
         return FUMI_OK;
       },
       alloc, out);

@@ -219,6 +219,31 @@ class Context {
            host_->contract;
   }
 
+  // project and contract for several sets of vectors at once (fumi_host_api.project_sides,
+  // contract_sides; `scan` may be null): the host reads the operands once for all of them where
+  // it can. From a host without them, one project or contract call per side and a scan.
+  fumi_status projectSides(int32_t i, const std::vector<fumi_side>& sides) {
+    if (hasSides())
+      return host_->project_sides(call_, i, static_cast<int32_t>(sides.size()), sides.data());
+    for (const fumi_side& s : sides)
+      FUMI_RETURN_IF_NOT_OK(project(i, s.dim, s.count, s.vectors, s.out, s.out_lo));
+    return FUMI_OK;
+  }
+  fumi_status contractSides(int32_t i, const std::vector<fumi_side>& sides, fumi_scan* scan) {
+    if (scan) scan->struct_size = sizeof(fumi_scan);
+    if (hasSides())
+      return host_->contract_sides(call_, i, nullptr, tensor(i).dtype,
+                                   static_cast<int32_t>(sides.size()), sides.data(), scan);
+    for (const fumi_side& s : sides)
+      FUMI_RETURN_IF_NOT_OK(contract(i, nullptr, tensor(i).dtype, s.dim, s.count, s.vectors, s.out));
+    return scan ? this->scan(i, nullptr, FUMI_DTYPE_UNKNOWN, scan) : FUMI_OK;
+  }
+  bool hasSides() const {
+    return host_->struct_size >=
+               offsetof(fumi_host_api, contract_sides) + sizeof(host_->contract_sides) &&
+           host_->project_sides && host_->contract_sides;
+  }
+
   // The element-wise primitives (plugin.h, ABI 2): buffers laid out like tensor i, each in its
   // own dtype and memory. map writes `dst` from the call's own data of tensor i.
   fumi_status map(int32_t i, void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,

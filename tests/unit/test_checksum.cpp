@@ -194,10 +194,11 @@ fumi_status estimate(const Instance<T>& inst, int32_t vectors, uint64_t seed,
   std::vector<std::unique_ptr<std::vector<double>>> scratch;
   return checksum::estimateOutput(
       y.data(), y.size(), t.shape, t.ndim, vectors, t.dtype == FUMI_DTYPE_F64, seed,
-      [&](int32_t dim, int32_t count, const double* v, double* exact, double* exact_lo) {
-        return matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
-                                Projection{dim, count, v, exact, exact_lo});
-      },
+      checksum::eachSide(
+          [&](int32_t dim, int32_t count, const double* v, double* exact, double* exact_lo) {
+            return matmulProjection(inst.tensors(), inst.spec(), inst.spec().d,
+                                    Projection{dim, count, v, exact, exact_lo});
+          }),
       [&](size_t n) {
         scratch.push_back(std::make_unique<std::vector<double>>(n));
         return scratch.back()->data();
@@ -319,26 +320,31 @@ TEST(Checksum, EstimateWithinTwiceTheTrueErrorOnRandomGemms) {
 
 // The worst case of the estimator is a rank-1 error: est^2 / ||E||^2 ~ chi2_N / N. Over many
 // seeds, the share outside [1/2, 2] must match the chi-square tails docs/checksum.md quotes.
-// The vectors: both Box-Muller halves are used, each element reproducible on its own, and the
-// entries are standard normal (mean 0, variance 1, neighbours uncorrelated).
+// The vectors: both halves of each polar-method pair are used, each element reproducible on its
+// own, and the entries are standard normal (mean 0, variance 1, fourth moment 3, neighbours
+// uncorrelated, as many below -1.96 and above 1.96 as a normal puts there).
 TEST(Checksum, GaussianVectorsAreStandardNormalAndAddressable) {
   const int32_t count = 3;
   const int64_t len = 33335;  // an odd total: the last element comes from a half-used pair
   std::vector<double> v(static_cast<size_t>(count * len));
   checksum::gaussianVectors(77, count, len, v.data());
-  double sum = 0, sq = 0, lag = 0;
+  double sum = 0, sq = 0, fourth = 0, lag = 0, tails = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (i % 997 == 0 || i + 1 == v.size()) {
       ASSERT_EQ(v[i], checksum::gaussianAt(77, i)) << i;
     }
     sum += v[i];
     sq += v[i] * v[i];
+    fourth += v[i] * v[i] * v[i] * v[i];
+    tails += std::fabs(v[i]) > 1.959964 ? 1 : 0;
     if (i > 0) lag += v[i] * v[i - 1];
   }
   const double n = static_cast<double>(v.size());
-  EXPECT_NEAR(sum / n, 0.0, 0.02);  // standard error 1/sqrt(n) ~ 0.0032
-  EXPECT_NEAR(sq / n, 1.0, 0.03);   // standard error sqrt(2/n) ~ 0.0045
-  EXPECT_NEAR(lag / n, 0.0, 0.02);  // cos and sin halves of a pair are independent
+  EXPECT_NEAR(sum / n, 0.0, 0.02);      // standard error 1/sqrt(n) ~ 0.0032
+  EXPECT_NEAR(sq / n, 1.0, 0.03);       // standard error sqrt(2/n) ~ 0.0045
+  EXPECT_NEAR(fourth / n, 3.0, 0.15);   // standard error sqrt(96/n) ~ 0.031
+  EXPECT_NEAR(tails / n, 0.05, 0.005);  // standard error sqrt(0.05 * 0.95 / n) ~ 0.0007
+  EXPECT_NEAR(lag / n, 0.0, 0.02);      // the two halves of a pair are independent
 }
 
 TEST(Checksum, RankOneErrorFollowsChiSquare) {
@@ -676,11 +682,12 @@ TEST(Checksum, NonFiniteOutputs) {
     std::vector<std::unique_ptr<std::vector<double>>> scratch;
     return checksum::estimateOutput(
         out_values, 4, shape, 2, 2, false, 1,
-        [&](int32_t dim, int32_t count, const double* v, double* exact, double*) {
+        checksum::eachSide([&](int32_t dim, int32_t count, const double* v, double* exact,
+                               double*) {
           checksum::contract(exact_values, checksum::splitAround(shape, 2, dim), count, v, exact,
                              nullptr);
           return FUMI_OK;
-        },
+        }),
         [&](size_t n) {
           scratch.push_back(std::make_unique<std::vector<double>>(n));
           return scratch.back()->data();

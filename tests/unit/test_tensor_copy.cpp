@@ -1,6 +1,7 @@
 // The host's element copies (tensor_copy.h: gather and scatter in logical and storage order)
 // against the element-by-element definition of dtype.hpp, and the per-thread scratch arena.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "checksum.h"
 #include "contract.h"
+#include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "scratch_arena.h"
 #include "tensor_copy.h"
@@ -168,6 +170,79 @@ TEST(Contract, TensorAlongEveryDimensionMatchesTheDenseContraction) {
   double x[6] = {}, v[3] = {}, out[6] = {};
   EXPECT_FALSE(contractTensor(t, x, FUMI_DTYPE_F64, 2, 1, v, 1.0, false, out));
   EXPECT_FALSE(contractTensor(t, x, FUMI_DTYPE_UNKNOWN, 0, 1, v, 1.0, false, out));
+}
+
+// contractSides: every pair of sides along a tensor's last two dimensions (one pass where a
+// unit stride allows it, side by side otherwise) gives contractTensor's sums per side and
+// scanTensor's counts, maximum and norm, also with NaN, Inf and fp64 magnitudes beyond 2^400
+// in the data (which the single pass hands to the scan's own passes).
+TEST(Contract, SidesMatchOneContractionPerSideAndTheScan) {
+  std::vector<fumi_tensor> ts = layouts();
+  ts.push_back(makeTensor({70, 33}, {1, 70}));  // column-major: runs of 8 and 4 plus tails
+  ts.push_back(makeTensor({2, 33, 70}, {2400, 72, 1}));  // batched row-major with gaps
+  for (const fumi_tensor& t : ts) {
+    if (t.ndim < 2) continue;
+    const int32_t rows = t.ndim - 2, cols = t.ndim - 1;
+    for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16})
+      for (int special = 0; special < 3; ++special) {
+        if (special == 2 && dtype != FUMI_DTYPE_F64) continue;
+        std::vector<unsigned char> data = randomBuffer(t, dtype, 11);
+        if (special > 0) {  // one NaN and one Inf, or one huge value, somewhere inside
+          int64_t n = 0;
+          forEachElement(t, [&](int64_t k, int64_t off) {
+            const double value = special == 2 ? 0x1p700 : (k % 2 == 0 ? NAN : -INFINITY);
+            if (k == 3 || k == tensorNumel(t) - 2) storeFromDouble(data.data(), off, value, dtype);
+            n = k;
+          });
+          ASSERT_GT(n, 3);
+        }
+        for (int32_t count : {1, 2, 3, 5, 8})
+          for (bool with_scan : {true, false}) {
+            std::vector<std::vector<double>> v(2), want(2), got(2);
+            std::vector<fumi_side> sides;
+            int32_t side_dims[2] = {rows, cols};
+            if (count % 2 == 1) std::swap(side_dims[0], side_dims[1]);  // either order
+            for (int i = 0; i < 2; ++i) {
+              const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, side_dims[i]);
+              v[i].resize(static_cast<size_t>(sp.len * count));
+              checksum::gaussianVectors(static_cast<uint64_t>(count * 7 + i), count, sp.len,
+                                        v[i].data());
+              const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+              want[i].assign(size, 0.0);
+              got[i].assign(size, 7.0);
+              ASSERT_TRUE(contractTensor(t, data.data(), dtype, side_dims[i], count, v[i].data(),
+                                         1.0, false, want[i].data()));
+              sides.push_back(fumi_side{sizeof(fumi_side), side_dims[i], count, v[i].data(),
+                                        got[i].data(), nullptr});
+            }
+            fumi_scan scan{}, want_scan{};
+            scan.struct_size = want_scan.struct_size = sizeof(fumi_scan);
+            ASSERT_TRUE(contractSides(t, data.data(), dtype, 2, sides.data(),
+                                      with_scan ? &scan : nullptr));
+            for (int i = 0; i < 2; ++i)
+              for (size_t k = 0; k < want[i].size(); ++k) {
+                const double w = want[i][k], g = got[i][k];
+                if (std::isnan(w)) EXPECT_TRUE(std::isnan(g));
+                else if (std::isinf(w)) EXPECT_EQ(g, w);
+                else EXPECT_NEAR(g, w, 1e-12 * (1 + std::fabs(w)))
+                         << "ndim " << t.ndim << " " << dtypeName(dtype) << " count " << count
+                         << " side " << i << " at " << k;
+              }
+            if (!with_scan) continue;
+            ASSERT_EQ(scanTensor(t, data.data(), dtype, &want_scan), FUMI_OK);
+            EXPECT_EQ(scan.nan, want_scan.nan);
+            EXPECT_EQ(scan.inf, want_scan.inf);
+            EXPECT_EQ(scan.max_abs, want_scan.max_abs);
+            EXPECT_NEAR(scan.norm, want_scan.norm, 1e-13 * want_scan.norm);
+            EXPECT_EQ(scan.nan + scan.inf, special == 1 ? 2u : 0u);
+          }
+      }
+  }
+  const fumi_tensor t = makeTensor({2, 3}, {3, 1});
+  double x[6] = {}, v[3] = {}, out[6] = {};
+  const fumi_side bad{sizeof(fumi_side), 2, 1, v, out, nullptr};
+  EXPECT_FALSE(contractSides(t, x, FUMI_DTYPE_F64, 1, &bad, nullptr));
+  EXPECT_FALSE(contractSides(t, x, FUMI_DTYPE_UNKNOWN, 0, nullptr, nullptr));
 }
 
 TEST(ScratchArena, ReusesMemoryAcrossChecksAndNests) {
