@@ -142,57 +142,61 @@ inline fumi_compare_spec compareSpec(double ratio_guard = 0.0, double rel_guard 
   return s;
 }
 
-// The second pass, with the ULP figure only where a unit is given (kUlp: its loop work is a
-// third of the pass; perturb does not want it).
-template <class LY, class LR, bool kUlp>
-FUMI_WIDE fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T* ref,
-                                            size_t n, const fumi_compare_spec& spec) {
-  fumi_comparison c{};
-  c.struct_size = sizeof c;
+namespace detail {
+
+// compareValues' first pass: maxima over the elements where both sides are finite, mismatches
+// over all. kFinite: the caller knows every element is finite, so nothing is masked.
+struct ComparePass1 {
   size_t nonfinite = 0, mismatches = 0;
   double max_half_sum = 0.0, max_y = 0.0, max_ref = 0.0, max_diff = 0.0;
+};
+template <class LY, class LR, bool kFinite>
+FUMI_WIDE ComparePass1 comparePass1(const typename LY::T* y, const typename LR::T* ref, size_t n,
+                                    double* nonfinite_sum) {
+  size_t nonfinite = 0, mismatches = 0;
+  double max_half_sum = 0.0, max_y = 0.0, max_ref = 0.0, max_diff = 0.0, probe = 0.0;
   // Halves: |y + ref| / 2 cannot overflow.
-  FUMI_SIMD(reduction(+ : nonfinite, mismatches)
+  FUMI_SIMD(reduction(+ : nonfinite, mismatches, probe)
                 reduction(max : max_half_sum, max_y, max_ref, max_diff))
   for (size_t i = 0; i < n; ++i) {
     const double a = LY::load(y[i]), b = LR::load(ref[i]);
-    const bool ok = detail::finitePair(a, b);
+    const bool ok = kFinite || finitePair(a, b);
     uint64_t x, z;
     std::memcpy(&x, &a, sizeof x);
     std::memcpy(&z, &b, sizeof z);
     mismatches += x != z ? 1 : 0;
-    nonfinite += ok ? 0 : 1;
+    if (kFinite) probe += (a - a) + (b - b);  // NaN once any element is NaN or Inf
+    else nonfinite += ok ? 0 : 1;
     max_half_sum = std::max(max_half_sum, ok ? std::fabs(0.5 * a + 0.5 * b) : 0.0);
     max_y = std::max(max_y, ok ? std::fabs(a) : 0.0);
     max_ref = std::max(max_ref, ok ? std::fabs(b) : 0.0);
     max_diff = std::max(max_diff, ok ? std::fabs(a - b) : 0.0);
   }
-  c.nonfinite = nonfinite;
-  c.mismatches = mismatches;
-  c.max_abs_diff = max_diff;
-  const double max_any = std::max(max_y, max_ref);
-  // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of
-  // two near its largest magnitude, so the scaled difference stays within [0, 4].
-  const double f = detail::overflowScale(max_any);
-  const double ratio_threshold = spec.ratio_guard * (max_half_sum * (2.0 * f));
-  const double rel_threshold = spec.rel_guard * (max_ref * f);
-  const int e_diff = detail::scaleExponent(max_any), e_ref = detail::scaleExponent(max_ref),
-            e_y = detail::scaleExponent(max_y);
-  const double s_diff = detail::pow2(-e_diff), s_ref = detail::pow2(-e_ref),
-               s_y = detail::pow2(-e_y);
-  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
-  const int p = unit ? unit->mantissa_bits : 0, emin = unit ? unit->min_exponent : 0;
+  if (nonfinite_sum) *nonfinite_sum = probe;
+  return ComparePass1{nonfinite, mismatches, max_half_sum, max_y, max_ref, max_diff};
+}
+
+// The second pass's sums and maxima, with the ULP figure only where a unit is given (kUlp: its
+// loop work is a third of the pass; perturb does not want it); kFinite as above.
+struct ComparePass2 {
+  double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0,
+         worst_rel = 0.0, worst_ulp = 0.0;
+};
+template <class LY, class LR, bool kUlp, bool kFinite>
+FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::T* ref, size_t n,
+                                    double f, double ratio_threshold, double rel_threshold,
+                                    double s_diff, double s_ref, double s_y, int p, int emin) {
   // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
   // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
   // which case the ULP count would overflow too).
-  const double k_up = detail::pow2Normal(64);
+  const double k_up = pow2Normal(64);
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0, worst_rel = 0.0,
          worst_ulp = 0.0;
   FUMI_SIMD(reduction(max : ratio, all, worst_rel, worst_ulp)
                 reduction(+ : total_diff, total_ref, total_y))
   for (size_t i = 0; i < n; ++i) {
     const double a = LY::load(y[i]), b = LR::load(ref[i]);
-    const bool ok = detail::finitePair(a, b);
+    const bool ok = kFinite || finitePair(a, b);
     // Every candidate is computed and then selected with a mask (inf or NaN where a divisor is
     // 0 or a value non-finite: masked).
     const double as = a * f, bs = b * f;
@@ -209,24 +213,59 @@ FUMI_WIDE fumi_comparison compareValuesWith(const typename LY::T* y, const typen
     total_ref += ok ? rr * rr : 0.0;
     total_y += ok ? yy * yy : 0.0;
     if (kUlp) {
-      const int e = std::max(detail::rawExponent(b), emin) - p;
+      const int e = std::max(rawExponent(b), emin) - p;
       const bool tiny = e < -1022;
-      const double ulp = detail::pow2Normal(tiny ? e + 64 : e);
+      const double ulp = pow2Normal(tiny ? e + 64 : e);
       const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
       worst_ulp = std::max(worst_ulp, ok ? du / ulp : 0.0);
     }
   }
-  c.fumi_ratio = ratio;
-  c.fumi_ratio_unguarded = all;
-  c.max_rel = worst_rel;
-  c.ulp = unit ? worst_ulp : std::numeric_limits<double>::quiet_NaN();
+  return ComparePass2{ratio, all, total_diff, total_ref, total_y, worst_rel, worst_ulp};
+}
+
+}  // namespace detail
+
+// Both passes. The first runs unmasked and checks that every element is finite as it goes
+// (masking and counting every element costs four times as much); only when one is not do both
+// passes mask.
+template <class LY, class LR, bool kUlp>
+fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T* ref, size_t n,
+                                  const fumi_compare_spec& spec) {
+  fumi_comparison c{};
+  c.struct_size = sizeof c;
+  double probe = 0.0;
+  detail::ComparePass1 p1 = detail::comparePass1<LY, LR, true>(y, ref, n, &probe);
+  const bool finite = probe == 0.0;
+  if (!finite) p1 = detail::comparePass1<LY, LR, false>(y, ref, n, nullptr);
+  c.nonfinite = p1.nonfinite;
+  c.mismatches = p1.mismatches;
+  c.max_abs_diff = p1.max_diff;
+  const double max_any = std::max(p1.max_y, p1.max_ref);
+  // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of
+  // two near its largest magnitude, so the scaled difference stays within [0, 4].
+  const double f = detail::overflowScale(max_any);
+  const double ratio_threshold = spec.ratio_guard * (p1.max_half_sum * (2.0 * f));
+  const double rel_threshold = spec.rel_guard * (p1.max_ref * f);
+  const int e_diff = detail::scaleExponent(max_any), e_ref = detail::scaleExponent(p1.max_ref),
+            e_y = detail::scaleExponent(p1.max_y);
+  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
+  const int p = unit ? unit->mantissa_bits : 0, emin = unit ? unit->min_exponent : 0;
+  const auto pass2 = finite ? detail::comparePass2<LY, LR, kUlp, true>
+                            : detail::comparePass2<LY, LR, kUlp, false>;
+  const detail::ComparePass2 p2 =
+      pass2(y, ref, n, f, ratio_threshold, rel_threshold, detail::pow2(-e_diff),
+            detail::pow2(-e_ref), detail::pow2(-e_y), p, emin);
+  c.fumi_ratio = p2.ratio;
+  c.fumi_ratio_unguarded = p2.all;
+  c.max_rel = p2.worst_rel;
+  c.ulp = unit ? p2.worst_ulp : std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  c.normwise = total_ref == 0.0 ? (total_diff == 0.0 ? 0.0 : inf)
-                                : std::ldexp(std::sqrt(total_diff) / std::sqrt(total_ref),
-                                             e_diff - e_ref);
-  c.norm_ratio = total_ref == 0.0
-                     ? (total_y == 0.0 ? 0.0 : inf)
-                     : std::ldexp(std::sqrt(total_y) / std::sqrt(total_ref), e_y - e_ref);
+  c.normwise = p2.total_ref == 0.0 ? (p2.total_diff == 0.0 ? 0.0 : inf)
+                                   : std::ldexp(std::sqrt(p2.total_diff) / std::sqrt(p2.total_ref),
+                                                e_diff - e_ref);
+  c.norm_ratio = p2.total_ref == 0.0
+                     ? (p2.total_y == 0.0 ? 0.0 : inf)
+                     : std::ldexp(std::sqrt(p2.total_y) / std::sqrt(p2.total_ref), e_y - e_ref);
   return c;
 }
 
