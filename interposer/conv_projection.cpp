@@ -106,6 +106,27 @@ inline double dot(const double* a, const double* b, int64_t n) {
   return s;
 }
 
+// part[j] = x . R_j (R_j = R + j * stride) for j < nq <= 4: x read once for all of them, four
+// independent sums (one dot product at a time waits on its adds).
+inline void dotMany(const double* x, const double* R, int64_t stride, int32_t nq, int64_t n,
+                    double* part) {
+  if (nq < 4) {
+    for (int32_t j = 0; j < nq; ++j) part[j] = dot(x, R + j * stride, n);
+    return;
+  }
+  const double *r0 = R, *r1 = R + stride, *r2 = R + 2 * stride, *r3 = R + 3 * stride;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  FUMI_SIMD(reduction(+ : s0, s1, s2, s3))
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    s0 += v * r0[i];
+    s1 += v * r1[i];
+    s2 += v * r2[i];
+    s3 += v * r3[i];
+  }
+  part[0] = s0, part[1] = s1, part[2] = s2, part[3] = s3;
+}
+
 inline void axpy(double* y, double a, const double* x, int64_t n) {
   FUMI_SIMD()
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -226,38 +247,49 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
             continue;
           }
           const double* dy = A + (n * out_sp + o) * C;  // backward data
-          for (int32_t q = 0; q < count; ++q) {
-            double sum = 0;  // forward
+          // Vectors four at a time: each run of x or dy is read once for the four.
+          for (int32_t q0 = 0; q0 < count; q0 += 4) {
+            const int32_t nq = std::min<int32_t>(4, count - q0);
+            double sum[4] = {0, 0, 0, 0}, part[4];  // forward
             for (int64_t f0 = lo0; f0 < hi0; ++f0)
               for (int64_t f1 = lo1; f1 < hi1; ++f1) {
                 const int64_t i0 = o0 * d.stride[0] - d.pad[0] + f0 * d.dilation[0];
                 const int64_t i1 = o1 * d.stride[1] - d.pad[1] + f1 * d.dilation[1];
                 const int64_t i2 = o2 * d.stride[2] - d.pad[2] + lo2 * d.dilation[2];
                 const int64_t in_at = (i0 * d.in[1] + i1) * d.in[2] + i2;
-                const int64_t tap = ((q * d.filter[0] + f0) * d.filter[1] + f1) * d.filter[2] + lo2;
+                // Vector q's taps start f_sp further on than vector q - 1's.
+                const int64_t tap =
+                    ((q0 * d.filter[0] + f0) * d.filter[1] + f1) * d.filter[2] + lo2;
                 switch (s.direction) {
                   case Dir::kForward: {
                     const double* x = A + (n * in_sp + in_at) * C;
-                    for (int64_t r = 0; r < runs; ++r)
-                      sum += dot(x + r * x_step, R + (tap + r) * C, run);
+                    for (int64_t r = 0; r < runs; ++r) {
+                      dotMany(x + r * x_step, R + (tap + r) * C, f_sp * C, nq, run, part);
+                      for (int32_t j = 0; j < nq; ++j) sum[j] += part[j];
+                    }
                     break;
                   }
                   case Dir::kBackwardData: {
-                    double* x = out + (n * count + q) * in_sp + in_at;
-                    for (int64_t t = 0; t < taps; ++t)
-                      x[t * d.dilation[2]] += dot(dy, R + (tap + t) * C, C);
+                    for (int64_t t = 0; t < taps; ++t) {
+                      dotMany(dy, R + (tap + t) * C, f_sp * C, nq, C, part);
+                      for (int32_t j = 0; j < nq; ++j)
+                        out[(n * count + q0 + j) * in_sp + in_at + t * d.dilation[2]] += part[j];
+                    }
                     break;
                   }
                   case Dir::kBackwardFilter: {
                     const double* x = A + (n * in_sp + in_at) * C;
-                    const double coef = R[(n * count + q) * out_sp + o];
-                    for (int64_t r = 0; r < runs; ++r)
-                      axpy(acc + (tap + r) * C, coef, x + r * x_step, run);
+                    for (int32_t j = 0; j < nq; ++j) {
+                      const double coef = R[(n * count + q0 + j) * out_sp + o];
+                      for (int64_t r = 0; r < runs; ++r)
+                        axpy(acc + (tap + j * f_sp + r) * C, coef, x + r * x_step, run);
+                    }
                     break;
                   }
                 }
               }
-            if (s.direction == Dir::kForward) out[(n * count + q) * out_sp + o] = sum;
+            if (s.direction == Dir::kForward)
+              for (int32_t j = 0; j < nq; ++j) out[(n * count + q0 + j) * out_sp + o] = sum[j];
           }
         }
       }

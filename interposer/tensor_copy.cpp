@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "element_types.h"
+#include "fumi/simd.h"
 
 namespace fumi {
 
@@ -37,6 +38,17 @@ void copyBlock(int64_t rows, int64_t cols, const typename L::T* s, int64_t sr, i
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
       const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      if (sc == 1 && dr == 1 && r1 - r0 == kTile && c1 - c0 == kTile) {
+        // A whole tile of a plain transpose (NCHW to channels-last): contiguous reads of the
+        // source's rows into registers, contiguous writes of the destination's columns, with
+        // constant trip counts the compiler unrolls and vectorises.
+        typename S::T tile[kTile][kTile];
+        for (int64_t r = 0; r < kTile; ++r)
+          for (int64_t c = 0; c < kTile; ++c) tile[c][r] = S::store(L::load(s[(r0 + r) * sr + c0 + c]));
+        for (int64_t c = 0; c < kTile; ++c)
+          for (int64_t r = 0; r < kTile; ++r) d[(c0 + c) * dc + r0 + r] = tile[c][r];
+        continue;
+      }
       if (sr == 1) {  // the source's columns are contiguous: walk them inside the tile
         for (int64_t c = c0; c < c1; ++c)
           for (int64_t r = r0; r < r1; ++r) d[r * dr + c * dc] = S::store(L::load(s[r + c * sc]));
@@ -82,7 +94,7 @@ struct Walk {
 };
 
 template <class L, class S>
-void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
+FUMI_WIDE void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
                ElementLayout to) {
   const Walk w(ndim, shape, from.strides, to.strides);
   if (w.empty) return;
