@@ -132,6 +132,25 @@ inline void axpy(double* y, double a, const double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// y_j += a_j x (y_j = y + j * stride) for j < nq <= 4: x read once for all of them.
+inline void axpyMany(double* y, int64_t stride, const double* a, const double* x, int64_t n,
+                     int32_t nq) {
+  if (nq < 4) {
+    for (int32_t j = 0; j < nq; ++j) axpy(y + j * stride, a[j], x, n);
+    return;
+  }
+  double *y0 = y, *y1 = y + stride, *y2 = y + 2 * stride, *y3 = y + 3 * stride;
+  const double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+  FUMI_SIMD()
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y0[i] += a0 * v;
+    y1[i] += a1 * v;
+    y2[i] += a2 * v;
+    y3[i] += a3 * v;
+  }
+}
+
 // Taps [lo, hi) of spatial dimension e whose input o * stride - pad + f * dilation lies inside x,
 // for output position o.
 void tapRange(const ConvDims& d, int e, int64_t o, int64_t* lo, int64_t* hi) {
@@ -326,8 +345,12 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
         FUMI_SIMD(reduction(+ : m))
         for (int64_t e = 0; e < block; ++e) m += std::fabs(w[e]);
         mag[k] = m;
-        for (int32_t q = 0; q < count; ++q)
-          axpy(out + (q * d.c + (k / d.kg) * d.cg) * f_sp, r[q * len + k], w, block);
+        for (int32_t q0 = 0; q0 < count; q0 += 4) {  // vectors four at a time: w read once
+          const int32_t nq = std::min<int32_t>(4, count - q0);
+          double a[4];
+          for (int32_t j = 0; j < nq; ++j) a[j] = r[(q0 + j) * len + k];
+          axpyMany(out + (q0 * d.c + (k / d.kg) * d.cg) * f_sp, d.c * f_sp, a, w, block, nq);
+        }
       }
       break;
     }
@@ -338,8 +361,12 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
           const double* w = B + (k * f_sp + f) * d.cg;
           FUMI_SIMD()
           for (int64_t cl = 0; cl < d.cg; ++cl) mag[c0 + cl] += std::fabs(w[cl]);
-          for (int32_t q = 0; q < count; ++q)
-            out[(q * f_sp + f) * d.k + k] = dot(r + q * len + c0, w, d.cg);
+          for (int32_t q0 = 0; q0 < count; q0 += 4) {
+            const int32_t nq = std::min<int32_t>(4, count - q0);
+            double part[4];
+            dotMany(w, r + q0 * len + c0, len, nq, d.cg, part);
+            for (int32_t j = 0; j < nq; ++j) out[((q0 + j) * f_sp + f) * d.k + k] = part[j];
+          }
         }
       }
       break;
@@ -352,8 +379,12 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
           FUMI_SIMD(reduction(+ : m))
           for (int64_t o = 0; o < out_sp; ++o) m += std::fabs(dy[o]);
           mag[k] += m;
-          for (int32_t q = 0; q < count; ++q)
-            axpy(out + (n * count + q) * out_sp, r[q * len + k], dy, out_sp);
+          for (int32_t q0 = 0; q0 < count; q0 += 4) {
+            const int32_t nq = std::min<int32_t>(4, count - q0);
+            double a[4];
+            for (int32_t j = 0; j < nq; ++j) a[j] = r[(q0 + j) * len + k];
+            axpyMany(out + (n * count + q0) * out_sp, out_sp, a, dy, out_sp, nq);
+          }
         }
       break;
   }
