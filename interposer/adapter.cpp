@@ -73,6 +73,7 @@ class AdapterCall final : public Call {
     for (int32_t i = 0; i < c.ntensors; ++i) addTensor(c.tensors[i]);
     for (int32_t i = 0; i < c.nargs; ++i) addArg(c.arg_names[i], c.arg_values[i]);
     setAutocast(c.autocast);
+    setReductionLength(frameworkReductionLength(site.name, tensors(), args()));
   }
   fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
     return c_.rerun(c_.self, precision, buffers);

@@ -49,6 +49,9 @@ class Call {
     return FUMI_UNSUPPORTED;
   }
 
+  // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
+  void setReductionLength(int64_t k) { info_.reduction_length = k; }
+
   // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
   void setAutocast(fumi_dtype d) { autocast_ = d; }
   fumi_dtype autocast() const { return autocast_; }

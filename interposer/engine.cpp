@@ -723,6 +723,7 @@ void Engine::instantiate() {
       params.seed = mix64(std::hash<std::string>{}(rule.name + "/" + spec.plugin));
       const fumi_kind kind = pluginKind(*slot->lib.plugin);
       params.kind_tolerances = policy_.kind_tolerances[kind].data();
+      params.error_model = kind == FUMI_KIND_ERROR ? policy_.error_model : FUMI_TOLERANCE_TABLE;
       char err[512] = "";
       void* inst = nullptr;
       try {

@@ -1,6 +1,7 @@
 // framework_projection.cpp — frameworkProjection (framework_projection.h).
 #include "framework_projection.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -133,7 +134,71 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
   return convProjection(ts, s, output, p);
 }
 
+// The op's name without its overload, "aten::add" for "aten::add_.Tensor" when `inplace` is
+// set (the trailing underscore of an in-place op dropped too).
+std::string baseName(const char* op, bool inplace) {
+  const char* dot = std::strchr(op, '.');
+  std::string name = dot ? std::string(op, dot) : std::string(op);
+  if (inplace && name.size() > 1 && name.back() == '_') name.pop_back();
+  return name;
+}
+
+int64_t product(const fumi_tensor& t, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to && d < t.ndim; ++d) n *= t.shape[d];
+  return n;
+}
+
+// Elementwise ops whose every output is one correctly rounded operation of exact inputs.
+constexpr const char* kRoundedOnce[] = {
+    "aten::mul", "aten::div", "aten::neg", "aten::abs", "aten::relu", "aten::threshold_backward",
+    "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::where", "aten::maximum",
+    "aten::minimum", "aten::sqrt", "aten::copy", "aten::_to_copy", "aten::fill"};
+
 }  // namespace
+
+int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& ts,
+                                 const Args& args) {
+  if (!op) return 0;
+  const std::string name = baseName(op, /*inplace=*/true);
+  auto dim = [&](const char* tensor, int d) -> int64_t {  // d < 0 counts from the end
+    const int i = find(ts, tensor);
+    if (i < 0) return 0;
+    const fumi_tensor& t = ts[static_cast<size_t>(i)];
+    const int at = d < 0 ? t.ndim + d : d;
+    return at >= 0 && at < t.ndim ? t.shape[at] : 0;
+  };
+  if (name == "aten::mm" || name == "aten::bmm" || name == "aten::mv" ||
+      name == "aten::matmul")
+    return dim("self", -1);
+  if (name == "aten::linear") return dim("input", -1);
+  if (name == "aten::addmm" || name == "aten::_addmm_activation") return dim("mat1", -1);
+  if (name == "aten::addmv") return dim("mat", -1);
+  if (name == "aten::baddbmm") return dim("batch1", -1);
+  if (name == "aten::addbmm") return dim("batch1", 0) * dim("batch1", -1);
+  if (name == "aten::dot" || name == "aten::vdot") return dim("self", 0);
+  const bool forward_conv = name == "aten::convolution" || name == "aten::_convolution" ||
+                            name == "aten::conv1d" || name == "aten::conv2d" ||
+                            name == "aten::conv3d" || name == "aten::mkldnn_convolution";
+  const int w = find(ts, "weight");
+  if ((forward_conv || name == "aten::convolution_backward") && w >= 0) {
+    if (number(args, "transposed", 0.0) != 0) return 0;
+    const fumi_tensor& wt = ts[static_cast<size_t>(w)];
+    const int64_t per_filter = product(wt, 1, wt.ndim);  // C_in/groups * filter spatial
+    if (forward_conv) return per_filter;
+    const int64_t groups = std::max<int64_t>(1, static_cast<int64_t>(number(args, "groups", 1.0)));
+    const int64_t grad_input = wt.ndim > 0 ? wt.shape[0] / groups * product(wt, 2, wt.ndim) : 0;
+    const int go = find(ts, "grad_output");  // N x C_out x output spatial
+    const int64_t grad_weight =
+        go < 0 ? 0 : dim("grad_output", 0) * product(ts[static_cast<size_t>(go)], 2, FUMI_MAX_DIMS);
+    return std::max(grad_input, grad_weight);
+  }
+  if (name == "aten::add" || name == "aten::sub")
+    return number(args, "alpha", 1.0) == 1.0 ? 1 : 0;
+  for (const char* e : kRoundedOnce)
+    if (name == e) return 1;
+  return 0;
+}
 
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& ts,
                                 const Args& args, int32_t output,

@@ -248,22 +248,44 @@ class Parser {
   }
 
   // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
-  // check's own default, FuMi's dtype table), or a map of dtype -> number.
+  // check's own default, FuMi's dtype table), `precision` (error only: derived per call from
+  // its precision and shape) or a map of dtype -> number.
   void tolerances(const YAML::Node& n, Policy* p) {
     forMap(n, "tolerances", {"error", "sensitivity"},
            [&](const std::string& key, const YAML::Node& v) {
-             KindTolerances& t = p->kind_tolerances[key == "error" ? FUMI_KIND_ERROR
-                                                                   : FUMI_KIND_SENSITIVITY];
+             const bool error_kind = key == "error";
+             KindTolerances& t =
+                 p->kind_tolerances[error_kind ? FUMI_KIND_ERROR : FUMI_KIND_SENSITIVITY];
              double x = 0;
-             if (v.IsScalar() && v.Scalar() == "fumi") return;
+             if (v.IsScalar() && v.Scalar() == "fumi") {
+               if (error_kind) p->error_model = FUMI_TOLERANCE_TABLE;
+               return;
+             }
+             if (v.IsScalar() && v.Scalar() == "precision") {
+               if (error_kind) p->error_model = FUMI_TOLERANCE_PRECISION;
+               else error(v, "'precision' derives error tolerances only; 'sensitivity' takes a "
+                             "number, 'fumi' or a map of dtype to number");
+               return;
+             }
              if (v.IsScalar()) {
+               char* end = nullptr;
+               const std::string& text = v.Scalar();
+               std::strtod(text.c_str(), &end);
+               if (text.empty() || *end != '\0') {  // a misspelt name, not a bad number
+                 error(v, "'" + key + "' must be a number, 'fumi'" +
+                              std::string(error_kind ? ", 'precision'" : "") +
+                              " or a map of dtype to number, got '" + text + "'");
+                 return;
+               }
                if (!number(v, key, &x)) return;
                if (x < 0) error(v, "tolerance must be >= 0");
                else t.fill(x);
                return;
              }
              if (!v.IsMap()) {
-               error(v, "'" + key + "' must be a number, 'fumi' or a map of dtype to number");
+               error(v, "'" + key + "' must be a number, 'fumi'" +
+                            std::string(error_kind ? ", 'precision'" : "") +
+                            " or a map of dtype to number");
                return;
              }
              for (auto it = v.begin(); it != v.end(); ++it) {

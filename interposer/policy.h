@@ -142,6 +142,9 @@ struct Policy {
   double autocast_bound = NAN;
   // `tolerances:` by fumi_kind (error, sensitivity).
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
+  // `tolerances: { error: precision }`: error tolerances not set by a number derived per call
+  // from its precision and reduction length; `fumi` (the default): FuMi's dtype table.
+  fumi_tolerance_model error_model = FUMI_TOLERANCE_TABLE;
 };
 
 struct PolicyResult {

@@ -84,6 +84,17 @@ typedef enum fumi_kind {
 /* Tolerances indexed by fumi_dtype (the check's effective precision); NaN: not set. */
 #define FUMI_TOLERANCE_SLOTS 16
 
+/* Where an error check's tolerance comes from when neither its entry nor the policy's per-kind
+ * table sets one (docs/policy.md, "Error tolerances from the precision"):
+ *   TABLE      FuMi's fixed table at the call's effective precision (f32 1e-4, bf16 1e-2, ...).
+ *   PRECISION  derived per call from the unit roundoff of its effective precision and its
+ *              reduction length with f32 accumulation (metrics.h, precisionTolerance); the
+ *              table where the host does not know the reduction length. */
+typedef enum fumi_tolerance_model {
+  FUMI_TOLERANCE_TABLE = 0,
+  FUMI_TOLERANCE_PRECISION = 1
+} fumi_tolerance_model;
+
 typedef enum fumi_memory { FUMI_MEMORY_HOST = 0, FUMI_MEMORY_DEVICE = 1 } fumi_memory;
 
 typedef enum fumi_role { FUMI_ROLE_INPUT = 1, FUMI_ROLE_OUTPUT = 2 } fumi_role;
@@ -127,6 +138,10 @@ typedef struct fumi_call_info {
   uint64_t call_index;     /* 0-based index of this call among calls of this op in the process */
   int32_t ntensors;
   const fumi_tensor* tensors;
+  /* Appended: the number of terms each output element sums (GEMM: k; convolution forward:
+   * C_in/groups times the filter's elements; an elementwise op: 1), where the host knows the
+   * operation's shape; 0 when it does not. Read it only when struct_size covers it. */
+  int64_t reduction_length;
 } fumi_call_info;
 
 typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checked */
@@ -213,6 +228,9 @@ typedef struct fumi_params {
    * uses, in order: `tolerance` when set, this table's value for the call's precision, its own
    * default. */
   const double* kind_tolerances;
+  /* Appended: how error tolerances not set above are derived (the policy's
+   * `tolerances: { error: ... }`). Read it only when struct_size covers it. */
+  fumi_tolerance_model error_model;
 } fumi_params;
 
 typedef enum fumi_log_level {

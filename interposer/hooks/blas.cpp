@@ -207,6 +207,7 @@ std::unique_ptr<GemmCall> describeGemm(OpSite& site, uint64_t index, bool row_ma
                                        void* c_snapshot, const Gemm& canonical) {
   const fumi_dtype dt = dtypeOf<T>();
   auto call = std::make_unique<GemmCall>(site, dt, int64_t{m} * n * k, index, canonical);
+  call->setReductionLength(k);
   // Stride of the row index and of the column index of a logical operand.
   auto rs = [row_major](bool trans, int ld) -> int64_t { return trans != row_major ? ld : 1; };
   auto cs = [row_major](bool trans, int ld) -> int64_t { return trans != row_major ? 1 : ld; };
@@ -308,6 +309,7 @@ void fortranGemv(const CallSite& cs, Real real, const char* t, const int* m,
                                                        *m, *n, double(*alpha), *lda, *incx,
                                                        double(*beta), *incy);
                 const int64_t ld = *lda;
+                call->setReductionLength(cols);
                 call->a = call->addTensor("A", FUMI_ROLE_INPUT, dt, FUMI_MEMORY_HOST,
                                           {rows, cols}, {trans ? ld : 1, trans ? 1 : ld},
                                           const_cast<T*>(a));

@@ -396,6 +396,7 @@ cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_
     call->addArg("m", std::to_string(p.m));
     call->addArg("n", std::to_string(p.n));
     call->addArg("k", std::to_string(p.k));
+    call->setReductionLength(p.k);
     if (p.batch > 1) call->addArg("batch", std::to_string(p.batch));
     call->addArg("compute", dtypeName(p.compute));
     call->addArg("pointer_mode", p.device_scalars ? "device" : "host");

@@ -131,6 +131,14 @@ struct ConvProblem {
   int64_t size() const {  // multiply-adds: N * K * output spatial * C/groups * filter spatial
     return y.numel() * (w.numel() / std::max(1, w.dims[0]));
   }
+  // The terms each output element sums: forward C/groups * filter spatial; backward data
+  // K/groups * filter spatial; backward filter N * output spatial.
+  int64_t reductionLength() const {
+    const int64_t filter = w.numel(), groups = std::max(1, conv.groups);
+    if (dir == Direction::kForward) return filter / std::max(1, w.dims[0]);
+    if (dir == Direction::kBackwardData) return filter / (std::max(1, w.dims[1]) * groups);
+    return y.numel() / std::max(1, y.dims[1]);
+  }
   // The output's dims.
   const Dims& output() const {
     return dir == Direction::kForward ? static_cast<const Dims&>(y)
@@ -371,6 +379,7 @@ cudnnStatus_t checkedConv(const CallSite& cs, RuleSampler* sampler, ConvProblem&
     if (sbias) s.bias = call->addTensor(p.bias.tensor("bias", FUMI_ROLE_INPUT, sbias));
     const int o = call->addTensor(out.tensor(out_name, FUMI_ROLE_OUTPUT, sout));
     (y_out ? s.y : dx_out ? s.x : s.w) = o;
+    call->setReductionLength(p.reductionLength());
     const int sp = p.spatial();
     call->addArg("n", std::to_string(p.x.dims[0]));
     call->addArg("c", std::to_string(p.x.dims[1]));

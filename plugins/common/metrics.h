@@ -505,13 +505,57 @@ inline bool parseList(const char* text, std::vector<std::string>* out) {
   return true;
 }
 
+// The error tolerance model `precision` (docs/policy.md, "Error tolerances from the
+// precision"): what an op computing in `precision` (the narrower of its storage dtype and its
+// compute precision) promises about its normwise relative error against an exact result,
+//   tau = kResultRoundings * u_out + kAccumulationSpread * sqrt(k) * u_acc
+// u_out: the unit roundoff of `precision`, which the result is rounded to (each element by at
+// most u_out, so the normwise error by at most u_out); kResultRoundings = 2 allows one more
+// rounding to that dtype inside the op (a bias or C added after the product, an epilogue, an
+// intermediate a kernel stores in the output's dtype).
+// u_acc: f32's unit roundoff 2^-24 — the accumulation every library offers at no cost, so an
+// op accumulating in fp16 (CUBLAS_COMPUTE_16F) is measured against it and is an error —, or
+// `compute`'s where that is finer (f64). k: the terms each output sums. Rounding errors of a
+// k-term sum grow like sqrt(k) * u when they are independent and of mean zero (Higham & Mary,
+// "A new approach to probabilistic rounding error analysis", 2019): each element's error is
+// within lambda * sqrt(k) * u of the sum of its terms' magnitudes with probability at least
+// 1 - 2 exp(-lambda^2 / 2); kAccumulationSpread = lambda = 5 makes that 1 - 7.5e-6 per element,
+// and a normwise figure, an average, stays well below it. No cancellation factor
+// (|| |A||B| || / ||AB||): an op that cancels loses digits, which is what a user wants to see.
+constexpr double kResultRoundings = 2;
+constexpr double kAccumulationSpread = 5;
+
+inline double precisionTolerance(fumi_dtype precision, fumi_dtype compute, int64_t k) {
+  const DtypeInfo* out = dtypeInfo(precision);
+  if (!out || k < 1) return std::numeric_limits<double>::quiet_NaN();
+  const double u_out = std::ldexp(1.0, -(out->mantissa_bits + 1));
+  const DtypeInfo* acc = dtypeInfo(compute);
+  const int acc_bits = std::max(23, acc ? acc->mantissa_bits : 0);  // f32's 23, or wider
+  const double u_acc = std::ldexp(1.0, -(acc_bits + 1));
+  return kResultRoundings * u_out +
+         kAccumulationSpread * std::sqrt(static_cast<double>(k)) * u_acc;
+}
+
 // Where a check's tolerance comes from: the policy entry's `tolerance:` (NaN: unset), else the
-// policy's `tolerances:` entry for the check's kind at the call's precision (NaN: unset), else
-// a default the check supplies (the dtype table's, for relative errors).
+// policy's `tolerances:` entry for the check's kind at the call's precision (NaN: unset), else,
+// under the `precision` model, precisionTolerance where the call's reduction length is known,
+// else a default the check supplies (the dtype table's, for relative errors).
 struct Tolerance {
   double configured = std::numeric_limits<double>::quiet_NaN();
   double kind[FUMI_TOLERANCE_SLOTS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN,
                                        NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+  fumi_tolerance_model model = FUMI_TOLERANCE_TABLE;
+  // The same, for a call computing in `precision` with compute precision `compute` whose
+  // outputs each sum `k` terms (0: unknown).
+  double resolve(fumi_dtype precision, fumi_dtype compute, int64_t k, double fallback) const {
+    const double r = resolve(precision, std::numeric_limits<double>::quiet_NaN());
+    if (!std::isnan(r)) return r;
+    if (model == FUMI_TOLERANCE_PRECISION && k > 0) {
+      const double t = precisionTolerance(precision, compute, k);
+      if (!std::isnan(t)) return t;
+    }
+    return fallback;
+  }
   double resolve(fumi_dtype precision, double fallback) const {
     if (!std::isnan(configured)) return configured;
     const int slot = static_cast<int>(precision);
@@ -538,7 +582,8 @@ class Params {
   Params(const fumi_params* params, const char* plugin, const std::vector<std::string>& known)
       : plugin_(plugin ? plugin : "?") {
     if (!params) return;
-    if (params->struct_size < sizeof(fumi_params))
+    // Fields after `seed` were appended: read below only where struct_size covers them.
+    if (params->struct_size < offsetof(fumi_params, kind_tolerances))
       throw ParamError("plugin '" + plugin_ + "': fumi_params too old (struct_size " +
                        std::to_string(params->struct_size) + ")");
     seed_ = params->seed;
@@ -548,6 +593,9 @@ class Params {
         params->kind_tolerances)
       std::copy(params->kind_tolerances, params->kind_tolerances + FUMI_TOLERANCE_SLOTS,
                 kind_tolerances_);
+    // `error_model` was appended after it.
+    if (params->struct_size >= offsetof(fumi_params, error_model) + sizeof(fumi_tolerance_model))
+      error_model_ = params->error_model;
     if (params->count < 0 || (params->count > 0 && !params->items))
       throw ParamError("plugin '" + plugin_ + "': malformed parameter list");
     for (int32_t i = 0; i < params->count; ++i) {
@@ -639,6 +687,7 @@ class Params {
     Tolerance t;
     t.configured = tolerance_;
     std::copy(kind_tolerances_, kind_tolerances_ + FUMI_TOLERANCE_SLOTS, t.kind);
+    t.model = error_model_;
     return t;
   }
   uint64_t seed() const { return seed_; }
@@ -664,6 +713,7 @@ class Params {
   double tolerance_ = std::numeric_limits<double>::quiet_NaN();
   double kind_tolerances_[FUMI_TOLERANCE_SLOTS] = {
       NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+  fumi_tolerance_model error_model_ = FUMI_TOLERANCE_TABLE;
   uint64_t seed_ = 0;
 };
 

@@ -58,6 +58,22 @@ inline double toleranceFor(const metrics::Tolerance& t, fumi_dtype precision) {
   return t.resolve(precision, d ? d->tolerance : std::numeric_limits<double>::quiet_NaN());
 }
 
+// The number of terms each output of the call sums, where the host knows it; 0 otherwise
+// (and from hosts older than the field).
+inline int64_t reductionLength(const fumi_call_info& info) {
+  if (info.struct_size < offsetof(fumi_call_info, reduction_length) + sizeof(int64_t)) return 0;
+  return info.reduction_length;
+}
+
+// The tolerance of an error check on the call `info`: as toleranceFor, with the policy's error
+// model (`tolerances: { error: precision }`) deriving it from the call's precision and shape.
+inline double errorToleranceFor(const metrics::Tolerance& t, const fumi_call_info& info) {
+  const fumi_dtype precision = effectivePrecision(info);
+  const metrics::DtypeInfo* d = metrics::dtypeInfo(precision);
+  return t.resolve(precision, info.compute, reductionLength(info),
+                   d ? d->tolerance : std::numeric_limits<double>::quiet_NaN());
+}
+
 // One fumi_verdict being filled in. `violated` is decided as !(value <= tolerance), so a NaN
 // metric counts as a violation rather than passing silently.
 class Verdict {
@@ -111,7 +127,8 @@ class Context {
   fumi_status open() {
     info_ = host_->call_info(call_);
     if (!info_) return fail("call_info returned NULL");
-    if (info_->struct_size < sizeof(fumi_call_info)) return FUMI_UNSUPPORTED;
+    // `reduction_length` was appended: an older host's call info ends before it.
+    if (info_->struct_size < offsetof(fumi_call_info, reduction_length)) return FUMI_UNSUPPORTED;
     if (info_->ntensors < 0 || (info_->ntensors > 0 && !info_->tensors))
       return fail("call_info has a malformed tensor list");
     // The host's fumi_tensor may be newer (larger) than the one compiled here: step through the
@@ -414,9 +431,7 @@ class ReferenceErrors {
   }
 
  private:
-  double tolerance(Context& ctx) const {
-    return toleranceFor(tolerance_, effectivePrecision(ctx.info()));
-  }
+  double tolerance(Context& ctx) const { return errorToleranceFor(tolerance_, ctx.info()); }
   enum Metric : size_t { kNormwise = 0, kMaxRel = 1, kUlp = 2 };
   const size_t primary_;
   const double guard_;  // NaN: metrics::defaultGuard of the call's precision

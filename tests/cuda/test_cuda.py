@@ -153,16 +153,26 @@ class Precision(unittest.TestCase):
         self.assertAlmostEqual(tf32["value"], 3 / 8192, delta=1e-5)
 
     def test_fp16_accumulation_flagged_fp32_accumulation_quiet(self):
-        r = cuda("accum16", policy=every_call("{ plugin: highprec }"))  # f16 table: 1e-3
-        self.assertEqual(lines(cuda("accum16", preload=False).stdout), lines(r.stdout))
-        hp = sorted([c for c in r.of("check") + r.of("violation") if c["check"] == "highprec"],
-                    key=lambda c: c["call_index"])
-        self.assertEqual(len(hp), 2)
-        half, single = hp
-        self.assertEqual(half["event"], "violation")  # summed in fp16: its low bits are lost
-        self.assertGreater(half["value"], 1e-2)
-        self.assertEqual(single["event"], "check", single)  # summed in fp32: quiet
-        self.assertLess(single["value"], 1e-3)
+        for model in ("fumi", "precision"):  # f16 table: 1e-3; derived: 2u + 5 sqrt(k) 2^-24
+            with self.subTest(model=model):
+                policy = every_call("{ plugin: highprec }") + f"tolerances: {{ error: {model} }}\n"
+                r = cuda("accum16", policy=policy)
+                self.assertEqual(lines(cuda("accum16", preload=False).stdout), lines(r.stdout))
+                hp = sorted([c for c in r.of("check") + r.of("violation")
+                             if c["check"] == "highprec"], key=lambda c: c["call_index"])
+                self.assertEqual(len(hp), 2)
+                half, single = hp
+                self.assertEqual(half["event"], "violation")  # summed in fp16: low bits lost
+                self.assertGreater(half["value"], 1e-2)
+                self.assertEqual(single["event"], "check", single)  # summed in fp32: quiet
+                self.assertLess(single["value"], 1e-3)
+                if model == "precision":  # f16 output, k from the call, f32 accumulation
+                    k = int(half["args"]["k"])
+                    tau = 2 * 2.0 ** -11 + 5 * k ** 0.5 * 2.0 ** -24
+                    for c in (half, single):
+                        self.assertAlmostEqual(c["tolerance"], tau, delta=tau * 1e-9)
+                else:
+                    self.assertEqual(half["tolerance"], 1e-3)
 
     def test_planted_wrong_result_flagged(self):
         env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
@@ -390,17 +400,25 @@ class ConvPrecision(unittest.TestCase):
 
     def test_fp16_accumulation_flagged_fp32_accumulation_quiet(self):
         env = {"FUMI_SIMCUDNN_FAULTS": "accum16"}
-        r = conv("accum16", policy=every_conv("{ plugin: highprec }"), env=env)  # f16: 1e-3
-        self.assertEqual(lines(conv("accum16", preload=False, env=env).stdout), lines(r.stdout))
-        hp = checks_of(r, "highprec")
-        self.assertEqual(len(hp), 2)
-        half, single = hp
-        self.assertEqual(half["args"]["compute"], "f16")
-        self.assertEqual(half["event"], "violation")  # 4096 ones summed in fp16 stop at 2048
-        self.assertGreater(half["value"], 0.1)
-        self.assertEqual(single["args"]["compute"], "f32")
-        self.assertEqual(single["event"], "check", single)
-        self.assertEqual(single["value"], 0)
+        for model in ("fumi", "precision"):  # f16 table: 1e-3; derived from C/groups * filter
+            with self.subTest(model=model):
+                policy = (every_conv("{ plugin: highprec }")
+                          + f"tolerances: {{ error: {model} }}\n")
+                r = conv("accum16", policy=policy, env=env)
+                self.assertEqual(lines(conv("accum16", preload=False, env=env).stdout),
+                                 lines(r.stdout))
+                hp = checks_of(r, "highprec")
+                self.assertEqual(len(hp), 2)
+                half, single = hp
+                self.assertEqual(half["args"]["compute"], "f16")
+                self.assertEqual(half["event"], "violation")  # 4096 ones in fp16 stop at 2048
+                self.assertGreater(half["value"], 0.1)
+                self.assertEqual(single["args"]["compute"], "f32")
+                self.assertEqual(single["event"], "check", single)
+                self.assertEqual(single["value"], 0)
+                if model == "precision":  # k known from the descriptors: not the table's
+                    self.assertNotEqual(half["tolerance"], 1e-3)
+                    self.assertLess(half["tolerance"], 2e-3)
 
     def test_wrong_in_every_precision_caught_by_reference_only(self):
         # Wrong the same way in f32 and f64: the wider rerun agrees with the call, fumi's own

@@ -634,6 +634,46 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
   EXPECT_EQ(cases, 3 * 3 * 4 * (2 + 2 + 1) * 3);
 }
 
+// The terms each output of a framework op sums, from its schema names (the error tolerance
+// model `precision`): GEMMs their k, convolutions C_in/groups * filter elements, their backward
+// the larger of grad_input's and grad_weight's, ops that round once 1, anything else unknown.
+TEST(Checksum, FrameworkReductionLengths) {
+  auto t = [&](const char* name, std::vector<int64_t> shape) {
+    return hostTensor(name, shape, nullptr);
+  };
+  const std::vector<std::pair<const char*, std::string>> no_args;
+  EXPECT_EQ(frameworkReductionLength("aten::mm", {t("self", {8, 300}), t("mat2", {300, 5})},
+                                     no_args), 300);
+  EXPECT_EQ(frameworkReductionLength("aten::addmm", {t("self", {5}), t("mat1", {8, 70}),
+                                                     t("mat2", {70, 5})}, no_args), 70);
+  EXPECT_EQ(frameworkReductionLength("aten::baddbmm", {t("self", {2, 8, 5}),
+                                                       t("batch1", {2, 8, 33}),
+                                                       t("batch2", {2, 33, 5})}, no_args), 33);
+  EXPECT_EQ(frameworkReductionLength("aten::linear", {t("input", {4, 9, 64}),
+                                                      t("weight", {16, 64})}, no_args), 64);
+  // conv2d 3 -> 16 channels, 3x3 filter, batch 4, output 10x10.
+  const std::vector<fumi_tensor> conv = {t("input", {4, 3, 12, 12}), t("weight", {16, 3, 3, 3})};
+  EXPECT_EQ(frameworkReductionLength("aten::convolution", conv, {{"transposed", "False"}}), 27);
+  EXPECT_EQ(frameworkReductionLength("aten::convolution", conv, {{"transposed", "True"}}), 0);
+  const std::vector<fumi_tensor> back = {t("grad_output", {4, 16, 10, 10}),
+                                         t("input", {4, 3, 12, 12}), t("weight", {16, 3, 3, 3})};
+  EXPECT_EQ(frameworkReductionLength("aten::convolution_backward", back, {{"groups", "1"}}),
+            4 * 10 * 10);  // grad_weight's N * output spatial beats grad_input's 16 * 9
+  const std::vector<fumi_tensor> wide = {t("grad_output", {1, 64, 2, 2}),
+                                         t("input", {1, 64, 4, 4}), t("weight", {64, 32, 3, 3})};
+  EXPECT_EQ(frameworkReductionLength("aten::convolution_backward", wide, {{"groups", "2"}}),
+            32 * 9);
+  EXPECT_EQ(frameworkReductionLength("aten::mul.Tensor", {t("self", {5}), t("other", {5})},
+                                     no_args), 1);
+  EXPECT_EQ(frameworkReductionLength("aten::add_.Tensor", {t("self", {5}), t("other", {5})},
+                                     {{"alpha", "1"}}), 1);
+  EXPECT_EQ(frameworkReductionLength("aten::add_.Tensor", {t("self", {5}), t("other", {5})},
+                                     {{"alpha", "-0.1"}}), 0);  // two roundings: not modelled
+  EXPECT_EQ(frameworkReductionLength("aten::native_batch_norm", {t("input", {4, 3, 5, 5})},
+                                     no_args), 0);
+  EXPECT_EQ(frameworkReductionLength(nullptr, {}, no_args), 0);
+}
+
 // Framework ops are projected from their schema names and arguments as text: addmm's self is
 // broadcast as C with beta and alpha; unparsable scalars fall back to the schema's defaults;
 // transposed convolutions and unknown ops are not projected.

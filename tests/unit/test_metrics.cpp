@@ -443,3 +443,59 @@ TEST(MetricsParams, MalformedStructsRejected) {
 }
 
 }  // namespace
+
+namespace {
+
+// `tolerances: { error: precision }` (docs/policy.md, "Error tolerances from the precision"):
+// tau = 2 u_out + 5 sqrt(k) u_acc, u_acc f32's 2^-24 unless the compute precision is wider.
+TEST(PrecisionTolerance, RoundingOfTheResultPlusAccumulationGrowingWithSqrtK) {
+  using fumi::metrics::precisionTolerance;
+  const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53);
+  // f32 elementwise (k = 1): 7 unit roundoffs.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 1), 7 * u32);
+  // f32 GEMM, k = 4096: 2u + 5 * 64 * u = 322 u = 1.92e-5, five times tighter than FuMi's 1e-4.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096), 322 * u32);
+  EXPECT_NEAR(precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096), 1.92e-5, 1e-7);
+  // bf16 output, f32 accumulation, k = 4096: the output's rounding dominates.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_BF16, FUMI_DTYPE_BF16, 4096),
+                   2 * std::ldexp(1.0, -8) + 320 * u32);
+  // f64: the accumulation is f64's own.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_F64, FUMI_DTYPE_F64, 100), 52 * u64);
+  // TF32 math on f32 storage: the inputs' rounding to 10 bits is the precision asked for.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_TF32, FUMI_DTYPE_TF32, 1024),
+                   2 * std::ldexp(1.0, -11) + 160 * u32);
+  // Unknown reduction length or dtype: no derived tolerance.
+  EXPECT_TRUE(std::isnan(precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 0)));
+  EXPECT_TRUE(std::isnan(precisionTolerance(FUMI_DTYPE_UNKNOWN, FUMI_DTYPE_F32, 8)));
+}
+
+// The fp16 GEMM accumulating in fp16 (CUBLAS_COMPUTE_16F, k = 4096) measured 0.11 normwise on
+// the simulated device: against f32 accumulation as the norm it stays an error, with a margin
+// of 100; the f16 accumulation's own sqrt(k) u_f16 (0.16) would have hidden it.
+TEST(PrecisionTolerance, Fp16AccumulationStaysAnError) {
+  using fumi::metrics::precisionTolerance;
+  const double tau = precisionTolerance(FUMI_DTYPE_F16, FUMI_DTYPE_F16, 4096);
+  EXPECT_NEAR(tau, 2 * std::ldexp(1.0, -11) + 320 * std::ldexp(1.0, -24), 1e-15);
+  EXPECT_LT(100 * tau, 0.11);
+  EXPECT_GT(5 * 64 * std::ldexp(1.0, -11), 0.11);
+  // The same GEMM accumulating in f32 gets the same tolerance: its error (about u_f16) passes.
+  EXPECT_DOUBLE_EQ(precisionTolerance(FUMI_DTYPE_F16, FUMI_DTYPE_F32, 4096), tau);
+  EXPECT_GT(tau, std::ldexp(1.0, -11));
+}
+
+// Precedence: the entry's tolerance, the policy's per-kind number, then the model where the
+// reduction length is known, then the check's fallback (FuMi's table).
+TEST(PrecisionTolerance, ResolveOrder) {
+  fumi::metrics::Tolerance t;
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4), 1e-4);  // model table
+  t.model = FUMI_TOLERANCE_PRECISION;
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4),
+                   fumi::metrics::precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096));
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 0, 1e-4), 1e-4);  // k unknown
+  t.kind[FUMI_DTYPE_F32] = 3e-5;
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4), 3e-5);
+  t.configured = 7e-3;
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4), 7e-3);
+}
+
+}  // namespace

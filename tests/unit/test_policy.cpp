@@ -44,6 +44,30 @@ nan_origin: { steps: 3, max_ops: 500 }
   EXPECT_FALSE(off.policy->nan_origin.enabled);
 }
 
+TEST(Policy, ErrorToleranceModels) {
+  auto model = [](const char* value) {
+    const PolicyResult r = parsePolicyText(
+        std::string("version: 1\nrules: []\ntolerances:\n  error: ") + value + "\n", "t.yaml");
+    EXPECT_TRUE(r.ok()) << (r.diagnostics.empty() ? "" : r.diagnostics[0].str());
+    return r.ok() ? r.policy->error_model : FUMI_TOLERANCE_TABLE;
+  };
+  EXPECT_EQ(model("precision"), FUMI_TOLERANCE_PRECISION);
+  EXPECT_EQ(model("\"precision\""), FUMI_TOLERANCE_PRECISION);
+  EXPECT_EQ(model("fumi"), FUMI_TOLERANCE_TABLE);
+  const PolicyResult none = parsePolicyText("version: 1\nrules: []\n", "t.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none.policy->error_model, FUMI_TOLERANCE_TABLE);
+  // A misspelt model names the choices, at its location.
+  const PolicyResult bad =
+      parsePolicyText("version: 1\nrules: []\ntolerances: { error: precisoin }\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.diagnostics.at(0).str().rfind("t.yaml:3:22: error: 'error' must be a number, "
+                                              "'fumi', 'precision' or a map",
+                                              0),
+            0u)
+      << bad.diagnostics.at(0).str();
+}
+
 TEST(Policy, DefaultPolicyRaisesSensitivityOnlyFarAboveErrors) {
   const PolicyResult r = parsePolicyText(embeddedDefaultPolicy(), "<embedded default>");
   ASSERT_TRUE(r.ok());
