@@ -357,15 +357,26 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
 fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a_dtype,
                         const void* b, fumi_dtype b_dtype, const fumi_compare_spec* spec,
                         fumi_comparison* out) {
+  // `underflow_below` and `underflow` were appended: ABI 2 plugins built before them pass the
+  // shorter structs; read and write only what they cover.
   if (!validIndex(c, index) || !spec || !out ||
-      spec->struct_size < sizeof(fumi_compare_spec) || out->struct_size < sizeof(fumi_comparison))
+      spec->struct_size < offsetof(fumi_compare_spec, underflow_below) ||
+      out->struct_size < offsetof(fumi_comparison, underflow))
     return FUMI_ERROR;
+  fumi_compare_spec s{};
+  std::memcpy(&s, spec, std::min<size_t>(spec->struct_size, sizeof s));
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   std::vector<unsigned char> stage_a, stage_b;
   const void* ha = tensorHostData(t, a, &a_dtype, stage_a);
   const void* hb = tensorHostData(t, b, &b_dtype, stage_b);
   if (!ha || !hb) return FUMI_UNSUPPORTED;
-  return compareTensor(t, ha, a_dtype, hb, b_dtype, *spec, out);
+  fumi_comparison result{};
+  const fumi_status st = compareTensor(t, ha, a_dtype, hb, b_dtype, s, &result);
+  if (st != FUMI_OK) return st;
+  const uint32_t size = out->struct_size;
+  std::memcpy(out, &result, std::min<size_t>(size, sizeof result));
+  out->struct_size = size;
+  return FUMI_OK;
 }
 
 fumi_status hostScan(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
@@ -417,12 +428,35 @@ nlohmann::json number(double v) {
 #define FUMI_VERDICT_HAS(v, field) \
   ((v)->struct_size >= offsetof(fumi_verdict, field) + sizeof((v)->field))
 
+// The verdict's extra metric `name`, or nullptr when it has none.
+const double* extraMetric(const fumi_verdict* v, const char* name) {
+  if (!FUMI_VERDICT_HAS(v, extra)) return nullptr;
+  for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
+    if (v->extra[i].name && std::strcmp(v->extra[i].name, name) == 0) return &v->extra[i].value;
+  return nullptr;
+}
+
 // The verdict's extra metric `name`, or 0 when it has none.
 double extraValue(const fumi_verdict* v, const char* name) {
-  if (!FUMI_VERDICT_HAS(v, extra)) return 0;
-  for (int i = 0; i < v->nextra && i < FUMI_MAX_EXTRA_METRICS; ++i)
-    if (v->extra[i].name && std::strcmp(v->extra[i].name, name) == 0) return v->extra[i].value;
-  return 0;
+  const double* x = extraMetric(v, name);
+  return x ? *x : 0;
+}
+
+// Gradient underflow: the fraction of an f16/bf16 output of the backward pass that its dtype
+// flushed below its smallest normal (highprec's extra `underflow`), what loss scaling exists
+// for. Summarised per op as `gradient.underflow`; a violation only above the policy's
+// `underflow: { bound: X }`.
+void recordUnderflow(OpSite& site, uint64_t index, const fumi_verdict* v, const char* phase) {
+  const double* fraction = extraMetric(v, "underflow");
+  if (!fraction || std::strcmp(phase, "backward") != 0) return;
+  const Engine* e = engine();
+  const double bound = e ? e->policy().underflow_bound : NAN;
+  if (std::isnan(bound) || *fraction <= bound)
+    site.recordMetric("gradient.underflow", FUMI_KIND_PRECISION_COST, *fraction,
+                      /*violated=*/false);
+  else
+    reportHostViolation(site, index, "gradient", FUMI_KIND_PRECISION_COST, "underflow",
+                        *fraction, bound, nlohmann::json::object());
 }
 
 void hostReport(fumi_call* c, const fumi_verdict* v) {
@@ -439,6 +473,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   const bool held = v->violated && lossScalingHolds(metric, phase);
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
                            counted_nonfinite);
+  recordUnderflow(call.site(), call.info().call_index, v, phase);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
   // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not.
   if (metric == "nonfinite" && v->value > 0 && (v->violated || extraValue(v, "nan") > 0))

@@ -219,6 +219,18 @@ class Parser {
     oneOrMany(n, one);
   }
 
+  // `<section>: { bound: X }`, X in [0, max] (autocast's precision cost, underflow's fraction).
+  void bound(const YAML::Node& n, const std::string& section, double max, double* out) {
+    forMap(n, section.c_str(), {"bound"}, [&](const std::string& key, const YAML::Node& v) {
+      double b = 0;
+      if (key != "bound" || !number(v, key, &b)) return;
+      if (b < 0 || b > max)
+        error(v, "'bound' must be >= 0" + std::string(std::isinf(max) ? "" : " and <= 1"));
+      else
+        *out = b;
+    });
+  }
+
   // `nan_origin: { enabled, steps, max_ops, max_searches }`, or `nan_origin: false`.
   void nanOrigin(const YAML::Node& n, NanOriginSettings* o) {
     if (n.IsScalar()) {
@@ -511,7 +523,7 @@ class Parser {
     YAML::Node rules;
     forMap(root, "policy",
            {"version", "rules", "defaults", "report", "plugin_dirs", "scratch_budget",
-            "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast",
+            "overhead_budget", "on_error", "tolerances", "nan_origin", "autocast", "underflow",
             "loss_scaling", "malloc_thresholds"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "version") {
@@ -527,14 +539,8 @@ class Parser {
              if (key == "loss_scaling") lossScaling(v, &p->loss_scaling);
              if (key == "malloc_thresholds")
                choice<bool>(v, key, {{"pin", true}, {"leave", false}}, &p->pin_malloc_thresholds);
-             if (key == "autocast")
-               forMap(v, "autocast", {"bound"}, [&](const std::string& k2, const YAML::Node& v2) {
-                 double b = 0;
-                 if (k2 == "bound" && number(v2, k2, &b)) {
-                   if (b < 0) error(v2, "'bound' must be >= 0");
-                   else p->autocast_bound = b;
-                 }
-               });
+             if (key == "autocast") bound(v, key, /*max=*/INFINITY, &p->autocast_bound);
+             if (key == "underflow") bound(v, key, /*max=*/1, &p->underflow_bound);
              if (key == "scratch_budget") bytes(v, key, &p->scratch_budget);
              if (key == "overhead_budget") {
                double b = 0;

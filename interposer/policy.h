@@ -140,6 +140,9 @@ struct Policy {
   // `autocast: { bound: X }`: the precision cost of an op under autocast (autocast.normwise)
   // above X is a violation; NaN: measured and summarised only.
   double autocast_bound = NAN;
+  // `underflow: { bound: X }`: the fraction of an f16/bf16 backward output flushed below its
+  // smallest normal (gradient.underflow) above X is a violation; NaN: measured only.
+  double underflow_bound = NAN;
   // `tolerances:` by fumi_kind (error, sensitivity).
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
   // `tolerances: { error: precision }`: error tolerances not set by a number derived per call

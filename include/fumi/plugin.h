@@ -170,6 +170,10 @@ typedef struct fumi_compare_spec {
   double ratio_guard;   /* fumi_ratio leaves out |a + b| below ratio_guard * max|a + b| */
   double rel_guard;     /* max_rel leaves out |b| below rel_guard * max|b| */
   fumi_dtype ulp_dtype; /* the unit of `ulp` (FUMI_DTYPE_UNKNOWN: ulp is NaN) */
+  /* Appended: `underflow` counts the pairs with 0 < |b| < underflow_below and
+   * |a| < underflow_below (0: not counted). A host that predates it leaves `underflow` as the
+   * caller set it. */
+  double underflow_below;
 } fumi_compare_spec;
 
 typedef struct fumi_comparison {
@@ -183,6 +187,9 @@ typedef struct fumi_comparison {
   double max_abs_diff;         /* max |a - b| */
   uint64_t nonfinite;          /* pairs left out: a or b NaN or Inf */
   uint64_t mismatches;         /* elements whose values differ bit for bit (as fp64) */
+  /* Appended: pairs where `a` is zero or subnormal although `b` is not zero, both below the
+   * spec's underflow_below (a's smallest normal): values a low precision flushed. */
+  uint64_t underflow;
 } fumi_comparison;
 
 typedef struct fumi_scan {

@@ -132,14 +132,27 @@ struct Dense {
 //   max_abs_diff max_i |y_i - ref_i|.
 //   mismatches   elements whose fp64 bit patterns differ (+0 and -0 differ, equal NaNs do
 //                not); counted over every element.
+//   underflow    elements with 0 < |ref_i| < underflow_below and |y_i| < underflow_below: y's
+//                dtype flushed (or denormalised) a value its smallest normal cannot hold.
 inline fumi_compare_spec compareSpec(double ratio_guard = 0.0, double rel_guard = 0.0,
-                                     fumi_dtype ulp_dtype = FUMI_DTYPE_UNKNOWN) {
+                                     fumi_dtype ulp_dtype = FUMI_DTYPE_UNKNOWN,
+                                     double underflow_below = 0.0) {
   fumi_compare_spec s{};
   s.struct_size = sizeof s;
   s.ratio_guard = ratio_guard;
   s.rel_guard = rel_guard;
   s.ulp_dtype = ulp_dtype;
+  s.underflow_below = underflow_below;
   return s;
+}
+
+// The smallest normal magnitude of `dtype` where values underflow in training: f16's 2^-14
+// (bf16 and tf32 share f32's exponent range; a gradient that small is lost to f32 too). 0:
+// not counted.
+inline double underflowBelow(fumi_dtype dtype) {
+  return dtype == FUMI_DTYPE_F16 || dtype == FUMI_DTYPE_BF16
+             ? std::ldexp(1.0, dtypeInfo(dtype)->min_exponent)
+             : 0.0;
 }
 
 namespace detail {
@@ -174,6 +187,19 @@ FUMI_WIDE ComparePass1 comparePass1(const typename LY::T* y, const typename LR::
   }
   if (nonfinite_sum) *nonfinite_sum = probe;
   return ComparePass1{nonfinite, mismatches, max_half_sum, max_y, max_ref, max_diff};
+}
+
+// compareValues' underflow count, a pass of its own: only a check that asks for it pays.
+template <class LY, class LR>
+FUMI_WIDE size_t countUnderflow(const typename LY::T* y, const typename LR::T* ref, size_t n,
+                                double below) {
+  size_t underflow = 0;
+  FUMI_SIMD(reduction(+ : underflow))
+  for (size_t i = 0; i < n; ++i) {
+    const double a = LY::load(y[i]), b = LR::load(ref[i]);
+    underflow += (b != 0.0) & (std::fabs(b) < below) & (std::fabs(a) < below) ? 1 : 0;
+  }
+  return underflow;
 }
 
 // The second pass's sums and maxima, with the ULP figure only where a unit is given (kUlp: its
@@ -239,6 +265,8 @@ fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T*
   if (!finite) p1 = detail::comparePass1<LY, LR, false>(y, ref, n, nullptr);
   c.nonfinite = p1.nonfinite;
   c.mismatches = p1.mismatches;
+  if (spec.underflow_below > 0)
+    c.underflow = detail::countUnderflow<LY, LR>(y, ref, n, spec.underflow_below);
   c.max_abs_diff = p1.max_diff;
   const double max_any = std::max(p1.max_y, p1.max_ref);
   // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of

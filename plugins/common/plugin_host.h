@@ -268,9 +268,12 @@ class Context {
     return host_->map(call_, i, nullptr, tensor(i).dtype, dst, dst_dtype, &spec, changed);
   }
   // `a` against `b` (the reference side); each nullptr for the call's own data.
+  // fumi_comparison.underflow as compare leaves it where the host did not count.
+  static constexpr uint64_t kNotCounted = ~uint64_t{0};
   fumi_status compare(int32_t i, const void* a, fumi_dtype a_dtype, const void* b,
                       fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out) {
     out->struct_size = sizeof(fumi_comparison);
+    out->underflow = kNotCounted;  // a host older than the field leaves it so
     return host_->compare(call_, i, a, a ? a_dtype : tensor(i).dtype, b,
                           b ? b_dtype : tensor(i).dtype, &spec, out);
   }
@@ -393,7 +396,16 @@ class ReferenceErrors {
   struct Sums {
     double metric[3] = {0.0, 0.0, 0.0};
     size_t nonfinite_skipped = 0;
+    // Low-precision outputs' values flushed below their smallest normal (countUnderflow).
+    uint64_t underflow = 0;
+    uint64_t underflow_elements = 0;  // 0: no output counted
   };
+  // Output of `n` elements compared with a spec that counted underflow (underflowBelow).
+  static void countUnderflow(Sums& s, const fumi_comparison& c, uint64_t n) {
+    if (c.underflow == Context::kNotCounted) return;
+    s.underflow += c.underflow;
+    s.underflow_elements += n;
+  }
   // What to compare an output computed in `precision` with its reference (Context::compare).
   fumi_compare_spec spec(fumi_dtype precision) const {
     const double guard = std::isnan(guard_) ? metrics::defaultGuard(precision) : guard_;
@@ -412,6 +424,8 @@ class ReferenceErrors {
   static void merge(Sums& into, const Sums& from) {
     for (size_t m = 0; m < 3; ++m) into.metric[m] = std::max(into.metric[m], from.metric[m]);
     into.nonfinite_skipped += from.nonfinite_skipped;
+    into.underflow += from.underflow;
+    into.underflow_elements += from.underflow_elements;
   }
   // Whether the primary metric is over the tolerance.
   bool violates(Context& ctx, const Sums& s) const {
@@ -427,6 +441,9 @@ class ReferenceErrors {
       if (m != primary_) v.extra(kNames[m], s.metric[m]);
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
     if (noise) v.extra("noise_outputs", static_cast<double>(noise));
+    if (s.underflow_elements)  // the fraction of a low-precision output's values flushed
+      v.extra("underflow",
+              static_cast<double>(s.underflow) / static_cast<double>(s.underflow_elements));
     ctx.report(v);
   }
 

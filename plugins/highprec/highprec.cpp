@@ -69,13 +69,17 @@ class HighprecCheck {
 
     std::vector<ReferenceErrors::Sums> per_output(outputs.size());
     ReferenceErrors::Sums sums;
-    const fumi_compare_spec spec = errors_.spec(precision);
     for (size_t k = 0; k < outputs.size(); ++k) {
       const int32_t o = outputs[k];
+      // f16/bf16 outputs also count the values their dtype flushed (gradient underflow).
+      fumi_compare_spec spec = errors_.spec(precision);
+      spec.underflow_below = fumi::metrics::underflowBelow(ctx.tensor(o).dtype);
       fumi_comparison c;
       FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
                                         buffers[static_cast<size_t>(o)], wider, spec, &c));
       errors_.add(per_output[k], c);
+      if (spec.underflow_below > 0)
+        ReferenceErrors::countUnderflow(per_output[k], c, static_cast<uint64_t>(ctx.numel(o)));
       ReferenceErrors::merge(sums, per_output[k]);
     }
     const std::string detail =

@@ -590,6 +590,68 @@ print(c.dtype, d.dtype)
 """
 
 
+# f16 weights on the CPU: a loss scaled by SCALE; the gradient of `x * w` w.r.t. x is
+# grad * w, in f16. With SCALE 1e-8 most of it falls below f16's smallest normal (2^-14).
+UNDERFLOW = """
+import sys, torch
+torch.manual_seed(0)
+scale = float(sys.argv[1])
+w = (torch.rand(4096) + 0.5).half()
+x = torch.rand(4096).half().requires_grad_()
+loss = (x * w).sum() * scale
+loss.backward()
+print("zeros", int((x.grad == 0).sum()))
+"""
+
+UNDERFLOW_POLICY = """
+    version: 1
+    report: { all_checks: true }
+    rules:
+      - match: { op: "aten::mul*", phase: backward }
+        sample: { every: 1 }
+        checks: [ { plugin: highprec } ]
+    """
+
+
+class GradientUnderflow(unittest.TestCase):
+    """The fraction of an f16 gradient flushed below its smallest normal: data per op."""
+
+    def underflow(self, scale, policy=UNDERFLOW_POLICY):
+        r = run([PYTHON, "-c", UNDERFLOW, str(scale)], policy=policy)
+        self.assertEqual(r.rc, 0, r.stderr)
+        checks = [c for c in r.of("check") + r.of("violation") if c["check"] == "highprec"]
+        self.assertTrue(checks, r.stderr)
+        return r, checks
+
+    def test_tiny_gradients_report_their_underflow(self):
+        r, checks = self.underflow(1e-8)
+        zeros = int(r.stdout.split("zeros")[1].split()[0])
+        self.assertGreater(zeros, 0)  # the program's own gradient lost values
+        fractions = [c["extra"]["underflow"] for c in checks if "underflow" in c["extra"]]
+        self.assertTrue(fractions, checks)
+        self.assertGreater(max(fractions), 0.5)  # 1e-8 * [0.5, 1.5) is below 2^-14 everywhere
+        summarised = [r.op(op)["metrics"]["gradient.underflow"] for op in {c["op"] for c in checks}
+                      if "gradient.underflow" in r.op(op)["metrics"]]
+        self.assertTrue(summarised)  # per op in the summary (backward phase only)
+        for m in summarised:
+            self.assertEqual(m["kind"], "precision_cost")
+            self.assertGreater(m["max"], 0.5)
+            self.assertEqual(m["violations"], 0)  # data, not an alarm
+
+    def test_normal_gradients_underflow_nothing(self):
+        r, checks = self.underflow(1.0)
+        fractions = [c["extra"]["underflow"] for c in checks if "underflow" in c["extra"]]
+        self.assertTrue(fractions, checks)
+        self.assertEqual(max(fractions), 0)
+
+    def test_policy_bound_turns_underflow_into_a_violation(self):
+        r, _ = self.underflow(1e-8, UNDERFLOW_POLICY.replace("version: 1",
+                                                             "version: 1\n    underflow: { bound: 0.1 }"))
+        v = [e for e in r.of("violation") if e["check"] == "gradient"]
+        self.assertTrue(v, r.of("violation"))
+        self.assertEqual((v[0]["metric"], v[0]["kind"]), ("underflow", "precision_cost"))
+
+
 class Autocast(unittest.TestCase):
     """Ops autocast casts down: verdicts at the autocast precision, and what it costs."""
 
