@@ -499,3 +499,22 @@ TEST(PrecisionTolerance, ResolveOrder) {
 }
 
 }  // namespace
+
+namespace {
+
+// Values the output's dtype flushed: the reference nonzero below the smallest normal and the
+// output zero or subnormal there. Values still normal, exact zeros and a spec without a bound
+// count nothing.
+TEST(Underflow, CountsValuesFlushedBelowTheSmallestNormal) {
+  const double tiny = fumi::metrics::underflowBelow(FUMI_DTYPE_F16);
+  EXPECT_EQ(tiny, std::ldexp(1.0, -14));
+  EXPECT_EQ(fumi::metrics::underflowBelow(FUMI_DTYPE_F32), 0.0);
+  const double ref[6] = {1e-6, 2e-6, 0.0, 1.0, 3e-5, 1e-7};
+  const double out[6] = {0.0, 1.9e-6, 0.0, 1.0, 3e-5, 0.0};  // 3e-5 < 2^-14 = 6.1e-5 too
+  const fumi_comparison c =
+      fumi::metrics::compareDense(out, ref, 6, fumi::metrics::compareSpec(0, 0, FUMI_DTYPE_UNKNOWN, tiny));
+  EXPECT_EQ(c.underflow, 4u);
+  EXPECT_EQ(fumi::metrics::compareDense(out, ref, 6).underflow, 0u);
+}
+
+}  // namespace
