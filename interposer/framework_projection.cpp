@@ -155,6 +155,12 @@ constexpr const char* kRoundedOnce[] = {
     "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::where", "aten::maximum",
     "aten::minimum", "aten::sqrt", "aten::copy", "aten::_to_copy", "aten::fill"};
 
+// Reductions: each output sums (or, for a norm, sums the squares of) the input elements that
+// fold into it.
+constexpr const char* kReductions[] = {"aten::sum",  "aten::nansum", "aten::mean",
+                                       "aten::norm", "aten::linalg_vector_norm",
+                                       "aten::logsumexp"};
+
 }  // namespace
 
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& ts,
@@ -197,6 +203,17 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
     return number(args, "alpha", 1.0) == 1.0 ? 1 : 0;
   for (const char* e : kRoundedOnce)
     if (name == e) return 1;
+  for (const char* e : kReductions)
+    if (name == e) {
+      const int in = find(ts, "self");
+      int out = -1;
+      for (size_t i = 0; i < ts.size() && out < 0; ++i)
+        if (ts[i].role == FUMI_ROLE_OUTPUT) out = static_cast<int>(i);
+      if (in < 0 || out < 0) return 0;
+      const int64_t n_in = product(ts[static_cast<size_t>(in)], 0, FUMI_MAX_DIMS),
+                    n_out = product(ts[static_cast<size_t>(out)], 0, FUMI_MAX_DIMS);
+      return n_out > 0 && n_in >= n_out ? n_in / n_out : 0;
+    }
   return 0;
 }
 

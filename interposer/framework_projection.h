@@ -31,8 +31,9 @@ inline fumi_status frameworkProjection(
 // The number of terms each output of a call of `op` sums (fumi_call_info.reduction_length), from
 // the same schema names: the GEMM family (k), convolution forward (C_in/groups * filter
 // elements), convolution_backward (the larger of grad_input's C_out/groups * filter elements
-// and grad_weight's N * output elements), and elementwise ops that round once (add/sub with
-// alpha 1, mul, div, neg, abs, relu, ...: 1). 0 for every other op (not known).
+// and grad_weight's N * output elements), elementwise ops that round once (add/sub with
+// alpha 1, mul, div, neg, abs, relu, ...: 1) and reductions (sum, mean, norm, logsumexp: the
+// input elements per output element). 0 for every other op (not known).
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& tensors,
                                  const std::vector<std::pair<const char*, std::string>>& args);
 

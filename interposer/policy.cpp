@@ -261,7 +261,8 @@ class Parser {
 
   // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
   // check's own default, FuMi's dtype table), `precision` (error only: derived per call from
-  // its precision and shape) or a map of dtype -> number.
+  // its precision and shape), `max` (error only, the default: the larger of the two where the
+  // shape is known) or a map of dtype -> number.
   void tolerances(const YAML::Node& n, Policy* p) {
     forMap(n, "tolerances", {"error", "sensitivity"},
            [&](const std::string& key, const YAML::Node& v) {
@@ -269,14 +270,19 @@ class Parser {
              KindTolerances& t =
                  p->kind_tolerances[error_kind ? FUMI_KIND_ERROR : FUMI_KIND_SENSITIVITY];
              double x = 0;
+             const std::string expected = "'" + key + "' must be a number, 'fumi'" +
+                                          (error_kind ? ", 'precision', 'max'" : "") +
+                                          " or a map of dtype to number";
              if (v.IsScalar() && v.Scalar() == "fumi") {
                if (error_kind) p->error_model = FUMI_TOLERANCE_TABLE;
                return;
              }
-             if (v.IsScalar() && v.Scalar() == "precision") {
-               if (error_kind) p->error_model = FUMI_TOLERANCE_PRECISION;
-               else error(v, "'precision' derives error tolerances only; 'sensitivity' takes a "
-                             "number, 'fumi' or a map of dtype to number");
+             if (v.IsScalar() && (v.Scalar() == "precision" || v.Scalar() == "max")) {
+               if (error_kind)
+                 p->error_model =
+                     v.Scalar() == "max" ? FUMI_TOLERANCE_MAX : FUMI_TOLERANCE_PRECISION;
+               else error(v, "'" + v.Scalar() + "' derives error tolerances only; 'sensitivity' "
+                             "takes a number, 'fumi' or a map of dtype to number");
                return;
              }
              if (v.IsScalar()) {
@@ -284,9 +290,7 @@ class Parser {
                const std::string& text = v.Scalar();
                std::strtod(text.c_str(), &end);
                if (text.empty() || *end != '\0') {  // a misspelt name, not a bad number
-                 error(v, "'" + key + "' must be a number, 'fumi'" +
-                              std::string(error_kind ? ", 'precision'" : "") +
-                              " or a map of dtype to number, got '" + text + "'");
+                 error(v, expected + ", got '" + text + "'");
                  return;
                }
                if (!number(v, key, &x)) return;
@@ -295,9 +299,7 @@ class Parser {
                return;
              }
              if (!v.IsMap()) {
-               error(v, "'" + key + "' must be a number, 'fumi'" +
-                            std::string(error_kind ? ", 'precision'" : "") +
-                            " or a map of dtype to number");
+               error(v, expected);
                return;
              }
              for (auto it = v.begin(); it != v.end(); ++it) {

@@ -147,7 +147,7 @@ struct Policy {
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
   // `tolerances: { error: precision }`: error tolerances not set by a number derived per call
   // from its precision and reduction length; `fumi` (the default): FuMi's dtype table.
-  fumi_tolerance_model error_model = FUMI_TOLERANCE_TABLE;
+  fumi_tolerance_model error_model = FUMI_TOLERANCE_MAX;
 };
 
 struct PolicyResult {

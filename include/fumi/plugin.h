@@ -89,10 +89,14 @@ typedef enum fumi_kind {
  *   TABLE      FuMi's fixed table at the call's effective precision (f32 1e-4, bf16 1e-2, ...).
  *   PRECISION  derived per call from the unit roundoff of its effective precision and its
  *              reduction length with f32 accumulation (metrics.h, precisionTolerance); the
- *              table where the host does not know the reduction length. */
+ *              table where the host does not know the reduction length.
+ *   MAX        the larger of the two where the reduction length is known (the table never
+ *              tightens; long f32 sums get their accumulation bound); the table elsewhere.
+ *              The host's default. */
 typedef enum fumi_tolerance_model {
   FUMI_TOLERANCE_TABLE = 0,
-  FUMI_TOLERANCE_PRECISION = 1
+  FUMI_TOLERANCE_PRECISION = 1,
+  FUMI_TOLERANCE_MAX = 2
 } fumi_tolerance_model;
 
 typedef enum fumi_memory { FUMI_MEMORY_HOST = 0, FUMI_MEMORY_DEVICE = 1 } fumi_memory;

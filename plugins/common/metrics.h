@@ -566,8 +566,9 @@ inline double precisionTolerance(fumi_dtype precision, fumi_dtype compute, int64
 
 // Where a check's tolerance comes from: the policy entry's `tolerance:` (NaN: unset), else the
 // policy's `tolerances:` entry for the check's kind at the call's precision (NaN: unset), else,
-// under the `precision` model, precisionTolerance where the call's reduction length is known,
-// else a default the check supplies (the dtype table's, for relative errors).
+// under the `precision` model, precisionTolerance where the call's reduction length is known
+// (under `max`, the larger of it and the default), else a default the check supplies (the dtype
+// table's, for relative errors).
 struct Tolerance {
   double configured = std::numeric_limits<double>::quiet_NaN();
   double kind[FUMI_TOLERANCE_SLOTS] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN,
@@ -578,9 +579,10 @@ struct Tolerance {
   double resolve(fumi_dtype precision, fumi_dtype compute, int64_t k, double fallback) const {
     const double r = resolve(precision, std::numeric_limits<double>::quiet_NaN());
     if (!std::isnan(r)) return r;
-    if (model == FUMI_TOLERANCE_PRECISION && k > 0) {
+    if ((model == FUMI_TOLERANCE_PRECISION || model == FUMI_TOLERANCE_MAX) && k > 0) {
       const double t = precisionTolerance(precision, compute, k);
-      if (!std::isnan(t)) return t;
+      if (!std::isnan(t))
+        return model == FUMI_TOLERANCE_MAX && !(t >= fallback) ? fallback : t;
     }
     return fallback;
   }

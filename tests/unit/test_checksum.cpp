@@ -635,8 +635,9 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
 }
 
 // The terms each output of a framework op sums, from its schema names (the error tolerance
-// model `precision`): GEMMs their k, convolutions C_in/groups * filter elements, their backward
-// the larger of grad_input's and grad_weight's, ops that round once 1, anything else unknown.
+// models `precision` and `max`): GEMMs their k, convolutions C_in/groups * filter elements, their
+// backward the larger of grad_input's and grad_weight's, ops that round once 1, reductions the
+// input elements per output, anything else unknown.
 TEST(Checksum, FrameworkReductionLengths) {
   auto t = [&](const char* name, std::vector<int64_t> shape) {
     return hostTensor(name, shape, nullptr);
@@ -671,6 +672,19 @@ TEST(Checksum, FrameworkReductionLengths) {
                                      {{"alpha", "-0.1"}}), 0);  // two roundings: not modelled
   EXPECT_EQ(frameworkReductionLength("aten::native_batch_norm", {t("input", {4, 3, 5, 5})},
                                      no_args), 0);
+  // Reductions: the input elements that fold into each output element.
+  auto out = [&](std::vector<int64_t> shape) {
+    fumi_tensor o = t("out", std::move(shape));
+    o.role = FUMI_ROLE_OUTPUT;
+    return o;
+  };
+  EXPECT_EQ(frameworkReductionLength("aten::norm.ScalarOpt_dim", {t("self", {2000, 1000}), out({})},
+                                     no_args), 2000000);
+  EXPECT_EQ(frameworkReductionLength("aten::sum.dim_IntList", {t("self", {8, 64, 10}), out({8, 10})},
+                                     no_args), 64);
+  EXPECT_EQ(frameworkReductionLength("aten::mean.dim", {t("self", {8, 64}), out({8, 1})},
+                                     no_args), 64);
+  EXPECT_EQ(frameworkReductionLength("aten::sum", {t("self", {8, 64})}, no_args), 0);  // no out
   EXPECT_EQ(frameworkReductionLength(nullptr, {}, no_args), 0);
 }
 

@@ -492,6 +492,15 @@ TEST(PrecisionTolerance, ResolveOrder) {
   EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4),
                    fumi::metrics::precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096));
   EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 0, 1e-4), 1e-4);  // k unknown
+  // max: the table where it is larger (k = 4096: 5 * 64 * 2^-24 = 1.9e-5 < 1e-4), the
+  // accumulation bound where a long f32 sum needs more (k = 2^22: 0.00061 > 1e-4).
+  t.model = FUMI_TOLERANCE_MAX;
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4), 1e-4);
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, int64_t{1} << 22, 1e-4),
+                   fumi::metrics::precisionTolerance(FUMI_DTYPE_F32, FUMI_DTYPE_F32,
+                                                     int64_t{1} << 22));
+  EXPECT_GT(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, int64_t{1} << 22, 1e-4), 5e-4);
+  EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 0, 1e-4), 1e-4);  // k unknown
   t.kind[FUMI_DTYPE_F32] = 3e-5;
   EXPECT_DOUBLE_EQ(t.resolve(FUMI_DTYPE_F32, FUMI_DTYPE_F32, 4096, 1e-4), 3e-5);
   t.configured = 7e-3;

@@ -54,15 +54,16 @@ TEST(Policy, ErrorToleranceModels) {
   EXPECT_EQ(model("precision"), FUMI_TOLERANCE_PRECISION);
   EXPECT_EQ(model("\"precision\""), FUMI_TOLERANCE_PRECISION);
   EXPECT_EQ(model("fumi"), FUMI_TOLERANCE_TABLE);
+  EXPECT_EQ(model("max"), FUMI_TOLERANCE_MAX);
   const PolicyResult none = parsePolicyText("version: 1\nrules: []\n", "t.yaml");
   ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none.policy->error_model, FUMI_TOLERANCE_TABLE);
+  EXPECT_EQ(none.policy->error_model, FUMI_TOLERANCE_MAX);  // the default
   // A misspelt model names the choices, at its location.
   const PolicyResult bad =
       parsePolicyText("version: 1\nrules: []\ntolerances: { error: precisoin }\n", "t.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.diagnostics.at(0).str().rfind("t.yaml:3:22: error: 'error' must be a number, "
-                                              "'fumi', 'precision' or a map",
+                                              "'fumi', 'precision', 'max' or a map",
                                               0),
             0u)
       << bad.diagnostics.at(0).str();
