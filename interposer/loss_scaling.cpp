@@ -26,6 +26,8 @@ struct Held {
 std::mutex g_mu;
 std::vector<Held>* g_held = new std::vector<Held>;  // never freed: used at exit
 uint64_t g_consecutive = 0;   // handled overflows since the last clean optimizer step
+uint64_t g_overflow_steps = 0;   // steps whose overflow a scaler handled
+uint64_t g_optimizer_steps = 0;  // optimizer steps (Optimizer.step ranges)
 bool g_collapse_reported = false;
 bool g_training = false;      // an optimizer range or GradScaler op was seen
 
@@ -54,6 +56,7 @@ void resolve(bool raised, const char* why) {
     else h.site->addHandledOverflow();
   }
   if (raised) return;
+  ++g_overflow_steps;
   ++g_consecutive;
   const LossScalingSettings* cfg = settings();
   if (!cfg || g_collapse_reported || g_consecutive <= static_cast<uint64_t>(cfg->max_consecutive))
@@ -94,6 +97,7 @@ void scalerMarker(ScalerMarker m) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_training = true;
   if (m == ScalerMarker::kStep) {
+    ++g_optimizer_steps;
     const bool clean = g_held->empty();
     resolve(/*raised=*/true, "reached_optimizer");
     if (clean) g_consecutive = 0;
@@ -105,11 +109,18 @@ void scalerMarker(ScalerMarker m) {
 void lossScalingAtExit() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_training) {
+    if (!g_held->empty()) ++g_overflow_steps;
     for (Held& h : *g_held) h.site->addHandledOverflow();
     g_held->clear();
   } else {
     resolve(/*raised=*/true, "no_optimizer_step");
   }
+}
+
+nlohmann::json lossScalingSummary() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_training) return nullptr;
+  return {{"optimizer_steps", g_optimizer_steps}, {"overflow_steps", g_overflow_steps}};
 }
 
 }  // namespace fumi

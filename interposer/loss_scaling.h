@@ -7,7 +7,8 @@
 // the backward phase is held, not written, until what happens to the gradients shows:
 //   handled   torch's GradScaler inspects them (aten::_amp_foreach_non_finite_check_and_unscale_)
 //             or the optimizer zeroes them (an Optimizer.zero_grad range) before any optimizer
-//             step: counted per op as `handled_overflow`;
+//             step: counted per op as `handled_overflow`, and per step in the summary's
+//             `loss_scaling.overflow_steps`;
 //   raised    an optimizer step (Optimizer.step range) begins first: the non-finite gradients
 //             reach the parameters; every held finding becomes its violation, "loss_scaling":
 //             "reached_optimizer";
@@ -44,5 +45,8 @@ void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 void scalerMarker(ScalerMarker m);
 // At exit: resolve what is still held.
 void lossScalingAtExit();
+// For the summary, in a training process (null otherwise): optimizer steps taken and steps whose
+// overflow a scaler handled (skipped steps).
+nlohmann::json lossScalingSummary();
 
 }  // namespace fumi

@@ -14,6 +14,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "loss_scaling.h"
 #include "plugin_loader.h"
 #include "prometheus.h"
 #include "rank.h"
@@ -211,6 +212,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
   ev["totals"] = {{"calls", calls},           {"checked", checked}, {"skipped", skipped},
                   {"violations", violations}, {"check_s", check_s}};
   ev["ops"] = std::move(ops);
+  if (nlohmann::json ls = lossScalingSummary(); !ls.is_null()) ev["loss_scaling"] = std::move(ls);
   event(std::move(ev));
   writePrometheus(sites, elapsed);
   return {true, calls, checked, violations};

@@ -289,6 +289,14 @@ def judge(program, events, malformed, rc, output):
         reasons.append("no call was checked")
     if malformed:
         reasons.append("%d malformed event lines" % malformed)
+    # A program that counts the optimizer steps its loss scaler skipped ("skipped steps: N")
+    # must find the same count in the summary's handled-overflow steps.
+    skipped = re.search(r"^skipped steps: (\d+)$", output or "", re.M)
+    if skipped and summaries:
+        got = (summaries[-1].get("loss_scaling") or {}).get("overflow_steps")
+        if got != int(skipped.group(1)):
+            reasons.append("summary loss_scaling.overflow_steps %s, the program skipped %s steps"
+                           % (got, skipped.group(1)))
     matching = []
     if program.kind == "healthy":
         if violations:
