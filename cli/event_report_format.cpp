@@ -151,8 +151,8 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
               {false, false, false, true, true, true, true}, "  ");
 }
 
-// What autocast cost each op (metrics of kind precision_cost), worst first: which ops should
-// stay in f32.
+// What low precision cost each op (metrics of kind precision_cost: autocast's cost, gradient
+// underflow), worst first: which ops should stay in f32.
 void formatPrecisionCost(std::ostream& out, const Report& report) {
   std::vector<std::pair<const OpStats*, const std::pair<const std::string, MetricSummary>*>> rows_in;
   for (const OpStats& s : report.ops)
@@ -163,7 +163,9 @@ void formatPrecisionCost(std::ostream& out, const Report& report) {
   std::stable_sort(rows_in.begin(), rows_in.end(),
                    [&](const auto& a, const auto& b) { return worse(maxOf(a), maxOf(b)); });
   out << "\nPrecision cost under autocast (data: each op in its autocast dtype against the same op\n"
-         "on the f32 values before the cast, normwise; the worst are the ones to keep in f32):\n";
+         "on the f32 values before the cast, normwise; the worst are the ones to keep in f32;\n"
+         "gradient.underflow: the share of an f16/bf16 backward output flushed below its\n"
+         "dtype's smallest normal):\n";
   auto opt = [](const std::optional<double>& v) { return v ? formatValue(*v) : std::string("-"); };
   std::vector<std::vector<std::string>> rows;
   for (const auto& [op, entry] : rows_in) {

@@ -637,6 +637,11 @@ class GradientUnderflow(unittest.TestCase):
             self.assertEqual(m["kind"], "precision_cost")
             self.assertGreater(m["max"], 0.5)
             self.assertEqual(m["violations"], 0)  # data, not an alarm
+        # fumi report lists it with the other precision costs.
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        table = report.stdout.split("\nPrecision cost")[1]
+        self.assertIn("gradient.underflow", table)
 
     def test_normal_gradients_underflow_nothing(self):
         r, checks = self.underflow(1.0)
