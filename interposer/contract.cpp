@@ -1,12 +1,11 @@
-// contract.cpp — contractAxis and contractTensor (contract.h). Built -O3 with the vector flags of
-// fumi/simd.h (interposer/CMakeLists.txt).
+// contract.cpp — contractAxis, contractBoth, contractTensor and contractSides (contract.h).
+// Built -O3 with the vector flags of fumi/simd.h (interposer/CMakeLists.txt).
 #include "contract.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "fumi/simd.h"
+#include "metrics.h"
 
 namespace fumi {
 
@@ -132,9 +132,11 @@ FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t 
 // magnitudes of M as well (unmasked, as scanValues' first pass). C runs (columns l) at a time.
 // Always inlined: only the caller is compiled for each CPU (FUMI_WIDE).
 template <class E, int S, bool kScan, int C>
-__attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, int64_t K, int64_t l, int64_t sl,
-                         const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
-                         double* tmp, double* outL, Lanes* sq, Lanes* mx) {
+__attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, int64_t K,
+                                                        int64_t l, int64_t sl, const double* VL,
+                                                        int64_t ldvl, const double* VK,
+                                                        int64_t ldvk, double* tmp, double* outL,
+                                                        Lanes* sq, Lanes* mx) {
   const typename E::T* col[C];
   double w[S][C];
   for (int c = 0; c < C; ++c) {
@@ -408,19 +410,10 @@ bool contractSides(const fumi_tensor& t, const void* data, fumi_dtype dtype, int
   double sum_sq = 0.0, max_abs = 0.0;
   if (n == 2 && tensorNumel(t) > 0 &&
       twoSided(t, data, dtype, sides[0], sides[1], scan ? &sum_sq : nullptr, &max_abs)) {
-    if (!scan) return true;
-    // Every element finite and the squares within fp64's range: the scan is complete (as
-    // scanValues' first pass); otherwise it counts and scales in passes of its own.
-    if (sum_sq <= std::numeric_limits<double>::max() &&
-        (max_abs == 0.0 || (max_abs < 0x1p400 && max_abs > 0x1p-400))) {
-      fumi_scan s{};
-      s.struct_size = sizeof s;
-      s.max_abs = max_abs;
-      s.norm = std::sqrt(sum_sq);
-      *scan = s;
-      return true;
-    }
-    return scanTensor(t, data, dtype, scan) == FUMI_OK;
+    // The kernel's squares and magnitudes are scanValues' first pass: the whole scan unless an
+    // element is not finite or the squares are out of range (then scanTensor's own passes).
+    return !scan || metrics::scanFromSquares(sum_sq, max_abs, scan) ||
+           scanTensor(t, data, dtype, scan) == FUMI_OK;
   }
   for (int32_t i = 0; i < n; ++i)
     if (!contractTensor(t, data, dtype, sides[i].dim, sides[i].count, sides[i].vectors, 1.0, false,

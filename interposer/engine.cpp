@@ -244,19 +244,6 @@ fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
   return c->call->reference(index, out);
 }
 
-fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
-                        const double* vectors, double* out, double* out_lo) {
-  if (!validIndex(c, index) || !vectors || !out || count < 1) return FUMI_ERROR;
-  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
-  if (t.role != FUMI_ROLE_OUTPUT || dim < 0 || dim >= t.ndim) return FUMI_ERROR;
-  InsideScope inside;
-  try {  // nothing may unwind into the plugin that called
-    return c->call->project(index, {Projection{dim, count, vectors, out, out_lo}});
-  } catch (const std::exception&) {
-    return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
-  }
-}
-
 // Writes `buffer` (laid out like t, holding `dtype`) through write(host pointer) -> fumi_status:
 // in place in host memory; for device memory the whole span is built on the host (gaps zero:
 // scratch buffers hold nothing else), then copied.
@@ -287,20 +274,8 @@ fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* b
   });
 }
 
-fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
-                         int32_t dim, int32_t count, const double* vectors, double* out) {
-  if (!validIndex(c, index) || !vectors || !out || count < 1) return FUMI_ERROR;
-  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
-  if (dim < 0 || dim >= t.ndim) return FUMI_ERROR;
-  std::vector<unsigned char> stage;
-  const void* src = tensorHostData(t, buffer, &dtype, stage);
-  if (!src) return FUMI_UNSUPPORTED;
-  return contractTensor(t, src, dtype, dim, count, vectors, 1.0, false, out) ? FUMI_OK
-                                                                            : FUMI_UNSUPPORTED;
-}
-
 // project and contract for several sets of vectors (fumi_host_api.project_sides,
-// contract_sides): the sides checked as one project or contract call would check them.
+// contract_sides), each side checked as one project or contract call.
 bool validSides(int32_t n, const fumi_side* sides, const fumi_tensor& t) {
   if (n < 1 || !sides) return false;
   for (int32_t i = 0; i < n; ++i) {
@@ -337,6 +312,19 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
   const void* src = tensorHostData(t, buffer, &dtype, stage);
   if (!src) return FUMI_UNSUPPORTED;
   return contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED;
+}
+
+// project and contract: one set of vectors.
+fumi_status hostProject(fumi_call* c, int32_t index, int32_t dim, int32_t count,
+                        const double* vectors, double* out, double* out_lo) {
+  const fumi_side side{sizeof(fumi_side), dim, count, vectors, out, out_lo};
+  return hostProjectSides(c, index, 1, &side);
+}
+
+fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
+                         int32_t dim, int32_t count, const double* vectors, double* out) {
+  const fumi_side side{sizeof(fumi_side), dim, count, vectors, out, nullptr};
+  return hostContractSides(c, index, buffer, dtype, 1, &side, nullptr);
 }
 
 // The element-wise primitives (ABI 2): on host views of the buffers (device memory is staged

@@ -145,8 +145,9 @@ struct Policy {
   double underflow_bound = NAN;
   // `tolerances:` by fumi_kind (error, sensitivity).
   std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
-  // `tolerances: { error: precision }`: error tolerances not set by a number derived per call
-  // from its precision and reduction length; `fumi` (the default): FuMi's dtype table.
+  // `tolerances: { error: ... }` for error tolerances no number sets: `fumi` FuMi's dtype table,
+  // `precision` derived per call from its precision and reduction length, `max` (the default)
+  // the larger of the two.
   fumi_tolerance_model error_model = FUMI_TOLERANCE_MAX;
 };
 

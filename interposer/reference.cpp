@@ -279,10 +279,15 @@ struct MatrixView {
 // The plain-sum projection with every operand read in place, typed (contract.h): no fp64
 // copies of A, B or C. `rows_p` and `cols_p` (either may be null) the two sides; with both (as
 // many vectors each), A and C are each read once for the two (contractBoth): B R, then A against
-// B R and L on one pass, then (L^T A) B. FUMI_UNSUPPORTED where an operand is not in host
-// memory or the shapes do not fit (the caller then takes the copying path).
+// B R and L on one pass, then (L^T A) B. FUMI_UNSUPPORTED where it does not apply: another
+// output than D, compensated sums (out_lo), an operand not in host memory or shapes that do not
+// fit (the caller then takes the copying path).
 fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
-                                 const Projection* rows_p, const Projection* cols_p) {
+                                 int32_t output, const Projection* rows_p,
+                                 const Projection* cols_p) {
+  if (output != s.d || s.a < 0 || s.b < 0 || (rows_p && rows_p->out_lo) ||
+      (cols_p && cols_p->out_lo))
+    return FUMI_UNSUPPORTED;
   const auto tensor = [&](int i) -> const fumi_tensor* {
     return i >= 0 ? &ts[static_cast<size_t>(i)] : nullptr;
   };
@@ -313,7 +318,8 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
             p->vectors[q * len + i] * (rows ? bias[static_cast<size_t>(i)] : 1.0);
     return term;
   };
-  const std::vector<double> rows_bias = biasTerms(rows_p, true), cols_bias = biasTerms(cols_p, false);
+  const std::vector<double> rows_bias = biasTerms(rows_p, true),
+                            cols_bias = biasTerms(cols_p, false);
   // Both contractions of one matrix: in one pass where they fit together, else one by one.
   auto both = [](const AxisContraction* x, const AxisContraction* y) {
     if (x && y && contractBoth(*x, *y, nullptr, nullptr)) return true;
@@ -361,8 +367,7 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
 // plain or compensated sums.
 fumi_status matmulProjectOne(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
                              int32_t output, bool rows, const Projection& p) {
-  if (!p.out_lo && output == s.d && s.a >= 0 && s.b >= 0 &&
-      matmulProjectInPlace(ts, s, rows ? &p : nullptr, rows ? nullptr : &p) == FUMI_OK)
+  if (matmulProjectInPlace(ts, s, output, rows ? &p : nullptr, rows ? nullptr : &p) == FUMI_OK)
     return FUMI_OK;
   MatmulOperands op;
   if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
@@ -383,12 +388,11 @@ fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpe
     if (p.count < 1 || !p.vectors || !p.out || (p.dim != rows_dim && p.dim != cols_dim))
       return FUMI_UNSUPPORTED;
   // The rows and the columns together, read in place.
-  if (sides.size() == 2 && sides[0].dim != sides[1].dim && sides[0].count == sides[1].count &&
-      !sides[0].out_lo && !sides[1].out_lo && output == s.d && s.a >= 0 && s.b >= 0) {
+  if (sides.size() == 2 && sides[0].dim != sides[1].dim) {
     const bool first_rows = sides[0].dim == rows_dim;
-    const Projection& r = sides[first_rows ? 0 : 1];
-    const Projection& c = sides[first_rows ? 1 : 0];
-    if (matmulProjectInPlace(ts, s, &r, &c) == FUMI_OK) return FUMI_OK;
+    if (matmulProjectInPlace(ts, s, output, &sides[first_rows ? 0 : 1],
+                             &sides[first_rows ? 1 : 0]) == FUMI_OK)
+      return FUMI_OK;
   }
   for (const Projection& p : sides)
     if (const fumi_status st = matmulProjectOne(ts, s, output, p.dim == rows_dim, p); st != FUMI_OK)

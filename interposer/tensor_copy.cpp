@@ -44,7 +44,8 @@ void copyBlock(int64_t rows, int64_t cols, const typename L::T* s, int64_t sr, i
         // constant trip counts the compiler unrolls and vectorises.
         typename S::T tile[kTile][kTile];
         for (int64_t r = 0; r < kTile; ++r)
-          for (int64_t c = 0; c < kTile; ++c) tile[c][r] = S::store(L::load(s[(r0 + r) * sr + c0 + c]));
+          for (int64_t c = 0; c < kTile; ++c)
+            tile[c][r] = S::store(L::load(s[(r0 + r) * sr + c0 + c]));
         for (int64_t c = 0; c < kTile; ++c)
           for (int64_t r = 0; r < kTile; ++r) d[(c0 + c) * dc + r0 + r] = tile[c][r];
         continue;
@@ -94,8 +95,8 @@ struct Walk {
 };
 
 template <class L, class S>
-FUMI_WIDE void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout from, void* dst,
-               ElementLayout to) {
+FUMI_WIDE void copyTyped(int ndim, const int64_t* shape, const void* src, ElementLayout from,
+                         void* dst, ElementLayout to) {
   const Walk w(ndim, shape, from.strides, to.strides);
   if (w.empty) return;
   const auto* s = static_cast<const typename L::T*>(src);

@@ -357,6 +357,27 @@ inline double unitRoundoff(fumi_dtype dtype) {
   return d ? std::ldexp(1.0, -(d->mantissa_bits + 1)) : std::numeric_limits<double>::quiet_NaN();
 }
 
+namespace detail {
+// Squares of magnitudes up to max_abs neither overflow nor underflow in an fp64 sum (all zero,
+// or within 2^±400): the plain sum of squares gives the norm.
+inline bool squaresInRange(double max_abs) {
+  return max_abs == 0.0 || (max_abs < 0x1p400 && max_abs > 0x1p-400);
+}
+}  // namespace detail
+
+// scanValues' result from its first, unmasked pass alone — the sum of squares and the largest
+// magnitude of the elements, taken without looking at finiteness — where that pass is the whole
+// scan: the sum finite (so is every element) and the squares in range. False otherwise: the
+// elements need scanValues' further passes.
+inline bool scanFromSquares(double sum_sq, double max_abs, fumi_scan* out) {
+  if (!(sum_sq <= detail::kMaxFinite) || !detail::squaresInRange(max_abs)) return false;
+  *out = fumi_scan{};
+  out->struct_size = sizeof(fumi_scan);
+  out->max_abs = max_abs;
+  out->norm = std::sqrt(sum_sq);
+  return true;
+}
+
 // NaN and Inf counts, the largest finite magnitude and the 2-norm of the finite elements of n
 // elements (fumi_scan of plugin.h): one pass when every element is finite; a pass that counts
 // and masks otherwise; and where the squares could overflow or underflow (magnitudes beyond
@@ -382,8 +403,10 @@ FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
     sum0 += a * a;
     max0 = std::max(max0, std::fabs(a));
   }
-  size_t nan = 0, nonfinite = 0;
   double max_abs = std::max(max0, max1), sum = sum0 + sum1;
+  fumi_scan s{};
+  if (scanFromSquares(sum, max_abs, &s)) return s;
+  size_t nan = 0, nonfinite = 0;
   if (!(sum <= detail::kMaxFinite)) {
     max_abs = sum = 0.0;
     FUMI_SIMD(reduction(+ : nan, nonfinite, sum) reduction(max : max_abs))
@@ -397,12 +420,11 @@ FUMI_WIDE fumi_scan scanValues(const typename L::T* x, size_t n) {
       sum += finite ? m * m : 0.0;
     }
   }
-  fumi_scan s{};
   s.struct_size = sizeof s;
   s.nan = nan;
   s.inf = nonfinite - nan;
   s.max_abs = max_abs;
-  if (max_abs == 0.0 || (max_abs < 0x1p400 && max_abs > 0x1p-400)) {
+  if (detail::squaresInRange(max_abs)) {
     s.norm = std::sqrt(sum);
     return s;
   }
@@ -554,12 +576,11 @@ constexpr double kResultRoundings = 2;
 constexpr double kAccumulationSpread = 5;
 
 inline double precisionTolerance(fumi_dtype precision, fumi_dtype compute, int64_t k) {
-  const DtypeInfo* out = dtypeInfo(precision);
-  if (!out || k < 1) return std::numeric_limits<double>::quiet_NaN();
-  const double u_out = std::ldexp(1.0, -(out->mantissa_bits + 1));
-  const DtypeInfo* acc = dtypeInfo(compute);
-  const int acc_bits = std::max(23, acc ? acc->mantissa_bits : 0);  // f32's 23, or wider
-  const double u_acc = std::ldexp(1.0, -(acc_bits + 1));
+  const double u_out = unitRoundoff(precision);
+  if (std::isnan(u_out) || k < 1) return std::numeric_limits<double>::quiet_NaN();
+  const double u_compute = unitRoundoff(compute);  // NaN (unknown) leaves f32's
+  const double u_acc = u_compute < unitRoundoff(FUMI_DTYPE_F32) ? u_compute
+                                                               : unitRoundoff(FUMI_DTYPE_F32);
   return kResultRoundings * u_out +
          kAccumulationSpread * std::sqrt(static_cast<double>(k)) * u_acc;
 }

@@ -252,7 +252,8 @@ class Context {
       return host_->contract_sides(call_, i, nullptr, tensor(i).dtype,
                                    static_cast<int32_t>(sides.size()), sides.data(), scan);
     for (const fumi_side& s : sides)
-      FUMI_RETURN_IF_NOT_OK(contract(i, nullptr, tensor(i).dtype, s.dim, s.count, s.vectors, s.out));
+      FUMI_RETURN_IF_NOT_OK(
+          contract(i, nullptr, tensor(i).dtype, s.dim, s.count, s.vectors, s.out));
     return scan ? this->scan(i, nullptr, FUMI_DTYPE_UNKNOWN, scan) : FUMI_OK;
   }
   bool hasSides() const {
