@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,16 +32,18 @@ constexpr int64_t kChannelsLastMin = 16;
 
 // A thread's buffer, reused by its next call with no zeroing (the kernels clear only what they
 // accumulate into): on fresh memory, page faults and zeroing cost more than the projection's
-// arithmetic. Above kKept doubles it is released after each call.
+// arithmetic. Above kKept bytes it is released after each call. Raw storage: an operand is
+// held as fp64 or fp32 (the kernels' T), accumulators as fp64.
 class Scratch {
  public:
-  double* get(int64_t n) {
-    const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1));
+  template <class T>
+  T* get(int64_t n) {
+    const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
     if (want > size_) {
-      data_.reset(new double[want]);
+      data_.reset(static_cast<unsigned char*>(::operator new[](want, kAlign)));
       size_ = want;
     }
-    return data_.get();
+    return reinterpret_cast<T*>(data_.get());
   }
   void trim() {
     if (size_ > kKept) {
@@ -49,8 +53,12 @@ class Scratch {
   }
 
  private:
-  static constexpr size_t kKept = size_t{1} << 21;  // 16 MiB
-  std::unique_ptr<double[]> data_;
+  static constexpr size_t kKept = size_t{16} << 20;
+  static constexpr std::align_val_t kAlign{64};
+  struct Free {
+    void operator()(unsigned char* p) const { ::operator delete[](p, kAlign); }
+  };
+  std::unique_ptr<unsigned char[], Free> data_;
   size_t size_ = 0;
 };
 
@@ -69,11 +77,16 @@ struct Buffers {
   };
 };
 
-// Tensor i's elements as fp64 in `buf`, row-major or channels-last (dimension 1 innermost, the
-// others row-major around it); nullptr when absent (i < 0) or unreadable, *ok false for the
-// latter.
-const double* gatherInto(const std::vector<fumi_tensor>& ts, int i, bool channels_last,
-                         Scratch& buf, bool* ok) {
+template <class T>
+constexpr fumi_dtype kDtypeOf = std::is_same_v<T, float> ? FUMI_DTYPE_F32 : FUMI_DTYPE_F64;
+
+// Tensor i's elements as T (fp32 holds every narrower dtype exactly), row-major or channels-last
+// (dimension 1 innermost, the others row-major around it): the tensor's own memory when it is
+// laid out so already in host memory as T (a contiguous activation or filter: no copy), else a
+// copy in `buf`. nullptr when absent (i < 0) or unreadable, *ok false for the latter.
+template <class T>
+const T* operandAt(const std::vector<fumi_tensor>& ts, int i, bool channels_last, Scratch& buf,
+                   bool* ok) {
   if (i < 0) return nullptr;
   const fumi_tensor& t = ts[static_cast<size_t>(i)];
   int64_t strides[FUMI_MAX_DIMS];
@@ -87,19 +100,27 @@ const double* gatherInto(const std::vector<fumi_tensor>& ts, int i, bool channel
     strides[1] = 1;
     strides[0] = step;
   }
-  double* out = buf.get(tensorNumel(t));
-  if (gatherTensorAt(t, out, strides) != FUMI_OK) *ok = false;
+  bool in_place = t.memory == FUMI_MEMORY_HOST && t.dtype == kDtypeOf<T> && t.data;
+  for (int32_t d = 0; in_place && d < t.ndim; ++d)
+    in_place = t.shape[d] <= 1 || t.strides[d] == strides[d];
+  if (in_place) return static_cast<const T*>(t.data);
+  T* out = buf.get<T>(tensorNumel(t));
+  if (gatherTensorAt(t, out, kDtypeOf<T>, strides) != FUMI_OK) *ok = false;
   return out;
 }
 
-FUMI_WIDE double maxAbs(const double* v, int64_t n) {
+template <class T>
+FUMI_WIDE double maxAbs(const T* v, int64_t n) {
   double m = 0;
   FUMI_SIMD(reduction(max : m))
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(v[i])));
   return m;
 }
 
-inline double dot(const double* a, const double* b, int64_t n) {
+// The kernels read the operands (x, w, dy: T) widened to fp64 against fp64 vectors, reduced
+// operands and sums.
+template <class T>
+inline double dot(const T* a, const double* b, int64_t n) {
   double s = 0;
   FUMI_SIMD(reduction(+ : s))
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
@@ -108,7 +129,8 @@ inline double dot(const double* a, const double* b, int64_t n) {
 
 // part[j] = x . R_j (R_j = R + j * stride) for j < nq <= 4: x read once for all of them, four
 // independent sums (one dot product at a time waits on its adds).
-inline void dotMany(const double* x, const double* R, int64_t stride, int32_t nq, int64_t n,
+template <class T>
+inline void dotMany(const T* x, const double* R, int64_t stride, int32_t nq, int64_t n,
                     double* part) {
   if (nq < 4) {
     for (int32_t j = 0; j < nq; ++j) part[j] = dot(x, R + j * stride, n);
@@ -127,13 +149,15 @@ inline void dotMany(const double* x, const double* R, int64_t stride, int32_t nq
   part[0] = s0, part[1] = s1, part[2] = s2, part[3] = s3;
 }
 
-inline void axpy(double* y, double a, const double* x, int64_t n) {
+template <class T>
+inline void axpy(double* y, double a, const T* x, int64_t n) {
   FUMI_SIMD()
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 // y_j += a_j x (y_j = y + j * stride) for j < nq <= 4: x read once for all of them.
-inline void axpyMany(double* y, int64_t stride, const double* a, const double* x, int64_t n,
+template <class T>
+inline void axpyMany(double* y, int64_t stride, const double* a, const T* x, int64_t n,
                      int32_t nq) {
   if (nq < 4) {
     for (int32_t j = 0; j < nq; ++j) axpy(y + j * stride, a[j], x, n);
@@ -168,8 +192,9 @@ void tapRange(const ConvDims& d, int e, int64_t o, int64_t* lo, int64_t* hi) {
 //   backward filter  A = x,  R = dy_r [N, count, out]    -> out [count, C, filter]
 // Channels-first kernel: A dense [N, channels, spatial], the innermost loops over the output
 // positions of a row, each tap's valid range computed once per row.
+template <class T>
 FUMI_WIDE void reducedChannelsFirst(const ConvDims& d, const ConvSpec& s, int32_t count,
-                                    const double* A, const double* R, double* out) {
+                                    const T* A, const double* R, double* out) {
   const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
                 out_sp = d.spatialSize(d.out);
   const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
@@ -181,7 +206,7 @@ FUMI_WIDE void reducedChannelsFirst(const ConvDims& d, const ConvSpec& s, int32_
   const int64_t st = d.stride[2];
   for (int64_t n = 0; n < d.n; ++n)
     for (int64_t ch = 0; ch < channels; ++ch) {
-      const double* a = A + (n * channels + ch) * a_sp;
+      const T* a = A + (n * channels + ch) * a_sp;
       for (int64_t f0 = 0; f0 < d.filter[0]; ++f0)
         for (int64_t f1 = 0; f1 < d.filter[1]; ++f1)
           for (int64_t f2 = 0; f2 < d.filter[2]; ++f2) {
@@ -237,8 +262,9 @@ FUMI_WIDE void reducedChannelsFirst(const ConvDims& d, const ConvSpec& s, int32_
 // data scatters dy[n, o, :] . w_r[q, f, :] to out[n, q, i(o, f)]; backward filter adds
 // dy_r[n, q, o] x[n, i(o, f), :] to acc[q, f, :] (count x filter x C, then written out in the
 // projection's layout).
+template <class T>
 FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t count,
-                                   const double* A, const double* R, double* acc, double* out) {
+                                   const T* A, const double* R, double* acc, double* out) {
   const int64_t in_sp = d.spatialSize(d.in), f_sp = d.spatialSize(d.filter),
                 out_sp = d.spatialSize(d.out);
   const int64_t C = s.direction == Dir::kBackwardData ? d.k : d.c;
@@ -265,7 +291,7 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
               for (int32_t q = 0; q < count; ++q) out[(n * count + q) * out_sp + o] = 0;
             continue;
           }
-          const double* dy = A + (n * out_sp + o) * C;  // backward data
+          const T* dy = A + (n * out_sp + o) * C;  // backward data
           // Vectors four at a time: each run of x or dy is read once for the four.
           for (int32_t q0 = 0; q0 < count; q0 += 4) {
             const int32_t nq = std::min<int32_t>(4, count - q0);
@@ -281,7 +307,7 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
                     ((q0 * d.filter[0] + f0) * d.filter[1] + f1) * d.filter[2] + lo2;
                 switch (s.direction) {
                   case Dir::kForward: {
-                    const double* x = A + (n * in_sp + in_at) * C;
+                    const T* x = A + (n * in_sp + in_at) * C;
                     for (int64_t r = 0; r < runs; ++r) {
                       dotMany(x + r * x_step, R + (tap + r) * C, f_sp * C, nq, run, part);
                       for (int32_t j = 0; j < nq; ++j) sum[j] += part[j];
@@ -297,7 +323,7 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
                     break;
                   }
                   case Dir::kBackwardFilter: {
-                    const double* x = A + (n * in_sp + in_at) * C;
+                    const T* x = A + (n * in_sp + in_at) * C;
                     for (int32_t j = 0; j < nq; ++j) {
                       const double coef = R[(n * count + q0 + j) * out_sp + o];
                       for (int64_t r = 0; r < runs; ++r)
@@ -332,15 +358,16 @@ FUMI_WIDE void reducedChannelsLast(const ConvDims& d, const ConvSpec& s, int32_t
 //                    product over the channels; B channels-last [K, filter, C/groups], w_r
 //                    [count, filter, K]
 //   backward filter  dy_r[n, q, o] = sum over k of r_q[k] dy[n, k, o]; B row-major
+template <class T>
 FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count, int64_t len,
-                             const double* r, const double* B, double* out, double* mag) {
+                             const double* r, const T* B, double* out, double* mag) {
   const int64_t f_sp = d.spatialSize(d.filter), out_sp = d.spatialSize(d.out);
   switch (s.direction) {
     case Dir::kForward: {
       const int64_t block = d.cg * f_sp;
       std::fill(out, out + count * d.c * f_sp, 0.0);
       for (int64_t k = 0; k < d.k; ++k) {
-        const double* w = B + k * block;
+        const T* w = B + k * block;
         double m = 0;
         FUMI_SIMD(reduction(+ : m))
         for (int64_t e = 0; e < block; ++e) m += std::fabs(w[e]);
@@ -358,7 +385,7 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
       for (int64_t k = 0; k < d.k; ++k) {
         const int64_t c0 = (k / d.kg) * d.cg;  // the first input channel of k's group
         for (int64_t f = 0; f < f_sp; ++f) {
-          const double* w = B + (k * f_sp + f) * d.cg;
+          const T* w = B + (k * f_sp + f) * d.cg;
           FUMI_SIMD()
           for (int64_t cl = 0; cl < d.cg; ++cl) mag[c0 + cl] += std::fabs(w[cl]);
           for (int32_t q0 = 0; q0 < count; q0 += 4) {
@@ -374,7 +401,7 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
       std::fill(out, out + d.n * count * out_sp, 0.0);
       for (int64_t n = 0; n < d.n; ++n)
         for (int64_t k = 0; k < d.k; ++k) {
-          const double* dy = B + (n * d.k + k) * out_sp;
+          const T* dy = B + (n * d.k + k) * out_sp;
           double m = 0;
           FUMI_SIMD(reduction(+ : m))
           for (int64_t o = 0; o < out_sp; ++o) m += std::fabs(dy[o]);
@@ -390,22 +417,15 @@ FUMI_WIDE void reduceOperand(const ConvDims& d, const ConvSpec& s, int32_t count
   }
 }
 
-}  // namespace
+// The activation the reduced convolution reads (x, or dy for backward data), and the operand
+// summed against the vectors (w, or dy for backward filter).
+int aIndex(const ConvSpec& s) { return s.direction == Dir::kBackwardData ? s.y : s.x; }
+int bIndex(const ConvSpec& s) { return s.direction == Dir::kBackwardFilter ? s.y : s.w; }
 
-fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
-                           const Projection& p) {
-  const int expected = s.direction == Dir::kForward        ? s.y
-                       : s.direction == Dir::kBackwardData ? s.x
-                                                           : s.w;
-  const int32_t channels_dim = s.direction == Dir::kBackwardFilter ? 0 : 1;
-  if (output != expected || p.dim != channels_dim || p.out_lo || p.count < 1 ||
-      s.act != ConvSpec::Act::kNone || s.x < 0 || s.w < 0 || s.y < 0)
-    return FUMI_UNSUPPORTED;
-  ConvDims d;
-  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
-              ts[static_cast<size_t>(s.y)], s) ||
-      (s.direction == Dir::kBackwardFilter && s.groups != 1))
-    return FUMI_UNSUPPORTED;
+// convProjection with the operands the kernels read (A, B) as T.
+template <class T>
+fumi_status projectAs(const std::vector<fumi_tensor>& ts, const ConvSpec& s, const ConvDims& d,
+                      int32_t output, int32_t channels_dim, const Projection& p) {
   const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
   const int64_t len = out_t.shape[channels_dim], out_numel = tensorNumel(out_t);
   const int32_t count = p.count;
@@ -417,13 +437,12 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   Buffers& buf = Buffers::get();
   const Buffers::Trim trim;
   bool ok = true;
-  const int a_index = s.direction == Dir::kBackwardData ? s.y : s.x;
-  const double* A = gatherInto(ts, a_index, last, buf.act, &ok);
-  const double* B = gatherInto(ts, s.direction == Dir::kBackwardFilter ? s.y : s.w,
-                               s.direction == Dir::kBackwardData, buf.other, &ok);
-  const double* prior = gatherInto(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);
-  const double* Z = gatherInto(ts, s.alpha2 != 0 ? s.z : -1, false, buf.z, &ok);
-  const double* bias = gatherInto(ts, s.bias, false, buf.bias, &ok);
+  const int a_index = aIndex(s);
+  const T* A = operandAt<T>(ts, a_index, last, buf.act, &ok);
+  const T* B = operandAt<T>(ts, bIndex(s), s.direction == Dir::kBackwardData, buf.other, &ok);
+  const double* prior = operandAt<double>(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);
+  const double* Z = operandAt<double>(ts, s.alpha2 != 0 ? s.z : -1, false, buf.z, &ok);
+  const double* bias = operandAt<double>(ts, s.bias, false, buf.bias, &ok);
   const auto numel = [&](int i) { return tensorNumel(ts[static_cast<size_t>(i)]); };
   if (!ok || (prior && numel(s.prior) != out_numel) || (Z && numel(s.z) != out_numel) ||
       (bias && numel(s.bias) != len))
@@ -435,12 +454,12 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
   std::vector<double> mag(static_cast<size_t>(len), 0.0);
   const int64_t r_size =
       s.direction == Dir::kBackwardFilter ? d.n * count * out_sp : count * channels * f_sp;
-  double* R = buf.reduced.get(r_size);
+  double* R = buf.reduced.get<double>(r_size);
   if (s.direction == Dir::kBackwardFilter) {
     reduceOperand(d, s, count, len, r, B, R, mag.data());
   } else {
-    double* T = buf.acc.get(r_size);
-    reduceOperand(d, s, count, len, r, B, T, mag.data());
+    double* Tr = buf.acc.get<double>(r_size);
+    reduceOperand(d, s, count, len, r, B, Tr, mag.data());
     // (channel, tap) steps of T, and of R
     const bool fwd = s.direction == Dir::kForward;
     const int64_t t_ch = fwd ? f_sp : 1, t_f = fwd ? 1 : channels;
@@ -449,10 +468,10 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
       for (int64_t ch = 0; ch < channels; ++ch)
         for (int64_t f = 0; f < f_sp; ++f)
           R[q * channels * f_sp + ch * r_ch + (s.flip ? f_sp - 1 - f : f) * r_f] =
-              T[q * channels * f_sp + ch * t_ch + f * t_f];
+              Tr[q * channels * f_sp + ch * t_ch + f * t_f];
   }
   if (last)
-    reducedChannelsLast(d, s, count, A, R, buf.acc.get(count * f_sp * channels), p.out);
+    reducedChannelsLast(d, s, count, A, R, buf.acc.get<double>(count * f_sp * channels), p.out);
   else
     reducedChannelsFirst(d, s, count, A, R, p.out);
 
@@ -498,6 +517,33 @@ fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s
     }
   }
   return FUMI_OK;
+}
+
+}  // namespace
+
+fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
+                           const Projection& p) {
+  const int expected = s.direction == Dir::kForward        ? s.y
+                       : s.direction == Dir::kBackwardData ? s.x
+                                                           : s.w;
+  const int32_t channels_dim = s.direction == Dir::kBackwardFilter ? 0 : 1;
+  if (output != expected || p.dim != channels_dim || p.out_lo || p.count < 1 ||
+      s.act != ConvSpec::Act::kNone || s.x < 0 || s.w < 0 || s.y < 0)
+    return FUMI_UNSUPPORTED;
+  ConvDims d;
+  if (!d.read(ts[static_cast<size_t>(s.x)], ts[static_cast<size_t>(s.w)],
+              ts[static_cast<size_t>(s.y)], s) ||
+      (s.direction == Dir::kBackwardFilter && s.groups != 1))
+    return FUMI_UNSUPPORTED;
+  // The operands the kernels read, as fp32 unless one of them holds more (half the bytes of
+  // fp64 copies, and none at all for contiguous fp32 tensors).
+  const auto narrow = [&](int i) {
+    const fumi_dtype t = ts[static_cast<size_t>(i)].dtype;
+    return t == FUMI_DTYPE_F32 || t == FUMI_DTYPE_F16 || t == FUMI_DTYPE_BF16;
+  };
+  return narrow(aIndex(s)) && narrow(bIndex(s))
+             ? projectAs<float>(ts, s, d, output, channels_dim, p)
+             : projectAs<double>(ts, s, d, output, channels_dim, p);
 }
 
 }  // namespace fumi

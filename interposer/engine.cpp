@@ -185,13 +185,13 @@ const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype*
 
 namespace {
 
-fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
-                          const int64_t* strides) {
+fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, void* out,
+                          fumi_dtype out_dtype, const int64_t* strides) {
   std::vector<unsigned char> stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage);
   if (!src) return FUMI_UNSUPPORTED;
   if (!copyElements(t.ndim, t.shape, src, dtype, ElementLayout{t.strides, tensorBase(t)}, out,
-                    FUMI_DTYPE_F64, ElementLayout{strides, 0}))
+                    out_dtype, ElementLayout{strides, 0}))
     return FUMI_UNSUPPORTED;
   return FUMI_OK;
 }
@@ -202,11 +202,12 @@ fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dt
                          double* out, fumi_order order) {
   int64_t dense[FUMI_MAX_DIMS];
   orderStrides(t, order, dense);
-  return gatherStrided(t, buffer, dtype, out, dense);
+  return gatherStrided(t, buffer, dtype, out, FUMI_DTYPE_F64, dense);
 }
 
-fumi_status gatherTensorAt(const fumi_tensor& t, double* out, const int64_t* strides) {
-  return gatherStrided(t, nullptr, t.dtype, out, strides);
+fumi_status gatherTensorAt(const fumi_tensor& t, void* out, fumi_dtype out_dtype,
+                           const int64_t* strides) {
+  return gatherStrided(t, nullptr, t.dtype, out, out_dtype, strides);
 }
 
 namespace {

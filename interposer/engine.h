@@ -147,9 +147,11 @@ void setDeviceMemory(const DeviceMemory* ops);
 // memory order (the host API's gather and gather_in).
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
                          fumi_order order = FUMI_ORDER_LOGICAL);
-// Tensor t's own elements as fp64 in `out` at the element strides `strides`: a dense layout of
-// its shape in any dimension order (channels-last for the convolution projection).
-fumi_status gatherTensorAt(const fumi_tensor& t, double* out, const int64_t* strides);
+// Tensor t's own elements as `out_dtype` (f64 or f32: exact for every narrower dtype) in `out`
+// at the element strides `strides`: a dense layout of its shape in any dimension order
+// (channels-last for the convolution projection).
+fumi_status gatherTensorAt(const fumi_tensor& t, void* out, fumi_dtype out_dtype,
+                           const int64_t* strides);
 
 // A violation found by the host itself (not by a plugin's verdict on a Call: a NaN origin, a
 // precision cost over its bound) for `site`'s call `index`, on the calling thread: records the

@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "framework_projection.h"
 #include "reference.h"
+#include "tensor_copy.h"
 
 namespace fumi {
 namespace {
@@ -487,11 +488,35 @@ class RandomTensors {
     for (double& e : store_.back()) e = rng_.uniformSym();
     return hostTensor(name, shape, store_.back().data());
   }
-  void clear() { store_.clear(); }
+  // t's values rounded to `dtype` in a buffer of its own, laid out dense row-major or
+  // channels-last (dimension 1 innermost).
+  fumi_tensor stored(const fumi_tensor& t, fumi_dtype dtype, bool channels_last) {
+    fumi_tensor s = t;
+    denseStrides(t.ndim, t.shape, s.strides);
+    if (channels_last && t.ndim > 2) {
+      int64_t step = t.shape[1];
+      for (int32_t d = t.ndim - 1; d >= 2; --d) {
+        s.strides[d] = step;
+        step *= t.shape[d];
+      }
+      s.strides[1] = 1;
+    }
+    bytes_.emplace_back(static_cast<size_t>(tensorNumel(t)) * dtypeBytes(dtype));
+    s.dtype = dtype;
+    s.data = bytes_.back().data();
+    EXPECT_TRUE(copyElements(t.ndim, t.shape, t.data, t.dtype, ElementLayout{t.strides, 0},
+                             s.data, dtype, ElementLayout{s.strides, 0}));
+    return s;
+  }
+  void clear() {
+    store_.clear();
+    bytes_.clear();
+  }
 
  private:
   metrics::Rng rng_;
   std::deque<std::vector<double>> store_;  // a deque: earlier tensors' data never moves
+  std::deque<std::vector<unsigned char>> bytes_;
 };
 
 // A convolution's projection along its channels is its reference contracted, in every
@@ -594,6 +619,18 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
               }
               std::vector<fumi_tensor> ts = {dense("x", xs), dense("w", ws), dense("y", ys)};
               s.x = 0, s.w = 1, s.y = 2;
+              // How the operands are stored, one way per case in turn: fp64 row-major (read in
+              // place), fp32 row-major (read in place as fp32), fp32 channels-last (in place
+              // where the kernel reads channels-last, else copied), fp16 x with an fp64
+              // channels-last w (copied, as fp64).
+              const int storage = cases % 4;
+              for (int i = 0; i < 3 && storage > 0; ++i) {
+                const bool f16 = storage == 3 && i == 0, f64 = storage == 3 && i != 0;
+                ts[static_cast<size_t>(i)] = dense.stored(
+                    ts[static_cast<size_t>(i)],
+                    f16 ? FUMI_DTYPE_F16 : f64 ? FUMI_DTYPE_F64 : FUMI_DTYPE_F32,
+                    storage == 2 || (storage == 3 && i == 1));
+              }
               const int out = dir == Dir::kForward ? 2 : dir == Dir::kBackwardData ? 0 : 1;
               const std::vector<int64_t>& out_shape = out == 0 ? xs : out == 1 ? ws : ys;
               if (terms) {
@@ -628,7 +665,7 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
                 ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
                     << "direction " << static_cast<int>(dir) << " spatial " << spatial
                     << " variant " << variant << " C " << ck[0] << " K " << ck[1] << " groups "
-                    << groups << " count " << count << " at " << i;
+                    << groups << " count " << count << " storage " << storage << " at " << i;
               ++cases;
             }
   EXPECT_EQ(cases, 3 * 3 * 4 * (2 + 2 + 1) * 3);
