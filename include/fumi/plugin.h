@@ -167,6 +167,15 @@ typedef struct fumi_map_spec {
   uint64_t first; /* PERTURB */
 } fumi_map_spec;
 
+/* ABI 2 — groups of fumi_comparison's fields, for fumi_compare_spec.metrics. */
+typedef enum fumi_compare_metric {
+  FUMI_COMPARE_RATIO = 1,   /* fumi_ratio, fumi_ratio_unguarded */
+  FUMI_COMPARE_NORMS = 2,   /* normwise, norm_ratio */
+  FUMI_COMPARE_MAX_REL = 4, /* max_rel */
+  FUMI_COMPARE_ULP = 8,     /* ulp (with ulp_dtype) */
+  FUMI_COMPARE_DIFFS = 16   /* nonfinite, mismatches, max_abs_diff, underflow: always filled */
+} fumi_compare_metric;
+
 /* ABI 2 — what fumi_host_api.compare measures of `a` against `b` over the pairs where both are
  * finite (metrics.h, compareValues, has each formula). */
 typedef struct fumi_compare_spec {
@@ -178,6 +187,10 @@ typedef struct fumi_compare_spec {
    * |a| < underflow_below (0: not counted). A host that predates it leaves `underflow` as the
    * caller set it. */
   double underflow_below;
+  /* Appended: the fields the caller reads, fumi_compare_metric flags or'ed; 0 (or a spec that
+   * predates the field): all. The host may leave the others NaN and skip their per-element
+   * work (a division per element for each of RATIO and MAX_REL). */
+  uint32_t metrics;
 } fumi_compare_spec;
 
 typedef struct fumi_comparison {

@@ -134,15 +134,18 @@ struct Dense {
 //                not); counted over every element.
 //   underflow    elements with 0 < |ref_i| < underflow_below and |y_i| < underflow_below: y's
 //                dtype flushed (or denormalised) a value its smallest normal cannot hold.
+// `metrics` (fumi_compare_metric flags, 0: all) names the fields the caller reads; the others
+// come back NaN.
 inline fumi_compare_spec compareSpec(double ratio_guard = 0.0, double rel_guard = 0.0,
                                      fumi_dtype ulp_dtype = FUMI_DTYPE_UNKNOWN,
-                                     double underflow_below = 0.0) {
+                                     double underflow_below = 0.0, uint32_t metrics = 0) {
   fumi_compare_spec s{};
   s.struct_size = sizeof s;
   s.ratio_guard = ratio_guard;
   s.rel_guard = rel_guard;
   s.ulp_dtype = ulp_dtype;
   s.underflow_below = underflow_below;
+  s.metrics = metrics;
   return s;
 }
 
@@ -202,19 +205,21 @@ FUMI_WIDE size_t countUnderflow(const typename LY::T* y, const typename LR::T* r
   return underflow;
 }
 
-// The second pass's sums and maxima, with the ULP figure only where a unit is given (kUlp: its
-// loop work is a third of the pass; perturb does not want it); kFinite as above.
+// The second pass's sums and maxima: the norms' sums always (no division), FuMi's ratio (kRatio)
+// and the relative and ULP figures (kRel, kUlp) only where the caller reads them: a division per
+// element costs more than everything else in the pass. kFinite as above.
 struct ComparePass2 {
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0,
          worst_rel = 0.0, worst_ulp = 0.0;
 };
-template <class LY, class LR, bool kUlp, bool kFinite>
+template <class LY, class LR, bool kRatio, bool kRel, bool kUlp, bool kFinite>
 FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::T* ref, size_t n,
                                     double f, double ratio_threshold, double rel_threshold,
                                     double s_diff, double s_ref, double s_y, int p, int emin) {
   // An fp64 ulp below 2^-1022 is subnormal and cannot be built from exponent bits: for those,
   // numerator and ulp are both scaled by 2^64 (exact for the numerator unless it overflows, in
-  // which case the ULP count would overflow too).
+  // which case the ULP count would overflow too). Dividing by the ulp is multiplying by its
+  // reciprocal, a normal power of two: the same correctly rounded result, without a division.
   const double k_up = pow2Normal(64);
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0, worst_rel = 0.0,
          worst_ulp = 0.0;
@@ -226,14 +231,19 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
     // Every candidate is computed and then selected with a mask (inf or NaN where a divisor is
     // 0 or a value non-finite: masked).
     const double as = a * f, bs = b * f;
-    const double sum = std::fabs(as + bs), diff = std::fabs(as - bs);
-    const double r = diff / sum;
-    const bool ok_sum = ok & (sum > 0.0);
-    ratio = std::max(ratio, ok_sum & (sum > ratio_threshold) ? r : 0.0);
-    all = std::max(all, ok_sum ? r : 0.0);
-    const double m = std::fabs(bs);
-    const double rel = diff / m;
-    worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
+    const double diff = std::fabs(as - bs);
+    if (kRatio) {
+      const double sum = std::fabs(as + bs);
+      const double r = diff / sum;
+      const bool ok_sum = ok & (sum > 0.0);
+      ratio = std::max(ratio, ok_sum & (sum > ratio_threshold) ? r : 0.0);
+      all = std::max(all, ok_sum ? r : 0.0);
+    }
+    if (kRel) {
+      const double m = std::fabs(bs);
+      const double rel = diff / m;
+      worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
+    }
     const double d = a * s_diff - b * s_diff, rr = b * s_ref, yy = a * s_y;
     total_diff += ok ? d * d : 0.0;
     total_ref += ok ? rr * rr : 0.0;
@@ -241,22 +251,40 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
     if (kUlp) {
       const int e = std::max(rawExponent(b), emin) - p;
       const bool tiny = e < -1022;
-      const double ulp = pow2Normal(tiny ? e + 64 : e);
+      const double inv_ulp = pow2Normal(tiny ? -(e + 64) : -e);
       const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
-      worst_ulp = std::max(worst_ulp, ok ? du / ulp : 0.0);
+      worst_ulp = std::max(worst_ulp, ok ? du * inv_ulp : 0.0);
     }
   }
   return ComparePass2{ratio, all, total_diff, total_ref, total_y, worst_rel, worst_ulp};
+}
+
+// Pass two for what the caller reads (fumi_compare_spec.metrics): the combinations the built-in
+// checks ask for have loops of their own, any other runs the full one.
+template <class LY, class LR, bool kFinite>
+auto pass2For(bool ratio, bool rel, bool ulp) {
+  if (ratio && !rel && !ulp) return comparePass2<LY, LR, true, false, false, kFinite>;
+  if (!ratio && !rel && !ulp) return comparePass2<LY, LR, false, false, false, kFinite>;
+  if (!ratio) return ulp ? comparePass2<LY, LR, false, true, true, kFinite>
+                         : comparePass2<LY, LR, false, true, false, kFinite>;
+  return ulp ? comparePass2<LY, LR, true, true, true, kFinite>
+             : comparePass2<LY, LR, true, true, false, kFinite>;
 }
 
 }  // namespace detail
 
 // Both passes. The first runs unmasked and checks that every element is finite as it goes
 // (masking and counting every element costs four times as much); only when one is not do both
-// passes mask.
-template <class LY, class LR, bool kUlp>
-fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T* ref, size_t n,
-                                  const fumi_compare_spec& spec) {
+// passes mask. The second runs for the fields the spec's `metrics` asks for only (the others
+// are NaN), and not at all when it asks for none of them.
+template <class LY, class LR>
+fumi_comparison compareValues(const typename LY::T* y, const typename LR::T* ref, size_t n,
+                              const fumi_compare_spec& spec) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const uint32_t want = spec.metrics ? spec.metrics : ~0u;
+  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
+  const bool ratio = want & FUMI_COMPARE_RATIO, rel = want & FUMI_COMPARE_MAX_REL,
+             ulp = (want & FUMI_COMPARE_ULP) && unit, norms = want & FUMI_COMPARE_NORMS;
   fumi_comparison c{};
   c.struct_size = sizeof c;
   double probe = 0.0;
@@ -268,6 +296,8 @@ fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T*
   if (spec.underflow_below > 0)
     c.underflow = detail::countUnderflow<LY, LR>(y, ref, n, spec.underflow_below);
   c.max_abs_diff = p1.max_diff;
+  c.fumi_ratio = c.fumi_ratio_unguarded = c.normwise = c.norm_ratio = c.max_rel = c.ulp = nan;
+  if (!ratio && !rel && !ulp && !norms) return c;
   const double max_any = std::max(p1.max_y, p1.max_ref);
   // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of
   // two near its largest magnitude, so the scaled difference stays within [0, 4].
@@ -276,32 +306,29 @@ fumi_comparison compareValuesWith(const typename LY::T* y, const typename LR::T*
   const double rel_threshold = spec.rel_guard * (p1.max_ref * f);
   const int e_diff = detail::scaleExponent(max_any), e_ref = detail::scaleExponent(p1.max_ref),
             e_y = detail::scaleExponent(p1.max_y);
-  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
   const int p = unit ? unit->mantissa_bits : 0, emin = unit ? unit->min_exponent : 0;
-  const auto pass2 = finite ? detail::comparePass2<LY, LR, kUlp, true>
-                            : detail::comparePass2<LY, LR, kUlp, false>;
+  const auto pass2 = finite ? detail::pass2For<LY, LR, true>(ratio, rel, ulp)
+                            : detail::pass2For<LY, LR, false>(ratio, rel, ulp);
   const detail::ComparePass2 p2 =
       pass2(y, ref, n, f, ratio_threshold, rel_threshold, detail::pow2(-e_diff),
             detail::pow2(-e_ref), detail::pow2(-e_y), p, emin);
-  c.fumi_ratio = p2.ratio;
-  c.fumi_ratio_unguarded = p2.all;
-  c.max_rel = p2.worst_rel;
-  c.ulp = unit ? p2.worst_ulp : std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
-  c.normwise = p2.total_ref == 0.0 ? (p2.total_diff == 0.0 ? 0.0 : inf)
-                                   : std::ldexp(std::sqrt(p2.total_diff) / std::sqrt(p2.total_ref),
-                                                e_diff - e_ref);
-  c.norm_ratio = p2.total_ref == 0.0
-                     ? (p2.total_y == 0.0 ? 0.0 : inf)
-                     : std::ldexp(std::sqrt(p2.total_y) / std::sqrt(p2.total_ref), e_y - e_ref);
+  if (ratio) {
+    c.fumi_ratio = p2.ratio;
+    c.fumi_ratio_unguarded = p2.all;
+  }
+  if (rel) c.max_rel = p2.worst_rel;
+  if (ulp) c.ulp = p2.worst_ulp;
+  if (norms) {
+    const double inf = std::numeric_limits<double>::infinity();
+    c.normwise = p2.total_ref == 0.0
+                     ? (p2.total_diff == 0.0 ? 0.0 : inf)
+                     : std::ldexp(std::sqrt(p2.total_diff) / std::sqrt(p2.total_ref),
+                                  e_diff - e_ref);
+    c.norm_ratio = p2.total_ref == 0.0
+                       ? (p2.total_y == 0.0 ? 0.0 : inf)
+                       : std::ldexp(std::sqrt(p2.total_y) / std::sqrt(p2.total_ref), e_y - e_ref);
+  }
   return c;
-}
-
-template <class LY, class LR>
-fumi_comparison compareValues(const typename LY::T* y, const typename LR::T* ref, size_t n,
-                              const fumi_compare_spec& spec) {
-  return dtypeInfo(spec.ulp_dtype) ? compareValuesWith<LY, LR, true>(y, ref, n, spec)
-                                   : compareValuesWith<LY, LR, false>(y, ref, n, spec);
 }
 
 // The same comparison of two dense fp64 arrays, one metric at a time (tests, small callers; a
@@ -312,7 +339,8 @@ inline fumi_comparison compareDense(const double* y, const double* ref, size_t n
 }
 inline void fumiRatios(const double* y, const double* yp, size_t n, double guard_rel,
                        double* guarded, double* unguarded, size_t* skipped = nullptr) {
-  const fumi_comparison c = compareDense(y, yp, n, compareSpec(guard_rel));
+  const fumi_comparison c = compareDense(
+      y, yp, n, compareSpec(guard_rel, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_RATIO));
   *guarded = c.fumi_ratio;
   *unguarded = c.fumi_ratio_unguarded;
   if (skipped) *skipped = c.nonfinite;
@@ -325,30 +353,35 @@ inline double fumiRatio(const double* y, const double* yp, size_t n, double guar
 }
 inline double normwiseRel(const double* y, const double* ref, size_t n,
                           size_t* skipped = nullptr) {
-  const fumi_comparison c = compareDense(y, ref, n);
+  const fumi_comparison c =
+      compareDense(y, ref, n, compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_NORMS));
   if (skipped) *skipped = c.nonfinite;
   return c.normwise;
 }
 inline double maxRelGuarded(const double* y, const double* ref, size_t n, double guard_rel,
                             size_t* skipped = nullptr) {
-  const fumi_comparison c = compareDense(y, ref, n, compareSpec(0.0, guard_rel));
+  const fumi_comparison c = compareDense(
+      y, ref, n, compareSpec(0.0, guard_rel, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_MAX_REL));
   if (skipped) *skipped = c.nonfinite;
   return c.max_rel;
 }
 inline double maxUlp(const double* y, const double* ref, size_t n, fumi_dtype dtype,
                      size_t* skipped = nullptr) {
-  const fumi_comparison c = compareDense(y, ref, n, compareSpec(0.0, 0.0, dtype));
+  const fumi_comparison c = compareDense(y, ref, n, compareSpec(0.0, 0.0, dtype, 0.0, FUMI_COMPARE_ULP));
   if (skipped) *skipped = c.nonfinite;
   return c.ulp;
 }
 inline double normRatio(const double* a, const double* b, size_t n) {
-  return compareDense(a, b, n).norm_ratio;
+  return compareDense(a, b, n, compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_NORMS))
+      .norm_ratio;
 }
 inline double maxAbsDiff(const double* a, const double* b, size_t n) {
-  return compareDense(a, b, n).max_abs_diff;
+  return compareDense(a, b, n, compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_DIFFS))
+      .max_abs_diff;
 }
 inline size_t bitwiseMismatches(const double* a, const double* b, size_t n) {
-  return compareDense(a, b, n).mismatches;
+  return compareDense(a, b, n, compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_DIFFS))
+      .mismatches;
 }
 
 // Unit roundoff 2^-(p+1) of `dtype` (NaN for an unknown one).

@@ -362,7 +362,10 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
     fumi_comparison c;
     FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
                                       buffers[static_cast<size_t>(o)],
-                                      ctx.bufferDtype(o, precision), metrics::compareSpec(), &c));
+                                      ctx.bufferDtype(o, precision),
+                                      metrics::compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0,
+                                                           FUMI_COMPARE_NORMS),
+                                      &c));
     const double u = metrics::unitRoundoff(ctx.tensor(o).dtype);
     (*noise)[k] = c.norm_ratio <= kNoiseRoundoffs * u;
   }
@@ -410,7 +413,8 @@ class ReferenceErrors {
   // What to compare an output computed in `precision` with its reference (Context::compare).
   fumi_compare_spec spec(fumi_dtype precision) const {
     const double guard = std::isnan(guard_) ? metrics::defaultGuard(precision) : guard_;
-    return metrics::compareSpec(0.0, guard, precision);
+    return metrics::compareSpec(0.0, guard, precision, 0.0,
+                                FUMI_COMPARE_NORMS | FUMI_COMPARE_MAX_REL | FUMI_COMPARE_ULP);
   }
   void add(Sums& s, const fumi_comparison& c) const {
     s.metric[kNormwise] = std::max(s.metric[kNormwise], c.normwise);

@@ -49,12 +49,14 @@ class DeterminismCheck {
     for (int r = 0; r < runs_; ++r) {
       FUMI_RETURN_IF_NOT_OK(ctx.rerun(storage, buffers));
       size_t mismatches = 0;
+      // Bit-for-bit differences only: the comparison's first pass.
+      const fumi_compare_spec diffs =
+          fumi::metrics::compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_DIFFS);
       for (int32_t o : outputs) {
         fumi_comparison c;
         FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
                                           buffers[static_cast<size_t>(o)],
-                                          ctx.bufferDtype(o, storage),
-                                          fumi::metrics::compareSpec(), &c));
+                                          ctx.bufferDtype(o, storage), diffs, &c));
         if (c.mismatches) max_abs_diff = std::max(max_abs_diff, c.max_abs_diff);
         mismatches += c.mismatches;
       }

@@ -86,7 +86,8 @@ class PerturbCheck {
         normwise_k(outputs.size(), 0.0);
     uint64_t changed = 0;
     size_t skipped_max = 0;
-    const fumi_compare_spec spec = fumi::metrics::compareSpec(guard);
+    const fumi_compare_spec spec = fumi::metrics::compareSpec(
+        guard, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_RATIO | FUMI_COMPARE_NORMS);
     for (int trial = 0; trial < trials_; ++trial) {
       for (int32_t t : inputs) {
         // `moved`: what the rounding to storage left of the shift. A shift below half an ulp
