@@ -36,6 +36,8 @@ inline std::vector<fumi_tensor> layouts() {
       makeTensor({4, 6, 5}, {1, 20, 4}),             // permuted
       makeTensor({1, 8, 1, 3}, {99, 3, 7, 1}),       // size-1 dimensions with odd strides
       makeTensor({6, 4}, {-4, 1}),                   // rows reversed
+      makeTensor({5, 3, 3, 3}, {27, 9, 3, 1}),       // a filter: dense, dims that read as one
+      makeTensor({2, 3, 4}, {12, -4, -1}),           // reversed runs that read as one
       makeTensor({}, {}),                            // a scalar
   };
 }
