@@ -18,20 +18,32 @@ using namespace element_types;
 // a stride is a large power of two (a 512-row column-major matrix), where 32 x 32 tiles thrash.
 constexpr int64_t kTile = 8;
 
+// rows x cols with rows contiguous on both sides: (r, c) from s[r * sr + c] to d[r * dr + c].
+// Always inlined, like copyBlock: only copyTyped is compiled for each CPU (FUMI_WIDE), and a
+// function it calls would be built for the baseline CPU only (SSE2, scalar stores).
+template <class L, class S>
+__attribute__((always_inline)) inline void copyRows(int64_t rows, int64_t cols,
+                                                    const typename L::T* s, int64_t sr,
+                                                    typename S::T* d, int64_t dr) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const typename L::T* sp = s + r * sr;
+    typename S::T* dp = d + r * dr;
+    for (int64_t c = 0; c < cols; ++c) dp[c] = S::store(L::load(sp[c]));
+  }
+}
+
 // One rows x cols block: element (r, c) from s[r * sr + c * sc] to d[r * dr + c * dc].
 template <class L, class S>
-void copyBlock(int64_t rows, int64_t cols, const typename L::T* s, int64_t sr, int64_t sc,
-               typename S::T* d, int64_t dr, int64_t dc) {
+__attribute__((always_inline)) inline void copyBlock(int64_t rows, int64_t cols,
+                                                     const typename L::T* s, int64_t sr,
+                                                     int64_t sc, typename S::T* d, int64_t dr,
+                                                     int64_t dc) {
   if (sc == 1 && dc == 1) {  // rows contiguous on both sides
-    for (int64_t r = 0; r < rows; ++r) {
-      const typename L::T* sp = s + r * sr;
-      typename S::T* dp = d + r * dr;
-      for (int64_t c = 0; c < cols; ++c) dp[c] = S::store(L::load(sp[c]));
-    }
+    copyRows<L, S>(rows, cols, s, sr, d, dr);
     return;
   }
   if (sr == 1 && dr == 1) {  // columns contiguous on both sides: the same with roles swapped
-    copyBlock<L, S>(cols, rows, s, sc, sr, d, dc, dr);
+    copyRows<L, S>(cols, rows, s, sc, d, dc);
     return;
   }
   // A transpose or other strides: tiles small enough that both sides stay in L1.
