@@ -576,16 +576,18 @@ TEST(Checksum, ConvolutionProjectionMatchesTheContractedReference) {
     }
 }
 
-// Both kernels of the projection (channels-last from 16 contracted channels, channels-first below
-// it) agree with the contracted reference: 1-D, 2-D and 3-D, groups, stride 2, dilation 2,
-// padding as wide as the filter reaches (outputs no tap covers), asymmetric extents, channel
-// counts that no vector width divides on either side of the threshold, 1 and 3 vectors, and
-// the direct terms (prior, z, bias) in some cases only.
+// Both kernels of the projection (channels-last from 16 contracted channels, or from runs of 8
+// channels x filter width for backward filter; channels-first below) agree with the contracted
+// reference: 1-D, 2-D and 3-D, groups, stride 2, dilation 2, padding as wide as the filter
+// reaches (outputs no tap covers), asymmetric extents, channel counts that no vector width
+// divides on either side of the thresholds, 1, 3 and 6 vectors, and the direct terms (prior, z,
+// bias) in some cases only.
 TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
   RandomTensors dense(8);
   using Dir = ConvSpec::Direction;
   // (x channels C, y channels K): the projection contracts C (forward, backward filter) or K.
-  const int64_t channel_pairs[4][2] = {{4, 6}, {20, 18}, {6, 24}, {24, 4}};
+  // {2, 6}: backward filter's runs of C x filter width below kMergedRunMin (channels-first).
+  const int64_t channel_pairs[5][2] = {{4, 6}, {20, 18}, {6, 24}, {24, 4}, {2, 6}};
   int cases = 0;
   for (Dir dir : {Dir::kForward, Dir::kBackwardData, Dir::kBackwardFilter})
     for (int spatial = 1; spatial <= 3; ++spatial)
@@ -668,7 +670,7 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
                     << groups << " count " << count << " storage " << storage << " at " << i;
               ++cases;
             }
-  EXPECT_EQ(cases, 3 * 3 * 4 * (2 + 2 + 1) * 3);
+  EXPECT_EQ(cases, 3 * 3 * 5 * (2 + 2 + 1) * 3);
 }
 
 // The terms each output of a framework op sums, from its schema names (the error tolerance
