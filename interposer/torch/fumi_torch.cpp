@@ -342,10 +342,14 @@ struct Produced {
   std::string op;
   uint64_t index = 0;
   at::Tensor reference;  // the producer's wider rerun of this output
-  // The output itself, held so its memory cannot be reused by a later tensor with an equal key.
-  at::Tensor output;
+  // The output itself, weakly: while it lives no later tensor can have an equal key, and once
+  // it is gone the entry is stale. A strong reference would keep the program's tensor alive
+  // (memory) and change what autograd does with it: AccumulateGrad takes a fresh gradient over
+  // only when nothing else holds it, and copied every checked backward op's gradient instead.
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> output{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   double error = 0;  // normwise error of the actual output against it
-  uint64_t bytes() const { return reference.nbytes() + output.nbytes(); }
+  uint64_t bytes() const { return reference.nbytes(); }
 };
 
 class Producers {
@@ -365,7 +369,7 @@ class Producers {
   bool find(const TensorKey& key, Produced* out) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
-      if (it->key == key) {
+      if (it->key == key && !it->output.expired()) {
         *out = *it;
         return true;
       }
@@ -698,7 +702,8 @@ class CapturedCall final : public at::ObserverContext {
         p.op = op;
         p.index = index_;
         p.reference = wide_[me];
-        p.output = t;
+        p.output = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+            t.getIntrusivePtr());
         p.error = normwiseRel(host_[static_cast<size_t>(output_slots_[me])], wide_[me]);
         producers().add(std::move(p));
       });

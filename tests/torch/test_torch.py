@@ -578,6 +578,37 @@ class Attribution(unittest.TestCase):
             self.assertLess(fed["input_error"], 1e-6)
             self.assertGreater(a["amplified"], 1e3 * fed["input_error"])
 
+    def test_checked_gradients_are_not_held(self):
+        """A gradient checked by highprec is offered to later calls' attribution without being
+        held: autograd takes a fresh gradient over (detach) only when nothing else holds it, and
+        clones it otherwise (new_empty_strided + copy_), so the ops the program runs must be the
+        same with every call checked as with none."""
+        counts = {}
+        for name, rules in (("none", "[]"), ("every", """
+              - match: { backend: torch }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]""")):
+            r = run([PYTHON, "-c", GRADIENTS], policy="version: 1\nrules: " + rules)
+            self.assertEqual(r.rc, 0, r.stderr)
+            counts[name] = {op: (r.op(op) or {}).get("calls", 0)
+                            for op in ("aten::new_empty_strided", "aten::detach")}
+            if name == "every":
+                self.assertGreater(r.op("aten::native_layer_norm_backward")["checked"], 0)
+        self.assertGreater(counts["none"]["aten::detach"], 0)
+        self.assertEqual(counts["every"], counts["none"])
+
+
+# Layer norm's backward has three outputs; their gradients reach AccumulateGrad.
+GRADIENTS = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.Linear(64, 4))
+x, y = torch.randn(16, 64), torch.randint(0, 4, (16,))
+for step in range(3):
+    m.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+"""
+
 AUTOCAST_MM = """
 import torch
 torch.manual_seed(0)
