@@ -271,6 +271,70 @@ auto pass2For(bool ratio, bool rel, bool ulp) {
              : comparePass2<LY, LR, true, true, false, kFinite>;
 }
 
+// What the second pass needs from the first: the fields the caller reads (the spec's
+// `metrics`; ulp only with a known unit), the scale f of sums and differences (1 or 1/2: they
+// cannot overflow), the guards' thresholds, the power-of-two scales of the norms (each side
+// near its largest magnitude, so the scaled difference stays within [0, 4]) and the ULP unit.
+// Shared by the host's loops and a framework adapter's device reductions (interposer/torch),
+// which run the same passes in other code.
+struct CompareScales {
+  bool ratio, rel, ulp, norms;
+  double f, ratio_threshold, rel_threshold, s_diff, s_ref, s_y;
+  int e_diff, e_ref, e_y, p, emin;
+  bool any() const { return ratio || rel || ulp || norms; }  // else no second pass
+};
+inline CompareScales compareScales(const ComparePass1& p1, const fumi_compare_spec& spec) {
+  CompareScales k{};
+  const uint32_t want = spec.metrics ? spec.metrics : ~0u;
+  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
+  k.ratio = want & FUMI_COMPARE_RATIO;
+  k.rel = want & FUMI_COMPARE_MAX_REL;
+  k.ulp = (want & FUMI_COMPARE_ULP) && unit;
+  k.norms = want & FUMI_COMPARE_NORMS;
+  const double max_any = std::max(p1.max_y, p1.max_ref);
+  k.f = overflowScale(max_any);
+  k.ratio_threshold = spec.ratio_guard * (p1.max_half_sum * (2.0 * k.f));
+  k.rel_threshold = spec.rel_guard * (p1.max_ref * k.f);
+  k.e_diff = scaleExponent(max_any);
+  k.e_ref = scaleExponent(p1.max_ref);
+  k.e_y = scaleExponent(p1.max_y);
+  k.s_diff = pow2(-k.e_diff);
+  k.s_ref = pow2(-k.e_ref);
+  k.s_y = pow2(-k.e_y);
+  k.p = unit ? unit->mantissa_bits : 0;
+  k.emin = unit ? unit->min_exponent : 0;
+  return k;
+}
+
+// The comparison from both passes' results: the fields the caller did not ask for NaN
+// (underflow, counted apart, set by the caller).
+inline fumi_comparison compareResult(const ComparePass1& p1, const ComparePass2& p2,
+                                     const CompareScales& k) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  fumi_comparison c{};
+  c.struct_size = sizeof c;
+  c.nonfinite = p1.nonfinite;
+  c.mismatches = p1.mismatches;
+  c.max_abs_diff = p1.max_diff;
+  c.fumi_ratio = k.ratio ? p2.ratio : nan;
+  c.fumi_ratio_unguarded = k.ratio ? p2.all : nan;
+  c.max_rel = k.rel ? p2.worst_rel : nan;
+  c.ulp = k.ulp ? p2.worst_ulp : nan;
+  c.normwise = c.norm_ratio = nan;
+  if (k.norms) {
+    const double inf = std::numeric_limits<double>::infinity();
+    c.normwise = p2.total_ref == 0.0
+                     ? (p2.total_diff == 0.0 ? 0.0 : inf)
+                     : std::ldexp(std::sqrt(p2.total_diff) / std::sqrt(p2.total_ref),
+                                  k.e_diff - k.e_ref);
+    c.norm_ratio = p2.total_ref == 0.0 ? (p2.total_y == 0.0 ? 0.0 : inf)
+                                       : std::ldexp(std::sqrt(p2.total_y) /
+                                                        std::sqrt(p2.total_ref),
+                                                    k.e_y - k.e_ref);
+  }
+  return c;
+}
+
 }  // namespace detail
 
 // Both passes. The first runs unmasked and checks that every element is finite as it goes
@@ -280,54 +344,21 @@ auto pass2For(bool ratio, bool rel, bool ulp) {
 template <class LY, class LR>
 fumi_comparison compareValues(const typename LY::T* y, const typename LR::T* ref, size_t n,
                               const fumi_compare_spec& spec) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const uint32_t want = spec.metrics ? spec.metrics : ~0u;
-  const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
-  const bool ratio = want & FUMI_COMPARE_RATIO, rel = want & FUMI_COMPARE_MAX_REL,
-             ulp = (want & FUMI_COMPARE_ULP) && unit, norms = want & FUMI_COMPARE_NORMS;
-  fumi_comparison c{};
-  c.struct_size = sizeof c;
   double probe = 0.0;
   detail::ComparePass1 p1 = detail::comparePass1<LY, LR, true>(y, ref, n, &probe);
   const bool finite = probe == 0.0;
   if (!finite) p1 = detail::comparePass1<LY, LR, false>(y, ref, n, nullptr);
-  c.nonfinite = p1.nonfinite;
-  c.mismatches = p1.mismatches;
+  const detail::CompareScales k = detail::compareScales(p1, spec);
+  detail::ComparePass2 p2;
+  if (k.any()) {
+    const auto pass2 = finite ? detail::pass2For<LY, LR, true>(k.ratio, k.rel, k.ulp)
+                              : detail::pass2For<LY, LR, false>(k.ratio, k.rel, k.ulp);
+    p2 = pass2(y, ref, n, k.f, k.ratio_threshold, k.rel_threshold, k.s_diff, k.s_ref, k.s_y,
+               k.p, k.emin);
+  }
+  fumi_comparison c = detail::compareResult(p1, p2, k);
   if (spec.underflow_below > 0)
     c.underflow = detail::countUnderflow<LY, LR>(y, ref, n, spec.underflow_below);
-  c.max_abs_diff = p1.max_diff;
-  c.fumi_ratio = c.fumi_ratio_unguarded = c.normwise = c.norm_ratio = c.max_rel = c.ulp = nan;
-  if (!ratio && !rel && !ulp && !norms) return c;
-  const double max_any = std::max(p1.max_y, p1.max_ref);
-  // Sums and differences at f (1 or 1/2) cannot overflow; norms scale each side by a power of
-  // two near its largest magnitude, so the scaled difference stays within [0, 4].
-  const double f = detail::overflowScale(max_any);
-  const double ratio_threshold = spec.ratio_guard * (p1.max_half_sum * (2.0 * f));
-  const double rel_threshold = spec.rel_guard * (p1.max_ref * f);
-  const int e_diff = detail::scaleExponent(max_any), e_ref = detail::scaleExponent(p1.max_ref),
-            e_y = detail::scaleExponent(p1.max_y);
-  const int p = unit ? unit->mantissa_bits : 0, emin = unit ? unit->min_exponent : 0;
-  const auto pass2 = finite ? detail::pass2For<LY, LR, true>(ratio, rel, ulp)
-                            : detail::pass2For<LY, LR, false>(ratio, rel, ulp);
-  const detail::ComparePass2 p2 =
-      pass2(y, ref, n, f, ratio_threshold, rel_threshold, detail::pow2(-e_diff),
-            detail::pow2(-e_ref), detail::pow2(-e_y), p, emin);
-  if (ratio) {
-    c.fumi_ratio = p2.ratio;
-    c.fumi_ratio_unguarded = p2.all;
-  }
-  if (rel) c.max_rel = p2.worst_rel;
-  if (ulp) c.ulp = p2.worst_ulp;
-  if (norms) {
-    const double inf = std::numeric_limits<double>::infinity();
-    c.normwise = p2.total_ref == 0.0
-                     ? (p2.total_diff == 0.0 ? 0.0 : inf)
-                     : std::ldexp(std::sqrt(p2.total_diff) / std::sqrt(p2.total_ref),
-                                  e_diff - e_ref);
-    c.norm_ratio = p2.total_ref == 0.0
-                       ? (p2.total_y == 0.0 ? 0.0 : inf)
-                       : std::ldexp(std::sqrt(p2.total_y) / std::sqrt(p2.total_ref), e_y - e_ref);
-  }
   return c;
 }
 
@@ -506,11 +537,17 @@ class Rng {
     return 2.0 * toUnit(mix(seed + (index + 1) * kGolden)) - 1.0;
   }
 
- private:
+  // The stream's constants, public for code that draws the same numbers elsewhere (the torch
+  // adapter draws them with integer ops on a device): draw i is
+  // 2 * (mix(seed + (i + 1) * kGolden) >> 11) * 2^-53 - 1, mix multiplying by kMix1 and kMix2.
   static constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+  static constexpr uint64_t kMix1 = 0xbf58476d1ce4e5b9ULL;
+  static constexpr uint64_t kMix2 = 0x94d049bb133111ebULL;
+
+ private:
   static uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z = (z ^ (z >> 30)) * kMix1;
+    z = (z ^ (z >> 27)) * kMix2;
     return z ^ (z >> 31);
   }
   static double toUnit(uint64_t bits) {  // signed: converts without a branch
