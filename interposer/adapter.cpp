@@ -32,6 +32,7 @@
 #include "settings.h"
 #include "site.h"
 #include "stack.h"
+#include "tensor_copy.h"
 
 namespace fumi {
 namespace {
@@ -82,8 +83,67 @@ class AdapterCall final : public Call {
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
   }
   // checksum's projections, from the op's schema names and arguments (framework_projection.h).
+  // They read the operands on the host: device tensors are copied there first, when a check
+  // asks for a projection (and only then).
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
-    return frameworkProjection(site().name, tensors(), args(), output, sides);
+    std::vector<fumi_tensor> host = tensors();
+    std::vector<std::vector<unsigned char>> copies(host.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      if (host[i].memory == FUMI_MEMORY_HOST) continue;
+      fumi_dtype dtype = host[i].dtype;
+      const void* data = tensorHostData(host[i], nullptr, &dtype, copies[i], this);
+      if (!data) return FUMI_UNSUPPORTED;
+      host[i].data = const_cast<void*>(data);
+      host[i].memory = FUMI_MEMORY_HOST;
+    }
+    return frameworkProjection(site().name, host, args(), output, sides);
+  }
+
+  // The framework's device memory and element-wise work on it where the adapter offers them;
+  // libfumi's (Call's defaults) where it does not, or declines a layout (FUMI_UNSUPPORTED).
+  void* allocDevice(size_t bytes) override {
+    return c_.alloc_device ? c_.alloc_device(c_.self, bytes) : Call::allocDevice(bytes);
+  }
+  void releaseDevice(void* p) override {
+    if (c_.release_device) c_.release_device(c_.self, p);
+    else Call::releaseDevice(p);
+  }
+  bool toHost(void* dst, const void* src, size_t bytes) override {
+    return c_.to_host ? c_.to_host(c_.self, dst, src, bytes) != 0 : Call::toHost(dst, src, bytes);
+  }
+  bool toDevice(void* dst, const void* src, size_t bytes) override {
+    return c_.to_device ? c_.to_device(c_.self, dst, src, bytes) != 0
+                        : Call::toDevice(dst, src, bytes);
+  }
+  fumi_status mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
+                        fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                        uint64_t* changed) override {
+    if (c_.map) {
+      const fumi_tensor& t = tensors()[static_cast<size_t>(index)];
+      int64_t order[FUMI_MAX_DIMS];
+      storageStrides(t.ndim, t.shape, t.strides, order);
+      const fumi_status st =
+          c_.map(c_.self, index, order, src, src_dtype, dst, dst_dtype, &spec, changed);
+      if (st != FUMI_UNSUPPORTED) return st;
+    }
+    return Call::mapDevice(index, src, src_dtype, dst, dst_dtype, spec, changed);
+  }
+  fumi_status compareDevice(int32_t index, const void* a, fumi_dtype a_dtype, const void* b,
+                            fumi_dtype b_dtype, const fumi_compare_spec& spec,
+                            fumi_comparison* out) override {
+    if (c_.compare) {
+      const fumi_status st = c_.compare(c_.self, index, a, a_dtype, b, b_dtype, &spec, out);
+      if (st != FUMI_UNSUPPORTED) return st;
+    }
+    return Call::compareDevice(index, a, a_dtype, b, b_dtype, spec, out);
+  }
+  fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
+                         fumi_scan* out) override {
+    if (c_.scan) {
+      const fumi_status st = c_.scan(c_.self, index, buffer, dtype, out);
+      if (st != FUMI_UNSUPPORTED) return st;
+    }
+    return Call::scanDevice(index, buffer, dtype, out);
   }
 
  private:

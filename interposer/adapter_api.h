@@ -21,12 +21,14 @@
 extern "C" {
 #endif
 
-#define FUMI_ADAPTER_ABI_VERSION 4u
+/* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan). */
+#define FUMI_ADAPTER_ABI_VERSION 5u
 
-/* One sampled framework-op call, described by the adapter after the op ran. Tensors are in host
- * memory; INPUTs are their values before the op ran (copies taken then of those the op may
- * write: in-place, out=, running statistics; the program's own tensors otherwise),
- * OUTPUTs what the op produced. Only floating tensors are listed. */
+/* One sampled framework-op call, described by the adapter after the op ran. INPUTs are their
+ * values before the op ran (copies taken then of those the op may write: in-place, out=,
+ * running statistics; the program's own tensors otherwise), OUTPUTs what the op produced. Only
+ * floating tensors are listed. A tensor on a device is FUMI_MEMORY_DEVICE with `data` its own
+ * device memory: libfumi reaches it only through the functions below, the adapter's. */
 typedef struct fumi_adapter_call {
   uint32_t struct_size;
   fumi_dtype dtype;   /* the op's floating dtype (first floating input) */
@@ -50,6 +52,32 @@ typedef struct fumi_adapter_call {
   /* The precision the op computed in: the autocast dtype when autocast cast its (f32) inputs
    * down, so its results carry that precision; else `dtype`. */
   fumi_dtype compute;
+  /* ABI 5 — the call's device memory and the element-wise primitives on it (plugin.h: map,
+   * compare, scan), so that a check of a device op moves scalars to the host, not its tensors.
+   * Each may be NULL: libfumi's own behaviour then applies (the CUDA runtime's memory, work
+   * staged through host copies). `self` as for rerun.
+   *   alloc_device    `bytes` of device memory where the call's device tensors live (NULL:
+   *                   none), usable until release_device; the adapter counts it, libfumi
+   *                   charges it to the check's scratch budget.
+   *   to_host, to_device  copies of `bytes` between device memory and host memory (1: done).
+   *   map, compare, scan  fumi_host_api's on buffers laid out like tensor `index` (device
+   *                   memory; sources resolved by libfumi, never NULL). map's `order` gives
+   *                   the element at logical index (i_0..i_n-1) its position
+   *                   j = sum_d i_d * order[d] in FUMI_ORDER_STORAGE (the noise of
+   *                   FUMI_MAP_PERTURB). FUMI_UNSUPPORTED for a layout or dtype the adapter
+   *                   leaves to libfumi: it then stages that one through the host. */
+  void* (*alloc_device)(void* self, size_t bytes);
+  void (*release_device)(void* self, void* p);
+  int (*to_host)(void* self, void* dst, const void* src, size_t bytes);
+  int (*to_device)(void* self, void* dst, const void* src, size_t bytes);
+  fumi_status (*map)(void* self, int32_t index, const int64_t* order, const void* src,
+                     fumi_dtype src_dtype, void* dst, fumi_dtype dst_dtype,
+                     const fumi_map_spec* spec, uint64_t* changed);
+  fumi_status (*compare)(void* self, int32_t index, const void* a, fumi_dtype a_dtype,
+                         const void* b, fumi_dtype b_dtype, const fumi_compare_spec* spec,
+                         fumi_comparison* out);
+  fumi_status (*scan)(void* self, int32_t index, const void* buffer, fumi_dtype dtype,
+                      fumi_scan* out);
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

@@ -3,6 +3,7 @@
 // check works through this interface only. Later backends (PyTorch, cuBLAS, cuDNN) subclass it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -48,6 +49,25 @@ class Call {
   virtual fumi_status project(int32_t /*output*/, const std::vector<Projection>& /*sides*/) {
     return FUMI_UNSUPPORTED;
   }
+
+  // The memory of this call's FUMI_MEMORY_DEVICE tensors, and the element-wise primitives
+  // (plugin.h, ABI 2) on buffers laid out like its tensor `index` in that memory. The defaults
+  // serve fumi's own hooks: memory of the CUDA runtime (setDeviceMemory), element-wise work
+  // staged through host copies (engine.cpp). A framework's call supplies its own (AdapterCall:
+  // the framework's device, the work done there). Sources are resolved (never null); host
+  // tensors never come here.
+  virtual void* allocDevice(size_t bytes);  // nullptr when none is left
+  virtual void releaseDevice(void* p);
+  virtual bool toHost(void* dst, const void* src, size_t bytes);
+  virtual bool toDevice(void* dst, const void* src, size_t bytes);
+  virtual fumi_status mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
+                                fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                                uint64_t* changed);
+  virtual fumi_status compareDevice(int32_t index, const void* a, fumi_dtype a_dtype,
+                                    const void* b, fumi_dtype b_dtype,
+                                    const fumi_compare_spec& spec, fumi_comparison* out);
+  virtual fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
+                                 fumi_scan* out);
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }

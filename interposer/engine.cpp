@@ -130,8 +130,8 @@ void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
   void* p = nullptr;
   if (memory == FUMI_MEMORY_HOST) {
     p = ScratchArena::local().take(bytes);
-  } else if (const DeviceMemory* dev = g_device.load()) {
-    p = dev->alloc(bytes ? bytes : 1);
+  } else {
+    p = c->call->allocDevice(bytes ? bytes : 1);
     if (p) c->device_allocations.push_back(p);
   }
   if (!p) return nullptr;
@@ -140,21 +140,23 @@ void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
 }
 
 void releaseAllocations(fumi_call& c) {
-  for (void* p : c.device_allocations) g_device.load()->release(p);
+  for (void* p : c.device_allocations) c.call->releaseDevice(p);
   c.device_allocations.clear();
   // What a check within the scratch budget used stays for the next one (no fresh pages).
   ScratchArena::local().rewind(c.arena_mark, static_cast<size_t>(c.budget));
 }
 
 // Host view of `bytes` at `buffer` in `memory`: the buffer itself, or a copy of device memory
-// in `stage`. nullptr when device memory cannot be read.
-const void* readable(const void* buffer, fumi_memory memory, size_t bytes,
+// in `stage`, read through `call`'s device (nullptr: the CUDA runtime's, for code that reads a
+// tensor outside a Call). nullptr when device memory cannot be read.
+const void* readable(Call* call, const void* buffer, fumi_memory memory, size_t bytes,
                      std::vector<unsigned char>& stage) {
   if (memory == FUMI_MEMORY_HOST) return buffer;
-  const DeviceMemory* dev = g_device.load();
-  if (!dev) return nullptr;
   stage.resize(bytes);
-  return dev->toHost(stage.data(), buffer, bytes) ? stage.data() : nullptr;
+  const DeviceMemory* dev = g_device.load();
+  const bool read = call ? call->toHost(stage.data(), buffer, bytes)
+                         : dev && dev->toHost(stage.data(), buffer, bytes);
+  return read ? stage.data() : nullptr;
 }
 
 }  // namespace
@@ -169,26 +171,30 @@ void orderStrides(const fumi_tensor& t, fumi_order order, int64_t* strides) {
 
 }  // namespace
 
-// Host view of tensor t's elements in `buffer` holding *dtype (nullptr: its own data, *dtype
-// becoming its own), copied to `stage` from device memory; nullptr when the dtype has no
-// storage or the memory cannot be read.
-const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
-                           std::vector<unsigned char>& stage) {
+// A buffer laid out like t: `buffer` holding *dtype, or (buffer nullptr) t's own data, *dtype
+// becoming its own. nullptr when the dtype has no storage.
+const void* resolveBuffer(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype) {
   if (!buffer) {
     buffer = t.data;
     *dtype = t.dtype;
   }
-  if (dtypeBytes(*dtype) == 0) return nullptr;
-  return readable(buffer, t.memory, static_cast<size_t>(tensorSpan(t)) * dtypeBytes(*dtype),
-                  stage);
+  return dtypeBytes(*dtype) == 0 ? nullptr : buffer;
+}
+
+const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
+                           std::vector<unsigned char>& stage, Call* call) {
+  buffer = resolveBuffer(t, buffer, dtype);
+  if (!buffer) return nullptr;
+  return readable(call, buffer, t.memory,
+                  static_cast<size_t>(tensorSpan(t)) * dtypeBytes(*dtype), stage);
 }
 
 namespace {
 
 fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, void* out,
-                          fumi_dtype out_dtype, const int64_t* strides) {
+                          fumi_dtype out_dtype, const int64_t* strides, Call* call) {
   std::vector<unsigned char> stage;
-  const void* src = tensorHostData(t, buffer, &dtype, stage);
+  const void* src = tensorHostData(t, buffer, &dtype, stage, call);
   if (!src) return FUMI_UNSUPPORTED;
   if (!copyElements(t.ndim, t.shape, src, dtype, ElementLayout{t.strides, tensorBase(t)}, out,
                     out_dtype, ElementLayout{strides, 0}))
@@ -199,15 +205,15 @@ fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype d
 }  // namespace
 
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype,
-                         double* out, fumi_order order) {
+                         double* out, fumi_order order, Call* call) {
   int64_t dense[FUMI_MAX_DIMS];
   orderStrides(t, order, dense);
-  return gatherStrided(t, buffer, dtype, out, FUMI_DTYPE_F64, dense);
+  return gatherStrided(t, buffer, dtype, out, FUMI_DTYPE_F64, dense, call);
 }
 
 fumi_status gatherTensorAt(const fumi_tensor& t, void* out, fumi_dtype out_dtype,
                            const int64_t* strides) {
-  return gatherStrided(t, nullptr, t.dtype, out, out_dtype, strides);
+  return gatherStrided(t, nullptr, t.dtype, out, out_dtype, strides, nullptr);
 }
 
 namespace {
@@ -231,7 +237,7 @@ fumi_status hostGatherIn(fumi_call* c, int32_t index, const void* buffer, fumi_d
   if (!validIndex(c, index) || !out ||
       (order != FUMI_ORDER_LOGICAL && order != FUMI_ORDER_STORAGE))
     return FUMI_ERROR;
-  return gatherTensor(c->call->tensors()[index], buffer, dtype, out, order);
+  return gatherTensor(c->call->tensors()[index], buffer, dtype, out, order, c->call);
 }
 
 fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
@@ -245,20 +251,78 @@ fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
   return c->call->reference(index, out);
 }
 
+}  // namespace
+
 // Writes `buffer` (laid out like t, holding `dtype`) through write(host pointer) -> fumi_status:
 // in place in host memory; for device memory the whole span is built on the host (gaps zero:
-// scratch buffers hold nothing else), then copied.
+// scratch buffers hold nothing else), then copied through the call's device (a copy that fails
+// leaves the check unsupported: a device's trouble is no plugin error).
 template <class Write>
-fumi_status writeLike(const fumi_tensor& t, void* buffer, fumi_dtype dtype, Write&& write) {
+fumi_status writeLike(Call& call, const fumi_tensor& t, void* buffer, fumi_dtype dtype,
+                      Write&& write) {
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  const DeviceMemory* dev = t.memory == FUMI_MEMORY_HOST ? nullptr : g_device.load();
-  if (t.memory != FUMI_MEMORY_HOST && !dev) return FUMI_UNSUPPORTED;
+  const bool device = t.memory != FUMI_MEMORY_HOST;
   std::vector<unsigned char> stage(
-      dev ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dtype)) : 0);
-  const fumi_status st = write(dev ? static_cast<void*>(stage.data()) : buffer);
-  if (st != FUMI_OK || !dev) return st;
-  return dev->toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_ERROR;
+      device ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dtype)) : 0);
+  const fumi_status st = write(device ? static_cast<void*>(stage.data()) : buffer);
+  if (st != FUMI_OK || !device) return st;
+  return call.toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_UNSUPPORTED;
 }
+
+// ---- Call's device memory and element-wise work, as fumi's own hooks have them --------------
+
+void* Call::allocDevice(size_t bytes) {
+  const DeviceMemory* dev = g_device.load();
+  return dev ? dev->alloc(bytes) : nullptr;
+}
+
+void Call::releaseDevice(void* p) {
+  if (const DeviceMemory* dev = g_device.load()) dev->release(p);
+}
+
+bool Call::toHost(void* dst, const void* src, size_t bytes) {
+  const DeviceMemory* dev = g_device.load();
+  return dev && dev->toHost(dst, src, bytes);
+}
+
+bool Call::toDevice(void* dst, const void* src, size_t bytes) {
+  const DeviceMemory* dev = g_device.load();
+  return dev && dev->toDevice(dst, src, bytes);
+}
+
+// Staged: the buffers copied to the host, the host primitive run there, a result copied back.
+fumi_status Call::mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
+                            fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
+  const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage;
+  const void* from = tensorHostData(t, src, &src_dtype, stage, this);
+  if (!from) return FUMI_UNSUPPORTED;
+  return writeLike(*this, t, dst, dst_dtype, [&](void* to) {
+    return mapTensor(t, from, src_dtype, to, dst_dtype, spec, changed);
+  });
+}
+
+fumi_status Call::compareDevice(int32_t index, const void* a, fumi_dtype a_dtype, const void* b,
+                                fumi_dtype b_dtype, const fumi_compare_spec& spec,
+                                fumi_comparison* out) {
+  const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage_a, stage_b;
+  const void* ha = tensorHostData(t, a, &a_dtype, stage_a, this);
+  const void* hb = tensorHostData(t, b, &b_dtype, stage_b, this);
+  if (!ha || !hb) return FUMI_UNSUPPORTED;
+  return compareTensor(t, ha, a_dtype, hb, b_dtype, spec, out);
+}
+
+fumi_status Call::scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
+                             fumi_scan* out) {
+  const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  std::vector<unsigned char> stage;
+  const void* h = tensorHostData(t, buffer, &dtype, stage, this);
+  if (!h) return FUMI_UNSUPPORTED;
+  return scanTensor(t, h, dtype, out);
+}
+
+namespace {
 
 fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* buffer,
                           fumi_dtype dtype, fumi_order order) {
@@ -266,7 +330,7 @@ fumi_status hostScatterIn(fumi_call* c, int32_t index, const double* in, void* b
       (order != FUMI_ORDER_LOGICAL && order != FUMI_ORDER_STORAGE))
     return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[index];
-  return writeLike(t, buffer, dtype, [&](void* dst) {
+  return writeLike(*c->call, t, buffer, dtype, [&](void* dst) {
     int64_t dense[FUMI_MAX_DIMS];
     orderStrides(t, order, dense);
     copyElements(t.ndim, t.shape, in, FUMI_DTYPE_F64, ElementLayout{dense, 0}, dst, dtype,
@@ -310,7 +374,7 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (!validSides(n, sides, t)) return FUMI_ERROR;
   std::vector<unsigned char> stage;
-  const void* src = tensorHostData(t, buffer, &dtype, stage);
+  const void* src = tensorHostData(t, buffer, &dtype, stage, c->call);
   if (!src) return FUMI_UNSUPPORTED;
   return contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED;
 }
@@ -328,19 +392,18 @@ fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_d
   return hostContractSides(c, index, buffer, dtype, 1, &side, nullptr);
 }
 
-// The element-wise primitives (ABI 2): on host views of the buffers (device memory is staged
-// through the host here; a framework adapter's device tensors arrive as host copies).
+// The element-wise primitives (ABI 2): host buffers in place; device buffers through the
+// call (Call::mapDevice ...: its device's own work, or staged through the host).
 fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
                     fumi_dtype dst_dtype, const fumi_map_spec* spec, uint64_t* changed) {
   if (!validIndex(c, index) || !dst || !spec || spec->struct_size < sizeof(fumi_map_spec))
     return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage;
-  const void* from = tensorHostData(t, src, &src_dtype, stage);
-  if (!from) return FUMI_UNSUPPORTED;
-  return writeLike(t, dst, dst_dtype, [&](void* to) {
-    return mapTensor(t, from, src_dtype, to, dst_dtype, *spec, changed);
-  });
+  src = resolveBuffer(t, src, &src_dtype);
+  if (!src || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
+  if (t.memory != FUMI_MEMORY_HOST)
+    return c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, *spec, changed);
+  return mapTensor(t, src, src_dtype, dst, dst_dtype, *spec, changed);
 }
 
 fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a_dtype,
@@ -355,12 +418,13 @@ fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a
   fumi_compare_spec s{};
   std::memcpy(&s, spec, std::min<size_t>(spec->struct_size, sizeof s));
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage_a, stage_b;
-  const void* ha = tensorHostData(t, a, &a_dtype, stage_a);
-  const void* hb = tensorHostData(t, b, &b_dtype, stage_b);
-  if (!ha || !hb) return FUMI_UNSUPPORTED;
+  a = resolveBuffer(t, a, &a_dtype);
+  b = resolveBuffer(t, b, &b_dtype);
+  if (!a || !b) return FUMI_UNSUPPORTED;
   fumi_comparison result{};
-  const fumi_status st = compareTensor(t, ha, a_dtype, hb, b_dtype, s, &result);
+  const fumi_status st = t.memory != FUMI_MEMORY_HOST
+                             ? c->call->compareDevice(index, a, a_dtype, b, b_dtype, s, &result)
+                             : compareTensor(t, a, a_dtype, b, b_dtype, s, &result);
   if (st != FUMI_OK) return st;
   const uint32_t size = out->struct_size;
   std::memcpy(out, &result, std::min<size_t>(size, sizeof result));
@@ -372,10 +436,10 @@ fumi_status hostScan(fumi_call* c, int32_t index, const void* buffer, fumi_dtype
                      fumi_scan* out) {
   if (!validIndex(c, index) || !out || out->struct_size < sizeof(fumi_scan)) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage;
-  const void* h = tensorHostData(t, buffer, &dtype, stage);
-  if (!h) return FUMI_UNSUPPORTED;
-  return scanTensor(t, h, dtype, out);
+  buffer = resolveBuffer(t, buffer, &dtype);
+  if (!buffer) return FUMI_UNSUPPORTED;
+  return t.memory != FUMI_MEMORY_HOST ? c->call->scanDevice(index, buffer, dtype, out)
+                                      : scanTensor(t, buffer, dtype, out);
 }
 
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,
@@ -578,7 +642,7 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
                                {"file", file}});
     const size_t bytes = static_cast<size_t>(tensorSpan(t)) * dtypeBytes(t.dtype);
     std::vector<unsigned char> stage;
-    const void* data = readable(t.data, t.memory, bytes, stage);
+    const void* data = readable(&call, t.data, t.memory, bytes, stage);
     if (!data) continue;
     std::ofstream out(path + "/" + file, std::ios::binary);
     out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));

@@ -144,9 +144,16 @@ void setDeviceMemory(const DeviceMemory* ops);
 
 // Tensor t's logical elements read from `buffer` holding `dtype` (nullptr: its own data in its
 // own dtype), host or device memory, as dense fp64 in `out`: row-major, or in the tensor's
-// memory order (the host API's gather and gather_in).
+// memory order (the host API's gather and gather_in). Device memory is read through `call`
+// (Call::toHost), or the CUDA runtime's where call is nullptr.
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
-                         fumi_order order = FUMI_ORDER_LOGICAL);
+                         fumi_order order = FUMI_ORDER_LOGICAL, Call* call = nullptr);
+// Host view of t's elements in `buffer` holding *dtype (nullptr: its own data, *dtype becoming
+// its own): the buffer itself in host memory, else a copy in `stage` read through `call`
+// (nullptr: the CUDA runtime's). nullptr when the dtype has no storage or the memory cannot be
+// read.
+const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
+                           std::vector<unsigned char>& stage, Call* call);
 // Tensor t's own elements as `out_dtype` (f64 or f32: exact for every narrower dtype) in `out`
 // at the element strides `strides`: a dense layout of its shape in any dimension order
 // (channels-last for the convolution projection).

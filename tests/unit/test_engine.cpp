@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -362,6 +364,92 @@ rules:
     if (call.reruns == 2) highprec_on.push_back(static_cast<int>(i));
   }
   EXPECT_EQ(highprec_on, (std::vector<int>{0, 4}));
+}
+
+// y = 2 * x like DoubleCall, with its tensors in `memory`. FUMI_MEMORY_DEVICE is a fake device:
+// host blocks behind addresses with kTag set (non-canonical: dereferencing one faults), reached
+// only through the Call's device virtuals, which count what crosses. The element-wise
+// primitives are Call's defaults: staged through the host.
+class FakeDeviceCall final : public Call {
+ public:
+  static constexpr uintptr_t kTag = uintptr_t{1} << 62;
+  FakeDeviceCall(OpSite& site, std::vector<float>& x, std::vector<float>& y, fumi_memory memory)
+      : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), 0),
+        memory_(memory) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    addTensor("x", FUMI_ROLE_INPUT, FUMI_DTYPE_F32, memory, {n}, {1}, address(x.data()));
+    addTensor("y", FUMI_ROLE_OUTPUT, FUMI_DTYPE_F32, memory, {n}, {1}, address(y.data()));
+  }
+  fumi_status rerun(fumi_dtype p, void* const* buf) override {
+    const fumi_tensor& x = tensors()[0];
+    const void* in = host(buf[0] ? buf[0] : x.data);
+    for (int64_t i = 0; i < x.shape[0]; ++i)
+      storeFromDouble(host(buf[1]), i, 2 * loadAsDouble(in, i, p), p);
+    return FUMI_OK;
+  }
+  void* allocDevice(size_t bytes) override {
+    blocks_.emplace_back(bytes);
+    ++live;
+    return address(blocks_.back().data());
+  }
+  void releaseDevice(void*) override { --live; }
+  bool toHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, host(src), bytes);
+    to_host += bytes;
+    return true;
+  }
+  bool toDevice(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(host(dst), src, bytes);
+    return true;
+  }
+  int live = 0;          // device blocks not released
+  size_t to_host = 0;    // bytes copied from the device
+
+ private:
+  void* address(void* p) const {
+    return memory_ == FUMI_MEMORY_HOST
+               ? p
+               : reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag);
+  }
+  void* host(const void* p) const {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~kTag);
+  }
+  fumi_memory memory_;
+  std::deque<std::vector<unsigned char>> blocks_;
+};
+
+// Device tensors reach fumi's checks only through their Call: scratch from allocDevice (all of
+// it released), data through toHost/toDevice; the verdicts are the host tensors' exactly.
+TEST_F(EngineFixture, DeviceTensorsGoThroughTheCallsDeviceMemory) {
+  const char* yaml = R"(version: 1
+rules:
+  - match: { op: unit_op_mem }
+    checks: [ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
+              { plugin: determinism } ]
+)";
+  std::vector<float> x(37), y(37);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = i % 5 == 0 ? 0.0f : 1.0f / static_cast<float>(i + 1);
+    y[i] = 2 * x[i];
+  }
+  y[7] *= 1.001f;  // an error for highprec to find
+  std::map<std::string, double> worst[2];
+  for (fumi_memory memory : {FUMI_MEMORY_HOST, FUMI_MEMORY_DEVICE}) {
+    OpSite site("unit_op_mem", "unit", FUMI_DTYPE_F32);  // one name: the same noise
+    auto e = make(yaml);
+    e->compileSite(site);
+    FakeDeviceCall call(site, x, y, memory);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{37}, 0));
+    const OpStats st = site.statsSnapshot();
+    EXPECT_EQ(st.checked, 1u);
+    EXPECT_EQ(call.live, 0);
+    if (memory == FUMI_MEMORY_HOST) EXPECT_EQ(call.to_host, 0u);
+    else EXPECT_GT(call.to_host, 0u);  // staged: the default primitives copy
+    worst[memory] = st.worst;
+  }
+  EXPECT_GT(worst[FUMI_MEMORY_HOST].at("highprec.normwise_rel"), 1e-5);
+  EXPECT_EQ(worst[FUMI_MEMORY_HOST].count("perturb.fumi_ratio"), 1u);
+  EXPECT_EQ(worst[FUMI_MEMORY_DEVICE], worst[FUMI_MEMORY_HOST]);
 }
 
 TEST_F(EngineFixture, ScratchBudgetSkipsInsteadOfFailing) {
