@@ -23,10 +23,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
 
 #include "adapter_api.h"
 #include "fumi/dtype.hpp"
+#include "metrics.h"
 #include "torch_compat.h"
 
 namespace {
@@ -288,7 +290,8 @@ class CpuRngGuard {
 // Reruns that fail (an op without a kernel for the wider dtype, e.g. oneDNN convolution in f64)
 // are logged once per op and kind of rerun ("rerun in Double", "CPU reference"); the check
 // counts as skipped.
-void noteRerunFailure(const char* op, const std::string& rerun, const char* what) {
+void noteRerunFailure(const char* op, const std::string& rerun, const char* what,
+                      const char* then = "such checks are skipped") {
   static std::mutex mu;
   static auto* seen = new std::set<std::pair<std::string, std::string>>;  // immortal: used at exit
   {
@@ -297,9 +300,8 @@ void noteRerunFailure(const char* op, const std::string& rerun, const char* what
   }
   std::string first_line(what);
   first_line = first_line.substr(0, first_line.find('\n'));
-  g_api->log(FUMI_LOG_INFO, (std::string(op) + ": " + rerun + " failed (" + first_line +
-                             "); such checks are skipped")
-                                .c_str());
+  g_api->log(FUMI_LOG_INFO,
+             (std::string(op) + ": " + rerun + " failed (" + first_line + "); " + then).c_str());
 }
 
 // ---- error attribution: generated vs amplified --------------------------------------------
@@ -392,11 +394,189 @@ Producers& producers() {
   return *p;
 }
 
-// ||a - b|| / ||b|| in f64 (0 when both are zero).
+// Scalars computed where the tensors live, brought to the host in one copy (as doubles:
+// counts below 2^53 are exact).
+std::vector<double> scalars(const std::vector<at::Tensor>& values) {
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& v : values) parts.push_back(v.to(at::kDouble).reshape({1}));
+  const at::Tensor host = at::cat(parts).cpu();
+  const double* p = host.data_ptr<double>();
+  return std::vector<double>(p, p + host.numel());
+}
+
+// The sum of all elements (a one-element tensor) by the reduction over every dimension.
+at::Tensor total(const at::Tensor& t) {
+  std::vector<int64_t> dims(static_cast<size_t>(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) dims[static_cast<size_t>(d)] = d;
+  return t.sum(dims);
+}
+
+// ||a - b|| / ||b|| in f64 (0 when both are zero), computed on a's device.
 double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.to(at::kCPU, at::kDouble), y = b.to(at::kCPU, at::kDouble);
-  const double diff = (x - y).norm().item<double>(), ref = y.norm().item<double>();
+  const at::Tensor x = a.to(at::kDouble), y = b.to(a.device(), at::kDouble);
+  const at::Tensor d = x - y;
+  const std::vector<double> sq = scalars({total(d * d), total(y * y)});
+  const double diff = std::sqrt(sq[0]), ref = std::sqrt(sq[1]);
   return ref > 0 ? diff / ref : (diff > 0 ? INFINITY : 0.0);
+}
+
+// ---- the element-wise primitives on a device (adapter_api.h, ABI 5) -------------------------
+//
+// plugin.h's map, compare and scan for device tensors, as ATen ops on the tensors' own device in
+// fp64: only scalars come back to the host (one copy per pass). The formulas are metrics.h's
+// (its passes' structs and the work between them are shared); per element the arithmetic is the
+// host's — IEEE fp64, one op per operation, so no contraction — so maxima, counts and perturbed
+// inputs are the host's bits, while sums (the norms) are reduced in another order and may
+// differ in their last bits.
+
+namespace md = fumi::metrics::detail;
+using fumi::metrics::Rng;
+
+// A uint64 constant as the int64 word torch computes with (it has no uint64; int64 arithmetic
+// wraps like uint64's).
+int64_t word(uint64_t v) {
+  int64_t w;
+  std::memcpy(&w, &v, sizeof w);
+  return w;
+}
+
+// x >> s of uint64 words held in int64: the arithmetic shift with the copied sign bits cleared.
+at::Tensor shiftRight(const at::Tensor& x, int s) {
+  return at::bitwise_and(x.__rshift__(s), word(~uint64_t{0} >> s));
+}
+
+// Draws first + j of the stream `seed` (Rng::uniformSymAt) for each element of a tensor of
+// `shape` on `device`, j = sum_d i_d * order[d] (its position in FUMI_ORDER_STORAGE).
+at::Tensor noise(c10::IntArrayRef shape, const int64_t* order, uint64_t seed, uint64_t first,
+                 c10::Device device) {
+  const auto words = at::TensorOptions().dtype(at::kLong);
+  at::Tensor j = at::zeros(shape, words.device(device));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::vector<int64_t> along(shape.size(), 1);
+    along[d] = shape[d];
+    // Positions along one dimension: a vector per dimension crosses to the device.
+    j = j + at::arange(shape[d], words).mul_(order[d]).view(along).to(device);
+  }
+  at::Tensor z = (j + word(first + 1)).mul(word(Rng::kGolden)).add(word(seed));
+  z = at::bitwise_xor(z, shiftRight(z, 30)).mul(word(Rng::kMix1));
+  z = at::bitwise_xor(z, shiftRight(z, 27)).mul(word(Rng::kMix2));
+  z = at::bitwise_xor(z, shiftRight(z, 31));
+  return shiftRight(z, 11).to(at::kDouble).mul(0x1.0p-53).mul(2.0).sub(1.0);
+}
+
+fumi_status deviceMap(const at::Tensor& src, at::Tensor dst, const int64_t* order,
+                      const fumi_map_spec& spec, uint64_t* changed) {
+  // A destination with broadcast dimensions (the host's last write wins): left to the host.
+  if (at::has_internal_overlap(dst) == at::MemOverlap::Yes) return FUMI_UNSUPPORTED;
+  const at::Tensor x = src.to(at::kDouble);
+  at::Tensor y;
+  switch (spec.kind) {
+    case FUMI_MAP_COPY: y = x; break;
+    case FUMI_MAP_ABS: y = x.abs(); break;
+    case FUMI_MAP_PERTURB: {
+      // x + x * (shift * u), zeros kept as they are (their sign too).
+      const at::Tensor u = noise(x.sizes(), order, spec.seed, spec.first, x.device());
+      y = at::where(x == 0, x, x + x * (u * spec.shift));
+      break;
+    }
+    default: return FUMI_UNSUPPORTED;
+  }
+  dst.copy_(y);
+  if (changed)  // stored values whose fp64 bits are not the source's
+    *changed = static_cast<uint64_t>(
+        scalars({total(dst.to(at::kDouble).view(at::kLong) != x.view(at::kLong))})[0]);
+  return FUMI_OK;
+}
+
+// The largest ULP error of a against b over the finite pairs (metrics.h, comparePass2's ulp).
+at::Tensor worstUlp(const at::Tensor& a, const at::Tensor& b, const at::Tensor& finite,
+                    const md::CompareScales& k, const at::Tensor& zero) {
+  const at::Tensor raw = at::bitwise_and(b.view(at::kLong).__rshift__(52), 0x7ff) - 1023;
+  const at::Tensor e = raw.clamp_min(k.emin) - k.p;
+  const at::Tensor tiny = e < -1022;  // a subnormal unit: both sides scaled by 2^64
+  const at::Tensor ulp =
+      (at::where(tiny, e + 64, e) + 1023).mul(int64_t{1} << 52).view(at::kDouble);
+  const at::Tensor du = (a - b).abs();
+  return at::where(finite, at::where(tiny, du * 0x1.0p64, du) / ulp, zero).max();
+}
+
+fumi_status deviceCompare(const at::Tensor& ya, const at::Tensor& yb,
+                          const fumi_compare_spec& spec, fumi_comparison* out) {
+  const at::Tensor a = ya.to(at::kDouble), b = yb.to(a.device(), at::kDouble);
+  const at::Tensor zero = at::zeros({}, a.options());
+  const at::Tensor finite = at::bitwise_and(at::isfinite(a), at::isfinite(b));
+  // Non-finite pairs read as zeros: every term and maximum then leaves them out, as the
+  // host's masks do.
+  const at::Tensor az = at::where(finite, a, zero), bz = at::where(finite, b, zero);
+  const double n = static_cast<double>(a.numel());
+  const bool underflow = spec.underflow_below > 0;
+  const double below = spec.underflow_below;
+  const std::vector<double> v = scalars(
+      {total(finite), total(a.view(at::kLong) != b.view(at::kLong)),
+       (az * 0.5 + bz * 0.5).abs().max(), az.abs().max(), bz.abs().max(), (az - bz).abs().max(),
+       underflow ? total(at::bitwise_and(at::bitwise_and(b != 0, b.abs() < below), a.abs() < below))
+                 : zero});
+  md::ComparePass1 p1;
+  p1.nonfinite = static_cast<size_t>(n - v[0]);
+  p1.mismatches = static_cast<size_t>(v[1]);
+  p1.max_half_sum = v[2];
+  p1.max_y = v[3];
+  p1.max_ref = v[4];
+  p1.max_diff = v[5];
+  // The second pass, for the fields the spec asks for (the others are NaN, as the host's).
+  const md::CompareScales k = md::compareScales(p1, spec);
+  md::ComparePass2 p2;
+  if (k.any()) {
+    const at::Tensor as = az * k.f, bs = bz * k.f;
+    const at::Tensor diff = (as - bs).abs();
+    std::vector<at::Tensor> parts(7, zero);
+    if (k.ratio) {
+      const at::Tensor sum = (as + bs).abs(), r = diff / sum;
+      const at::Tensor ok_sum = at::bitwise_and(finite, sum > 0.0);
+      parts[0] = at::where(at::bitwise_and(ok_sum, sum > k.ratio_threshold), r, zero).max();
+      parts[1] = at::where(ok_sum, r, zero).max();
+    }
+    if (k.norms) {
+      const at::Tensor d = az * k.s_diff - bz * k.s_diff, rr = bz * k.s_ref, yy = az * k.s_y;
+      parts[2] = total(d * d);
+      parts[3] = total(rr * rr);
+      parts[4] = total(yy * yy);
+    }
+    if (k.rel) {
+      const at::Tensor m = bs.abs();
+      const at::Tensor kept =
+          at::bitwise_and(at::bitwise_and(finite, m > k.rel_threshold), m > 0.0);
+      parts[5] = at::where(kept, diff / m, zero).max();
+    }
+    if (k.ulp) parts[6] = worstUlp(az, bz, finite, k, zero);
+    const std::vector<double> w = scalars(parts);
+    p2 = md::ComparePass2{w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
+  }
+  *out = md::compareResult(p1, p2, k);
+  if (underflow) out->underflow = static_cast<uint64_t>(v[6]);
+  return FUMI_OK;
+}
+
+fumi_status deviceScan(const at::Tensor& t, fumi_scan* out) {
+  const at::Tensor x = t.to(at::kDouble);
+  const at::Tensor finite = at::isfinite(x);
+  const at::Tensor xz = at::where(finite, x, at::zeros({}, x.options()));
+  const std::vector<double> v =
+      scalars({total(at::isnan(x)), total(finite), xz.abs().max(), total(xz * xz)});
+  fumi_scan s{};
+  s.struct_size = sizeof s;
+  s.nan = static_cast<uint64_t>(v[0]);
+  s.inf = static_cast<uint64_t>(static_cast<double>(x.numel()) - v[1] - v[0]);
+  s.max_abs = v[2];
+  if (md::squaresInRange(s.max_abs)) {
+    s.norm = std::sqrt(v[3]);
+  } else {  // squares beyond fp64's range: summed scaled by a power of two (metrics.h)
+    const int e = md::scaleExponent(s.max_abs);
+    const at::Tensor q = xz * md::pow2(-e);
+    s.norm = std::ldexp(std::sqrt(scalars({total(q * q)})[0]), e);
+  }
+  *out = s;
+  return FUMI_OK;
 }
 
 // Whether an op may write argument `a`: its schema says so (Tensor(a!): in-place, out=), or it is
@@ -467,6 +647,13 @@ class CapturedCall final : public at::ObserverContext {
     c.reference = &CapturedCall::referenceThunk;
     c.autocast = autocast_;
     c.compute = computedIn();
+    c.alloc_device = &CapturedCall::allocThunk;
+    c.release_device = &CapturedCall::releaseThunk;
+    c.to_host = &CapturedCall::toHostThunk;
+    c.to_device = &CapturedCall::toDeviceThunk;
+    c.map = &CapturedCall::mapThunk;
+    c.compare = &CapturedCall::compareThunk;
+    c.scan = &CapturedCall::scanThunk;
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
@@ -515,36 +702,183 @@ class CapturedCall final : public at::ObserverContext {
     return k < 0 ? name : name + "[" + std::to_string(k) + "]";
   }
 
-  // Lists `t` for fumi when it is describable; returns its index there, or -1.
+  // Lists `t` for fumi when it is describable; returns its index there, or -1. A device tensor
+  // is described where it lives (FUMI_MEMORY_DEVICE, its own memory): checks reach it through
+  // the device primitives below, and nothing is copied to the host unless one asks.
   int add(const at::Tensor& t, std::string name, fumi_role role) {
     if (!describable(t) || t.dim() > FUMI_MAX_DIMS) return -1;
-    const at::Tensor host = t.device().is_cpu() ? t : t.cpu();
-    host_.push_back(host);
+    const bool device = !t.device().is_cpu();
+    if (device && !t.has_storage()) return -1;
+    if (device && !device_) device_ = t.device();
+    held_.push_back(t);
     names_.push_back(std::move(name));
     fumi_tensor d{};
     d.struct_size = sizeof(d);
     d.name = names_.back().c_str();
     d.dtype = toFumi(t.scalar_type());
-    d.memory = FUMI_MEMORY_HOST;
+    d.memory = device ? FUMI_MEMORY_DEVICE : FUMI_MEMORY_HOST;
     d.role = role;
     d.ndim = static_cast<int32_t>(t.dim());
     for (int64_t k = 0; k < t.dim(); ++k) {
-      d.shape[k] = host.size(k);
-      d.strides[k] = host.stride(k);
+      d.shape[k] = t.size(k);
+      d.strides[k] = t.stride(k);
     }
-    d.data = host.data_ptr();
+    d.data = t.data_ptr();
     tensors_.push_back(d);
     return static_cast<int>(tensors_.size()) - 1;
   }
 
-  // A CPU tensor over fumi scratch laid out like tensor k: a rerun buffer for `precision`,
-  // which holds `precision`, or at the call's own dtype tensor k's own dtype (plugin.h).
+  // A tensor over fumi scratch laid out like tensor k: a rerun buffer for `precision`, which
+  // holds `precision`, or at the call's own dtype tensor k's own dtype (plugin.h).
   at::Tensor scratchTensor(int k, void* buffer, fumi_dtype precision) const {
     const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
-    const fumi_dtype held = precision == facts_.dtype ? d.dtype : precision;
-    return at::from_blob(buffer, c10::IntArrayRef(d.shape, d.ndim),
-                         c10::IntArrayRef(d.strides, d.ndim),
-                         at::TensorOptions().dtype(fromFumi(held)));
+    return bufferView(k, buffer, precision == facts_.dtype ? d.dtype : precision);
+  }
+
+  // A tensor over `buffer` laid out like tensor k, holding `dtype`, in k's memory: host memory
+  // (fumi's scratch arena), or device memory of this call (scratch or a described tensor).
+  at::Tensor bufferView(int k, const void* buffer, fumi_dtype dtype) const {
+    const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
+    const c10::IntArrayRef sizes(d.shape, d.ndim), strides(d.strides, d.ndim);
+    if (d.memory == FUMI_MEMORY_HOST)
+      return at::from_blob(const_cast<void*>(buffer), sizes, strides,
+                           at::TensorOptions().dtype(fromFumi(dtype)));
+    c10::Storage storage;
+    size_t offset = 0;
+    if (!locate(buffer, &storage, &offset))
+      throw std::runtime_error("a buffer that is no device memory of the call");
+    return viewAt(storage, offset, fromFumi(dtype), sizes, strides);
+  }
+
+  // The device storage holding `p` and p's byte offset in it: fumi's scratch, or the memory of
+  // a described tensor. False for any other address.
+  bool locate(const void* p, c10::Storage* storage, size_t* offset) const {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    const auto holds = [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().is_cpu() || !t.has_storage()) return false;
+      const auto base = reinterpret_cast<uintptr_t>(t.storage().data());
+      if (at < base || at >= base + t.storage().nbytes()) return false;
+      *storage = t.storage();
+      *offset = at - base;
+      return true;
+    };
+    for (const at::Tensor& t : scratch_)
+      if (holds(t)) return true;
+    for (const at::Tensor& t : held_)
+      if (holds(t)) return true;
+    return false;
+  }
+
+  // A tensor of `type`, `sizes` and `strides` at byte `offset` of `storage`.
+  static at::Tensor viewAt(const c10::Storage& storage, size_t offset, c10::ScalarType type,
+                           c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+    const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(type);
+    if (offset % meta.itemsize() != 0) throw std::runtime_error("a misaligned device buffer");
+    at::Tensor v = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storage),
+        c10::DispatchKeySet(c10::computeDispatchKey(type, c10::kStrided, storage.device())),
+        meta);
+    v.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+    v.unsafeGetTensorImpl()->set_storage_offset(static_cast<int64_t>(offset / meta.itemsize()));
+    return v;
+  }
+
+  // ---- device memory and the element-wise primitives (fumi_adapter_call, ABI 5) ----------
+
+  static CapturedCall& callOf(void* self) { return *static_cast<CapturedCall*>(self); }
+
+  // Scratch on the call's device, kept until libfumi releases it (or the check ends). Whole
+  // words, so that a view of any dtype fits.
+  static void* allocThunk(void* self, size_t bytes) {
+    CapturedCall& c = callOf(self);
+    if (!c.device_) return nullptr;
+    try {
+      QuietScope quiet;
+      const auto words = static_cast<int64_t>((bytes + 7) / 8 * 8);
+      c.scratch_.push_back(
+          at::empty({words}, at::TensorOptions().dtype(at::kByte).device(*c.device_)));
+      return c.scratch_.back().data_ptr();
+    } catch (const std::exception&) {
+      return nullptr;  // out of device memory: the check is skipped (no scratch)
+    }
+  }
+
+  static void releaseThunk(void* self, void* p) {
+    auto& scratch = callOf(self).scratch_;
+    for (auto it = scratch.begin(); it != scratch.end(); ++it)
+      if (it->data_ptr() == p) {
+        scratch.erase(it);
+        return;
+      }
+  }
+
+  // Copies between host memory and this call's device memory.
+  static int copyThunk(void* self, void* host, const void* device, size_t bytes, bool to_host) {
+    if (bytes == 0) return 1;
+    try {
+      QuietScope quiet;
+      c10::Storage storage;
+      size_t offset = 0;
+      if (!callOf(self).locate(device, &storage, &offset) || offset + bytes > storage.nbytes())
+        return 0;
+      const auto n = static_cast<int64_t>(bytes);
+      const at::Tensor on_device = viewAt(storage, offset, at::kByte, {n}, {1});
+      const at::Tensor on_host = at::from_blob(host, {n}, at::TensorOptions().dtype(at::kByte));
+      if (to_host) on_host.copy_(on_device);
+      else on_device.copy_(on_host);
+      return 1;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  static int toHostThunk(void* self, void* dst, const void* src, size_t bytes) {
+    return copyThunk(self, dst, src, bytes, /*to_host=*/true);
+  }
+  static int toDeviceThunk(void* self, void* dst, const void* src, size_t bytes) {
+    return copyThunk(self, const_cast<void*>(src), dst, bytes, /*to_host=*/false);
+  }
+
+  // Runs one primitive on tensor k's device; FUMI_UNSUPPORTED (libfumi then stages it through
+  // the host) for an empty tensor or when the device lacks an op the primitive needs.
+  template <class F>
+  fumi_status onDevice(int32_t k, const char* what, F&& f) {
+    const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
+    int64_t n = 1;
+    for (int32_t i = 0; i < d.ndim; ++i) n *= d.shape[i];
+    if (d.memory == FUMI_MEMORY_HOST || n == 0) return FUMI_UNSUPPORTED;
+    try {
+      QuietScope quiet;
+      return f();
+    } catch (const std::exception& e) {
+      noteRerunFailure(op_.schema().name().c_str(), std::string("device ") + what, e.what(),
+                       "it is staged through the host");
+      return FUMI_UNSUPPORTED;
+    }
+  }
+
+  static fumi_status mapThunk(void* self, int32_t k, const int64_t* order, const void* src,
+                              fumi_dtype src_dtype, void* dst, fumi_dtype dst_dtype,
+                              const fumi_map_spec* spec, uint64_t* changed) {
+    CapturedCall& c = callOf(self);
+    return c.onDevice(k, "map", [&] {
+      return deviceMap(c.bufferView(k, src, src_dtype), c.bufferView(k, dst, dst_dtype), order,
+                       *spec, changed);
+    });
+  }
+
+  static fumi_status compareThunk(void* self, int32_t k, const void* a, fumi_dtype a_dtype,
+                                  const void* b, fumi_dtype b_dtype,
+                                  const fumi_compare_spec* spec, fumi_comparison* out) {
+    CapturedCall& c = callOf(self);
+    return c.onDevice(k, "compare", [&] {
+      return deviceCompare(c.bufferView(k, a, a_dtype), c.bufferView(k, b, b_dtype), *spec, out);
+    });
+  }
+
+  static fumi_status scanThunk(void* self, int32_t k, const void* buffer, fumi_dtype dtype,
+                               fumi_scan* out) {
+    CapturedCall& c = callOf(self);
+    return c.onDevice(k, "scan", [&] { return deviceScan(c.bufferView(k, buffer, dtype), out); });
   }
 
   // fn(slot, k, result) for each output tensor of a rerun's `stack` that fumi lists (k: its
@@ -638,7 +972,7 @@ class CapturedCall final : public at::ObserverContext {
     double cost = 0;
     for (size_t s = 0; s < wide_.size(); ++s)
       if (wide_[s].defined() && output_slots_[s] >= 0)
-        cost = std::max(cost, normwiseRel(host_[static_cast<size_t>(output_slots_[s])], wide_[s]));
+        cost = std::max(cost, normwiseRel(held_[static_cast<size_t>(output_slots_[s])], wide_[s]));
     g_api->record_metric(site_, index_, "autocast.normwise", FUMI_KIND_PRECISION_COST, cost,
                          g_api->autocast_bound());
   }
@@ -667,7 +1001,7 @@ class CapturedCall final : public at::ObserverContext {
       double generated = 0, amplified = 0;
       forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
         if (!wide_[s].defined()) return;
-        generated = std::max(generated, normwiseRel(host_[static_cast<size_t>(k)], wide_[s]));
+        generated = std::max(generated, normwiseRel(held_[static_cast<size_t>(k)], wide_[s]));
         amplified = std::max(amplified, normwiseRel(wide_[s], r));
       });
       std::ostringstream fields;
@@ -704,7 +1038,7 @@ class CapturedCall final : public at::ObserverContext {
         p.reference = wide_[me];
         p.output = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
             t.getIntrusivePtr());
-        p.error = normwiseRel(host_[static_cast<size_t>(output_slots_[me])], wide_[me]);
+        p.error = normwiseRel(held_[static_cast<size_t>(output_slots_[me])], wide_[me]);
         producers().add(std::move(p));
       });
   }
@@ -772,7 +1106,9 @@ class CapturedCall final : public at::ObserverContext {
   std::vector<int> output_slots_;     // per tensor of the outputs, likewise
   std::vector<fumi_tensor> tensors_;  // what libfumi sees
   std::deque<std::string> names_;     // storage of tensors_[i].name
-  std::vector<at::Tensor> host_;      // keeps tensors_[i].data alive
+  std::vector<at::Tensor> held_;      // tensors_[i] itself: keeps its data alive
+  c10::optional<c10::Device> device_;  // where the device tensors live (none: a CPU call)
+  std::vector<at::Tensor> scratch_;    // device scratch libfumi holds (allocThunk)
   std::vector<std::pair<std::string, std::string>> args_;
   std::vector<TensorKey> input_keys_;  // per tensor of inputs_ (walk order): the originals'
   std::vector<at::Tensor> wide_;        // per output slot: the first wider rerun's result

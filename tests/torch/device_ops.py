@@ -4,7 +4,9 @@ FUMI_SIMTORCH and prints every result as hex floats after moving it to the CPU, 
 tensor's version counter, so runs with and without fumi compare bit for bit.
 An optional second argument names another device ("cpu"): the same computation there, the
 reference a device run is compared with (FUMI_SIMTORCH is then not needed).
-Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py mm|tf32|train [device]"""
+On the simulated device it ends by writing to stderr the bytes copied from the device to the
+host during the run ("bytes_to_host N", the simulator's meter).
+Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py mm|tf32|train|prims [device]"""
 import os
 import sys
 
@@ -33,6 +35,29 @@ def mm():
     show("linear", torch.nn.functional.linear(x, w, bias))  # addmm(bias, x, w.t())
     a64, b64 = rand(g, 3, 4, dtype=torch.float64), rand(g, 4, 2, dtype=torch.float64)
     show("mm_f64", torch.mm(a64, b64))
+
+
+def prims():
+    """What fumi's element-wise primitives meet on a device: every floating dtype, transposed and
+    strided operands, zeros, NaN and Inf, one-element and empty tensors; the GEMM operands much
+    larger than the scalars a check may bring back."""
+    g = torch.Generator().manual_seed(3)
+    show("mm_f32", torch.mm(rand(g, 96, 64), rand(g, 64, 48)))
+    show("mm_f64_t", torch.mm(rand(g, 40, 64, dtype=torch.float64),
+                              rand(g, 32, 64, dtype=torch.float64).t()))
+    show("add_f16_strided", torch.add(rand(g, 48, 40, dtype=torch.float16),
+                                      rand(g, 48, 80, dtype=torch.float16)[:, ::2]))
+    show("mul_bf16_t", torch.mul(rand(g, 40, 40, dtype=torch.bfloat16),
+                                 rand(g, 40, 40, dtype=torch.bfloat16).t()))
+    special = torch.rand(24, 24, generator=g) + 0.5
+    special[::3] = 0
+    special[1, 1], special[2, 2], special[4, 5] = float("nan"), float("inf"), -float("inf")
+    show("mul_zeros_nonfinite", torch.mul(special.to(DEVICE), rand(g, 24, 24)))
+    show("add_f64_zeros", torch.add(torch.zeros(16, 8, dtype=torch.float64).to(DEVICE),
+                                    rand(g, 16, 8, dtype=torch.float64)))
+    show("mm_1", torch.mm(rand(g, 1, 1), rand(g, 1, 1)))
+    show("add_1", torch.add(rand(g, 1), rand(g, 1)))
+    show("mm_0", torch.mm(rand(g, 3, 0), rand(g, 0, 4)))
 
 
 def tf32():
@@ -64,4 +89,6 @@ if __name__ == "__main__":
         DEVICE = sys.argv[2]
     else:
         torch.ops.load_library(os.environ["FUMI_SIMTORCH"])
-    {"mm": mm, "tf32": tf32, "train": train}[sys.argv[1]]()
+    {"mm": mm, "tf32": tf32, "train": train, "prims": prims}[sys.argv[1]]()
+    if DEVICE != "cpu":
+        print("bytes_to_host", torch.ops.fumi_sim.bytes_to_host(), file=sys.stderr, flush=True)

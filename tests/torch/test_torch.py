@@ -235,6 +235,88 @@ class DeviceOps(unittest.TestCase):
         self.assertEqual(len(by_check(r, "highprec")), 3)  # f32 mm, addmm, linear
 
 
+PRIMITIVE_CHECKS = """
+    version: 1
+    report: { all_checks: true }
+    rules:
+      - match: { op: [aten::mm, aten::add.Tensor, aten::mul.Tensor] }
+        sample: { every: 1 }
+        checks: [ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
+                  { plugin: determinism } ]
+    """
+# Metrics that are sums over the elements (norms): the device reduces them in another order.
+SUMMED = {"normwise", "normwise_rel"}
+# What a check of a device op may bring back to the host: scalars, a few per pass.
+BYTES_PER_CHECK = 4096
+
+
+def bytes_to_host(stderr):
+    return int(next(line.split()[1] for line in stderr.splitlines()
+                    if line.startswith("bytes_to_host ")))
+
+
+def verdicts(r):
+    """(op, call_index, check) -> the verdict's values, of every check event."""
+    out = {}
+    for e in r.of("check") + r.of("violation"):
+        if e.get("check") in ("perturb", "highprec", "nan_inf", "determinism"):
+            out[(e["op"], e["call_index"], e["check"])] = {e["metric"]: e["value"], **e["extra"]}
+    return out
+
+
+@unittest.skipUnless(os.path.exists(SIMTORCH), "the simulated torch device is not built")
+class DevicePrimitives(unittest.TestCase):
+    """Checks of device ops work where the tensors live (adapter ABI 5): the element-wise
+    primitives run as ATen ops on the device, only scalars come to the host, and the verdicts
+    are those of the same program on the CPU, where fumi's host primitives do the work."""
+
+    @classmethod
+    def setUpClass(cls):
+        env = {"FUMI_SIMTORCH": SIMTORCH}
+        cls.plain = run([PYTHON, DEVICE_OPS, "prims"], preload=False, env=env)
+        cls.device = run([PYTHON, DEVICE_OPS, "prims"], policy=PRIMITIVE_CHECKS, env=env)
+        cls.cpu = run([PYTHON, DEVICE_OPS, "prims", "cpu"], policy=PRIMITIVE_CHECKS)
+
+    def test_results_unchanged_bit_for_bit(self):
+        for r in (self.plain, self.device, self.cpu):
+            self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(self.device.stdout, self.plain.stdout)
+        self.assertIn("mm_f32", self.plain.stdout)
+
+    def test_verdicts_identical_to_the_cpu_run(self):
+        dev, cpu = verdicts(self.device), verdicts(self.cpu)
+        device_calls = {(e["op"], e["call_index"]) for e in self.device.of("check")
+                        if e["args"]["device"] == DEVICE}
+        self.assertGreaterEqual(len(device_calls), 8, device_calls)
+        self.assertEqual(set(dev), set(cpu))
+        for key, values in dev.items():
+            self.assertEqual(set(values), set(cpu[key]), key)
+            for name, value in values.items():
+                want = cpu[key][name]
+                if name in SUMMED and isinstance(value, float):
+                    self.assertAlmostEqual(value, want, delta=1e-12 * abs(want), msg=(key, name))
+                else:
+                    self.assertEqual(value, want, (key, name))
+        # The planted zeros and non-finite values were seen as such on the device.
+        nonfinite = [v for (_, _, check), v in dev.items()
+                     if check == "nan_inf" and v["nonfinite"]]
+        self.assertTrue(any(v["nonfinite"] == 3 and v["nan"] == 1 for v in nonfinite), nonfinite)
+        perturbed = [v["perturbed_fraction"] for (_, _, c), v in dev.items() if c == "perturb"]
+        self.assertTrue(perturbed and all(0 < f <= 1 for f in perturbed), perturbed)
+
+    def test_a_check_moves_scalars_not_tensors(self):
+        checks = [e for e in self.device.of("check") + self.device.of("violation")
+                  if e["args"]["device"] == DEVICE]
+        self.assertTrue(checks)
+        moved = bytes_to_host(self.device.stderr) - bytes_to_host(self.plain.stderr)
+        self.assertGreaterEqual(moved, 0)
+        self.assertLess(moved / len(checks), BYTES_PER_CHECK, moved)
+        # The GEMM's operands alone are many times what a check may bring back.
+        mm = next(e for e in checks if e["op"] == "aten::mm" and e["shape"]["out"] == [96, 48])
+        elements = sum(a * b for a, b in mm["shape"].values())
+        self.assertGreater(4 * elements, 10 * BYTES_PER_CHECK)
+
+
 class Resnet18(unittest.TestCase):
     def test_resnet18_training_ops_seen_checks_run_losses_identical(self):
         # The compute leaves, forward and backward.

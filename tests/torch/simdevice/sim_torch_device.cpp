@@ -24,7 +24,8 @@
 //      GEMM        mm, mm.out, addmm, addmm.out, addmm_ (the "device GEMM": planted behaviours)
 //      host        kHostOps below: the op's CPU kernel run on host views of device memory
 //                  (fill/zero/resize_, item(), +-*/ and neg, sum/mean, relu, mse_loss and the
-//                  backward kernels of a small MLP, what print(tensor) needs, cat)
+//                  backward kernels of a small MLP, what print(tensor) needs, cat, and what
+//                  fumi's device primitives need: where, xor, right shift, clamp_min)
 //    A "host" kernel runs the CPU kernel on CPU tensors that alias the device memory (same
 //    storage, offset, sizes, strides; one host storage per device storage, so the CPU kernel's
 //    overlap checks see aliasing). Out= and in-place results land in device memory directly; a
@@ -45,6 +46,10 @@
 //                             dtype, so rerunning the op on the device (even in fp64) is wrong
 //                             too; only an independent CPU computation catches it.
 //    A malformed value makes every GEMM fail with a c10::Error naming it.
+//
+//  - a meter: torch.ops.fumi_sim.bytes_to_host() returns the bytes copied from device memory
+//    to the host since load (_copy_from's device->CPU copies, counted at the source), so tests
+//    can bound what a tool moves off the device (fumi's checks of device ops move scalars).
 //
 // Not emulated: more than one device, streams other than the default one, events (record,
 // block and query fail as the interface's defaults do), asynchrony (non_blocking copies are
@@ -81,6 +86,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -461,6 +467,9 @@ const char* const kHostOps[] = {
     "eq.Tensor", "eq.Tensor_out", "ne.Scalar", "ne.Scalar_out", "ne.Tensor", "ne.Tensor_out",
     "bitwise_and.Tensor", "bitwise_and.Tensor_out", "gt.Scalar", "gt.Scalar_out", "lt.Scalar",
     "lt.Scalar_out", "masked_select", "min", "max", "cat", "cat.out",
+    // what fumi's element-wise primitives run on a device (interposer/torch: counter-based
+    // noise in 64-bit integer words, masked fp64 reductions)
+    "where.self", "bitwise_xor.Tensor", "__rshift__.Scalar", "clamp_min",
 };
 // clang-format on
 
@@ -559,6 +568,12 @@ at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride,
                                                       kDeviceKeys, c10::dtype_or_default(dtype)));
 }
 
+// Bytes read from device memory by copies to the host (the source's bytes), since load:
+// fumi_sim::bytes_to_host().
+std::atomic<int64_t> g_bytes_to_host{0};
+
+int64_t bytesToHost() { return g_bytes_to_host.load(std::memory_order_relaxed); }
+
 // copy_ redispatches here whenever either side is on this device (copy_impl: devices other than
 // CPU/CUDA/... go through _copy_from). The CPU copy_ on host views does the work: dtype
 // conversion, broadcasting, strides, overlap checks.
@@ -566,6 +581,8 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_bl
   for (const at::Tensor* t : {&self, &dst})
     TORCH_CHECK(t->is_cpu() || onDevice(*t), "privateuseone: cannot copy between ", self.device(),
                 " and ", dst.device());
+  if (onDevice(self) && dst.is_cpu())
+    g_bytes_to_host.fetch_add(static_cast<int64_t>(self.nbytes()), std::memory_order_relaxed);
   HostScope scope;
   const at::Tensor src_host = onDevice(self) ? scope.alias(self, /*written=*/false) : self;
   const at::Tensor dst_host = onDevice(dst) ? scope.alias(dst, /*written=*/true) : dst;
@@ -580,6 +597,15 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 }  // namespace
+
+// The simulator's own ops (not aten's): what tests read about the run.
+TORCH_LIBRARY(fumi_sim, m) {
+  try {
+    m.def("bytes_to_host() -> int", &bytesToHost);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fumi_simtorch: registering fumi_sim ops failed: %s\n", e.what());
+  }
+}
 
 // Runs while the dynamic loader initialises the library: nothing may be thrown into it. A
 // registration that fails leaves its op without a kernel ("Could not run ...") after this line.
