@@ -5,6 +5,10 @@
 # 61 calls a step), every call checked, one perturbed rerun or one f64 rerun. Prints a markdown
 # table: median step, added ms per step, checked calls per step and added ms per checked call.
 # Not a test: it never fails on a slow number, it reports it.
+# Then, where the simulated torch device is built (tests/torch/simdevice), one more figure: the
+# bytes a check of a device op copies from the device to the host (tests/torch/device_ops.py
+# prims, every call of its GEMMs and element-wise ops checked by perturb, highprec, nan_inf and
+# determinism; the simulator's meter with fumi minus without).
 #
 #   baseline        no LD_PRELOAD
 #   fumi perturb    libfumi, a policy checking those aten ops (phase forward, every call) with
@@ -43,7 +47,8 @@ done
 if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=2 STEPS=8; fi
 if [[ $BUILD_IT == 1 ]]; then
   [[ -f $BUILD/CMakeCache.txt ]] || cmake -S "$ROOT" -B "$BUILD" >&2
-  cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_perturb fumi_highprec >&2
+  cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_perturb fumi_highprec fumi_nan_inf \
+    fumi_determinism fumi_simtorch >&2
 fi
 LIBFUMI=$BUILD/lib/libfumi.so
 [[ -f $BUILD/lib/fumi/libfumi_torch.so ]] ||
@@ -166,4 +171,53 @@ for m in modes:
     in_checks = (f"{1000 * check_s[m] / checks[m]:.2f}" if check_s[m] and checks[m] else "—")
     print(f"| {label[m]} | {1000 * med[m]:.1f} | {med[m] / base:.2f} | "
           f"{checks[m]:.1f} | {per_call} | {above} | {in_checks} | {same} |")
+EOF
+
+SIMTORCH=$BUILD/tests/torch/simdevice/libfumi_simtorch.so
+[[ -f $SIMTORCH ]] || exit 0
+cat >"$TMP/device.yaml" <<EOF
+version: 1
+report: { all_checks: true, log_level: warn }
+rules:
+  - match: { op: [aten::mm, aten::add.Tensor, aten::mul.Tensor] }
+    sample: { every: 1 }
+    checks: [ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
+              { plugin: determinism } ]
+EOF
+device_ops() {  # device_ops LOG [VAR=value...]: the prims program on the simulated device
+  local log=$1
+  shift
+  env FUMI_SIMTORCH="$SIMTORCH" "$@" "$PYTHON" "$ROOT/tests/torch/device_ops.py" prims \
+    >/dev/null 2>"$log" || { tail -n 20 "$log" >&2; exit 1; }
+}
+device_ops "$TMP/device-plain.log"
+device_ops "$TMP/device-fumi.log" LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-device" \
+  FUMI_POLICY="$TMP/device.yaml"
+echo
+"$PYTHON" - "$TMP" <<'EOF'
+import glob, json, sys
+
+tmp = sys.argv[1]
+
+
+def moved(log):
+    return next(int(line.split()[1]) for line in open(log) if line.startswith("bytes_to_host "))
+
+
+checks = 0
+for path in glob.glob(f"{tmp}/out-device/events-*.jsonl"):
+    for line in open(path):
+        e = json.loads(line) if line.strip() else {}
+        if e.get("event") in ("check", "violation") and e["args"].get("device") != "cpu":
+            checks += 1
+extra = moved(f"{tmp}/device-fumi.log") - moved(f"{tmp}/device-plain.log")
+print("## Bytes device→host per check of a device op (simulated torch device)")
+print()
+print("tests/torch/device_ops.py prims on privateuseone:0 (a GEMM with 24 KiB operands, f16, "
+      "bf16 and f64 element-wise ops, strided views, zeros, NaN/Inf): every call of aten::mm, "
+      "add.Tensor and mul.Tensor checked by perturb, highprec, nan_inf and determinism.")
+print()
+print("| device checks | bytes device→host added by fumi | per check |")
+print("|---:|---:|---:|")
+print(f"| {checks} | {extra} | {extra / checks:.0f} |" if checks else "| 0 | — | — |")
 EOF
