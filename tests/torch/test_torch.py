@@ -244,8 +244,12 @@ PRIMITIVE_CHECKS = """
         checks: [ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
                   { plugin: determinism } ]
     """
+# Every field of the primitives' results, reported by the test plugin tests/plugins/primitives.
+PRIMITIVE_FIELDS = PRIMITIVE_CHECKS.replace(
+    """[ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
+                  { plugin: determinism } ]""", "[ { plugin: primitives } ]")
 # Metrics that are sums over the elements (norms): the device reduces them in another order.
-SUMMED = {"normwise", "normwise_rel"}
+SUMMED = {"normwise", "normwise_rel", "norm", "norm_ratio"}
 # What a check of a device op may bring back to the host: scalars, a few per pass.
 BYTES_PER_CHECK = 4096
 
@@ -255,12 +259,13 @@ def bytes_to_host(stderr):
                     if line.startswith("bytes_to_host ")))
 
 
-def verdicts(r):
-    """(op, call_index, check) -> the verdict's values, of every check event."""
+def verdicts(r, checks=("perturb", "highprec", "nan_inf", "determinism")):
+    """(op, call_index, check, metric) -> the verdict's values, of every check event."""
     out = {}
     for e in r.of("check") + r.of("violation"):
-        if e.get("check") in ("perturb", "highprec", "nan_inf", "determinism"):
-            out[(e["op"], e["call_index"], e["check"])] = {e["metric"]: e["value"], **e["extra"]}
+        if e.get("check") in checks:
+            key = (e["op"], e["call_index"], e["check"], e["metric"])
+            out[key] = {e["metric"]: e["value"], **e["extra"]}
     return out
 
 
@@ -276,18 +281,10 @@ class DevicePrimitives(unittest.TestCase):
         cls.plain = run([PYTHON, DEVICE_OPS, "prims"], preload=False, env=env)
         cls.device = run([PYTHON, DEVICE_OPS, "prims"], policy=PRIMITIVE_CHECKS, env=env)
         cls.cpu = run([PYTHON, DEVICE_OPS, "prims", "cpu"], policy=PRIMITIVE_CHECKS)
+        cls.fields_device = run([PYTHON, DEVICE_OPS, "prims"], policy=PRIMITIVE_FIELDS, env=env)
+        cls.fields_cpu = run([PYTHON, DEVICE_OPS, "prims", "cpu"], policy=PRIMITIVE_FIELDS)
 
-    def test_results_unchanged_bit_for_bit(self):
-        for r in (self.plain, self.device, self.cpu):
-            self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(self.device.stdout, self.plain.stdout)
-        self.assertIn("mm_f32", self.plain.stdout)
-
-    def test_verdicts_identical_to_the_cpu_run(self):
-        dev, cpu = verdicts(self.device), verdicts(self.cpu)
-        device_calls = {(e["op"], e["call_index"]) for e in self.device.of("check")
-                        if e["args"]["device"] == DEVICE}
-        self.assertGreaterEqual(len(device_calls), 8, device_calls)
+    def assertSameValues(self, dev, cpu):
         self.assertEqual(set(dev), set(cpu))
         for key, values in dev.items():
             self.assertEqual(set(values), set(cpu[key]), key)
@@ -297,12 +294,46 @@ class DevicePrimitives(unittest.TestCase):
                     self.assertAlmostEqual(value, want, delta=1e-12 * abs(want), msg=(key, name))
                 else:
                     self.assertEqual(value, want, (key, name))
+
+    def test_results_unchanged_bit_for_bit(self):
+        for r in (self.plain, self.device, self.cpu, self.fields_device, self.fields_cpu):
+            self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(self.device.stdout, self.plain.stdout)
+        self.assertEqual(self.fields_device.stdout, self.plain.stdout)
+        self.assertIn("mm_f32", self.plain.stdout)
+
+    def test_verdicts_identical_to_the_cpu_run(self):
+        dev, cpu = verdicts(self.device), verdicts(self.cpu)
+        device_calls = {(e["op"], e["call_index"]) for e in self.device.of("check")
+                        if e["args"]["device"] == DEVICE}
+        self.assertGreaterEqual(len(device_calls), 8, device_calls)
+        self.assertSameValues(dev, cpu)
         # The planted zeros and non-finite values were seen as such on the device.
-        nonfinite = [v for (_, _, check), v in dev.items()
+        nonfinite = [v for (_, _, check, _), v in dev.items()
                      if check == "nan_inf" and v["nonfinite"]]
         self.assertTrue(any(v["nonfinite"] == 3 and v["nan"] == 1 for v in nonfinite), nonfinite)
-        perturbed = [v["perturbed_fraction"] for (_, _, c), v in dev.items() if c == "perturb"]
+        perturbed = [v["perturbed_fraction"] for (_, _, c, _), v in dev.items() if c == "perturb"]
         self.assertTrue(perturbed and all(0 < f <= 1 for f in perturbed), perturbed)
+
+    def test_every_primitive_field_equal_to_the_host_primitives(self):
+        """map, compare and scan on the device against the host's on the same data, field by
+        field (tests/plugins/primitives): f64, f32, f16 and bf16; transposed and strided
+        operands; zeros, NaN and Inf; one-element tensors."""
+        dev = verdicts(self.fields_device, ("primitives",))
+        cpu = verdicts(self.fields_cpu, ("primitives",))
+        on_device = {(e["op"], e["call_index"]) for e in self.fields_device.of("check")
+                     if e["args"]["device"] == DEVICE}
+        self.assertGreaterEqual(len(on_device), 8, on_device)
+        self.assertSameValues(dev, cpu)
+        dtypes = {e["dtype"] for e in self.fields_device.of("check")
+                  if e["args"]["device"] == DEVICE}
+        self.assertEqual(dtypes, {"f64", "f32", "f16", "bf16"})
+        # The planted NaN and Infs, counted; perturbations that moved elements (not zeros).
+        self.assertTrue(any(v[m] == 1 and v["inf"] == 2 for (_, _, _, m), v in dev.items()
+                            if m.endswith(".scan")))
+        changed = [v[m] for (_, _, _, m), v in dev.items() if m.endswith(".perturb")]
+        self.assertIn(0, changed)  # the zeros tensor
+        self.assertGreater(sum(1 for c in changed if c > 0), len(changed) // 2, changed)
 
     def test_a_check_moves_scalars_not_tensors(self):
         checks = [e for e in self.device.of("check") + self.device.of("violation")
