@@ -414,9 +414,8 @@ at::Tensor total(const at::Tensor& t) {
 // ||a - b|| / ||b|| in f64 (0 when both are zero), computed on a's device.
 double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor x = a.to(at::kDouble), y = b.to(a.device(), at::kDouble);
-  const at::Tensor d = x - y;
-  const std::vector<double> sq = scalars({total(d * d), total(y * y)});
-  const double diff = std::sqrt(sq[0]), ref = std::sqrt(sq[1]);
+  const std::vector<double> norms = scalars({(x - y).norm(), y.norm()});
+  const double diff = norms[0], ref = norms[1];
   return ref > 0 ? diff / ref : (diff > 0 ? INFINITY : 0.0);
 }
 

@@ -339,6 +339,9 @@ class DevicePrimitives(unittest.TestCase):
         checks = [e for e in self.device.of("check") + self.device.of("violation")
                   if e["args"]["device"] == DEVICE]
         self.assertTrue(checks)
+        for r in (self.device, self.fields_device):  # every primitive ran on the device
+            self.assertNotIn("staged through the host", r.stderr)
+            self.assertNotIn("torch adapter:", r.stderr)
         moved = bytes_to_host(self.device.stderr) - bytes_to_host(self.plain.stderr)
         self.assertGreaterEqual(moved, 0)
         self.assertLess(moved / len(checks), BYTES_PER_CHECK, moved)

@@ -25,7 +25,7 @@
 //      host        kHostOps below: the op's CPU kernel run on host views of device memory
 //                  (fill/zero/resize_, item(), +-*/ and neg, sum/mean, relu, mse_loss and the
 //                  backward kernels of a small MLP, what print(tensor) needs, cat, and what
-//                  fumi's device primitives need: where, xor, right shift, clamp_min)
+//                  fumi's device checks need: where, xor, right shift, clamp_min, norm)
 //    A "host" kernel runs the CPU kernel on CPU tensors that alias the device memory (same
 //    storage, offset, sizes, strides; one host storage per device storage, so the CPU kernel's
 //    overlap checks see aliasing). Out= and in-place results land in device memory directly; a
@@ -469,7 +469,7 @@ const char* const kHostOps[] = {
     "lt.Scalar_out", "masked_select", "min", "max", "cat", "cat.out",
     // what fumi's element-wise primitives run on a device (interposer/torch: counter-based
     // noise in 64-bit integer words, masked fp64 reductions)
-    "where.self", "bitwise_xor.Tensor", "__rshift__.Scalar", "clamp_min",
+    "where.self", "bitwise_xor.Tensor", "__rshift__.Scalar", "clamp_min", "norm.out",
 };
 // clang-format on
 
