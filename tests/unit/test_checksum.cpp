@@ -624,14 +624,15 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
               // How the operands are stored, one way per case in turn: fp64 row-major (read in
               // place), fp32 row-major (read in place as fp32), fp32 channels-last (in place
               // where the kernel reads channels-last, else copied), fp16 x with an fp64
-              // channels-last w (copied, as fp64).
-              const int storage = cases % 4;
+              // channels-last w (copied, as fp64), bf16 x and y with an fp32 w (x copied to
+              // fp32, w read in place).
+              const int storage = cases % 5;
               for (int i = 0; i < 3 && storage > 0; ++i) {
-                const bool f16 = storage == 3 && i == 0, f64 = storage == 3 && i != 0;
+                fumi_dtype dtype = FUMI_DTYPE_F32;
+                if (storage == 3) dtype = i == 0 ? FUMI_DTYPE_F16 : FUMI_DTYPE_F64;
+                if (storage == 4 && i != 1) dtype = FUMI_DTYPE_BF16;
                 ts[static_cast<size_t>(i)] = dense.stored(
-                    ts[static_cast<size_t>(i)],
-                    f16 ? FUMI_DTYPE_F16 : f64 ? FUMI_DTYPE_F64 : FUMI_DTYPE_F32,
-                    storage == 2 || (storage == 3 && i == 1));
+                    ts[static_cast<size_t>(i)], dtype, storage == 2 || (storage == 3 && i == 1));
               }
               const int out = dir == Dir::kForward ? 2 : dir == Dir::kBackwardData ? 0 : 1;
               const std::vector<int64_t>& out_shape = out == 0 ? xs : out == 1 ? ws : ys;
