@@ -94,16 +94,8 @@ const T* operandAt(const std::vector<fumi_tensor>& ts, int i, bool channels_last
   if (i < 0) return nullptr;
   const fumi_tensor& t = ts[static_cast<size_t>(i)];
   int64_t strides[FUMI_MAX_DIMS];
-  denseStrides(t.ndim, t.shape, strides);
-  if (channels_last && t.ndim > 2) {
-    int64_t step = t.shape[1];
-    for (int32_t d = t.ndim - 1; d >= 2; --d) {
-      strides[d] = step;
-      step *= t.shape[d];
-    }
-    strides[1] = 1;
-    strides[0] = step;
-  }
+  if (channels_last) channelsLastStrides(t.ndim, t.shape, strides);
+  else denseStrides(t.ndim, t.shape, strides);
   bool in_place = t.memory == FUMI_MEMORY_HOST && t.dtype == kDtypeOf<T> && t.data;
   for (int32_t d = 0; in_place && d < t.ndim; ++d)
     in_place = t.shape[d] <= 1 || t.strides[d] == strides[d];

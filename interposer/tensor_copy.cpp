@@ -157,6 +157,18 @@ void denseStrides(int ndim, const int64_t* shape, int64_t* strides) {
   }
 }
 
+void channelsLastStrides(int ndim, const int64_t* shape, int64_t* strides) {
+  denseStrides(ndim, shape, strides);
+  if (ndim <= 2) return;
+  int64_t step = shape[1];
+  for (int k = ndim - 1; k >= 2; --k) {
+    strides[k] = step;
+    step *= shape[k];
+  }
+  strides[1] = 1;
+  strides[0] = step;
+}
+
 void storageStrides(int ndim, const int64_t* shape, const int64_t* layout, int64_t* strides) {
   int order[FUMI_MAX_DIMS];
   for (int k = 0; k < ndim; ++k) order[k] = k;

@@ -29,6 +29,10 @@ bool copyElements(int ndim, const int64_t* shape, const void* src, fumi_dtype sr
 // Row-major strides of `shape` (ndim <= FUMI_MAX_DIMS) into `strides`.
 void denseStrides(int ndim, const int64_t* shape, int64_t* strides);
 
+// Dense channels-last strides of `shape`: dimension 1 innermost, the others row-major around it
+// ([N, spatial..., C] for an [N, C, spatial...] shape); row-major below three dimensions.
+void channelsLastStrides(int ndim, const int64_t* shape, int64_t* strides);
+
 // Dense strides of `shape` in the memory order of `layout` (its dimensions by decreasing
 // |stride|, ties in logical order): FUMI_ORDER_STORAGE of plugin.h. A copy between `layout` and
 // these strides reads and writes both sides sequentially, with no transpose.

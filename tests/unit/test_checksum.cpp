@@ -492,15 +492,8 @@ class RandomTensors {
   // channels-last (dimension 1 innermost).
   fumi_tensor stored(const fumi_tensor& t, fumi_dtype dtype, bool channels_last) {
     fumi_tensor s = t;
-    denseStrides(t.ndim, t.shape, s.strides);
-    if (channels_last && t.ndim > 2) {
-      int64_t step = t.shape[1];
-      for (int32_t d = t.ndim - 1; d >= 2; --d) {
-        s.strides[d] = step;
-        step *= t.shape[d];
-      }
-      s.strides[1] = 1;
-    }
+    if (channels_last) channelsLastStrides(t.ndim, t.shape, s.strides);
+    else denseStrides(t.ndim, t.shape, s.strides);
     bytes_.emplace_back(static_cast<size_t>(tensorNumel(t)) * dtypeBytes(dtype));
     s.dtype = dtype;
     s.data = bytes_.back().data();
