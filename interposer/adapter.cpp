@@ -7,6 +7,7 @@
 #include <link.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -83,9 +84,22 @@ class AdapterCall final : public Call {
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
   }
   // checksum's projections, from the op's schema names and arguments (framework_projection.h).
-  // They read the operands on the host: device tensors are copied there first, when a check
-  // asks for a projection (and only then).
+  // A device op's operands are contracted on its device where the adapter can (contractDevice:
+  // the GEMM family); otherwise they are read on the host, device tensors copied there first
+  // when a check asks for a projection (and only then).
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
+    const bool on_device = std::any_of(tensors().begin(), tensors().end(), [](const fumi_tensor& t) {
+      return t.memory != FUMI_MEMORY_HOST;
+    });
+    if (on_device && c_.contract) {
+      const DeviceContract device = [this](const fumi_tensor& view, int32_t dim, int32_t count,
+                                           const double* vectors, double* out) {
+        return contractDevice(view, dim, count, vectors, out);
+      };
+      const fumi_status st = frameworkProjection(site().name, tensors(), args(), output, sides,
+                                                 &device);
+      if (st != FUMI_UNSUPPORTED) return st;
+    }
     std::vector<fumi_tensor> host = tensors();
     std::vector<std::vector<unsigned char>> copies(host.size());
     for (size_t i = 0; i < host.size(); ++i) {
@@ -136,6 +150,10 @@ class AdapterCall final : public Call {
       if (st != FUMI_UNSUPPORTED) return st;
     }
     return Call::compareDevice(index, a, a_dtype, b, b_dtype, spec, out);
+  }
+  fumi_status contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
+                             const double* vectors, double* out) override {
+    return c_.contract ? c_.contract(c_.self, &view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
   }
   fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                          fumi_scan* out) override {

@@ -21,8 +21,9 @@
 extern "C" {
 #endif
 
-/* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan). */
-#define FUMI_ADAPTER_ABI_VERSION 5u
+/* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan).
+ * 6: contract (checksum's projections of device ops on the device). */
+#define FUMI_ADAPTER_ABI_VERSION 6u
 
 /* One sampled framework-op call, described by the adapter after the op ran. INPUTs are their
  * values before the op ran (copies taken then of those the op may write: in-place, out=,
@@ -78,6 +79,17 @@ typedef struct fumi_adapter_call {
                          fumi_comparison* out);
   fumi_status (*scan)(void* self, int32_t index, const void* buffer, fumi_dtype dtype,
                       fumi_scan* out);
+  /* ABI 6 — `count` vectors (host memory: vectors[s * len + i], len = view->shape[dim])
+   * contracted in fp64 with a strided view of the call's device memory (`view`: dtype, ndim,
+   * shape, strides >= 0 in elements, data the address of its element 0; name, role and memory
+   * unused), on the device; `out` (host memory) laid out as fumi_host_api.project's: with the
+   * view read as outer x len x inner around `dim`,
+   * out[(o * count + s) * inner + q] = sum_i vectors[s * len + i] * view[o, i, q].
+   * checksum's projections of a device op (the op's output, and its operands for the exact
+   * side) go through it, so that only the projections come back. NULL or FUMI_UNSUPPORTED:
+   * libfumi copies the tensors to the host instead. */
+  fumi_status (*contract)(void* self, const fumi_tensor* view, int32_t dim, int32_t count,
+                          const double* vectors, double* out);
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

@@ -68,6 +68,15 @@ class Call {
                                     const fumi_compare_spec& spec, fumi_comparison* out);
   virtual fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                                  fumi_scan* out);
+  // A strided view of device memory contracted along `dim` with host vectors, the result on the
+  // host (fumi_adapter_call.contract has the layouts): checksum's projections of a device op.
+  // FUMI_UNSUPPORTED (the default: fumi's own hooks have no device kernel for it) makes the
+  // caller copy the tensors to the host instead.
+  virtual fumi_status contractDevice(const fumi_tensor& /*view*/, int32_t /*dim*/,
+                                     int32_t /*count*/, const double* /*vectors*/,
+                                     double* /*out*/) {
+    return FUMI_UNSUPPORTED;
+  }
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }

@@ -471,4 +471,43 @@ bool contractSides(const fumi_tensor& t, const void* data, fumi_dtype dtype, int
   return !scan || scanTensor(t, data, dtype, scan) == FUMI_OK;
 }
 
+bool contractAxisOnDevice(const AxisContraction& c, const DeviceContract& device) {
+  const int bytes = dtypeBytes(c.dtype);
+  if (bytes <= 0 || c.sk < 0 || c.sl < 0 || c.count < 1 || c.K < 0 || c.L < 0 || c.ldv != c.L)
+    return false;
+  fumi_tensor view{};
+  view.struct_size = sizeof view;
+  view.dtype = c.dtype;
+  view.memory = FUMI_MEMORY_DEVICE;
+  view.ndim = 2;
+  view.shape[0] = c.K;
+  view.shape[1] = c.L;
+  view.strides[0] = c.sk;
+  view.strides[1] = c.sl;
+  view.data = const_cast<char*>(static_cast<const char*>(c.data) + c.base * bytes);
+  const auto count = static_cast<size_t>(c.count), K = static_cast<size_t>(c.K);
+  std::vector<double> got(K * count);  // K x count: outer K, inner 1
+  if (K > 0 && device(view, 1, c.count, c.V, got.data()) != FUMI_OK) return false;
+  for (size_t k = 0; k < K; ++k)
+    for (size_t s = 0; s < count; ++s) {
+      double& o = c.out[static_cast<int64_t>(k) * c.out_k + static_cast<int64_t>(s) * c.out_s];
+      const double v = c.alpha * got[k * count + s];
+      o = c.accumulate ? o + v : v;
+    }
+  return true;
+}
+
+bool contractSidesOnDevice(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
+                           const fumi_side* sides, const DeviceContract& device) {
+  fumi_tensor view = t;
+  view.data = const_cast<void*>(data);
+  view.dtype = dtype;
+  for (int32_t d = 0; d < t.ndim; ++d)
+    if (t.strides[d] < 0) return false;
+  for (int32_t i = 0; i < n; ++i)
+    if (device(view, sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out) != FUMI_OK)
+      return false;
+  return true;
+}
+
 }  // namespace fumi

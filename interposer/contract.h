@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "fumi/plugin.h"
 
@@ -55,5 +56,24 @@ bool contractTensor(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
 // contractTensor.
 bool contractSides(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
                    const fumi_side* sides, fumi_scan* scan);
+
+// The contraction of a strided view of device memory along `dim` with host vectors, the result
+// on the host, in the layouts of fumi_adapter_call.contract (Call::contractDevice): where
+// checksum's projections of a device op run, so that only the projections move.
+using DeviceContract = std::function<fumi_status(const fumi_tensor& view, int32_t dim,
+                                                 int32_t count, const double* vectors,
+                                                 double* out)>;
+
+// contractAxis for a matrix in device memory, through `device`: its K x count projections come
+// back and land in c.out as contractAxis writes them (alpha, accumulate, out strides). False
+// where `device` declines it, for a negative stride, vectors not packed (ldv != L) or a dtype
+// without storage.
+bool contractAxisOnDevice(const AxisContraction& c, const DeviceContract& device);
+
+// contractSides (without the scan) for tensor `t` in device memory, `data` a buffer laid out
+// like it holding `dtype`: each side through `device`. False where `device` declines one or a
+// stride is negative (the caller then copies the tensor to the host).
+bool contractSidesOnDevice(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
+                           const fumi_side* sides, const DeviceContract& device);
 
 }  // namespace fumi

@@ -373,6 +373,17 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
   if (!validIndex(c, index) || (scan && scan->struct_size < sizeof(fumi_scan))) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (!validSides(n, sides, t)) return FUMI_ERROR;
+  if (t.memory != FUMI_MEMORY_HOST) {  // contracted and scanned where it lives, if it can be
+    Call& call = *c->call;
+    fumi_dtype dt = dtype;
+    const void* src = resolveBuffer(t, buffer, &dt);
+    const DeviceContract device = [&call](const fumi_tensor& view, int32_t dim, int32_t count,
+                                          const double* vectors, double* out) {
+      return call.contractDevice(view, dim, count, vectors, out);
+    };
+    if (src && contractSidesOnDevice(t, src, dt, n, sides, device))
+      return scan ? call.scanDevice(index, src, dt, scan) : FUMI_OK;
+  }
   std::vector<unsigned char> stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage, c->call);
   if (!src) return FUMI_UNSUPPORTED;

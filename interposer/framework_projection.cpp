@@ -68,7 +68,7 @@ bool broadcastTo(const fumi_tensor& t, const int64_t* shape, int ndim, fumi_tens
 
 fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const char* a,
                  const char* b, const char* self, int32_t output,
-                 const std::vector<Projection>& p) {
+                 const std::vector<Projection>& p, const DeviceContract* device) {
   std::vector<fumi_tensor> ts = given;
   MatmulSpec s;
   s.a = find(ts, a);
@@ -90,7 +90,7 @@ fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const 
       s.c = static_cast<int>(ts.size()) - 1;
     }
   }
-  return matmulProjection(ts, s, output, p);
+  return matmulProjection(ts, s, output, p, device);
 }
 
 fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bool backward,
@@ -219,15 +219,18 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
 
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& ts,
                                 const Args& args, int32_t output,
-                                const std::vector<Projection>& p) {
+                                const std::vector<Projection>& p, const DeviceContract* device) {
   if (!op) return FUMI_UNSUPPORTED;
   const char* dot = std::strchr(op, '.');
   const std::string name = dot ? std::string(op, dot) : std::string(op);
-  if (name == "aten::mm" || name == "aten::bmm") return gemm(ts, args, "self", "mat2", nullptr, output, p);
-  if (name == "aten::mv") return gemm(ts, args, "self", "vec", nullptr, output, p);
-  if (name == "aten::addmm") return gemm(ts, args, "mat1", "mat2", "self", output, p);
-  if (name == "aten::baddbmm") return gemm(ts, args, "batch1", "batch2", "self", output, p);
-  if (name == "aten::addmv") return gemm(ts, args, "mat", "vec", "self", output, p);
+  // (a, b, self) of each op of the GEMM family
+  static constexpr const char* kGemms[][4] = {
+      {"aten::mm", "self", "mat2", nullptr},      {"aten::bmm", "self", "mat2", nullptr},
+      {"aten::mv", "self", "vec", nullptr},       {"aten::addmm", "mat1", "mat2", "self"},
+      {"aten::baddbmm", "batch1", "batch2", "self"}, {"aten::addmv", "mat", "vec", "self"}};
+  for (const auto& g : kGemms)
+    if (name == g[0]) return gemm(ts, args, g[1], g[2], g[3], output, p, device);
+  if (device) return FUMI_UNSUPPORTED;  // convolutions: projected on the host only
   if (name == "aten::convolution") return convolution(ts, args, false, output, p);
   if (name == "aten::convolution_backward") return convolution(ts, args, true, output, p);
   return FUMI_UNSUPPORTED;

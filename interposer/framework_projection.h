@@ -18,9 +18,13 @@ namespace fumi {
 // as fumi_host_api.project says. Modelled: aten::mm, bmm, mv, addmm, baddbmm, addmv (self
 // broadcast as C) and aten::convolution / convolution_backward (not transposed; grad_input and
 // grad_weight). FUMI_UNSUPPORTED for anything else.
+// With `device` (a device op's Call::contractDevice), the GEMM family is projected where its
+// operands live (matmulProjection's `device`); FUMI_UNSUPPORTED where it cannot be, and for
+// convolutions on a device (the caller copies the operands to the host then).
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& tensors,
                                 const std::vector<std::pair<const char*, std::string>>& args,
-                                int32_t output, const std::vector<Projection>& sides);
+                                int32_t output, const std::vector<Projection>& sides,
+                                const DeviceContract* device = nullptr);
 inline fumi_status frameworkProjection(
     const char* op, const std::vector<fumi_tensor>& tensors,
     const std::vector<std::pair<const char*, std::string>>& args, int32_t output,

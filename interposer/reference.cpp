@@ -280,11 +280,12 @@ struct MatrixView {
 // copies of A, B or C. `rows_p` and `cols_p` (either may be null) the two sides; with both (as
 // many vectors each), A and C are each read once for the two (contractBoth): B R, then A against
 // B R and L on one pass, then (L^T A) B. FUMI_UNSUPPORTED where it does not apply: another
-// output than D, compensated sums (out_lo), an operand not in host memory or shapes that do not
-// fit (the caller then takes the copying path).
+// output than D, compensated sums (out_lo), an operand not in host memory (nor, with `device`,
+// in device memory: contracted there) or shapes that do not fit (the caller then takes the
+// copying path).
 fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
                                  int32_t output, const Projection* rows_p,
-                                 const Projection* cols_p) {
+                                 const Projection* cols_p, const DeviceContract* device) {
   if (output != s.d || s.a < 0 || s.b < 0 || (rows_p && rows_p->out_lo) ||
       (cols_p && cols_p->out_lo))
     return FUMI_UNSUPPORTED;
@@ -292,9 +293,11 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
     return i >= 0 ? &ts[static_cast<size_t>(i)] : nullptr;
   };
   const fumi_tensor* prior = s.beta != 0 ? tensor(s.c) : nullptr;
-  for (const fumi_tensor* t : {tensor(s.a), tensor(s.b), tensor(s.d), prior, tensor(s.bias)})
-    if (t && (t->memory != FUMI_MEMORY_HOST || t->ndim < 1 || t->ndim > 3))
+  for (const fumi_tensor* t : {tensor(s.a), tensor(s.b), tensor(s.d), prior})
+    if (t && ((t->memory != FUMI_MEMORY_HOST && !device) || t->ndim < 1 || t->ndim > 3))
       return FUMI_UNSUPPORTED;
+  if (const fumi_tensor* bias = tensor(s.bias); bias && bias->memory != FUMI_MEMORY_HOST)
+    return FUMI_UNSUPPORTED;
   const MatrixView A(*tensor(s.a)), B(*tensor(s.b)), D(*tensor(s.d));
   const int64_t m = D.rows, n = D.cols, k = A.cols, batch = D.batch;
   if (A.rows != m || B.rows != k || B.cols != n || (A.batch != 1 && A.batch != batch) ||
@@ -320,10 +323,15 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
   };
   const std::vector<double> rows_bias = biasTerms(rows_p, true),
                             cols_bias = biasTerms(cols_p, false);
+  // One contraction of matrix M: in place on the host, or where M lives.
+  auto one = [&](const MatrixView& M, const AxisContraction& c) {
+    return M.t->memory == FUMI_MEMORY_HOST ? contractAxis(c) : contractAxisOnDevice(c, *device);
+  };
   // Both contractions of one matrix: in one pass where they fit together, else one by one.
-  auto both = [](const AxisContraction* x, const AxisContraction* y) {
-    if (x && y && contractBoth(*x, *y, nullptr, nullptr)) return true;
-    return (!x || contractAxis(*x)) && (!y || contractAxis(*y));
+  auto both = [&](const MatrixView& M, const AxisContraction* x, const AxisContraction* y) {
+    if (x && y && M.t->memory == FUMI_MEMORY_HOST && contractBoth(*x, *y, nullptr, nullptr))
+      return true;
+    return (!x || one(M, *x)) && (!y || one(M, *y));
   };
   thread_local std::vector<double> inner_r, inner_l;  // B R and L^T A: count x k, vector-major
   if (cols_p) inner_r.resize(static_cast<size_t>(cols_p->count * k));
@@ -344,12 +352,12 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
                                        out_cols, cols_p->count, 1);
     const auto ptr = [](const std::optional<AxisContraction>& c) { return c ? &*c : nullptr; };
     const bool ok =
-        (!cols_p || contractAxis(B.along(b, true, cols_p->vectors, cols_p->count, 1.0, false,
-                                         inner_r.data(), 1, k))) &&
-        both(ptr(a_cols), ptr(a_rows)) &&
-        (!rows_p || contractAxis(B.along(b, false, inner_l.data(), rows_p->count, s.alpha, false,
-                                         out_rows, 1, n))) &&
-        both(ptr(c_cols), ptr(c_rows));
+        (!cols_p || one(B, B.along(b, true, cols_p->vectors, cols_p->count, 1.0, false,
+                                   inner_r.data(), 1, k))) &&
+        both(A, ptr(a_cols), ptr(a_rows)) &&
+        (!rows_p || one(B, B.along(b, false, inner_l.data(), rows_p->count, s.alpha, false,
+                                   out_rows, 1, n))) &&
+        (!C || both(*C, ptr(c_cols), ptr(c_rows)));
     if (!ok) return FUMI_UNSUPPORTED;
     for (int32_t q = 0; rows_p && q < rows_p->count && !bias.empty(); ++q)
       for (int64_t j = 0; j < n; ++j) out_rows[q * n + j] += rows_bias[static_cast<size_t>(q)];
@@ -363,12 +371,15 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
   return FUMI_OK;
 }
 
-// One side: the in-place path where it applies, else the operands decoded (fp64 copies) with
-// plain or compensated sums.
+// One side: the in-place path where it applies, else (without `device`) the operands decoded
+// (fp64 copies) with plain or compensated sums.
 fumi_status matmulProjectOne(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
-                             int32_t output, bool rows, const Projection& p) {
-  if (matmulProjectInPlace(ts, s, output, rows ? &p : nullptr, rows ? nullptr : &p) == FUMI_OK)
+                             int32_t output, bool rows, const Projection& p,
+                             const DeviceContract* device) {
+  if (matmulProjectInPlace(ts, s, output, rows ? &p : nullptr, rows ? nullptr : &p, device) ==
+      FUMI_OK)
     return FUMI_OK;
+  if (device) return FUMI_UNSUPPORTED;
   MatmulOperands op;
   if (const fumi_status st = op.decode(ts, s, output); st != FUMI_OK) return st;
   if (p.out_lo) matmulProject<Compensated>(op, s, rows, p);
@@ -379,7 +390,8 @@ fumi_status matmulProjectOne(const std::vector<fumi_tensor>& ts, const MatmulSpe
 }  // namespace
 
 fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpec& s,
-                             int32_t output, const std::vector<Projection>& sides) {
+                             int32_t output, const std::vector<Projection>& sides,
+                             const DeviceContract* device) {
   if (s.act != MatmulSpec::Act::kNone || output < 0 || static_cast<size_t>(output) >= ts.size())
     return FUMI_UNSUPPORTED;
   const fumi_tensor& d = ts[static_cast<size_t>(output)];
@@ -391,11 +403,12 @@ fumi_status matmulProjection(const std::vector<fumi_tensor>& ts, const MatmulSpe
   if (sides.size() == 2 && sides[0].dim != sides[1].dim) {
     const bool first_rows = sides[0].dim == rows_dim;
     if (matmulProjectInPlace(ts, s, output, &sides[first_rows ? 0 : 1],
-                             &sides[first_rows ? 1 : 0]) == FUMI_OK)
+                             &sides[first_rows ? 1 : 0], device) == FUMI_OK)
       return FUMI_OK;
   }
   for (const Projection& p : sides)
-    if (const fumi_status st = matmulProjectOne(ts, s, output, p.dim == rows_dim, p); st != FUMI_OK)
+    if (const fumi_status st = matmulProjectOne(ts, s, output, p.dim == rows_dim, p, device);
+        st != FUMI_OK)
       return st;
   return FUMI_OK;
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "contract.h"
 #include "fumi/plugin.h"
 
 namespace fumi {
@@ -75,8 +76,12 @@ struct Projection {
 // batch instead of O(mnk). FUMI_UNSUPPORTED for another dimension or an activation (a
 // projection of act(x) is not act of a projection). Several sides in one call (the rows and the
 // columns, as many vectors each, plain sums): A and C are each read once for both.
+// With `device`, operands in device memory are contracted there (contract.h: only the
+// projections come back) and nothing is copied: FUMI_UNSUPPORTED where that cannot be done
+// (compensated sums, a bias on the device, `device` declining).
 fumi_status matmulProjection(const std::vector<fumi_tensor>& tensors, const MatmulSpec& spec,
-                             int32_t output, const std::vector<Projection>& sides);
+                             int32_t output, const std::vector<Projection>& sides,
+                             const DeviceContract* device = nullptr);
 inline fumi_status matmulProjection(const std::vector<fumi_tensor>& tensors,
                                     const MatmulSpec& spec, int32_t output, const Projection& p) {
   return matmulProjection(tensors, spec, output, std::vector<Projection>{p});

@@ -578,6 +578,31 @@ fumi_status deviceScan(const at::Tensor& t, fumi_scan* out) {
   return FUMI_OK;
 }
 
+// fumi_adapter_call.contract (ABI 6) on x, a view of device memory: x in fp64 read as
+// outer x len x inner around `dim`, each vector multiplied in along `dim` and summed away —
+// element-wise products and a reduction, not the device's GEMM, so that a wrong GEMM kernel
+// cannot hide in the check of its own output — and the results copied to the host in one piece.
+fumi_status deviceContract(const at::Tensor& x, int32_t dim, int32_t count, const double* vectors,
+                           double* out) {
+  if (dim < 0 || dim >= x.dim() || count < 1) return FUMI_UNSUPPORTED;
+  const int64_t len = x.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  if (outer * len * inner == 0) return FUMI_UNSUPPORTED;  // nothing to move: left to the host
+  const at::Tensor x3 = x.to(at::kDouble).reshape({outer, len, inner});
+  const at::Tensor v =
+      at::from_blob(const_cast<double*>(vectors), {count, len},
+                    at::TensorOptions().dtype(at::kDouble))
+          .to(x.device());
+  std::vector<at::Tensor> parts;
+  for (int32_t s = 0; s < count; ++s)
+    parts.push_back((x3 * v.select(0, s).view({1, len, 1})).sum({1}, /*keepdim=*/true));
+  at::from_blob(out, {outer, count, inner}, at::TensorOptions().dtype(at::kDouble))
+      .copy_(at::cat(parts, 1));
+  return FUMI_OK;
+}
+
 // Whether an op may write argument `a`: its schema says so (Tensor(a!): in-place, out=), or it is
 // one of the batch-norm family's running statistics, which native_batch_norm and its relatives
 // update in place without an annotation.
@@ -653,6 +678,7 @@ class CapturedCall final : public at::ObserverContext {
     c.map = &CapturedCall::mapThunk;
     c.compare = &CapturedCall::compareThunk;
     c.scan = &CapturedCall::scanThunk;
+    c.contract = &CapturedCall::contractThunk;
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
@@ -845,6 +871,10 @@ class CapturedCall final : public at::ObserverContext {
     int64_t n = 1;
     for (int32_t i = 0; i < d.ndim; ++i) n *= d.shape[i];
     if (d.memory == FUMI_MEMORY_HOST || n == 0) return FUMI_UNSUPPORTED;
+    return guarded(what, std::forward<F>(f));
+  }
+  template <class F>
+  fumi_status guarded(const char* what, F&& f) {
     try {
       QuietScope quiet;
       return f();
@@ -878,6 +908,28 @@ class CapturedCall final : public at::ObserverContext {
                                fumi_scan* out) {
     CapturedCall& c = callOf(self);
     return c.onDevice(k, "scan", [&] { return deviceScan(c.bufferView(k, buffer, dtype), out); });
+  }
+
+  static fumi_status contractThunk(void* self, const fumi_tensor* view, int32_t dim,
+                                   int32_t count, const double* vectors, double* out) {
+    CapturedCall& c = callOf(self);
+    if (!view || view->ndim < 1 || view->ndim > FUMI_MAX_DIMS) return FUMI_UNSUPPORTED;
+    return c.guarded("contract", [&] {
+      c10::Storage storage;
+      size_t offset = 0;
+      if (!c.locate(view->data, &storage, &offset)) return FUMI_UNSUPPORTED;
+      int64_t last = 0;  // the view's last element, which must lie in the storage too
+      for (int32_t d = 0; d < view->ndim; ++d) {
+        if (view->strides[d] < 0 || view->shape[d] < 1) return FUMI_UNSUPPORTED;
+        last += (view->shape[d] - 1) * view->strides[d];
+      }
+      const auto item = static_cast<int64_t>(c10::elementSize(fromFumi(view->dtype)));
+      if (static_cast<int64_t>(offset) + (last + 1) * item > static_cast<int64_t>(storage.nbytes()))
+        return FUMI_UNSUPPORTED;
+      const c10::IntArrayRef sizes(view->shape, view->ndim), strides(view->strides, view->ndim);
+      return deviceContract(viewAt(storage, offset, fromFumi(view->dtype), sizes, strides), dim,
+                            count, vectors, out);
+    });
   }
 
   // fn(slot, k, result) for each output tensor of a rerun's `stack` that fumi lists (k: its

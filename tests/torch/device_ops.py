@@ -6,7 +6,7 @@ An optional second argument names another device ("cpu"): the same computation t
 reference a device run is compared with (FUMI_SIMTORCH is then not needed).
 On the simulated device it ends by writing to stderr the bytes copied from the device to the
 host during the run ("bytes_to_host N", the simulator's meter).
-Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py mm|tf32|train|prims [device]"""
+Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py mm|tf32|train|prims|gemms [device]"""
 import os
 import sys
 
@@ -60,6 +60,23 @@ def prims():
     show("mm_0", torch.mm(rand(g, 3, 0), rand(g, 0, 4)))
 
 
+def gemms():
+    """The GEMM family checksum projects, with operands far larger than its projections: a
+    transposed operand, self broadcast with beta and alpha, batches (one operand shared through
+    a stride-0 batch), matrix-vector products, fp32 and bf16."""
+    g = torch.Generator().manual_seed(4)
+    show("mm", torch.mm(rand(g, 640, 384), rand(g, 448, 384).t()))
+    show("addmm", torch.addmm(rand(g, 512), rand(g, 640, 384), rand(g, 384, 512), beta=0.5,
+                              alpha=2))
+    show("bmm", torch.bmm(rand(g, 3, 256, 320), rand(g, 3, 320, 192)))
+    show("baddbmm", torch.baddbmm(rand(g, 3, 256, 192), rand(g, 3, 256, 320),
+                                  rand(g, 320, 192).expand(3, 320, 192), beta=0.25))
+    show("mv", torch.mv(rand(g, 800, 600), rand(g, 600)))
+    show("addmv", torch.addmv(rand(g, 800), rand(g, 600, 800).t(), rand(g, 600), alpha=0.5))
+    show("mm_bf16", torch.mm(rand(g, 512, 384, dtype=torch.bfloat16),
+                             rand(g, 384, 256, dtype=torch.bfloat16)))
+
+
 def tf32():
     # 1 + 2^-11 + 2^-13 is exact in fp32; TF32 (10-bit mantissa) rounds it up to 1 + 2^-10.
     a = torch.full((4, 16), 1 + 2**-11 + 2**-13, dtype=torch.float32).to(DEVICE)
@@ -89,6 +106,6 @@ if __name__ == "__main__":
         DEVICE = sys.argv[2]
     else:
         torch.ops.load_library(os.environ["FUMI_SIMTORCH"])
-    {"mm": mm, "tf32": tf32, "train": train, "prims": prims}[sys.argv[1]]()
+    {"mm": mm, "tf32": tf32, "train": train, "prims": prims, "gemms": gemms}[sys.argv[1]]()
     if DEVICE != "cpu":
         print("bytes_to_host", torch.ops.fumi_sim.bytes_to_host(), file=sys.stderr, flush=True)

@@ -1,5 +1,6 @@
 """PyTorch CPU training under fumi (real Debian python3-torch, /usr/bin/python3): its sgemm_
 calls are checked and every loss value is bit-identical with and without fumi."""
+import math
 import os
 import subprocess
 import sys
@@ -186,8 +187,9 @@ class DeviceOps(unittest.TestCase):
                 self.assertLess(e["value"], 1e-6, e)
 
     def test_checksum_catches_a_device_kernel_wrong(self):
-        """checksum on torch ops: fumi's exact projection of the op (read from the adapter's
-        host copies) against the device's result flags the wrong kernel, and only it."""
+        """checksum on torch ops: fumi's exact projection of the op (its operands contracted
+        on the device, or copied to the host for fp64's compensated sums) against the device's
+        result flags the wrong kernel, and only it."""
         r = self.device_ops("mm", CHECKSUM_LEAVES, FUMI_SIMTORCH_FAULTS="wrong:7x6x5")
         checks = by_check(r, "checksum")
         self.assertEqual(len(checks), 4)  # mm f32, addmm, linear's addmm, mm f64
@@ -349,6 +351,56 @@ class DevicePrimitives(unittest.TestCase):
         mm = next(e for e in checks if e["op"] == "aten::mm" and e["shape"]["out"] == [96, 48])
         elements = sum(a * b for a, b in mm["shape"].values())
         self.assertGreater(4 * elements, 10 * BYTES_PER_CHECK)
+
+
+@unittest.skipUnless(os.path.exists(SIMTORCH), "the simulated torch device is not built")
+class DeviceChecksum(unittest.TestCase):
+    """checksum on device ops of the GEMM family (adapter ABI 6: contract): the op's output and
+    the operands of fumi's exact projection are contracted on the device, only the projections
+    come back, and the estimates are those of the same program on the CPU."""
+
+    @classmethod
+    def setUpClass(cls):
+        env = {"FUMI_SIMTORCH": SIMTORCH}
+        cls.plain = run([PYTHON, DEVICE_OPS, "gemms"], preload=False, env=env)
+        cls.device = run([PYTHON, DEVICE_OPS, "gemms"], policy=CHECKSUM_LEAVES, env=env)
+        cls.cpu = run([PYTHON, DEVICE_OPS, "gemms", "cpu"], policy=CHECKSUM_LEAVES)
+
+    def test_estimates_equal_the_cpu_runs(self):
+        for r in (self.plain, self.device, self.cpu):
+            self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(self.device.stdout, self.plain.stdout)
+        dev, cpu = verdicts(self.device, ("checksum",)), verdicts(self.cpu, ("checksum",))
+        ops = {op for op, _, _, _ in dev}
+        self.assertEqual(ops, {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                               "aten::mv", "aten::addmv"})
+        self.assertEqual(len(dev), 7)
+        self.assertEqual(set(dev), set(cpu))
+        for key, values in dev.items():
+            self.assertEqual(set(values), set(cpu[key]), key)
+            for name, value in values.items():
+                want = cpu[key][name]
+                if name in ("samples", "worst_row", "worst_col"):
+                    self.assertEqual(value, want, (key, name))
+                else:  # differences of sums taken in another order
+                    self.assertAlmostEqual(value, want, delta=1e-6 * abs(want), msg=(key, name))
+            self.assertGreater(values["normwise_rel"], 0, key)  # rounding seen, not a zero
+        self.assertEqual(self.device.of("violation"), [])
+
+    def test_only_projections_come_back(self):
+        checks = [e for e in self.device.of("check") if e["check"] == "checksum"]
+        self.assertEqual(len(checks), 7)
+        for e in checks:
+            self.assertEqual(e["args"]["device"], DEVICE)
+        self.assertNotIn("staged through the host", self.device.stderr)
+        self.assertNotIn("torch adapter:", self.device.stderr)
+        moved = bytes_to_host(self.device.stderr) - bytes_to_host(self.plain.stderr)
+        item = {"f32": 4, "bf16": 2}
+        operands = sum(item[e["dtype"]] * math.prod(shape)
+                       for e in checks for shape in e["shape"].values())
+        # 8 vectors a side: (m + n + k) * 16 doubles or so a GEMM, against m n + m k + k n.
+        self.assertGreater(moved, 0)
+        self.assertLess(moved, operands / 10, (moved, operands))
 
 
 class Resnet18(unittest.TestCase):

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checksum.h"
+#include "contract.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
 #include "framework_projection.h"
@@ -474,6 +475,111 @@ TEST(Checksum, InPlaceProjectionAgreesWithTheCompensatedOne) {
           EXPECT_NEAR(plain[i], hi[i], 1e-12 * (4 + std::fabs(hi[i])))
               << "variant " << variant << " dim " << dim << " count " << count << " at " << i;
       }
+  }
+}
+
+// A device op's projection (matmulProjection with `device`: what the torch adapter's contract
+// does for a tensor on a GPU) equals the host's in-place one for every transpose, batches,
+// beta and a vector output, both sides at once and one by one; the device is asked for
+// contractions of views inside its operands only, and nothing falls back to reading device
+// memory on the host: a device that declines, or compensated sums, leave it FUMI_UNSUPPORTED.
+TEST(Checksum, DeviceProjectionAgreesWithTheHostOne) {
+  metrics::Rng rng(23);
+  for (int variant = 0; variant < 16; ++variant) {
+    Problem p;
+    p.ta = variant & 1;
+    p.tb = variant & 2;
+    p.batch = variant & 4 ? 3 : 1;
+    p.beta = variant & 8 ? -1.5 : 0;
+    p.gemv = variant == 1;  // a transposed A
+    p.m = 13, p.n = p.gemv ? 1 : 11, p.k = 17;
+    p.alpha = 0.75;
+    const Instance<float> inst(p, rng);
+    std::vector<fumi_tensor> on_device = inst.tensors();
+    for (fumi_tensor& t : on_device) t.memory = FUMI_MEMORY_DEVICE;
+    int calls = 0;
+    // The device, played by the host kernels on the view, which must lie inside an operand.
+    const DeviceContract device = [&](const fumi_tensor& view, int32_t dim, int32_t count,
+                                      const double* vectors, double* out) {
+      ++calls;
+      EXPECT_EQ(view.memory, FUMI_MEMORY_DEVICE);
+      const auto* at = static_cast<const unsigned char*>(view.data);
+      const bool inside = std::any_of(on_device.begin(), on_device.end(), [&](const fumi_tensor& t) {
+        const auto* base = static_cast<const unsigned char*>(t.data);
+        return t.data && at >= base && at < base + tensorSpan(t) * dtypeBytes(t.dtype);
+      });
+      EXPECT_TRUE(inside) << variant;
+      return contractTensor(view, view.data, view.dtype, dim, count, vectors, 1.0, false, out)
+                 ? FUMI_OK
+                 : FUMI_ERROR;
+    };
+    const fumi_tensor& t = inst.tensors()[static_cast<size_t>(inst.spec().d)];
+    const int32_t rows = t.ndim == 3 ? 1 : 0, cols = t.ndim - 1;
+    const int32_t count = 3;
+    std::vector<std::vector<double>> v, host, dev;
+    std::vector<Projection> host_sides, dev_sides;
+    for (int32_t dim : {rows, cols}) {
+      if (dim == rows && dim == cols && !host_sides.empty()) break;  // a vector: one side
+      const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+      v.emplace_back(static_cast<size_t>(sp.len * count));
+      checksum::gaussianVectors(static_cast<uint64_t>(variant + dim), count, sp.len,
+                                v.back().data());
+      const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+      host.emplace_back(size, -1.0);
+      dev.emplace_back(size, -2.0);
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      const int32_t dim = i == 0 ? rows : cols;
+      host_sides.push_back(Projection{dim, count, v[i].data(), host[i].data(), nullptr});
+      dev_sides.push_back(Projection{dim, count, v[i].data(), dev[i].data(), nullptr});
+    }
+    ASSERT_EQ(matmulProjection(inst.tensors(), inst.spec(), inst.spec().d, host_sides), FUMI_OK);
+    for (bool together : {true, false}) {
+      calls = 0;
+      for (std::vector<double>& d : dev) std::fill(d.begin(), d.end(), -2.0);
+      if (together) {
+        ASSERT_EQ(matmulProjection(on_device, inst.spec(), inst.spec().d, dev_sides, &device),
+                  FUMI_OK) << variant;
+      } else {
+        for (const Projection& side : dev_sides)
+          ASSERT_EQ(matmulProjection(on_device, inst.spec(), inst.spec().d,
+                                     std::vector<Projection>{side}, &device),
+                    FUMI_OK) << variant;
+      }
+      EXPECT_GE(calls, 3 * static_cast<int>(p.batch)) << variant;
+      for (size_t i = 0; i < dev.size(); ++i)
+        for (size_t j = 0; j < dev[i].size(); ++j)
+          EXPECT_NEAR(dev[i][j], host[i][j], 1e-12 * (4 + std::fabs(host[i][j])))
+              << "variant " << variant << " side " << i << " at " << j;
+    }
+    const DeviceContract declines = [](const fumi_tensor&, int32_t, int32_t, const double*,
+                                       double*) { return FUMI_UNSUPPORTED; };
+    EXPECT_EQ(matmulProjection(on_device, inst.spec(), inst.spec().d, dev_sides, &declines),
+              FUMI_UNSUPPORTED);
+    std::vector<double> lo(dev[0].size());
+    const Projection compensated{rows, count, v[0].data(), dev[0].data(), lo.data()};
+    EXPECT_EQ(matmulProjection(on_device, inst.spec(), inst.spec().d,
+                               std::vector<Projection>{compensated}, &device),
+              FUMI_UNSUPPORTED);
+    // The output itself, contracted on the device: the host's contractSides, side by side.
+    std::vector<fumi_side> sides;
+    std::vector<std::vector<double>> want;
+    for (size_t i = 0; i < v.size(); ++i) {
+      want.emplace_back(dev[i].size());
+      sides.push_back(fumi_side{sizeof(fumi_side), dev_sides[i].dim, count, v[i].data(),
+                                want[i].data(), nullptr});
+    }
+    ASSERT_TRUE(contractSides(t, t.data, t.dtype, static_cast<int32_t>(sides.size()),
+                              sides.data(), nullptr));
+    for (size_t i = 0; i < v.size(); ++i) sides[i].out = dev[i].data();
+    const fumi_tensor& d = on_device[static_cast<size_t>(inst.spec().d)];
+    ASSERT_TRUE(contractSidesOnDevice(d, d.data, d.dtype, static_cast<int32_t>(sides.size()),
+                                      sides.data(), device));
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t j = 0; j < want[i].size(); ++j)
+        EXPECT_NEAR(dev[i][j], want[i][j], 1e-12 * (4 + std::fabs(want[i][j]))) << variant;
+    EXPECT_FALSE(contractSidesOnDevice(d, d.data, d.dtype, static_cast<int32_t>(sides.size()),
+                                       sides.data(), declines));
   }
 }
 

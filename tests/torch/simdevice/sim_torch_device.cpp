@@ -24,8 +24,9 @@
 //      GEMM        mm, mm.out, addmm, addmm.out, addmm_ (the "device GEMM": planted behaviours)
 //      host        kHostOps below: the op's CPU kernel run on host views of device memory
 //                  (fill/zero/resize_, item(), +-*/ and neg, sum/mean, relu, mse_loss and the
-//                  backward kernels of a small MLP, what print(tensor) needs, cat, and what
-//                  fumi's device checks need: where, xor, right shift, clamp_min, norm)
+//                  backward kernels of a small MLP, what print(tensor) needs, cat, what
+//                  fumi's device checks need: where, xor, right shift, clamp_min, norm, and
+//                  bmm, baddbmm, mv, addmv)
 //    A "host" kernel runs the CPU kernel on CPU tensors that alias the device memory (same
 //    storage, offset, sizes, strides; one host storage per device storage, so the CPU kernel's
 //    overlap checks see aliasing). Out= and in-place results land in device memory directly; a
@@ -470,6 +471,8 @@ const char* const kHostOps[] = {
     // what fumi's element-wise primitives run on a device (interposer/torch: counter-based
     // noise in 64-bit integer words, masked fp64 reductions)
     "where.self", "bitwise_xor.Tensor", "__rshift__.Scalar", "clamp_min", "norm.out",
+    // the rest of the GEMM family (the CPU kernels; no planted behaviour)
+    "bmm", "bmm.out", "baddbmm", "baddbmm.out", "mv", "mv.out", "addmv", "addmv.out",
 };
 // clang-format on
 
