@@ -5,10 +5,11 @@
 # 61 calls a step), every call checked, one perturbed rerun or one f64 rerun. Prints a markdown
 # table: median step, added ms per step, checked calls per step and added ms per checked call.
 # Not a test: it never fails on a slow number, it reports it.
-# Then, where the simulated torch device is built (tests/torch/simdevice), one more figure: the
+# Then, where the simulated torch device is built (tests/torch/simdevice), one more table: the
 # bytes a check of a device op copies from the device to the host (tests/torch/device_ops.py
 # prims, every call of its GEMMs and element-wise ops checked by perturb, highprec, nan_inf and
-# determinism; the simulator's meter with fumi minus without).
+# determinism; gemms and convs, their GEMM-family and convolution calls checked by checksum;
+# the simulator's meter with fumi minus without).
 #
 #   baseline        no LD_PRELOAD
 #   fumi perturb    libfumi, a policy checking those aten ops (phase forward, every call) with
@@ -184,40 +185,64 @@ rules:
     checks: [ { plugin: perturb }, { plugin: highprec }, { plugin: nan_inf },
               { plugin: determinism } ]
 EOF
-device_ops() {  # device_ops LOG [VAR=value...]: the prims program on the simulated device
-  local log=$1
-  shift
-  env FUMI_SIMTORCH="$SIMTORCH" "$@" "$PYTHON" "$ROOT/tests/torch/device_ops.py" prims \
+cat >"$TMP/device-checksum.yaml" <<EOF
+version: 1
+report: { all_checks: true, log_level: warn }
+rules:
+  - match: { op: [aten::mm, aten::addmm, aten::bmm, aten::baddbmm, aten::mv, aten::addmv,
+                  aten::convolution, aten::convolution_backward] }
+    sample: { every: 1 }
+    checks: [ { plugin: checksum } ]
+EOF
+device_ops() {  # device_ops PROGRAM LOG [VAR=value...]: a device_ops.py program on the device
+  local program=$1 log=$2
+  shift 2
+  env FUMI_SIMTORCH="$SIMTORCH" "$@" "$PYTHON" "$ROOT/tests/torch/device_ops.py" "$program" \
     >/dev/null 2>"$log" || { tail -n 20 "$log" >&2; exit 1; }
 }
-device_ops "$TMP/device-plain.log"
-device_ops "$TMP/device-fumi.log" LD_PRELOAD="$LIBFUMI" FUMI_OUT="$TMP/out-device" \
-  FUMI_POLICY="$TMP/device.yaml"
+for program in prims gemms convs; do
+  policy=$TMP/device-checksum.yaml
+  [[ $program == prims ]] && policy=$TMP/device.yaml
+  device_ops "$program" "$TMP/device-$program-plain.log"
+  device_ops "$program" "$TMP/device-$program-fumi.log" LD_PRELOAD="$LIBFUMI" \
+    FUMI_OUT="$TMP/out-device-$program" FUMI_POLICY="$policy"
+done
 echo
 "$PYTHON" - "$TMP" <<'EOF'
-import glob, json, sys
+import glob, json, math, sys
 
 tmp = sys.argv[1]
+ITEM = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2}
 
 
 def moved(log):
     return next(int(line.split()[1]) for line in open(log) if line.startswith("bytes_to_host "))
 
 
-checks = 0
-for path in glob.glob(f"{tmp}/out-device/events-*.jsonl"):
-    for line in open(path):
-        e = json.loads(line) if line.strip() else {}
-        if e.get("event") in ("check", "violation") and e["args"].get("device") != "cpu":
-            checks += 1
-extra = moved(f"{tmp}/device-fumi.log") - moved(f"{tmp}/device-plain.log")
 print("## Bytes device→host per check of a device op (simulated torch device)")
 print()
-print("tests/torch/device_ops.py prims on privateuseone:0 (a GEMM with 24 KiB operands, f16, "
-      "bf16 and f64 element-wise ops, strided views, zeros, NaN/Inf): every call of aten::mm, "
-      "add.Tensor and mul.Tensor checked by perturb, highprec, nan_inf and determinism.")
+print("tests/torch/device_ops.py on privateuseone:0, every call checked. prims: a GEMM with "
+      "24 KiB operands, f16, bf16 and f64 element-wise ops, strided views, zeros, NaN/Inf; "
+      "aten::mm, add.Tensor and mul.Tensor checked by perturb, highprec, nan_inf and "
+      "determinism. gemms (mm, addmm, bmm, baddbmm, mv, addmv; f32, bf16) and convs (three "
+      "convolutions with their backward: groups, stride, padding, dilation, bias, 1-d) checked "
+      "by checksum. The last column is what copying the checked calls' tensors would move.")
 print()
-print("| device checks | bytes device→host added by fumi | per check |")
-print("|---:|---:|---:|")
-print(f"| {checks} | {extra} | {extra / checks:.0f} |" if checks else "| 0 | — | — |")
+print("| program | device checks | bytes device→host added by fumi | per check "
+      "| tensors' bytes per check |")
+print("|---|---:|---:|---:|---:|")
+for program, checks_of in (("prims", "perturb, highprec, nan_inf, determinism"),
+                           ("gemms", "checksum"), ("convs", "checksum")):
+    checks = tensors = 0
+    for path in glob.glob(f"{tmp}/out-device-{program}/events-*.jsonl"):
+        for line in open(path):
+            e = json.loads(line) if line.strip() else {}
+            if e.get("event") in ("check", "violation") and e["args"].get("device") != "cpu":
+                checks += 1
+                tensors += sum(ITEM.get(e["dtype"], 4) * math.prod(s)
+                               for s in e["shape"].values())
+    extra = (moved(f"{tmp}/device-{program}-fumi.log") -
+             moved(f"{tmp}/device-{program}-plain.log"))
+    print(f"| {program} ({checks_of}) | {checks} | {extra} | {extra / checks:.0f} | "
+          f"{tensors / checks:.0f} |" if checks else f"| {program} | 0 | — | — | — |")
 EOF

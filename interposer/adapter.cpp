@@ -84,33 +84,47 @@ class AdapterCall final : public Call {
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
   }
   // checksum's projections, from the op's schema names and arguments (framework_projection.h).
-  // A device op's operands are contracted on its device where the adapter can (contractDevice:
-  // the GEMM family); otherwise they are read on the host, device tensors copied there first
-  // when a check asks for a projection (and only then).
+  // A device op is projected on its device where the adapter can (contractDevice and
+  // convolveDevice); otherwise its operands are read on the host, device tensors copied there
+  // first when a check asks for a projection (and only then).
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
-    const bool on_device = std::any_of(tensors().begin(), tensors().end(), [](const fumi_tensor& t) {
-      return t.memory != FUMI_MEMORY_HOST;
-    });
-    if (on_device && c_.contract) {
-      const DeviceContract device = [this](const fumi_tensor& view, int32_t dim, int32_t count,
-                                           const double* vectors, double* out) {
-        return contractDevice(view, dim, count, vectors, out);
-      };
-      const fumi_status st = frameworkProjection(site().name, tensors(), args(), output, sides,
-                                                 &device);
-      if (st != FUMI_UNSUPPORTED) return st;
+    // Host copies of the device tensors, made once, when the projection first needs them.
+    std::vector<fumi_tensor> host;
+    std::vector<std::vector<unsigned char>> copies;
+    auto on_host = [&]() -> const std::vector<fumi_tensor>* {
+      if (!host.empty()) return &host;
+      std::vector<fumi_tensor> ts = tensors();
+      copies.resize(ts.size());
+      for (size_t i = 0; i < ts.size(); ++i) {
+        if (ts[i].memory == FUMI_MEMORY_HOST) continue;
+        fumi_dtype dtype = ts[i].dtype;
+        const void* data = tensorHostData(ts[i], nullptr, &dtype, copies[i], this);
+        if (!data) return nullptr;
+        ts[i].data = const_cast<void*>(data);
+        ts[i].memory = FUMI_MEMORY_HOST;
+      }
+      host = std::move(ts);
+      return &host;
+    };
+    const auto device_memory = [](const fumi_tensor& t) { return t.memory != FUMI_MEMORY_HOST; };
+    const bool on_device = std::any_of(tensors().begin(), tensors().end(), device_memory);
+    if (!on_device) return frameworkProjection(site().name, tensors(), args(), output, sides);
+    if (!c_.contract) {
+      const std::vector<fumi_tensor>* ts = on_host();
+      return ts ? frameworkProjection(site().name, *ts, args(), output, sides) : FUMI_UNSUPPORTED;
     }
-    std::vector<fumi_tensor> host = tensors();
-    std::vector<std::vector<unsigned char>> copies(host.size());
-    for (size_t i = 0; i < host.size(); ++i) {
-      if (host[i].memory == FUMI_MEMORY_HOST) continue;
-      fumi_dtype dtype = host[i].dtype;
-      const void* data = tensorHostData(host[i], nullptr, &dtype, copies[i], this);
-      if (!data) return FUMI_UNSUPPORTED;
-      host[i].data = const_cast<void*>(data);
-      host[i].memory = FUMI_MEMORY_HOST;
-    }
-    return frameworkProjection(site().name, host, args(), output, sides);
+    DeviceOps device;
+    device.contract = [this](const fumi_tensor& view, int32_t dim, int32_t count,
+                             const double* vectors, double* out) {
+      return contractDevice(view, dim, count, vectors, out);
+    };
+    device.convolve = [this](const fumi_device_conv& conv) { return convolveDevice(conv); };
+    device.scan = [this](int32_t index, fumi_scan* out) {
+      const fumi_tensor& t = tensors()[static_cast<size_t>(index)];
+      return scanDevice(index, t.data, t.dtype, out);
+    };
+    device.on_host = on_host;
+    return frameworkProjection(site().name, tensors(), args(), output, sides, &device);
   }
 
   // The framework's device memory and element-wise work on it where the adapter offers them;
@@ -154,6 +168,9 @@ class AdapterCall final : public Call {
   fumi_status contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
                              const double* vectors, double* out) override {
     return c_.contract ? c_.contract(c_.self, &view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
+  }
+  fumi_status convolveDevice(const fumi_device_conv& conv) override {
+    return c_.convolve ? c_.convolve(c_.self, &conv) : FUMI_UNSUPPORTED;
   }
   fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                          fumi_scan* out) override {

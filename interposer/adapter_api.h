@@ -22,8 +22,37 @@ extern "C" {
 #endif
 
 /* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan).
- * 6: contract (checksum's projections of device ops on the device). */
+ * 6: contract and convolve (checksum's projections of device ops on the device). */
 #define FUMI_ADAPTER_ABI_VERSION 6u
+
+/* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
+ * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
+ * with `stride`, `padding` and `dilation`, groups 1, of `device` (a strided view of the call's
+ * device memory, as contract's) and `host` (dense row-major fp64 in host memory), its result
+ * dense row-major fp64 in `out` (host memory), of `out_ndim` dimensions `out_shape`:
+ *   FUMI_CONV_FORWARD          out (N, K, out...) = conv(x: device (N, C, in...),
+ *                              w: host (K, C, filter...))
+ *   FUMI_CONV_BACKWARD_DATA    out (N, C, in...) = that convolution's input gradient for
+ *                              dy: device (N, K, out...) and w: host (K, C, filter...)
+ *   FUMI_CONV_BACKWARD_FILTER  out (K, C, filter...) = its filter gradient for x: device
+ *                              (N, C, in...) and dy: host (N, K, out...) */
+typedef enum fumi_conv_direction {
+  FUMI_CONV_FORWARD = 0,
+  FUMI_CONV_BACKWARD_DATA = 1,
+  FUMI_CONV_BACKWARD_FILTER = 2
+} fumi_conv_direction;
+
+typedef struct fumi_device_conv {
+  uint32_t struct_size;
+  int32_t direction; /* fumi_conv_direction */
+  int32_t spatial;
+  int32_t stride[3], padding[3], dilation[3];
+  fumi_tensor device;
+  fumi_tensor host;
+  int32_t out_ndim;
+  int64_t out_shape[FUMI_MAX_DIMS];
+  double* out;
+} fumi_device_conv;
 
 /* One sampled framework-op call, described by the adapter after the op ran. INPUTs are their
  * values before the op ran (copies taken then of those the op may write: in-place, out=,
@@ -90,6 +119,11 @@ typedef struct fumi_adapter_call {
    * libfumi copies the tensors to the host instead. */
   fumi_status (*contract)(void* self, const fumi_tensor* view, int32_t dim, int32_t count,
                           const double* vectors, double* out);
+  /* ABI 6 — the convolution `conv` describes (fumi_device_conv), in fp64 on the device: with
+   * contract, how checksum projects a device op's convolution (the filter, or dy, summed
+   * against the vectors first: a convolution with `vectors` channels). NULL or
+   * FUMI_UNSUPPORTED: libfumi copies the operands to the host instead. */
+  fumi_status (*convolve)(void* self, const fumi_device_conv* conv);
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

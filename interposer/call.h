@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "adapter_api.h"
 #include "fumi/plugin.h"
 #include "reference.h"
 
@@ -77,6 +78,10 @@ class Call {
                                      double* /*out*/) {
     return FUMI_UNSUPPORTED;
   }
+  // A convolution in fp64 on the device (adapter_api.h, fumi_device_conv): with
+  // contractDevice, checksum's projection of a device op's convolution. FUMI_UNSUPPORTED (the
+  // default) as contractDevice.
+  virtual fumi_status convolveDevice(const fumi_device_conv& /*conv*/) { return FUMI_UNSUPPORTED; }
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }

@@ -500,24 +500,30 @@ fumi_status projectAs(const std::vector<fumi_tensor>& ts, const ConvSpec& s, con
   const double others = std::fabs(s.beta) * (prior ? maxAbs(prior, out_numel) : 0) +
                         std::fabs(s.alpha2) * (Z ? maxAbs(Z, out_numel) : 0) +
                         (bias ? maxAbs(bias, len) : 0);
-  for (int32_t q = 0; q < count; ++q) {
+  zeroConvNoise(p, len, f_sp, outer, inner, [&](int32_t q) {
     double r_abs = 0, term_abs = 0;  // sums of |r_c| and of the reduced operand's terms
     for (int64_t c = 0; c < len; ++c) {
       r_abs += std::fabs(r[q * len + c]);
       term_abs += std::fabs(r[q * len + c]) * mag[static_cast<size_t>(c)];
     }
-    const double bound = std::fabs(s.alpha) * other * term_abs + others * r_abs;
-    const double noise = 4.0 * static_cast<double>(len + f_sp) * 0x1p-53 * bound;
-    for (int64_t a = 0; a < outer; ++a) {
-      double* o = p.out + (a * count + q) * inner;
-      for (int64_t i = 0; i < inner; ++i)
-        if (std::fabs(o[i]) <= noise) o[i] = 0.0;
-    }
-  }
+    return std::fabs(s.alpha) * other * term_abs + others * r_abs;
+  });
   return FUMI_OK;
 }
 
 }  // namespace
+
+void zeroConvNoise(const Projection& p, int64_t len, int64_t taps, int64_t outer, int64_t inner,
+                   const std::function<double(int32_t q)>& bound) {
+  for (int32_t q = 0; q < p.count; ++q) {
+    const double noise = 4.0 * static_cast<double>(len + taps) * 0x1p-53 * bound(q);
+    for (int64_t a = 0; a < outer; ++a) {
+      double* o = p.out + (a * p.count + q) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        if (std::fabs(o[i]) <= noise) o[i] = 0.0;
+    }
+  }
+}
 
 fumi_status convProjection(const std::vector<fumi_tensor>& ts, const ConvSpec& s, int32_t output,
                            const Projection& p) {

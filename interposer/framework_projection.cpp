@@ -2,8 +2,12 @@
 #include "framework_projection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "conv_dims.h"
+#include "fumi/dtype.hpp"
 
 namespace fumi {
 
@@ -93,9 +97,142 @@ fumi_status gemm(const std::vector<fumi_tensor>& given, const Args& args, const 
   return matmulProjection(ts, s, output, p, device);
 }
 
+// A view of rows [first, first + rows) of t along its dimension 0 (t's strides >= 0).
+fumi_tensor rowsOf(const fumi_tensor& t, int64_t first, int64_t rows) {
+  fumi_tensor v = t;
+  v.shape[0] = rows;
+  v.data = static_cast<char*>(t.data) + first * t.strides[0] * dtypeBytes(t.dtype);
+  return v;
+}
+
+// convProjection for the operands of a device op, on its device (frameworkProjection's
+// `device`): the vectors summed against the filter there (per group, into a dense filter with
+// `count` channels) or against dy (backward filter), then one fp64 convolution with `count`
+// channels there; only the sums and the projection come back.
+fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
+                                int32_t output, const Projection& p, const DeviceOps& dev) {
+  using Dir = ConvSpec::Direction;
+  const bool forward = s.direction == Dir::kForward, filter = s.direction == Dir::kBackwardFilter;
+  const int32_t channels_dim = filter ? 0 : 1;
+  if (p.dim != channels_dim || p.out_lo || p.count < 1) return FUMI_UNSUPPORTED;
+  const fumi_tensor &x = ts[static_cast<size_t>(s.x)], &w = ts[static_cast<size_t>(s.w)],
+                    &y = ts[static_cast<size_t>(s.y)];
+  ConvDims d;
+  if (!d.read(x, w, y, s) || (filter && s.groups != 1)) return FUMI_UNSUPPORTED;
+  for (const fumi_tensor* t : {&x, &w, &y})
+    for (int32_t i = 0; i < t->ndim; ++i)
+      if (t->strides[i] < 0) return FUMI_UNSUPPORTED;
+  const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
+  const int32_t count = p.count;
+  const int64_t len = out_t.shape[channels_dim], taps = d.spatialSize(d.filter),
+                out_sp = d.spatialSize(d.out);
+  fumi_device_conv c{};
+  c.struct_size = sizeof c;
+  c.spatial = s.spatial;
+  for (int i = 0; i < 3; ++i) {
+    c.stride[i] = s.stride[i];
+    c.padding[i] = s.pad[i];
+    c.dilation[i] = s.dilation[i];
+  }
+  c.out_ndim = out_t.ndim;
+  std::copy(out_t.shape, out_t.shape + out_t.ndim, c.out_shape);
+  c.out_shape[channels_dim] = count;
+  c.out = p.out;
+  // The operand summed against the vectors, as the convolution takes it from the host.
+  std::vector<int64_t> shape(w.shape, w.shape + w.ndim);
+  std::vector<double> host, v, got;
+  if (s.direction == Dir::kBackwardFilter) {  // dy R: (N, count, out...)
+    c.direction = FUMI_CONV_BACKWARD_FILTER;
+    c.device = x;
+    shape.assign(y.shape, y.shape + y.ndim);
+    shape[1] = count;
+    host.resize(static_cast<size_t>(d.n * count * out_sp));
+    if (const fumi_status st = dev.contract(y, 1, count, p.vectors, host.data()); st != FUMI_OK)
+      return st;
+  } else {
+    // Per group g, its filters' rows summed against the vectors' entries for its channels:
+    // forward W~ (count, C, f) over the group's output channels, backward data W~ (K, count, f)
+    // over its input channels.
+    c.direction = forward ? FUMI_CONV_FORWARD : FUMI_CONV_BACKWARD_DATA;
+    c.device = forward ? x : y;
+    const int64_t per = forward ? d.kg : d.cg;  // vector entries per group
+    if (forward) shape[0] = count, shape[1] = d.c;
+    else shape[1] = count;
+    host.assign(static_cast<size_t>(count * (forward ? d.c : d.k) * taps), 0.0);
+    v.resize(static_cast<size_t>(count * per));
+    got.resize(static_cast<size_t>(count * (forward ? d.cg : d.kg) * taps));
+    for (int64_t g = 0; g < s.groups; ++g) {
+      for (int32_t q = 0; q < count; ++q)
+        std::copy_n(p.vectors + q * len + g * per, per, v.data() + q * per);
+      if (const fumi_status st = dev.contract(rowsOf(w, g * d.kg, d.kg), forward ? 0 : 1, count,
+                                              v.data(), got.data());
+          st != FUMI_OK)
+        return st;
+      if (forward) {  // got (count, cg * taps) -> W~[q, g * cg + cl, f]
+        for (int32_t q = 0; q < count; ++q)
+          std::copy_n(got.data() + q * d.cg * taps, d.cg * taps,
+                      host.data() + (q * d.c + g * d.cg) * taps);
+      } else {  // got (kg, count, taps): W~'s rows of group g as they are
+        std::copy(got.begin(), got.end(), host.data() + g * d.kg * count * taps);
+      }
+    }
+  }
+  c.host = hostTensor("vectors", shape, host.data());
+  if (const fumi_status st = dev.convolve(c); st != FUMI_OK) return st;
+  const int64_t outer = filter ? 1 : d.n, inner = tensorNumel(out_t) / len / outer;
+  double bias_max = 0;
+  if (forward && s.bias >= 0) {  // each vector summed against the bias, in its channel
+    std::vector<double> b(static_cast<size_t>(count));
+    if (const fumi_status st =
+            dev.contract(ts[static_cast<size_t>(s.bias)], 0, count, p.vectors, b.data());
+        st != FUMI_OK)
+      return st;
+    for (int64_t a = 0; a < outer; ++a)
+      for (int32_t q = 0; q < count; ++q)
+        for (int64_t i = 0; i < inner; ++i)
+          p.out[(a * count + q) * inner + i] += b[static_cast<size_t>(q)];
+    fumi_scan sb{};
+    sb.struct_size = sizeof sb;
+    if (const fumi_status st = dev.scan(s.bias, &sb); st != FUMI_OK) return st;
+    bias_max = sb.max_abs;
+  }
+  // The host's noise floor (convProjection): the reduced operand carries fp64 rounding of its
+  // terms, bounded here by the operands' largest magnitudes; elements below it are 0.
+  fumi_scan sa{}, sr{};
+  sa.struct_size = sr.struct_size = sizeof(fumi_scan);
+  for (const auto& [index, scan] : {std::pair{s.direction == Dir::kBackwardData ? s.y : s.x, &sa},
+                                    std::pair{filter ? s.y : s.w, &sr}})
+    if (const fumi_status st = dev.scan(index, scan); st != FUMI_OK) return st;
+  const double terms = filter ? static_cast<double>(d.n * out_sp)
+                              : static_cast<double>((forward ? d.cg : d.kg) * taps);
+  zeroConvNoise(p, len, taps, outer, inner, [&](int32_t q) {
+    double r_abs = 0;
+    for (int64_t i = 0; i < len; ++i) r_abs += std::fabs(p.vectors[q * len + i]);
+    return sa.max_abs * r_abs * terms * sr.max_abs + bias_max * r_abs;
+  });
+  return FUMI_OK;
+}
+
 fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bool backward,
-                        int32_t output, const std::vector<Projection>& p) {
+                        int32_t output, const std::vector<Projection>& p,
+                        const DeviceOps* device) {
   if (number(args, "transposed", 0.0) != 0) return FUMI_UNSUPPORTED;
+  // On the device where it can be, else on host copies.
+  const auto project = [&](const ConvSpec& spec) {
+    if (!device) return convProjection(ts, spec, output, p);
+    // What the host does not project either (the plugin asks for other dimensions too).
+    const bool filter = spec.direction == ConvSpec::Direction::kBackwardFilter;
+    if (spec.x < 0 || spec.w < 0 || spec.y < 0 || (filter && spec.groups != 1))
+      return FUMI_UNSUPPORTED;
+    for (const Projection& side : p)
+      if (side.dim != (filter ? 0 : 1) || side.out_lo || side.count < 1) return FUMI_UNSUPPORTED;
+    fumi_status st = FUMI_OK;
+    for (const Projection& side : p)
+      if (st = convolutionOnDevice(ts, spec, output, side, *device); st != FUMI_OK) break;
+    if (st != FUMI_UNSUPPORTED) return st;
+    const std::vector<fumi_tensor>* host = device->on_host ? device->on_host() : nullptr;
+    return host ? convProjection(*host, spec, output, p) : FUMI_UNSUPPORTED;
+  };
   ConvSpec s;
   s.flip = false;  // frameworks' convolution is a cross-correlation
   const int input = find(ts, "input"), weight = find(ts, "weight");
@@ -117,7 +254,7 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
     s.w = weight;
     s.y = find(ts, "out");
     s.bias = find(ts, "bias");
-    return convProjection(ts, s, output, p);
+    return project(s);
   }
   s.y = find(ts, "grad_output");
   if (output == find(ts, "out0")) {  // grad_input
@@ -131,7 +268,7 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
   } else {
     return FUMI_UNSUPPORTED;  // grad_bias: a sum, not a convolution
   }
-  return convProjection(ts, s, output, p);
+  return project(s);
 }
 
 // The op's name without its overload, "aten::add" for "aten::add_.Tensor" when `inplace` is
@@ -219,7 +356,7 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
 
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& ts,
                                 const Args& args, int32_t output,
-                                const std::vector<Projection>& p, const DeviceContract* device) {
+                                const std::vector<Projection>& p, const DeviceOps* device) {
   if (!op) return FUMI_UNSUPPORTED;
   const char* dot = std::strchr(op, '.');
   const std::string name = dot ? std::string(op, dot) : std::string(op);
@@ -229,10 +366,15 @@ fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& 
       {"aten::mv", "self", "vec", nullptr},       {"aten::addmm", "mat1", "mat2", "self"},
       {"aten::baddbmm", "batch1", "batch2", "self"}, {"aten::addmv", "mat", "vec", "self"}};
   for (const auto& g : kGemms)
-    if (name == g[0]) return gemm(ts, args, g[1], g[2], g[3], output, p, device);
-  if (device) return FUMI_UNSUPPORTED;  // convolutions: projected on the host only
-  if (name == "aten::convolution") return convolution(ts, args, false, output, p);
-  if (name == "aten::convolution_backward") return convolution(ts, args, true, output, p);
+    if (name == g[0]) {
+      if (!device) return gemm(ts, args, g[1], g[2], g[3], output, p, nullptr);
+      const fumi_status st = gemm(ts, args, g[1], g[2], g[3], output, p, &device->contract);
+      if (st != FUMI_UNSUPPORTED) return st;
+      const std::vector<fumi_tensor>* host = device->on_host ? device->on_host() : nullptr;
+      return host ? gemm(*host, args, g[1], g[2], g[3], output, p, nullptr) : FUMI_UNSUPPORTED;
+    }
+  if (name == "aten::convolution") return convolution(ts, args, false, output, p, device);
+  if (name == "aten::convolution_backward") return convolution(ts, args, true, output, p, device);
   return FUMI_UNSUPPORTED;
 }
 

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "adapter_api.h"
+#include "contract.h"
 #include "fumi/plugin.h"
 #include "reference.h"
 
@@ -18,13 +21,27 @@ namespace fumi {
 // as fumi_host_api.project says. Modelled: aten::mm, bmm, mv, addmm, baddbmm, addmv (self
 // broadcast as C) and aten::convolution / convolution_backward (not transposed; grad_input and
 // grad_weight). FUMI_UNSUPPORTED for anything else.
-// With `device` (a device op's Call::contractDevice), the GEMM family is projected where its
-// operands live (matmulProjection's `device`); FUMI_UNSUPPORTED where it cannot be, and for
-// convolutions on a device (the caller copies the operands to the host then).
+// The work a device op's projection does on its device (Call: contractDevice, convolveDevice,
+// scanDevice of the call's tensor `index`), and host copies of the call's tensors (made when
+// first asked for; null when they cannot be) for what the device does not do.
+struct DeviceOps {
+  DeviceContract contract;
+  std::function<fumi_status(const fumi_device_conv&)> convolve;
+  std::function<fumi_status(int32_t index, fumi_scan* out)> scan;
+  std::function<const std::vector<fumi_tensor>*()> on_host;
+};
+
+// With `device`, the op is projected where its operands live, and nothing is copied: the GEMM
+// family by contractions (matmulProjection's `device`), convolutions by contracting the filter
+// (or dy, for grad_weight) with the vectors on the device and one convolution with `count`
+// channels there (the host's convProjection, rearranged for groups; the same noise floor).
+// Where that cannot be done (compensated sums, the device declining) the same projection runs
+// on device->on_host()'s copies; an op or output that is not projected at all (grad_bias,
+// transposed, grad_weight with groups) is FUMI_UNSUPPORTED before anything is copied.
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& tensors,
                                 const std::vector<std::pair<const char*, std::string>>& args,
                                 int32_t output, const std::vector<Projection>& sides,
-                                const DeviceContract* device = nullptr);
+                                const DeviceOps* device = nullptr);
 inline fumi_status frameworkProjection(
     const char* op, const std::vector<fumi_tensor>& tensors,
     const std::vector<std::pair<const char*, std::string>>& args, int32_t output,

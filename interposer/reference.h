@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "contract.h"
@@ -123,6 +124,13 @@ fumi_status convReference(const std::vector<fumi_tensor>& tensors, const ConvSpe
 // fp64 rounding bound of the reduced operand are returned as 0.
 fumi_status convProjection(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
                            int32_t output, const Projection& p);
+// convProjection's noise floor: the reduced operand carries fp64 rounding of its terms, so a
+// projected element of vector q does too, up to (len + taps) * 2^-53 of bound(q) (the largest
+// sum of magnitudes its terms can reach); elements at or below 4 times that are that noise, and
+// are set to 0 (an output that is exactly zero must project to exactly zero). p.out laid out
+// outer x count x inner.
+void zeroConvNoise(const Projection& p, int64_t len, int64_t taps, int64_t outer, int64_t inner,
+                   const std::function<double(int32_t q)>& bound);
 // Several sets of vectors: one projection after the other.
 inline fumi_status convProjection(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
                                   int32_t output, const std::vector<Projection>& sides) {

@@ -603,6 +603,52 @@ fumi_status deviceContract(const at::Tensor& x, int32_t dim, int32_t count, cons
   return FUMI_OK;
 }
 
+// fumi_adapter_call.convolve (ABI 6): `a` the device operand (a view of device memory), the
+// host one copied to a's device, the convolution in fp64 there, the result copied to c.out.
+fumi_status deviceConvolve(const at::Tensor& device_operand, const fumi_device_conv& c) {
+  const int64_t sp = c.spatial;
+  if (sp < 1 || sp > 3 || c.host.ndim != sp + 2 || c.out_ndim != sp + 2 ||
+      device_operand.dim() != sp + 2)
+    return FUMI_UNSUPPORTED;
+  const at::Tensor a = device_operand.to(at::kDouble);
+  const at::Tensor b = at::from_blob(c.host.data, c10::IntArrayRef(c.host.shape, c.host.ndim),
+                                     at::TensorOptions().dtype(at::kDouble))
+                           .to(a.device());
+  const std::vector<int64_t> stride(c.stride, c.stride + sp), pad(c.padding, c.padding + sp),
+      dilation(c.dilation, c.dilation + sp), shape(c.out_shape, c.out_shape + c.out_ndim);
+  std::vector<int64_t> output_padding(static_cast<size_t>(sp), 0);
+  at::Tensor r;
+  switch (c.direction) {
+    case FUMI_CONV_FORWARD:
+      r = at::convolution(a, b, c10::nullopt, stride, pad, dilation, /*transposed=*/false,
+                          output_padding, /*groups=*/1);
+      break;
+    case FUMI_CONV_BACKWARD_DATA:
+      // The transposed convolution, with the output padding that gives dx its extent.
+      for (int64_t d = 0; d < sp; ++d) {
+        const int64_t extent = (a.size(d + 2) - 1) * stride[d] - 2 * pad[d] +
+                               dilation[d] * (b.size(d + 2) - 1) + 1;
+        output_padding[d] = shape[d + 2] - extent;
+        if (output_padding[d] < 0 || output_padding[d] >= std::max(stride[d], dilation[d]))
+          return FUMI_UNSUPPORTED;
+      }
+      r = at::convolution(a, b, c10::nullopt, stride, pad, dilation, /*transposed=*/true,
+                          output_padding, /*groups=*/1);
+      break;
+    case FUMI_CONV_BACKWARD_FILTER: {
+      const at::Tensor filter = at::zeros(shape, a.options());  // its extent only
+      r = std::get<1>(at::convolution_backward(b, a, filter, c10::nullopt, stride, pad, dilation,
+                                               /*transposed=*/false, output_padding,
+                                               /*groups=*/1, {false, true, false}));
+      break;
+    }
+    default: return FUMI_UNSUPPORTED;
+  }
+  if (r.sizes() != c10::IntArrayRef(shape)) return FUMI_UNSUPPORTED;
+  at::from_blob(c.out, shape, at::TensorOptions().dtype(at::kDouble)).copy_(r);
+  return FUMI_OK;
+}
+
 // Whether an op may write argument `a`: its schema says so (Tensor(a!): in-place, out=), or it is
 // one of the batch-norm family's running statistics, which native_batch_norm and its relatives
 // update in place without an annotation.
@@ -679,6 +725,7 @@ class CapturedCall final : public at::ObserverContext {
     c.compare = &CapturedCall::compareThunk;
     c.scan = &CapturedCall::scanThunk;
     c.contract = &CapturedCall::contractThunk;
+    c.convolve = &CapturedCall::convolveThunk;
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
@@ -910,25 +957,39 @@ class CapturedCall final : public at::ObserverContext {
     return c.onDevice(k, "scan", [&] { return deviceScan(c.bufferView(k, buffer, dtype), out); });
   }
 
+  // A tensor over a view of this call's device memory (contract's and convolve's), or an
+  // undefined one where the view is not inside one of its storages or not a plain strided one.
+  at::Tensor deviceView(const fumi_tensor& view) const {
+    c10::Storage storage;
+    size_t offset = 0;
+    if (view.ndim < 1 || view.ndim > FUMI_MAX_DIMS || !locate(view.data, &storage, &offset))
+      return at::Tensor();
+    int64_t last = 0;  // the view's last element, which must lie in the storage too
+    for (int32_t d = 0; d < view.ndim; ++d) {
+      if (view.strides[d] < 0 || view.shape[d] < 1) return at::Tensor();
+      last += (view.shape[d] - 1) * view.strides[d];
+    }
+    const auto item = static_cast<int64_t>(c10::elementSize(fromFumi(view.dtype)));
+    if (static_cast<int64_t>(offset) + (last + 1) * item > static_cast<int64_t>(storage.nbytes()))
+      return at::Tensor();
+    return viewAt(storage, offset, fromFumi(view.dtype), c10::IntArrayRef(view.shape, view.ndim),
+                  c10::IntArrayRef(view.strides, view.ndim));
+  }
+
   static fumi_status contractThunk(void* self, const fumi_tensor* view, int32_t dim,
                                    int32_t count, const double* vectors, double* out) {
     CapturedCall& c = callOf(self);
-    if (!view || view->ndim < 1 || view->ndim > FUMI_MAX_DIMS) return FUMI_UNSUPPORTED;
     return c.guarded("contract", [&] {
-      c10::Storage storage;
-      size_t offset = 0;
-      if (!c.locate(view->data, &storage, &offset)) return FUMI_UNSUPPORTED;
-      int64_t last = 0;  // the view's last element, which must lie in the storage too
-      for (int32_t d = 0; d < view->ndim; ++d) {
-        if (view->strides[d] < 0 || view->shape[d] < 1) return FUMI_UNSUPPORTED;
-        last += (view->shape[d] - 1) * view->strides[d];
-      }
-      const auto item = static_cast<int64_t>(c10::elementSize(fromFumi(view->dtype)));
-      if (static_cast<int64_t>(offset) + (last + 1) * item > static_cast<int64_t>(storage.nbytes()))
-        return FUMI_UNSUPPORTED;
-      const c10::IntArrayRef sizes(view->shape, view->ndim), strides(view->strides, view->ndim);
-      return deviceContract(viewAt(storage, offset, fromFumi(view->dtype), sizes, strides), dim,
-                            count, vectors, out);
+      const at::Tensor x = view ? c.deviceView(*view) : at::Tensor();
+      return x.defined() ? deviceContract(x, dim, count, vectors, out) : FUMI_UNSUPPORTED;
+    });
+  }
+
+  static fumi_status convolveThunk(void* self, const fumi_device_conv* conv) {
+    CapturedCall& c = callOf(self);
+    return c.guarded("convolve", [&] {
+      const at::Tensor x = conv ? c.deviceView(conv->device) : at::Tensor();
+      return x.defined() ? deviceConvolve(x, *conv) : FUMI_UNSUPPORTED;
     });
   }
 

@@ -6,7 +6,8 @@ An optional second argument names another device ("cpu"): the same computation t
 reference a device run is compared with (FUMI_SIMTORCH is then not needed).
 On the simulated device it ends by writing to stderr the bytes copied from the device to the
 host during the run ("bytes_to_host N", the simulator's meter).
-Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py mm|tf32|train|prims|gemms [device]"""
+Usage: FUMI_SIMTORCH=.../libfumi_simtorch.so device_ops.py PROGRAM [device]
+(PROGRAM: mm, tf32, train, prims, gemms or convs)"""
 import os
 import sys
 
@@ -77,6 +78,27 @@ def gemms():
                              rand(g, 384, 256, dtype=torch.bfloat16)))
 
 
+def convs():
+    """Convolutions on the device with their backward (grad_input, grad_weight, grad_bias):
+    stride, padding, dilation, groups, a bias, 2-d and 1-d, channels enough that checksum's
+    projections (a few channels of fp64) are a small part of the activations."""
+    g = torch.Generator().manual_seed(5)
+    x = rand(g, 2, 64, 14, 12).requires_grad_()
+    w = rand(g, 128, 32, 3, 3).requires_grad_()
+    b = rand(g, 128).requires_grad_()
+    y = torch.nn.functional.conv2d(x, w, b, stride=2, padding=1, groups=2)
+    w2 = rand(g, 96, 128, 3, 2).requires_grad_()
+    z = torch.nn.functional.conv2d(y, w2, None, padding=(2, 1), dilation=2)
+    z.backward(rand(g, *z.shape))
+    s = rand(g, 3, 80, 40).requires_grad_()
+    w3 = rand(g, 160, 80, 5).requires_grad_()
+    t = torch.nn.functional.conv1d(s, w3, None, stride=3, padding=2)
+    t.backward(rand(g, *t.shape))
+    for name, v in (("y", y), ("z", z), ("t", t), ("dx", x.grad), ("dw", w.grad),
+                    ("db", b.grad), ("dw2", w2.grad), ("ds", s.grad), ("dw3", w3.grad)):
+        show(name, v, version=False)
+
+
 def tf32():
     # 1 + 2^-11 + 2^-13 is exact in fp32; TF32 (10-bit mantissa) rounds it up to 1 + 2^-10.
     a = torch.full((4, 16), 1 + 2**-11 + 2**-13, dtype=torch.float32).to(DEVICE)
@@ -106,6 +128,7 @@ if __name__ == "__main__":
         DEVICE = sys.argv[2]
     else:
         torch.ops.load_library(os.environ["FUMI_SIMTORCH"])
-    {"mm": mm, "tf32": tf32, "train": train, "prims": prims, "gemms": gemms}[sys.argv[1]]()
+    {"mm": mm, "tf32": tf32, "train": train, "prims": prims, "gemms": gemms,
+     "convs": convs}[sys.argv[1]]()
     if DEVICE != "cpu":
         print("bytes_to_host", torch.ops.fumi_sim.bytes_to_host(), file=sys.stderr, flush=True)

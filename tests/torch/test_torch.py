@@ -355,52 +355,70 @@ class DevicePrimitives(unittest.TestCase):
 
 @unittest.skipUnless(os.path.exists(SIMTORCH), "the simulated torch device is not built")
 class DeviceChecksum(unittest.TestCase):
-    """checksum on device ops of the GEMM family (adapter ABI 6: contract): the op's output and
-    the operands of fumi's exact projection are contracted on the device, only the projections
-    come back, and the estimates are those of the same program on the CPU."""
+    """checksum on device ops of the GEMM and convolution families (adapter ABI 6: contract,
+    convolve): the op's output and the operands of fumi's exact projection are contracted, and
+    a convolution's reduced convolution runs, on the device; only projections come back, and
+    the estimates are those of the same program on the CPU."""
+
+    PROGRAMS = ("gemms", "convs")
 
     @classmethod
     def setUpClass(cls):
         env = {"FUMI_SIMTORCH": SIMTORCH}
-        cls.plain = run([PYTHON, DEVICE_OPS, "gemms"], preload=False, env=env)
-        cls.device = run([PYTHON, DEVICE_OPS, "gemms"], policy=CHECKSUM_LEAVES, env=env)
-        cls.cpu = run([PYTHON, DEVICE_OPS, "gemms", "cpu"], policy=CHECKSUM_LEAVES)
+        cls.runs = {}
+        for program in cls.PROGRAMS:
+            cls.runs[program] = (
+                run([PYTHON, DEVICE_OPS, program], preload=False, env=env),
+                run([PYTHON, DEVICE_OPS, program], policy=CHECKSUM_LEAVES, env=env),
+                run([PYTHON, DEVICE_OPS, program, "cpu"], policy=CHECKSUM_LEAVES))
 
     def test_estimates_equal_the_cpu_runs(self):
-        for r in (self.plain, self.device, self.cpu):
-            self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(self.device.stdout, self.plain.stdout)
-        dev, cpu = verdicts(self.device, ("checksum",)), verdicts(self.cpu, ("checksum",))
-        ops = {op for op, _, _, _ in dev}
-        self.assertEqual(ops, {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-                               "aten::mv", "aten::addmv"})
-        self.assertEqual(len(dev), 7)
-        self.assertEqual(set(dev), set(cpu))
-        for key, values in dev.items():
-            self.assertEqual(set(values), set(cpu[key]), key)
-            for name, value in values.items():
-                want = cpu[key][name]
-                if name in ("samples", "worst_row", "worst_col"):
-                    self.assertEqual(value, want, (key, name))
-                else:  # differences of sums taken in another order
-                    self.assertAlmostEqual(value, want, delta=1e-6 * abs(want), msg=(key, name))
-            self.assertGreater(values["normwise_rel"], 0, key)  # rounding seen, not a zero
-        self.assertEqual(self.device.of("violation"), [])
+        expected = {
+            "gemms": ({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mv",
+                       "aten::addmv"}, 7),
+            # three convolutions, forward and backward (grad_input, grad_weight; grad_bias and
+            # the grouped one's grad_weight are not projected)
+            "convs": ({"aten::convolution", "aten::convolution_backward"}, 6),
+        }
+        for program, (plain, device, cpu) in self.runs.items():
+            for r in (plain, device, cpu):
+                self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(device.stdout, plain.stdout)
+            dev, host = verdicts(device, ("checksum",)), verdicts(cpu, ("checksum",))
+            ops, count = expected[program]
+            self.assertEqual({op for op, _, _, _ in dev}, ops, program)
+            self.assertEqual(len(dev), count, program)
+            self.assertEqual(set(dev), set(host), program)
+            for key, values in dev.items():
+                self.assertEqual(set(values), set(host[key]), key)
+                for name, value in values.items():
+                    want = host[key][name]
+                    if name in ("samples", "worst_row", "worst_col"):
+                        self.assertEqual(value, want, (key, name))
+                    else:  # differences of sums taken in another order
+                        self.assertAlmostEqual(value, want, delta=1e-6 * abs(want),
+                                               msg=(key, name))
+                self.assertGreater(values["normwise_rel"], 0, key)  # rounding seen, not a zero
+            self.assertEqual(device.of("violation"), [], program)
 
     def test_only_projections_come_back(self):
-        checks = [e for e in self.device.of("check") if e["check"] == "checksum"]
-        self.assertEqual(len(checks), 7)
-        for e in checks:
-            self.assertEqual(e["args"]["device"], DEVICE)
-        self.assertNotIn("staged through the host", self.device.stderr)
-        self.assertNotIn("torch adapter:", self.device.stderr)
-        moved = bytes_to_host(self.device.stderr) - bytes_to_host(self.plain.stderr)
-        item = {"f32": 4, "bf16": 2}
-        operands = sum(item[e["dtype"]] * math.prod(shape)
-                       for e in checks for shape in e["shape"].values())
-        # 8 vectors a side: (m + n + k) * 16 doubles or so a GEMM, against m n + m k + k n.
-        self.assertGreater(moved, 0)
-        self.assertLess(moved, operands / 10, (moved, operands))
+        # GEMMs: (m + n + k) * 16 doubles or so a check (8 vectors a side), against
+        # m n + m k + k n elements. Convolutions: the output's and the exact side's projections
+        # over 16 channels and the filter summed against the vectors, against x, w and y.
+        bound = {"gemms": 10, "convs": 2}
+        for program, (plain, device, _) in self.runs.items():
+            checks = [e for e in device.of("check") if e["check"] == "checksum"]
+            self.assertTrue(checks, program)
+            for e in checks:
+                self.assertEqual(e["args"]["device"], DEVICE)
+            self.assertNotIn("staged through the host", device.stderr)
+            self.assertNotIn("torch adapter:", device.stderr)
+            moved = bytes_to_host(device.stderr) - bytes_to_host(plain.stderr)
+            item = {"f32": 4, "bf16": 2}
+            operands = sum(item[e["dtype"]] * math.prod(shape)
+                           for e in checks for shape in e["shape"].values())
+            self.assertGreater(moved, 0, program)
+            self.assertLess(moved, operands / bound[program], (program, moved, operands))
 
 
 class Resnet18(unittest.TestCase):

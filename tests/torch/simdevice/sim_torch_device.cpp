@@ -22,6 +22,9 @@
 //      views       as_strided, view, _reshape_alias (t, transpose, expand, ... are torch's
 //                  composites over these; clone, empty_like, _to_copy, ... likewise)
 //      GEMM        mm, mm.out, addmm, addmm.out, addmm_ (the "device GEMM": planted behaviours)
+//      convolution convolution_overrideable, convolution_backward_overrideable (the backend
+//                  hook aten::convolution and convolution_backward call for a device without
+//                  kernels of its own), run as the CPU's aten::convolution / _backward
 //      host        kHostOps below: the op's CPU kernel run on host views of device memory
 //                  (fill/zero/resize_, item(), +-*/ and neg, sum/mean, relu, mse_loss and the
 //                  backward kernels of a small MLP, what print(tensor) needs, cat, what
@@ -77,6 +80,8 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/view_native.h>
@@ -87,6 +92,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -94,6 +100,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -599,6 +606,41 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   return copyFrom(self, dst, /*non_blocking=*/false);
 }
 
+// ---- convolutions: the CPU's, through the backend hook aten offers other devices ----------
+
+// aten::convolution and convolution_backward reach a device without kernels of its own through
+// these two (their "Overrideable" backend); the CPU kernels do the work on host views, reached
+// by redispatch (no dispatcher entry of their own: a CPU run's op counts).
+at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   bool transposed, at::IntArrayRef output_padding,
+                                   int64_t groups) {
+  HostScope scope;
+  c10::optional<at::Tensor> host_bias;
+  if (bias && bias->defined()) host_bias = scope.alias(*bias, /*written=*/false);
+  const at::Tensor r = at::_ops::convolution::redispatch(
+      kHostKeys, scope.alias(input, false), scope.alias(weight, false), host_bias, stride, padding,
+      dilation, transposed, output_padding, groups);
+  scope.commit();
+  return scope.result(r);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  HostScope scope;
+  const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+  const std::vector<c10::SymInt> bias_sizes{c10::SymInt(channels)};
+  const auto [gi, gw, gb] = at::_ops::convolution_backward::redispatch(
+      kHostKeys, scope.alias(grad_output, false), scope.alias(input, false),
+      scope.alias(weight, false), c10::SymIntArrayRef(bias_sizes), stride, padding, dilation,
+      transposed, output_padding, groups, output_mask);
+  scope.commit();
+  return {scope.result(gi), scope.result(gw), scope.result(gb)};
+}
+
 }  // namespace
 
 // The simulator's own ops (not aten's): what tests read about the run.
@@ -623,6 +665,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
     m.impl("view", TORCH_FN(at::native::view));
     m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+    m.impl("convolution_overrideable", TORCH_FN(convolutionOverrideable));
+    m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackwardOverrideable));
     for (const char* name : kGemmOps)
       m.impl(name, torch::CppFunction::makeFromBoxedFunction<&gemmKernel>());
     for (const char* name : kHostOps)
