@@ -16,10 +16,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "checksum.h"
 #include "contract.h"
+#include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
 #include "framework_projection.h"
@@ -864,6 +867,136 @@ TEST(Checksum, FrameworkOpsProjectFromTheirSchemaArguments) {
   EXPECT_EQ(frameworkProjection("aten::convolution", ts, {{"transposed", "True"}}, 3,
                                 Projection{1, 1, r, got, nullptr}),
             FUMI_UNSUPPORTED);
+}
+
+// A device op's convolution projected through DeviceOps (framework_projection.h: what the torch
+// adapter does on a GPU) equals the host's projection of the same op: forward with a bias,
+// grad_input and grad_weight, with groups, stride, padding and dilation, 2-d and 1-d. The device
+// is played by host code (contractions by contractTensor, the convolution by convReference,
+// scans by scanTensor); host copies are asked for only where the device declines, never for a
+// dimension or output that no path projects (the plugin probes those).
+TEST(Checksum, DeviceConvolutionProjectionAgreesWithTheHostOne) {
+  RandomTensors dense(17);
+  using Args = std::vector<std::pair<const char*, std::string>>;
+  for (int spatial : {2, 1})
+    for (int groups : {1, 2}) {
+      dense.clear();
+      // x N x C x in, w K x C/g x f, y N x K x out: stride 2, padding 1, dilation 2 (2-d: the
+      // last dimension 1) over 9 x 7 (2-d) or 11 (1-d) with a 3 x 2 (3) filter.
+      const std::vector<int64_t> x_shape =
+          spatial == 2 ? std::vector<int64_t>{2, 4, 9, 7} : std::vector<int64_t>{2, 4, 11};
+      const std::vector<int64_t> w_shape =
+          spatial == 2 ? std::vector<int64_t>{6, 4 / groups, 3, 2}
+                       : std::vector<int64_t>{6, 4 / groups, 3};
+      const std::vector<int64_t> y_shape =
+          spatial == 2 ? std::vector<int64_t>{2, 6, 4, 4} : std::vector<int64_t>{2, 6, 5};
+      const Args args = {{"stride", "[2]"},          {"padding", "[1]"},
+                         {"dilation", spatial == 2 ? "[2, 1]" : "[2]"},
+                         {"transposed", "False"},    {"groups", std::to_string(groups)}};
+      // forward: input, weight, bias, out; backward: grad_output, input, weight, out0..2
+      std::vector<fumi_tensor> fwd = {dense("input", x_shape), dense("weight", w_shape),
+                                      dense("bias", {6}), dense("out", y_shape)};
+      std::vector<fumi_tensor> bwd = {dense("grad_output", y_shape), dense("input", x_shape),
+                                      dense("weight", w_shape), dense("out0", x_shape),
+                                      dense("out1", w_shape), dense("out2", {6})};
+      fwd[3].role = FUMI_ROLE_OUTPUT;
+      for (int i = 3; i < 6; ++i) bwd[static_cast<size_t>(i)].role = FUMI_ROLE_OUTPUT;
+      for (const auto& [op, ts, output] :
+           {std::tuple{"aten::convolution", &fwd, 3}, std::tuple{"aten::convolution_backward", &bwd, 3},
+            std::tuple{"aten::convolution_backward", &bwd, 4}}) {
+        const bool filter = output == 4;
+        if (filter && groups != 1) continue;
+        std::vector<fumi_tensor> on_device = *ts;
+        for (fumi_tensor& t : on_device) t.memory = FUMI_MEMORY_DEVICE;
+        int copies = 0, declined = 0;
+        bool decline = false;
+        DeviceOps dev;
+        dev.contract = [&](const fumi_tensor& view, int32_t dim, int32_t count,
+                           const double* vectors, double* out) {
+          if (decline) return ++declined, FUMI_UNSUPPORTED;
+          return contractTensor(view, view.data, view.dtype, dim, count, vectors, 1.0, false, out)
+                     ? FUMI_OK
+                     : FUMI_ERROR;
+        };
+        dev.convolve = [&](const fumi_device_conv& c) {
+          // x, w, y of a groups-1 convolution: the device operand, the host one and the result
+          fumi_tensor result = c.host;
+          result.ndim = c.out_ndim;
+          std::copy(c.out_shape, c.out_shape + c.out_ndim, result.shape);
+          denseStrides(result.ndim, result.shape, result.strides);
+          result.data = c.out;
+          std::vector<fumi_tensor> conv;
+          ConvSpec s;
+          s.flip = false;
+          s.spatial = c.spatial;
+          for (int i = 0; i < 3; ++i)
+            s.stride[i] = c.stride[i], s.pad[i] = c.padding[i], s.dilation[i] = c.dilation[i];
+          s.x = 0, s.w = 1, s.y = 2;
+          int out = 2;
+          fumi_tensor operand = c.device;
+          operand.memory = FUMI_MEMORY_HOST;  // the device's memory, read by the device
+          if (c.direction == FUMI_CONV_FORWARD) {
+            conv = {operand, c.host, result};
+          } else if (c.direction == FUMI_CONV_BACKWARD_DATA) {
+            conv = {result, c.host, operand};
+            s.direction = ConvSpec::Direction::kBackwardData;
+            out = 0;
+          } else {
+            conv = {operand, result, c.host};
+            s.direction = ConvSpec::Direction::kBackwardFilter;
+            out = 1;
+          }
+          return convReference(conv, s, out, c.out);
+        };
+        dev.scan = [&](int32_t index, fumi_scan* out) {
+          const fumi_tensor& t = (*ts)[static_cast<size_t>(index)];
+          return scanTensor(t, t.data, t.dtype, out);
+        };
+        dev.on_host = [&]() { return ++copies, ts; };
+        const fumi_tensor& t = (*ts)[static_cast<size_t>(output)];
+        const int32_t dim = filter ? 0 : 1, count = 3;
+        const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+        std::vector<double> v(static_cast<size_t>(sp.len * count));
+        checksum::gaussianVectors(static_cast<uint64_t>(output + groups), count, sp.len,
+                                  v.data());
+        const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+        std::vector<double> host(size), device(size, -1.0);
+        ASSERT_EQ(frameworkProjection(op, *ts, args, output, Projection{dim, count, v.data(),
+                                                                         host.data(), nullptr}),
+                  FUMI_OK) << op << " " << output;
+        ASSERT_EQ(frameworkProjection(op, on_device, args, output,
+                                      {Projection{dim, count, v.data(), device.data(), nullptr}},
+                                      &dev),
+                  FUMI_OK) << op << " " << output << " groups " << groups;
+        double scale = 0;
+        for (double h : host) scale = std::max(scale, std::fabs(h));
+        for (size_t i = 0; i < size; ++i)
+          EXPECT_NEAR(device[i], host[i], 1e-12 * scale) << op << " " << output << " at " << i;
+        EXPECT_EQ(copies, 0);
+        // Not projected anywhere: refused with nothing copied.
+        std::vector<double> other(size * 8);
+        EXPECT_EQ(frameworkProjection(op, on_device, args, output,
+                                      {Projection{dim + 1, count, v.data(), other.data(), nullptr}},
+                                      &dev),
+                  FUMI_UNSUPPORTED);
+        if (op == std::string("aten::convolution_backward")) {
+          EXPECT_EQ(frameworkProjection(op, on_device, args, 5,
+                                        {Projection{0, count, v.data(), other.data(), nullptr}},
+                                        &dev),
+                    FUMI_UNSUPPORTED);  // grad_bias
+        }
+        EXPECT_EQ(copies, 0);
+        // A device that declines: the same projection from the host copies.
+        decline = true;
+        ASSERT_EQ(frameworkProjection(op, on_device, args, output,
+                                      {Projection{dim, count, v.data(), device.data(), nullptr}},
+                                      &dev),
+                  FUMI_OK);
+        EXPECT_GT(declined, 0);
+        EXPECT_EQ(copies, 1);
+        for (size_t i = 0; i < size; ++i) EXPECT_EQ(device[i], host[i]) << i;
+      }
+    }
 }
 
 // Estimator edge cases: a NaN in the output where the exact side is finite is reported as an
