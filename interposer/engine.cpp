@@ -965,7 +965,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
         }
       }
     }
-    call.site().recordCheck(ci.name, st == FUMI_OK, handle.violated,
+    call.site().recordCheck(ci.name, st, handle.violated,
                             monotonicSeconds() - check_started);
   }
   const double seconds = monotonicSeconds() - started;

@@ -199,6 +199,17 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
                       {"violations", m.violations}, {"median", m.quantile(0.5)},
                       {"p99", m.quantile(0.99)},    {"max", m.max}};
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
+    nlohmann::json checks = nlohmann::json::object();
+    for (const auto& [name, c] : st.checks) {
+      nlohmann::json one = {{"runs", c.runs}, {"skipped", c.skipped},
+                            {"violations", c.violations}, {"check_s", c.seconds}};
+      for (const auto& [why, n] : {std::pair{"unsupported", c.unsupported},
+                                   std::pair{"no_scratch", c.no_scratch},
+                                   std::pair{"failed", c.failed}})
+        if (n) one["skipped_" + std::string(why)] = n;
+      checks[name] = std::move(one);
+    }
+    if (!checks.empty()) ops.back()["checks"] = std::move(checks);
     if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
     if (st.handled_overflow) ops.back()["handled_overflow"] = st.handled_overflow;
     if (st.autotuning) ops.back()["autotuning"] = st.autotuning;

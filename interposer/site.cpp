@@ -104,10 +104,18 @@ void OpSite::retractAutotuning(uint64_t n) {
   stats.autotuning += n;
 }
 
-void OpSite::recordCheck(const std::string& check, bool ran, bool violated, double seconds) {
+void OpSite::recordCheck(const std::string& check, fumi_status status, bool violated,
+                         double seconds) {
   std::lock_guard<std::mutex> lock(stats_mu);
   CheckCounts& c = stats.checks[check];
-  ++(ran ? c.runs : c.skipped);
+  switch (status) {
+    case FUMI_OK: ++c.runs; break;
+    case FUMI_SKIPPED:
+    case FUMI_UNSUPPORTED: ++c.unsupported; break;
+    case FUMI_NO_SCRATCH: ++c.no_scratch; break;
+    default: ++c.failed; break;
+  }
+  c.skipped = c.unsupported + c.no_scratch + c.failed;
   c.violations += violated ? 1 : 0;
   c.seconds += seconds;
 }

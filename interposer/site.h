@@ -47,10 +47,16 @@ struct MetricStats {
   double quantile(double q) const;
 };
 
-// One check of an op: how often it ran to a verdict, was skipped, raised; its wall time.
+// One check of an op: how often it ran to a verdict, was skipped, raised; its wall time. The
+// skips by what the check answered: it cannot judge this call (FUMI_UNSUPPORTED, FUMI_SKIPPED:
+// a dtype, layout or op it does not cover, an unusable estimate), the scratch budget was too
+// small (FUMI_NO_SCRATCH), or it failed (an error: the plugin is disabled).
 struct CheckCounts {
   uint64_t runs = 0;
-  uint64_t skipped = 0;
+  uint64_t skipped = 0;  // the sum of the three below
+  uint64_t unsupported = 0;
+  uint64_t no_scratch = 0;
+  uint64_t failed = 0;
   uint64_t violations = 0;
   double seconds = 0;
 };
@@ -116,7 +122,7 @@ struct OpSite {
   OpStats stats;  // guarded by stats_mu (slow path only)
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
-  void recordCheck(const std::string& check, bool ran, bool violated, double seconds);
+  void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);
   void addHandledOverflow();

@@ -512,6 +512,11 @@ class AtenChecks(unittest.TestCase):
         ops = torch_summary(r)
         self.assertEqual(ops["aten::dropout"]["skipped"], 1)  # random: a rerun cannot match
         self.assertEqual(ops["aten::dropout"]["checked"], 0)
+        # The adapter declined dropout before any check; mm's checks each ran (ops[].checks).
+        self.assertNotIn("checks", ops["aten::dropout"])
+        for check in ("highprec", "determinism", "perturb"):
+            self.assertEqual(ops["aten::mm"]["checks"][check]["runs"], 1)
+            self.assertEqual(ops["aten::mm"]["checks"][check]["skipped"], 0)
         self.assertEqual(ops["aten::mm"]["checked"], 1)
         self.assertEqual(ops["aten::empty_like"]["checked"], 0)  # uninitialised output
         self.assertEqual(r.of("violation"), [])

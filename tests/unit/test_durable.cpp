@@ -135,7 +135,11 @@ TEST(Prometheus, TextFormat) {
   s.stats.checked = 4;
   s.stats.skipped = 1;
   s.stats.check_seconds = 0.5;
-  s.stats.checks["highprec"] = CheckCounts{3, 1, 2, 0.25};
+  CheckCounts& highprec = s.stats.checks["highprec"];
+  highprec.runs = 3;
+  highprec.skipped = highprec.unsupported = 1;
+  highprec.violations = 2;
+  highprec.seconds = 0.25;
   s.stats.metrics["highprec.normwise_rel"].add(1e-3, true);
   s.stats.metrics["nan_inf.nonfinite"].add(std::nan(""), false);  // max stays 0
   SiteState t;

@@ -468,6 +468,39 @@ rules:
   OpStats st = site.statsSnapshot();
   EXPECT_EQ(st.checked, 0u);
   EXPECT_EQ(st.skipped, 1u);
+  // The check's own counts say why (the summary's ops[].checks).
+  const CheckCounts& c = st.checks.at("highprec");
+  EXPECT_EQ(c.runs, 0u);
+  EXPECT_EQ(c.skipped, 1u);
+  EXPECT_EQ(c.no_scratch, 1u);
+  EXPECT_EQ(c.unsupported + c.failed, 0u);
+}
+
+// A check that cannot judge a call is counted as such on its own (ops[].checks), beside the
+// checks that ran: the call is checked, and not skipped, as one check judged it.
+TEST_F(EngineFixture, EachCheckCountsWhatItDeclined) {
+  OpSite site("unit_op_k", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_k }
+    checks: [ { plugin: reference }, { plugin: highprec } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x(16, 1.0f), y(16, 2.0f);
+  for (uint64_t i = 0; i < 3; ++i) {
+    DoubleCall call(site, x, y, i);  // no reference() of its own: `reference` declines
+    e->runChecks(call, *site.decision.load()->select(CallFacts{16}, i));
+  }
+  const OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 3u);
+  EXPECT_EQ(st.skipped, 0u);
+  const CheckCounts& ref = st.checks.at("reference");
+  EXPECT_EQ(ref.runs, 0u);
+  EXPECT_EQ(ref.skipped, 3u);
+  EXPECT_EQ(ref.unsupported, 3u);
+  const CheckCounts& hp = st.checks.at("highprec");
+  EXPECT_EQ(hp.runs, 3u);
+  EXPECT_EQ(hp.skipped, 0u);
 }
 
 TEST_F(EngineFixture, PlantedWrongResultIsAViolation) {
