@@ -445,20 +445,27 @@ TEST(Checksum, ProjectionMatchesTheContractedReference) {
             FUMI_UNSUPPORTED);
 }
 
+// Variant 0..15 of the in-place projection tests: transposes (bits 0, 1), a batch of 3 (bit 2),
+// beta (bit 3), 13 x 11 x 17; variant `gemv` a GEMV instead.
+Problem variantProblem(int variant, int gemv) {
+  Problem p;
+  p.ta = variant & 1;
+  p.tb = variant & 2;
+  p.batch = variant & 4 ? 3 : 1;
+  p.beta = variant & 8 ? -1.5 : 0;
+  p.gemv = variant == gemv;
+  p.m = 13, p.n = p.gemv ? 1 : 11, p.k = 17;
+  p.alpha = 0.75;
+  return p;
+}
+
 // The plain-sum projection reads the operands in place (contract.h): it agrees with the
 // compensated one (which copies them) for every transpose combination, batches, beta, vector
 // outputs and vector counts that split into kernel blocks of 8, 4, 2 and 1.
 TEST(Checksum, InPlaceProjectionAgreesWithTheCompensatedOne) {
   metrics::Rng rng(21);
   for (int variant = 0; variant < 16; ++variant) {
-    Problem p;
-    p.ta = variant & 1;
-    p.tb = variant & 2;
-    p.batch = variant & 4 ? 3 : 1;
-    p.beta = variant & 8 ? -1.5 : 0;
-    p.gemv = variant == 5;
-    p.m = 13, p.n = p.gemv ? 1 : 11, p.k = 17;
-    p.alpha = 0.75;
+    const Problem p = variantProblem(variant, 5);
     const Instance<float> inst(p, rng);
     const fumi_tensor& t = inst.tensors()[static_cast<size_t>(inst.spec().d)];
     for (int32_t dim = 0; dim < t.ndim; ++dim)
@@ -489,14 +496,7 @@ TEST(Checksum, InPlaceProjectionAgreesWithTheCompensatedOne) {
 TEST(Checksum, DeviceProjectionAgreesWithTheHostOne) {
   metrics::Rng rng(23);
   for (int variant = 0; variant < 16; ++variant) {
-    Problem p;
-    p.ta = variant & 1;
-    p.tb = variant & 2;
-    p.batch = variant & 4 ? 3 : 1;
-    p.beta = variant & 8 ? -1.5 : 0;
-    p.gemv = variant == 1;  // a transposed A
-    p.m = 13, p.n = p.gemv ? 1 : 11, p.k = 17;
-    p.alpha = 0.75;
+    const Problem p = variantProblem(variant, 1);  // the GEMV with a transposed A
     const Instance<float> inst(p, rng);
     std::vector<fumi_tensor> on_device = inst.tensors();
     for (fumi_tensor& t : on_device) t.memory = FUMI_MEMORY_DEVICE;
