@@ -194,6 +194,7 @@ struct GlobalOp {
   std::map<std::string, MetricAcc> metrics;
   uint64_t nonfinite_propagated = 0;
   uint64_t handled_overflow = 0;
+  std::map<std::string, uint64_t> declined;
 };
 
 // A parsed check/violation event.
@@ -247,6 +248,7 @@ struct SummaryOpEvent {
   std::vector<std::pair<std::string, MetricSummary>> metrics;
   uint64_t nonfinite_propagated = 0;
   uint64_t handled_overflow = 0;
+  std::vector<std::pair<std::string, uint64_t>> declined;  // "check reason" -> calls
 };
 
 MetricSummary parseMetric(const std::string& key, const json& m) {
@@ -307,6 +309,16 @@ SummaryEvent parseSummaryEvent(const json& obj) {
     }
     so.nonfinite_propagated = getCount(o, "nonfinite_propagated").value_or(0);
     so.handled_overflow = getCount(o, "handled_overflow").value_or(0);
+    if (const json* checks = getObject(o, "checks")) {
+      for (auto it = checks->begin(); it != checks->end(); ++it) {
+        if (!it->is_object()) badField("checks", "an object of objects");
+        for (const char* reason : {"unsupported", "no_scratch", "failed"}) {
+          const std::string field_name = std::string("skipped_") + reason;
+          if (const uint64_t n = getCount(*it, field_name.c_str()).value_or(0))
+            so.declined.emplace_back(it.key() + " " + reason, n);
+        }
+      }
+    }
     ev.ops.push_back(std::move(so));
   }
   return ev;
@@ -396,6 +408,7 @@ class Aggregator {
       for (auto& [k, acc] : g.metrics) s.metrics[k] = acc.m;
       s.nonfinite_propagated = g.nonfinite_propagated;
       s.handled_overflow = g.handled_overflow;
+      s.declined = g.declined;
     }
     for (Segment& seg : segments_) {
       seg.info.incomplete = seg.info.ended.empty() || seg.info.ended == "killed";
@@ -462,6 +475,7 @@ class Aggregator {
       for (auto& [k, m] : so.metrics) mergeMetric(g.metrics[k], m);
       g.nonfinite_propagated += so.nonfinite_propagated;
       g.handled_overflow += so.handled_overflow;
+      for (const auto& [k, n] : so.declined) g.declined[k] += n;
     }
   }
 

@@ -152,6 +152,9 @@ struct OpStats {
   std::map<std::string, MetricSummary> metrics;   // "check.metric" -> distribution
   uint64_t nonfinite_propagated = 0;  // calls whose NaN/Inf came with their inputs (counted)
   uint64_t handled_overflow = 0;      // backward-pass NaN/Inf a loss scaler handled (counted)
+  // "check reason" -> calls that check declined (the summary's ops[].checks skipped_<reason>:
+  // "checksum unsupported", "highprec no_scratch", ...)
+  std::map<std::string, uint64_t> declined;
   bool incomplete = false;            // some counts come from a process without a summary
   std::map<int64_t, uint64_t> rank_violations;  // launcher rank -> violations (ranked processes)
   // The rank with the most violations of this op (the lowest such rank on ties); none when no

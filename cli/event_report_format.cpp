@@ -134,6 +134,14 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
     out << "  Backward-pass overflow handled by the loss scaler (counted, not violations): "
         << handled << "\n";
   }
+  std::string declined;  // which check skipped which op's calls, and why
+  for (const OpStats& s : report.ops)
+    for (const auto& [why, n] : s.declined)
+      declined += (declined.empty() ? "" : ", ") + s.op + " (" + why + ": " +
+                  plural(n, "call") + ")";
+  if (!declined.empty())
+    out << "  Calls a check could not judge (skipped by it; docs/report-schema.md): " << declined
+        << "\n";
 
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
@@ -323,6 +331,7 @@ json toJson(const Report& report) {
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;
     oj["handled_overflow"] = s.handled_overflow;
+    oj["declined"] = s.declined;
     const auto worst_rank = s.worstRank();
     oj["worst_rank"] = worst_rank ? json(*worst_rank) : json(nullptr);
     json rank_violations = json::object();
