@@ -142,6 +142,14 @@ std::string opCountsText(const Report& report, uint64_t OpStats::*count) {
   return text;
 }
 
+std::string declinedText(const Report& report) {
+  std::string text;
+  for (const OpStats& s : report.ops)
+    for (const auto& [why, n] : s.declined)
+      text += (text.empty() ? "" : ", ") + s.op + " (" + why + ": " + plural(n, "call") + ")";
+  return text;
+}
+
 namespace {
 
 std::optional<Sensitivity> mostSensitiveMetric(const OpStats& s) {

@@ -134,12 +134,7 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
     out << "  Backward-pass overflow handled by the loss scaler (counted, not violations): "
         << handled << "\n";
   }
-  std::string declined;  // which check skipped which op's calls, and why
-  for (const OpStats& s : report.ops)
-    for (const auto& [why, n] : s.declined)
-      declined += (declined.empty() ? "" : ", ") + s.op + " (" + why + ": " +
-                  plural(n, "call") + ")";
-  if (!declined.empty())
+  if (const std::string declined = declinedText(report); !declined.empty())
     out << "  Calls a check could not judge (skipped by it; docs/report-schema.md): " << declined
         << "\n";
 

@@ -88,6 +88,8 @@ TEST(Report, CallsAChecksDeclinedByReason) {
             std::string::npos)
       << text;
   EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["declined"]["checksum unsupported"], 3);
+  EXPECT_NE(fumi::report::formatHtml(r).find("sgemm_ (checksum no_scratch: 2 calls)"),
+            std::string::npos);
   // None declined: no such line.
   EventFile c{"out/events-300.jsonl",
               lines({startLine(300), summaryLine(300, R"([{"op":"sgemm_","backend":"blas",
