@@ -108,17 +108,17 @@ fumi_tensor rowsOf(const fumi_tensor& t, int64_t first, int64_t rows) {
 // convProjection for the operands of a device op, on its device (frameworkProjection's
 // `device`): the vectors summed against the filter there (per group, into a dense filter with
 // `count` channels) or against dy (backward filter), then one fp64 convolution with `count`
-// channels there; only the sums and the projection come back.
+// channels there; only the sums and the projection come back. The caller has checked what no
+// path projects (p.dim other than the channels, out_lo, a grouped backward filter).
 fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
                                 int32_t output, const Projection& p, const DeviceOps& dev) {
   using Dir = ConvSpec::Direction;
   const bool forward = s.direction == Dir::kForward, filter = s.direction == Dir::kBackwardFilter;
   const int32_t channels_dim = filter ? 0 : 1;
-  if (p.dim != channels_dim || p.out_lo || p.count < 1) return FUMI_UNSUPPORTED;
   const fumi_tensor &x = ts[static_cast<size_t>(s.x)], &w = ts[static_cast<size_t>(s.w)],
                     &y = ts[static_cast<size_t>(s.y)];
   ConvDims d;
-  if (!d.read(x, w, y, s) || (filter && s.groups != 1)) return FUMI_UNSUPPORTED;
+  if (!d.read(x, w, y, s)) return FUMI_UNSUPPORTED;
   for (const fumi_tensor* t : {&x, &w, &y})
     for (int32_t i = 0; i < t->ndim; ++i)
       if (t->strides[i] < 0) return FUMI_UNSUPPORTED;
