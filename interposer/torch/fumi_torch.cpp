@@ -603,8 +603,9 @@ fumi_status deviceContract(const at::Tensor& x, int32_t dim, int32_t count, cons
   return FUMI_OK;
 }
 
-// fumi_adapter_call.convolve (ABI 6): `a` the device operand (a view of device memory), the
-// host one copied to a's device, the convolution in fp64 there, the result copied to c.out.
+// fumi_adapter_call.convolve (ABI 6): the device operand (a view of device memory) and the host
+// one copied to its device, the convolution in fp64 there (fp64 is never autocast), the result
+// copied to c.out.
 fumi_status deviceConvolve(const at::Tensor& device_operand, const fumi_device_conv& c) {
   const int64_t sp = c.spatial;
   if (sp < 1 || sp > 3 || c.host.ndim != sp + 2 || c.out_ndim != sp + 2 ||
