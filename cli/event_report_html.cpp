@@ -54,6 +54,18 @@ std::string esc(std::string_view s) {
   return out;
 }
 
+// An op name in a table cell: escaped, breakable only after "::" and "." ("aten::norm.|
+// ScalarOpt_dim"), so a narrow column wraps it at its parts, not inside a word (code.op).
+std::string opText(const std::string& op) {
+  std::string out;
+  for (size_t i = 0; i < op.size(); ++i) {
+    out += esc(op.substr(i, 1));
+    if (op[i] == '.' || (op[i] == ':' && i > 0 && op[i - 1] == ':')) out += "<wbr>";
+  }
+  return out;
+}
+std::string opCode(const std::string& op) { return "<code class=\"op\">" + opText(op) + "</code>"; }
+
 // A coordinate in an SVG attribute.
 std::string px(double v) {
   char buf[32];
@@ -129,12 +141,13 @@ nav a{color:#dfe6f3;margin-right:16px;text-decoration:none;font-size:13px}
 table{border-collapse:collapse;background:#fff;margin:6px 0;font-size:13px}
 th,td{border:1px solid #d5d9e0;padding:3px 8px;text-align:left;vertical-align:middle}
 th{background:#eef1f5}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.viol td{background:#fff4f2}
 pre{background:#f1f3f6;border:1px solid #e1e5eb;padding:6px 8px;margin:4px 0;overflow-x:auto;
   font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre}
 pre .user{background:#fff1b8}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
+code.op{word-break:normal}
 details{margin:4px 0}
 summary{cursor:pointer;color:#2a4d8f}
 svg{display:block}
@@ -294,7 +307,7 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
          "<th>count</th><th>median</th><th>p99</th><th>max</th></tr>\n";
   for (const Sensitivity& x : sens) {
     const MetricSummary* m = x.metric;
-    out << "<tr><td><code>" << esc(x.op->op) << "</code></td><td>"
+    out << "<tr><td>" << opCode(x.op->op) << "</td><td>"
         << esc(x.op->backend.empty() ? "-" : x.op->backend) << "</td><td>" << esc(x.key)
         << "</td><td class=\"n\">" << (m ? std::to_string(m->count) : "-")
         << "</td><td class=\"n\">" << (m ? optValue(m->median) : "-") << "</td><td class=\"n\">"
@@ -609,8 +622,8 @@ void metricDistributions(std::ostream& out, const Report& report) {
   out << "</svg></th></tr>\n";
   for (const Row& r : rows) {
     const MetricSummary& m = *r.m;
-    out << "<tr" << (m.violations ? " class=\"viol\"" : "") << "><td><code>" << esc(r.op->op)
-        << "</code></td><td>" << esc(r.op->backend.empty() ? "-" : r.op->backend) << "</td><td>"
+    out << "<tr" << (m.violations ? " class=\"viol\"" : "") << "><td>" << opCode(r.op->op)
+        << "</td><td>" << esc(r.op->backend.empty() ? "-" : r.op->backend) << "</td><td>"
         << esc(*r.key) << "</td><td>" << esc(m.kind) << "</td><td class=\"n\">" << m.count
         << "</td><td class=\"n\">" << m.violations << "</td><td class=\"n\">" << optValue(m.median)
         << "</td><td class=\"n\">" << optValue(m.p99) << "</td><td class=\"n\">" << optValue(m.max)
@@ -630,11 +643,11 @@ void opRows(std::ostream& out, const Report& report, const std::vector<const OpS
          "<th>violations</th>"
       << (ranked ? "<th>worst rank</th>" : "") << "<th>worst</th></tr>\n";
   for (const OpStats* s : ops) {
-    out << "<tr" << (s->violations ? " class=\"viol\"" : "") << "><td><code>";
+    out << "<tr" << (s->violations ? " class=\"viol\"" : "") << "><td><code class=\"op\">";
     if (s->violations && !s->by_kind.empty()) {
-      out << "<a href=\"#op-" << opIndex(report, s) << "\">" << esc(s->op) << "</a>";
+      out << "<a href=\"#op-" << opIndex(report, s) << "\">" << opText(s->op) << "</a>";
     } else {
-      out << esc(s->op);
+      out << opText(s->op);
     }
     out << (s->incomplete ? "*" : "") << "</code></td><td>"
         << esc(s->backend.empty() ? "-" : s->backend) << "</td><td class=\"n\">" << s->calls
