@@ -499,11 +499,10 @@ bool contractAxisOnDevice(const AxisContraction& c, const DeviceContract& device
 
 bool contractSidesOnDevice(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t n,
                            const fumi_side* sides, const DeviceContract& device) {
+  if (hasNegativeStride(t)) return false;
   fumi_tensor view = t;
   view.data = const_cast<void*>(data);
   view.dtype = dtype;
-  for (int32_t d = 0; d < t.ndim; ++d)
-    if (t.strides[d] < 0) return false;
   for (int32_t i = 0; i < n; ++i)
     if (device(view, sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out) != FUMI_OK)
       return false;

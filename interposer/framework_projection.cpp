@@ -119,9 +119,8 @@ fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSp
                     &y = ts[static_cast<size_t>(s.y)];
   ConvDims d;
   if (!d.read(x, w, y, s)) return FUMI_UNSUPPORTED;
-  for (const fumi_tensor* t : {&x, &w, &y})
-    for (int32_t i = 0; i < t->ndim; ++i)
-      if (t->strides[i] < 0) return FUMI_UNSUPPORTED;
+  if (hasNegativeStride(x) || hasNegativeStride(w) || hasNegativeStride(y))
+    return FUMI_UNSUPPORTED;
   const fumi_tensor& out_t = ts[static_cast<size_t>(output)];
   const int32_t count = p.count;
   const int64_t len = out_t.shape[channels_dim], taps = d.spatialSize(d.filter),

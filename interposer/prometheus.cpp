@@ -114,7 +114,7 @@ std::string prometheusText(const std::vector<SiteState>& sites, std::optional<in
            [](const CheckCounts& c) { return static_cast<double>(c.runs); });
   perCheck("fumi_checks_skipped_total", "counter",
            "Checks of the op that were skipped (unsupported call, no scratch, plugin failure).",
-           [](const CheckCounts& c) { return static_cast<double>(c.skipped); });
+           [](const CheckCounts& c) { return static_cast<double>(c.skipped()); });
   perCheck("fumi_violations_total", "counter", "Checks of the op whose verdict was a violation.",
            [](const CheckCounts& c) { return static_cast<double>(c.violations); });
   perCheck("fumi_check_seconds_total", "counter", "Wall seconds spent in the op's checks.",

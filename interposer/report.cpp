@@ -201,7 +201,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
     nlohmann::json checks = nlohmann::json::object();
     for (const auto& [name, c] : st.checks) {
-      nlohmann::json one = {{"runs", c.runs}, {"skipped", c.skipped},
+      nlohmann::json one = {{"runs", c.runs}, {"skipped", c.skipped()},
                             {"violations", c.violations}, {"check_s", c.seconds}};
       for (const auto& [why, n] : {std::pair{"unsupported", c.unsupported},
                                    std::pair{"no_scratch", c.no_scratch},

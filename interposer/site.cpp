@@ -115,7 +115,6 @@ void OpSite::recordCheck(const std::string& check, fumi_status status, bool viol
     case FUMI_NO_SCRATCH: ++c.no_scratch; break;
     default: ++c.failed; break;
   }
-  c.skipped = c.unsupported + c.no_scratch + c.failed;
   c.violations += violated ? 1 : 0;
   c.seconds += seconds;
 }

@@ -53,12 +53,12 @@ struct MetricStats {
 // small (FUMI_NO_SCRATCH), or it failed (an error: the plugin is disabled).
 struct CheckCounts {
   uint64_t runs = 0;
-  uint64_t skipped = 0;  // the sum of the three below
   uint64_t unsupported = 0;
   uint64_t no_scratch = 0;
   uint64_t failed = 0;
   uint64_t violations = 0;
   double seconds = 0;
+  uint64_t skipped() const { return unsupported + no_scratch + failed; }
 };
 
 struct OpStats {

@@ -148,6 +148,14 @@ inline int64_t tensorBase(const fumi_tensor& t) {
   return base;
 }
 
+// Whether some dimension of `t` runs backwards in memory (logical element 0 is then not at
+// `data`; see tensorBase).
+inline bool hasNegativeStride(const fumi_tensor& t) {
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.strides[d] < 0) return true;
+  return false;
+}
+
 // Elements a buffer laid out like `t` must hold (0 for an empty tensor).
 inline int64_t tensorSpan(const fumi_tensor& t) {
   int64_t span = 1;

@@ -137,7 +137,7 @@ TEST(Prometheus, TextFormat) {
   s.stats.check_seconds = 0.5;
   CheckCounts& highprec = s.stats.checks["highprec"];
   highprec.runs = 3;
-  highprec.skipped = highprec.unsupported = 1;
+  highprec.unsupported = 1;
   highprec.violations = 2;
   highprec.seconds = 0.25;
   s.stats.metrics["highprec.normwise_rel"].add(1e-3, true);

@@ -471,7 +471,7 @@ rules:
   // The check's own counts say why (the summary's ops[].checks).
   const CheckCounts& c = st.checks.at("highprec");
   EXPECT_EQ(c.runs, 0u);
-  EXPECT_EQ(c.skipped, 1u);
+  EXPECT_EQ(c.skipped(), 1u);
   EXPECT_EQ(c.no_scratch, 1u);
   EXPECT_EQ(c.unsupported + c.failed, 0u);
 }
@@ -496,11 +496,11 @@ rules:
   EXPECT_EQ(st.skipped, 0u);
   const CheckCounts& ref = st.checks.at("reference");
   EXPECT_EQ(ref.runs, 0u);
-  EXPECT_EQ(ref.skipped, 3u);
+  EXPECT_EQ(ref.skipped(), 3u);
   EXPECT_EQ(ref.unsupported, 3u);
   const CheckCounts& hp = st.checks.at("highprec");
   EXPECT_EQ(hp.runs, 3u);
-  EXPECT_EQ(hp.skipped, 0u);
+  EXPECT_EQ(hp.skipped(), 0u);
 }
 
 TEST_F(EngineFixture, PlantedWrongResultIsAViolation) {
