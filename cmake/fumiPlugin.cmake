@@ -45,9 +45,12 @@ function(fumi_add_plugin)
   # A check's loops over whole tensors are numeric kernels: -O3 whatever the build type, the
   # metrics' reductions (fumi/metrics.h, FUMI_SIMD) vectorised as `omp simd` loops, and
   # -fno-trapping-math so that selects between computed values vectorise (checks never read
-  # fp exception flags; results stay IEEE, nothing is reassociated outside FUMI_SIMD).
+  # fp exception flags; results stay IEEE, nothing is reassociated outside FUMI_SIMD), and
+  # -fno-math-errno so that square roots vectorise (checks never read errno after math calls:
+  # checksum.h draws its Gaussian vectors in vector loops).
   set(gnu_like $<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>)
-  target_compile_options(${target} PRIVATE $<${gnu_like}:-O3 -fopenmp-simd -fno-trapping-math>)
+  target_compile_options(${target} PRIVATE
+    $<${gnu_like}:-O3 -fopenmp-simd -fno-trapping-math -fno-math-errno>)
   target_compile_definitions(${target} PRIVATE $<${gnu_like}:FUMI_OPENMP_SIMD=1>)
   target_link_options(${target} PRIVATE
     "LINKER:--version-script=${map}"

@@ -3,6 +3,7 @@
 #include "contract.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,66 +16,108 @@
 #include "fumi/simd.h"
 #include "metrics.h"
 
+// The kernels are compiled for AVX-512, AVX2 and the baseline where GCC targets x86-64, and the
+// widest the CPU has runs (target attributes, no ifunc: safe under ThreadSanitizer too).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FUMI_LANES_DISPATCH 1
+#else
+#define FUMI_LANES_DISPATCH 0
+#endif
+
 namespace fumi {
+
+namespace {
+
+// The cap on contractLanes (setContractLanesCap; 0: none).
+std::atomic<int> g_lanes_cap{0};
+
+}  // namespace
+
+int contractLanes() {
+  static const int best = [] {
+#if FUMI_LANES_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return 8;
+    if (__builtin_cpu_supports("x86-64-v3")) return 4;
+#endif
+    return 2;
+  }();
+  const int cap = g_lanes_cap.load(std::memory_order_relaxed);
+  return cap > 0 ? std::min(best, std::max(2, cap)) : best;
+}
+
+void setContractLanesCap(int lanes) { g_lanes_cap.store(lanes, std::memory_order_relaxed); }
 
 namespace {
 
 using namespace element_types;
 
-// Eight fp64 lanes: one AVX-512 register, two AVX2 ones, four SSE2 ones (GCC splits the type for
-// each FUMI_WIDE clone). The kernels below hold their sums in several of them at once: a single
-// chain of dependent adds runs at the add's latency, not at the FMA units' throughput.
-typedef double Lanes __attribute__((vector_size(64)));
-constexpr int kLanes = 8;
+// W fp64 lanes, the width of the CPU's vector registers: 8 with AVX-512, 4 with AVX2, 2 with
+// the x86-64 baseline (SSE2) and elsewhere. Each kernel below is written once for any W and
+// compiled for each instruction set by withLanes (below), which picks the widest the CPU has.
+// A vector type wider than the registers would be split by GCC, and its compares and selects
+// lowered lane by lane through the stack (the AVX2 build of the kernels was 3-4x slower than
+// the AVX-512 one for that alone). The kernels hold their sums in several vectors at once: a
+// single chain of dependent adds runs at the add's latency, not at the FMA units' throughput.
+template <int W>
+struct Vec {
+  typedef double Lanes __attribute__((vector_size(8 * W)));
+  // Vector registers of the instruction set (AVX-512 has 32, AVX2 and SSE2 16): how many
+  // sums a kernel keeps in flight without spilling them.
+  static constexpr int kRegisters = W == 8 ? 32 : 16;
+};
+#define FUMI_KERNEL __attribute__((always_inline)) inline
 
-// Eight consecutive elements as fp64 lanes.
-template <class E>
-inline Lanes load8(const typename E::T* p) {
+// W consecutive elements as fp64 lanes.
+template <int W, class E>
+FUMI_KERNEL typename Vec<W>::Lanes loadLanes(const typename E::T* p) {
+  using Lanes = typename Vec<W>::Lanes;
   if constexpr (std::is_same_v<E, F64>) {
     Lanes x;
     std::memcpy(&x, p, sizeof x);
     return x;
   } else if constexpr (std::is_same_v<E, F32>) {
-    typedef float Floats __attribute__((vector_size(32)));
-    Floats x;
-    std::memcpy(&x, p, sizeof x);
-    return __builtin_convertvector(x, Lanes);
+    // Element by element: GCC makes this one widening load, where __builtin_convertvector
+    // converts two halves and joins them (through the stack with AVX2).
+    Lanes x;
+    for (int i = 0; i < W; ++i) x[i] = p[i];
+    return x;
   } else {
     Lanes x;
-    for (int i = 0; i < kLanes; ++i) x[i] = E::load(p[i]);
+    for (int i = 0; i < W; ++i) x[i] = E::load(p[i]);
     return x;
   }
 }
 
-inline double laneSum(Lanes x) {
+template <int W>
+FUMI_KERNEL double laneSum(typename Vec<W>::Lanes x) {
   double s = 0;
-  for (int i = 0; i < kLanes; ++i) s += x[i];
+  for (int i = 0; i < W; ++i) s += x[i];
   return s;
 }
 
 // The contracted axis has unit stride: dot products of the contiguous runs with the S vectors,
 // R runs (kept indices) at a time, so each load of a vector serves R runs and R x S independent
-// sums are in flight. R is a constant so that the sums stay in registers; always inlined: only
-// the caller is compiled for each CPU (FUMI_WIDE).
-template <class E, int S, int R>
-__attribute__((always_inline)) inline void dotRuns(const typename E::T* m, int64_t k0, int64_t sk,
-                                                   int64_t L, const double* V, int64_t ldv,
-                                                   double alpha, bool accumulate, double* out,
-                                                   int64_t out_k, int64_t out_s) {
+// sums are in flight. R is a constant so that the sums stay in registers.
+template <int W, class E, int S, int R>
+FUMI_KERNEL void dotRuns(const typename E::T* m, int64_t k0, int64_t sk, int64_t L,
+                         const double* V, int64_t ldv, double alpha, bool accumulate, double* out,
+                         int64_t out_k, int64_t out_s) {
+  using Lanes = typename Vec<W>::Lanes;
   Lanes acc[R][S] = {};
   int64_t l = 0;
-  for (; l + kLanes <= L; l += kLanes) {
+  for (; l + W <= L; l += W) {
     Lanes v[S];
     for (int s = 0; s < S; ++s) std::memcpy(&v[s], V + s * ldv + l, sizeof(Lanes));
     for (int r = 0; r < R; ++r) {
-      const Lanes x = load8<E>(m + (k0 + r) * sk + l);
+      const Lanes x = loadLanes<W, E>(m + (k0 + r) * sk + l);
       for (int s = 0; s < S; ++s) acc[r][s] += x * v[s];
     }
   }
   for (int r = 0; r < R; ++r) {
     const typename E::T* row = m + (k0 + r) * sk;
     for (int s = 0; s < S; ++s) {
-      double sum = laneSum(acc[r][s]);
+      double sum = laneSum<W>(acc[r][s]);
       for (int64_t q = l; q < L; ++q) sum += E::load(row[q]) * V[s * ldv + q];
       double* o = out + (k0 + r) * out_k + s * out_s;
       *o = accumulate ? *o + alpha * sum : alpha * sum;
@@ -82,24 +125,27 @@ __attribute__((always_inline)) inline void dotRuns(const typename E::T* m, int64
   }
 }
 
-template <class E, int S>
-FUMI_WIDE void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_t L,
-                         const double* V, int64_t ldv, double alpha, bool accumulate, double* out,
-                         int64_t out_k, int64_t out_s) {
-  constexpr int R = S >= 4 ? 2 : 4;
+template <int W, class E, int S>
+FUMI_KERNEL void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_t L,
+                           const double* V, int64_t ldv, double alpha, bool accumulate,
+                           double* out, int64_t out_k, int64_t out_s) {
+  // R x S sums and S vectors in registers, with room for the loaded run.
+  constexpr int R =
+      S >= 4 ? (Vec<W>::kRegisters >= 32 ? 2 : 1) : (Vec<W>::kRegisters >= 32 ? 4 : 2);
   int64_t k = 0;
   for (; k + R <= K; k += R)
-    dotRuns<E, S, R>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
-  for (; k < K; ++k) dotRuns<E, S, 1>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
+    dotRuns<W, E, S, R>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
+  for (; k < K; ++k) dotRuns<W, E, S, 1>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
 }
 
 // The kept axis has unit stride: scaled adds of the contiguous runs into per-vector rows of
 // `tmp` (S x K), four runs (contracted indices) at a time, so each row of `tmp` is loaded and
 // stored once per four runs. Along K in tiles whose S rows of sums stay in the L1 cache (16 KiB)
 // while every run adds to them (a filter gradient's runs are thousands long).
-template <class E, int S>
-FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
-                          const double* V, int64_t ldv, double* tmp) {
+template <int W, class E, int S>
+FUMI_KERNEL void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
+                            const double* V, int64_t ldv, double* tmp) {
+  using Lanes = typename Vec<W>::Lanes;
   std::fill(tmp, tmp + S * K, 0.0);
   constexpr int64_t kTile = 2048 / S;
   for (int64_t k0 = 0; k0 < K; k0 += kTile) {
@@ -111,11 +157,11 @@ FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t 
       double w[S][4];
       for (int s = 0; s < S; ++s)
         for (int j = 0; j < 4; ++j) w[s][j] = V[s * ldv + l + j];
-      // Eight lanes at a time, written out: GCC leaves the loop over S rows of tmp scalar.
+      // W lanes at a time, written out: GCC leaves the loop over S rows of tmp scalar.
       int64_t k = k0;
-      for (; k + kLanes <= k1; k += kLanes) {
-        const Lanes x0 = load8<E>(c0 + k), x1 = load8<E>(c1 + k), x2 = load8<E>(c2 + k),
-                    x3 = load8<E>(c3 + k);
+      for (; k + W <= k1; k += W) {
+        const Lanes x0 = loadLanes<W, E>(c0 + k), x1 = loadLanes<W, E>(c1 + k),
+                    x2 = loadLanes<W, E>(c2 + k), x3 = loadLanes<W, E>(c3 + k);
         for (int s = 0; s < S; ++s) {
           Lanes t;
           std::memcpy(&t, tmp + s * K + k, sizeof t);
@@ -146,13 +192,12 @@ FUMI_WIDE void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t 
 // VL's S vectors run over l (kept k: sums into the rows of tmp, S x K, as axpyKernel), VK's S
 // vectors over k (kept l: outL[l * S + s], as dotKernel); with kScan, the squares and the
 // magnitudes of M as well (unmasked, as scanValues' first pass). C runs (columns l) at a time.
-// Always inlined: only the caller is compiled for each CPU (FUMI_WIDE).
-template <class E, int S, bool kScan, int C>
-__attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, int64_t K,
-                                                        int64_t l, int64_t sl, const double* VL,
-                                                        int64_t ldvl, const double* VK,
-                                                        int64_t ldvk, double* tmp, double* outL,
-                                                        Lanes* sq, Lanes* mx) {
+template <int W, class E, int S, bool kScan, int C>
+FUMI_KERNEL void twoSidedRuns(const typename E::T* m, int64_t K, int64_t l, int64_t sl,
+                              const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
+                              double* tmp, double* outL, typename Vec<W>::Lanes* sq,
+                              typename Vec<W>::Lanes* mx) {
+  using Lanes = typename Vec<W>::Lanes;
   const typename E::T* col[C];
   double w[S][C];
   for (int c = 0; c < C; ++c) {
@@ -161,9 +206,9 @@ __attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, 
   }
   Lanes acc[C][S] = {};
   int64_t k = 0;
-  for (; k + kLanes <= K; k += kLanes) {
+  for (; k + W <= K; k += W) {
     Lanes x[C];
-    for (int c = 0; c < C; ++c) x[c] = load8<E>(col[c] + k);
+    for (int c = 0; c < C; ++c) x[c] = loadLanes<W, E>(col[c] + k);
     for (int s = 0; s < S; ++s) {
       Lanes t, v;
       std::memcpy(&t, tmp + s * K + k, sizeof t);
@@ -182,7 +227,7 @@ __attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, 
       }
   }
   for (int c = 0; c < C; ++c)
-    for (int s = 0; s < S; ++s) outL[(l + c) * S + s] = laneSum(acc[c][s]);
+    for (int s = 0; s < S; ++s) outL[(l + c) * S + s] = laneSum<W>(acc[c][s]);
   for (; k < K; ++k)
     for (int c = 0; c < C; ++c) {
       const double x = E::load(col[c][k]);
@@ -197,35 +242,75 @@ __attribute__((always_inline)) inline void twoSidedRuns(const typename E::T* m, 
     }
 }
 
-template <class E, int S, bool kScan>
-FUMI_WIDE void twoSidedKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
-                              const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
-                              double* tmp, double* outL, double* sum_sq, double* max_abs) {
+template <int W, class E, int S, bool kScan>
+FUMI_KERNEL void twoSidedKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
+                                const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
+                                double* tmp, double* outL, double* sum_sq, double* max_abs) {
+  using Lanes = typename Vec<W>::Lanes;
+  // C x S sums, C runs, a row of tmp and of VK (and C squares and magnitudes) in registers.
+  constexpr int C = Vec<W>::kRegisters >= 32 || S <= 2 ? 4 : 2;
   std::fill(tmp, tmp + S * K, 0.0);
-  Lanes sq[4] = {}, mx[4] = {};
+  Lanes sq[C] = {}, mx[C] = {};
   int64_t l = 0;
-  for (; l + 4 <= L; l += 4)
-    twoSidedRuns<E, S, kScan, 4>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
+  for (; l + C <= L; l += C)
+    twoSidedRuns<W, E, S, kScan, C>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
   for (; l < L; ++l)
-    twoSidedRuns<E, S, kScan, 1>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
+    twoSidedRuns<W, E, S, kScan, 1>(m, K, l, sl, VL, ldvl, VK, ldvk, tmp, outL, sq, mx);
   if constexpr (kScan) {
-    for (int c = 0; c < 4; ++c) {
-      *sum_sq += laneSum(sq[c]);
-      for (int i = 0; i < kLanes; ++i) *max_abs = std::max(*max_abs, mx[c][i]);
+    for (int c = 0; c < C; ++c) {
+      *sum_sq += laneSum<W>(sq[c]);
+      for (int i = 0; i < W; ++i) *max_abs = std::max(*max_abs, mx[c][i]);
     }
   }
+}
+
+// f(std::integral_constant<int, W>{}) compiled for the widest vectors the CPU has (contractLanes):
+// f must be always inlined (FUMI_KERNEL_LAMBDA), as must every kernel it calls, so that their
+// code is generated for the instruction set of the function that calls them here.
+#define FUMI_KERNEL_LAMBDA __attribute__((always_inline))
+template <int W, class F>
+FUMI_KERNEL void lanesOf(F& f) {
+  f(std::integral_constant<int, W>{});
+}
+#if FUMI_LANES_DISPATCH
+template <class F>
+__attribute__((target("arch=x86-64-v4"))) void onAvx512(F& f) {
+  lanesOf<8>(f);
+}
+template <class F>
+__attribute__((target("arch=x86-64-v3"))) void onAvx2(F& f) {
+  lanesOf<4>(f);
+}
+#endif
+template <class F>
+void onBaseline(F& f) {
+  lanesOf<2>(f);
+}
+template <class F>
+void withLanes(F&& f) {
+#if FUMI_LANES_DISPATCH
+  const int lanes = contractLanes();
+  if (lanes >= 8) return onAvx512(f);
+  if (lanes >= 4) return onAvx2(f);
+#endif
+  onBaseline(f);
 }
 
 template <class E, int S>
 void block(const AxisContraction& c, const typename E::T* m, const double* V, double* out,
            std::vector<double>& scratch) {
   if (c.sl == 1) {
-    dotKernel<E, S>(m, c.K, c.sk, c.L, V, c.ldv, c.alpha, c.accumulate, out, c.out_k, c.out_s);
+    withLanes([&](auto w) FUMI_KERNEL_LAMBDA {
+      dotKernel<decltype(w)::value, E, S>(m, c.K, c.sk, c.L, V, c.ldv, c.alpha, c.accumulate,
+                                          out, c.out_k, c.out_s);
+    });
     return;
   }
   if (c.sk == 1) {
     scratch.resize(static_cast<size_t>(S * c.K));
-    axpyKernel<E, S>(m, c.K, c.L, c.sl, V, c.ldv, scratch.data());
+    withLanes([&](auto w) FUMI_KERNEL_LAMBDA {
+      axpyKernel<decltype(w)::value, E, S>(m, c.K, c.L, c.sl, V, c.ldv, scratch.data());
+    });
     for (int s = 0; s < S; ++s)
       for (int64_t k = 0; k < c.K; ++k) {
         double* o = out + k * c.out_k + s * c.out_s;
@@ -236,12 +321,14 @@ void block(const AxisContraction& c, const typename E::T* m, const double* V, do
   }
   // Neither axis contiguous: each run is staged as fp64, then the unit-stride kernel.
   scratch.resize(static_cast<size_t>(c.L));
-  for (int64_t k = 0; k < c.K; ++k) {
-    const typename E::T* row = m + k * c.sk;
-    for (int64_t l = 0; l < c.L; ++l) scratch[static_cast<size_t>(l)] = E::load(row[l * c.sl]);
-    dotKernel<F64, S>(scratch.data(), 1, 0, c.L, V, c.ldv, c.alpha, c.accumulate,
-                      out + k * c.out_k, 0, c.out_s);
-  }
+  withLanes([&](auto w) FUMI_KERNEL_LAMBDA {
+    for (int64_t k = 0; k < c.K; ++k) {
+      const typename E::T* row = m + k * c.sk;
+      for (int64_t l = 0; l < c.L; ++l) scratch[static_cast<size_t>(l)] = E::load(row[l * c.sl]);
+      dotKernel<decltype(w)::value, F64, S>(scratch.data(), 1, 0, c.L, V, c.ldv, c.alpha,
+                                            c.accumulate, out + k * c.out_k, 0, c.out_s);
+    }
+  });
 }
 
 template <class E>
@@ -383,9 +470,12 @@ bool contractBoth(const AxisContraction& a, const AxisContraction& b, double* su
       const int32_t S = a.count - s0 >= 4 ? 4 : a.count - s0 >= 2 ? 2 : 1;
       const bool scan = sum_sq && s0 == 0;
       auto run = [&](auto s_const, auto scan_const) {
-        twoSidedKernel<E, decltype(s_const)::value, decltype(scan_const)::value>(
-            m, K, L, a.sl, a.V + s0 * a.ldv, a.ldv, b.V + s0 * b.ldv, b.ldv, tmp.data(),
-            outL.data(), sum_sq, max_abs);
+        withLanes([&](auto w) FUMI_KERNEL_LAMBDA {
+          twoSidedKernel<decltype(w)::value, E, decltype(s_const)::value,
+                         decltype(scan_const)::value>(m, K, L, a.sl, a.V + s0 * a.ldv, a.ldv,
+                                                      b.V + s0 * b.ldv, b.ldv, tmp.data(),
+                                                      outL.data(), sum_sq, max_abs);
+        });
       };
       using T4 = std::integral_constant<int, 4>;
       using T2 = std::integral_constant<int, 2>;

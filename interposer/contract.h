@@ -32,6 +32,13 @@ struct AxisContraction {
 };
 bool contractAxis(const AxisContraction& c);
 
+// fp64 lanes of the vectors the contraction kernels run on: 8 (AVX-512), 4 (AVX2) or 2 (SSE2,
+// and builds other than GCC on x86-64), the widest the CPU has, at most the cap that
+// setContractLanesCap sets (0: none; libfumi sets FUMI_VECTOR_LANES at init, to time or test the
+// narrower builds on a wide CPU).
+int contractLanes();
+void setContractLanesCap(int lanes);
+
 // `a` and `b` over the same matrix in one pass, each along the other's kept axis (b's K, L and
 // strides are a's L, K and strides swapped; as many vectors each), where one axis has unit
 // stride; with `sum_sq` not null, the squares and (max_abs) magnitudes of the matrix accumulated

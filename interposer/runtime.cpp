@@ -22,6 +22,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "contract.h"
 #include "engine.h"
 #include "loss_scaling.h"
 #include "nan_search.h"
@@ -144,6 +145,7 @@ void printDiagnostics(const PolicyResult& pr) {
 bool initialise() {
   const Settings settings = readSettings();
   if (settings.disable == "1") return false;
+  if (!settings.vector_lanes.empty()) setContractLanesCap(std::atoi(settings.vector_lanes.c_str()));
   PolicyResult pr = loadConfiguredPolicy();
   printDiagnostics(pr);
   g_abort_on_error = settings.on_error == "abort" ||

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -133,39 +134,57 @@ TEST(TensorCopy, EmptyTensorsAndUnknownDtypes) {
                             FUMI_DTYPE_UNKNOWN, ElementLayout{s.strides, 0}));
 }
 
+// Runs `body` with the contraction kernels of every vector width this CPU can run (contract.h:
+// 2, 4 and 8 fp64 lanes on an AVX-512 machine), so that each build of them is checked.
+template <class F>
+void forEachLaneWidth(F&& body) {
+  setContractLanesCap(0);
+  const int widest = contractLanes();
+  for (int lanes = 2; lanes <= widest; lanes *= 2) {
+    SCOPED_TRACE("vector lanes " + std::to_string(lanes));
+    setContractLanesCap(lanes);
+    ASSERT_EQ(contractLanes(), lanes);
+    body();
+  }
+  setContractLanesCap(0);
+}
+
 // contractTensor reads any layout and dtype in place: the same sums as contracting a dense
 // row-major copy, along every dimension, for vector counts that use every kernel block.
+// Each vector width of the kernels (forEachLaneWidth).
 TEST(Contract, TensorAlongEveryDimensionMatchesTheDenseContraction) {
-  for (const fumi_tensor& t : layouts()) {
-    if (t.ndim == 0) continue;
-    for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16}) {
-      const std::vector<unsigned char> data = randomBuffer(t, dtype, 5);
-      std::vector<double> dense(static_cast<size_t>(tensorNumel(t)));
-      forEachElement(t, [&](int64_t k, int64_t off) {
-        dense[static_cast<size_t>(k)] = loadAsDouble(data.data(), off, dtype);
-      });
-      for (int32_t dim = 0; dim < t.ndim; ++dim)
-        for (int32_t count : {1, 2, 7, 13}) {
-          const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
-          std::vector<double> v(static_cast<size_t>(sp.len * count));
-          checksum::gaussianVectors(static_cast<uint64_t>(dim * 31 + count), count, sp.len,
-                                    v.data());
-          const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
-          std::vector<double> want(size), got(size, 7.0), twice(size, 1.0);
-          checksum::contract(dense.data(), sp, count, v.data(), want.data(), nullptr);
-          ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 1.0, false,
-                                     got.data()));
-          // alpha and accumulate: twice = 1 + 2 * (the contraction)
-          ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 2.0, true,
-                                     twice.data()));
-          for (size_t i = 0; i < size; ++i) {
-            EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
-                << "ndim " << t.ndim << " " << dtypeName(dtype) << " dim " << dim << " at " << i;
-            EXPECT_NEAR(twice[i], 1 + 2 * want[i], 1e-12 * (1 + std::fabs(want[i])));
+  forEachLaneWidth([] {
+    for (const fumi_tensor& t : layouts()) {
+      if (t.ndim == 0) continue;
+      for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16}) {
+        const std::vector<unsigned char> data = randomBuffer(t, dtype, 5);
+        std::vector<double> dense(static_cast<size_t>(tensorNumel(t)));
+        forEachElement(t, [&](int64_t k, int64_t off) {
+          dense[static_cast<size_t>(k)] = loadAsDouble(data.data(), off, dtype);
+        });
+        for (int32_t dim = 0; dim < t.ndim; ++dim)
+          for (int32_t count : {1, 2, 7, 13}) {
+            const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, dim);
+            std::vector<double> v(static_cast<size_t>(sp.len * count));
+            checksum::gaussianVectors(static_cast<uint64_t>(dim * 31 + count), count, sp.len,
+                                      v.data());
+            const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+            std::vector<double> want(size), got(size, 7.0), twice(size, 1.0);
+            checksum::contract(dense.data(), sp, count, v.data(), want.data(), nullptr);
+            ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 1.0, false,
+                                       got.data()));
+            // alpha and accumulate: twice = 1 + 2 * (the contraction)
+            ASSERT_TRUE(contractTensor(t, data.data(), dtype, dim, count, v.data(), 2.0, true,
+                                       twice.data()));
+            for (size_t i = 0; i < size; ++i) {
+              EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
+                  << "ndim " << t.ndim << " " << dtypeName(dtype) << " dim " << dim << " at " << i;
+              EXPECT_NEAR(twice[i], 1 + 2 * want[i], 1e-12 * (1 + std::fabs(want[i])));
+            }
           }
-        }
+      }
     }
-  }
+  });
   const fumi_tensor t = makeTensor({2, 3}, {3, 1});
   double x[6] = {}, v[3] = {}, out[6] = {};
   EXPECT_FALSE(contractTensor(t, x, FUMI_DTYPE_F64, 2, 1, v, 1.0, false, out));
@@ -177,67 +196,70 @@ TEST(Contract, TensorAlongEveryDimensionMatchesTheDenseContraction) {
 // scanTensor's counts, maximum and norm, also with NaN, Inf and fp64 magnitudes beyond 2^400
 // in the data (which the single pass hands to the scan's own passes).
 TEST(Contract, SidesMatchOneContractionPerSideAndTheScan) {
-  std::vector<fumi_tensor> ts = layouts();
-  ts.push_back(makeTensor({70, 33}, {1, 70}));  // column-major: runs of 8 and 4 plus tails
-  ts.push_back(makeTensor({2, 33, 70}, {2400, 72, 1}));  // batched row-major with gaps
-  for (const fumi_tensor& t : ts) {
-    if (t.ndim < 2) continue;
-    const int32_t rows = t.ndim - 2, cols = t.ndim - 1;
-    for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16})
-      for (int special = 0; special < 3; ++special) {
-        if (special == 2 && dtype != FUMI_DTYPE_F64) continue;
-        std::vector<unsigned char> data = randomBuffer(t, dtype, 11);
-        if (special > 0) {  // one NaN and one Inf, or one huge value, somewhere inside
-          int64_t n = 0;
-          forEachElement(t, [&](int64_t k, int64_t off) {
-            const double value = special == 2 ? 0x1p700 : (k % 2 == 0 ? NAN : -INFINITY);
-            if (k == 3 || k == tensorNumel(t) - 2) storeFromDouble(data.data(), off, value, dtype);
-            n = k;
-          });
-          ASSERT_GT(n, 3);
-        }
-        for (int32_t count : {1, 2, 3, 5, 8})
-          for (bool with_scan : {true, false}) {
-            std::vector<std::vector<double>> v(2), want(2), got(2);
-            std::vector<fumi_side> sides;
-            int32_t side_dims[2] = {rows, cols};
-            if (count % 2 == 1) std::swap(side_dims[0], side_dims[1]);  // either order
-            for (int i = 0; i < 2; ++i) {
-              const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, side_dims[i]);
-              v[i].resize(static_cast<size_t>(sp.len * count));
-              checksum::gaussianVectors(static_cast<uint64_t>(count * 7 + i), count, sp.len,
-                                        v[i].data());
-              const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
-              want[i].assign(size, 0.0);
-              got[i].assign(size, 7.0);
-              ASSERT_TRUE(contractTensor(t, data.data(), dtype, side_dims[i], count, v[i].data(),
-                                         1.0, false, want[i].data()));
-              sides.push_back(fumi_side{sizeof(fumi_side), side_dims[i], count, v[i].data(),
-                                        got[i].data(), nullptr});
-            }
-            fumi_scan scan{}, want_scan{};
-            scan.struct_size = want_scan.struct_size = sizeof(fumi_scan);
-            ASSERT_TRUE(contractSides(t, data.data(), dtype, 2, sides.data(),
-                                      with_scan ? &scan : nullptr));
-            for (int i = 0; i < 2; ++i)
-              for (size_t k = 0; k < want[i].size(); ++k) {
-                const double w = want[i][k], g = got[i][k];
-                if (std::isnan(w)) EXPECT_TRUE(std::isnan(g));
-                else if (std::isinf(w)) EXPECT_EQ(g, w);
-                else EXPECT_NEAR(g, w, 1e-12 * (1 + std::fabs(w)))
-                         << "ndim " << t.ndim << " " << dtypeName(dtype) << " count " << count
-                         << " side " << i << " at " << k;
-              }
-            if (!with_scan) continue;
-            ASSERT_EQ(scanTensor(t, data.data(), dtype, &want_scan), FUMI_OK);
-            EXPECT_EQ(scan.nan, want_scan.nan);
-            EXPECT_EQ(scan.inf, want_scan.inf);
-            EXPECT_EQ(scan.max_abs, want_scan.max_abs);
-            EXPECT_NEAR(scan.norm, want_scan.norm, 1e-13 * want_scan.norm);
-            EXPECT_EQ(scan.nan + scan.inf, special == 1 ? 2u : 0u);
+  forEachLaneWidth([] {
+    std::vector<fumi_tensor> ts = layouts();
+    ts.push_back(makeTensor({70, 33}, {1, 70}));  // column-major: runs of 8 and 4 plus tails
+    ts.push_back(makeTensor({2, 33, 70}, {2400, 72, 1}));  // batched row-major with gaps
+    for (const fumi_tensor& t : ts) {
+      if (t.ndim < 2) continue;
+      const int32_t rows = t.ndim - 2, cols = t.ndim - 1;
+      for (fumi_dtype dtype : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16, FUMI_DTYPE_BF16})
+        for (int special = 0; special < 3; ++special) {
+          if (special == 2 && dtype != FUMI_DTYPE_F64) continue;
+          std::vector<unsigned char> data = randomBuffer(t, dtype, 11);
+          if (special > 0) {  // one NaN and one Inf, or one huge value, somewhere inside
+            int64_t n = 0;
+            forEachElement(t, [&](int64_t k, int64_t off) {
+              const double value = special == 2 ? 0x1p700 : (k % 2 == 0 ? NAN : -INFINITY);
+              if (k == 3 || k == tensorNumel(t) - 2)
+                storeFromDouble(data.data(), off, value, dtype);
+              n = k;
+            });
+            ASSERT_GT(n, 3);
           }
-      }
-  }
+          for (int32_t count : {1, 2, 3, 5, 8})
+            for (bool with_scan : {true, false}) {
+              std::vector<std::vector<double>> v(2), want(2), got(2);
+              std::vector<fumi_side> sides;
+              int32_t side_dims[2] = {rows, cols};
+              if (count % 2 == 1) std::swap(side_dims[0], side_dims[1]);  // either order
+              for (int i = 0; i < 2; ++i) {
+                const checksum::Split sp = checksum::splitAround(t.shape, t.ndim, side_dims[i]);
+                v[i].resize(static_cast<size_t>(sp.len * count));
+                checksum::gaussianVectors(static_cast<uint64_t>(count * 7 + i), count, sp.len,
+                                          v[i].data());
+                const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+                want[i].assign(size, 0.0);
+                got[i].assign(size, 7.0);
+                ASSERT_TRUE(contractTensor(t, data.data(), dtype, side_dims[i], count, v[i].data(),
+                                           1.0, false, want[i].data()));
+                sides.push_back(fumi_side{sizeof(fumi_side), side_dims[i], count, v[i].data(),
+                                          got[i].data(), nullptr});
+              }
+              fumi_scan scan{}, want_scan{};
+              scan.struct_size = want_scan.struct_size = sizeof(fumi_scan);
+              ASSERT_TRUE(contractSides(t, data.data(), dtype, 2, sides.data(),
+                                        with_scan ? &scan : nullptr));
+              for (int i = 0; i < 2; ++i)
+                for (size_t k = 0; k < want[i].size(); ++k) {
+                  const double w = want[i][k], g = got[i][k];
+                  if (std::isnan(w)) EXPECT_TRUE(std::isnan(g));
+                  else if (std::isinf(w)) EXPECT_EQ(g, w);
+                  else EXPECT_NEAR(g, w, 1e-12 * (1 + std::fabs(w)))
+                           << "ndim " << t.ndim << " " << dtypeName(dtype) << " count " << count
+                           << " side " << i << " at " << k;
+                }
+              if (!with_scan) continue;
+              ASSERT_EQ(scanTensor(t, data.data(), dtype, &want_scan), FUMI_OK);
+              EXPECT_EQ(scan.nan, want_scan.nan);
+              EXPECT_EQ(scan.inf, want_scan.inf);
+              EXPECT_EQ(scan.max_abs, want_scan.max_abs);
+              EXPECT_NEAR(scan.norm, want_scan.norm, 1e-13 * want_scan.norm);
+              EXPECT_EQ(scan.nan + scan.inf, special == 1 ? 2u : 0u);
+            }
+        }
+    }
+  });
   const fumi_tensor t = makeTensor({2, 3}, {3, 1});
   double x[6] = {}, v[3] = {}, out[6] = {};
   const fumi_side bad{sizeof(fumi_side), 2, 1, v, out, nullptr};
