@@ -359,15 +359,26 @@ grep -q "violation" "$TMP/stderr-checked" 2>/dev/null &&
 notes=""
 one_rule checksum '[ { plugin: checksum } ]'
 one_rule checksum2 '[ { plugin: checksum, vectors: 2 } ]'
-CK_SETS=(plain checksum checksum2)
+# The same check with the contraction kernels built for narrower vectors than this CPU's widest
+# (FUMI_VECTOR_LANES, docs/env.md): what a CPU without AVX-512 (or without AVX2) runs. On such
+# a CPU the rows repeat the one above.
+one_rule checksum2_avx2 '[ { plugin: checksum, vectors: 2 } ]'
+one_rule checksum2_sse2 '[ { plugin: checksum, vectors: 2 } ]'
+declare -A SETVARS=([checksum2_avx2]=FUMI_VECTOR_LANES=4 [checksum2_sse2]=FUMI_VECTOR_LANES=2)
+CK_SETS=(plain checksum checksum2 checksum2_avx2 checksum2_sse2)
 declare -A CKLABEL=([plain]="plain (no LD_PRELOAD)" [checksum]="checksum (vectors 8: 16 samples)"
-                    [checksum2]="checksum (vectors 2: 4 samples)")
-# one_thread RESULT SET...: each set at n = 256 and 512 with one BLAS thread (parts 2b, 2c).
+                    [checksum2]="checksum (vectors 2: 4 samples)"
+                    [checksum2_avx2]="checksum (vectors 2), AVX2 kernels (FUMI_VECTOR_LANES=4)"
+                    [checksum2_sse2]="checksum (vectors 2), SSE2 kernels (FUMI_VECTOR_LANES=2)")
+# one_thread RESULT SET...: each set at n = 256 and 512 with one BLAS thread (parts 2b, 2c), and
+# the set's own variables (SETVARS).
 one_thread() {
   local result=$1 s
   shift
   for s in "$@"; do
-    checked_run "$s" "$result" OPENBLAS_NUM_THREADS=1 -- --sizes 256,512 "${CHECKED_ARGS[@]}"
+    # shellcheck disable=SC2086  # the set's variables: words on purpose
+    checked_run "$s" "$result" OPENBLAS_NUM_THREADS=1 ${SETVARS[$s]:-} -- --sizes 256,512 \
+      "${CHECKED_ARGS[@]}"
   done
 }
 declare -A CK

@@ -130,8 +130,7 @@ FUMI_KERNEL void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_
                            const double* V, int64_t ldv, double alpha, bool accumulate,
                            double* out, int64_t out_k, int64_t out_s) {
   // R x S sums and S vectors in registers, with room for the loaded run.
-  constexpr int R =
-      S >= 4 ? (Vec<W>::kRegisters >= 32 ? 2 : 1) : (Vec<W>::kRegisters >= 32 ? 4 : 2);
+  constexpr int R = Vec<W>::kRegisters >= 32 ? (S >= 4 ? 2 : 4) : (S >= 8 ? 1 : S >= 4 ? 2 : 4);
   int64_t k = 0;
   for (; k + R <= K; k += R)
     dotRuns<W, E, S, R>(m, k, sk, L, V, ldv, alpha, accumulate, out, out_k, out_s);
@@ -248,7 +247,7 @@ FUMI_KERNEL void twoSidedKernel(const typename E::T* m, int64_t K, int64_t L, in
                                 double* tmp, double* outL, double* sum_sq, double* max_abs) {
   using Lanes = typename Vec<W>::Lanes;
   // C x S sums, C runs, a row of tmp and of VK (and C squares and magnitudes) in registers.
-  constexpr int C = Vec<W>::kRegisters >= 32 || S <= 2 ? 4 : 2;
+  constexpr int C = Vec<W>::kRegisters >= 32 || (S <= 2 && !kScan) ? 4 : 2;
   std::fill(tmp, tmp + S * K, 0.0);
   Lanes sq[C] = {}, mx[C] = {};
   int64_t l = 0;
