@@ -269,6 +269,15 @@ void shutdown() {
 
 void setBeforeSummary(void (*step)()) { g_before_summary.store(step); }
 
+void beforeExit() {
+  if (t_inside_fumi || getpid() != g_owner_pid || g_state.load() != kActive) return;
+  InsideScope inside;
+  try {
+    if (auto step = g_before_summary.load()) step();
+  } catch (...) {
+  }
+}
+
 namespace {
 __attribute__((destructor)) void shutdownAtExit() { shutdown(); }
 }  // namespace

@@ -48,6 +48,10 @@ class InsideScope {
 void shutdown();
 // Work that must finish before the summary is written (the CUDA checker's queue). One step.
 void setBeforeSummary(void (*step)());
+// The process starts to end (exit() called, or main returned: exit.cpp): that step runs now,
+// before any exit handler, so that no library the step uses (cuBLAS, cuDNN) is torn down under
+// it. The summary itself is still written when libfumi unloads (shutdown).
+void beforeExit();
 
 // Durable data (docs/report-schema.md#snapshots). The process that initialised fumi runs a
 // thread writing `snapshot` events every report.snapshot_every seconds (when anything changed).

@@ -92,14 +92,15 @@ class Snapshots {
       return fail();
     return dst;
   }
-  // Matrices of `one` bytes each at `ptrs`, packed into one snapshot (pointer-array batches).
-  void* copyBatches(size_t one, const std::vector<const void*>& ptrs) {
+  // Matrices of `one` bytes each at `ptrs`, packed into one snapshot `stride` bytes apart
+  // (pointer-array batches).
+  void* copyBatches(size_t one, size_t stride, const std::vector<const void*>& ptrs) {
     if (!ok_) return nullptr;
-    auto* dst = static_cast<unsigned char*>(ck_.take(one * ptrs.size() + 1));
+    auto* dst = static_cast<unsigned char*>(ck_.take(stride * ptrs.size() + 1));
     if (!dst) return fail();
     blocks_.push_back(dst);
     for (size_t i = 0; i < ptrs.size(); ++i)
-      if (ck_.api().cudaMemcpyAsync(dst + i * one, ptrs[i], one, cudaMemcpyDeviceToDevice,
+      if (ck_.api().cudaMemcpyAsync(dst + i * stride, ptrs[i], one, cudaMemcpyDeviceToDevice,
                                     stream_) != cudaSuccess)
         return fail();
     return dst;

@@ -129,6 +129,14 @@ struct Operand {
   size_t bytes(int64_t batch) const {
     return static_cast<size_t>(span(batch)) * dtypeBytes(dtypeOfCuda(type));
   }
+  // The batch stride (elements) of a pointer-array operand's packed snapshot: one matrix span
+  // rounded up to 256 bytes, the alignment of cudaMalloc's own allocations. A rerun lists these
+  // matrices in pointer arrays, and cuBLAS's half-precision kernels fault on pointer-array
+  // matrices that are not 16-byte aligned (an H200, 2026-11-26: "misaligned address").
+  int64_t packedStride() const {
+    const int64_t es = dtypeBytes(dtypeOfCuda(type));
+    return es > 0 ? (matrixSpan() * es + 255) / 256 * 256 / es : matrixSpan();
+  }
 };
 
 struct GemmProblem {
@@ -310,7 +318,7 @@ int addOperand(DeviceGemmCall& call, const char* name, fumi_role role, const Ope
   t.dtype = dtypeOfCuda(o.type);
   t.memory = FUMI_MEMORY_DEVICE;
   t.role = role;
-  const int64_t bs = o.array ? o.matrixSpan() : o.bs;  // packed pointer-array snapshots
+  const int64_t bs = o.array ? o.packedStride() : o.bs;  // packed pointer-array snapshots
   if (batch > 1) {
     t.ndim = 3;
     const int64_t shape[3] = {batch, o.rows, o.cols}, strides[3] = {bs, o.rs, o.cs};
@@ -366,7 +374,10 @@ cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_
   void *sa = nullptr, *sb = nullptr, *sc = nullptr, *sbias = nullptr, *sd = nullptr;
   // Pointer-array operands: each batch's matrix packed into one snapshot.
   auto take = [&](Snapshots& snaps, const Operand& o, const std::vector<const void*>& ptrs) {
-    return p.pointer_array ? snaps.copyBatches(o.bytes(1), ptrs) : snaps.copy(o.data, o.bytes(p.batch));
+    const size_t es = static_cast<size_t>(dtypeBytes(dtypeOfCuda(o.type)));
+    return p.pointer_array
+               ? snaps.copyBatches(o.bytes(1), static_cast<size_t>(o.packedStride()) * es, ptrs)
+               : snaps.copy(o.data, o.bytes(p.batch));
   };
   auto before = [&](Checker& ck, Snapshots& snaps) -> const char* {
     if (p.pointer_array && !readPointerArrays(ck, stream, p, arrays))
@@ -638,8 +649,8 @@ cublasStatus_t batchedEx(const CallSite& cs, Real real, cublasHandle_t h, cublas
   p.b.array = B;
   p.c.array = C;
   p.d.array = C;
-  // Packed snapshots: batch stride = one matrix span.
-  const int64_t sa = p.a.matrixSpan(), sb = p.b.matrixSpan(), sc = p.c.matrixSpan();
+  // Packed snapshots: batch stride = one matrix span, 256-byte aligned (Operand::packedStride).
+  const int64_t sa = p.a.packedStride(), sb = p.b.packedStride(), sc = p.c.packedStride();
   return checkedGemm(cs, sampler, hs.stream, p, forward, [&](DeviceGemmCall& call) {
     describeBlas(call, ta, tb, lda, ldb, ldc, hs);
     describeEx(call, at, bt, ct, compute, algo);

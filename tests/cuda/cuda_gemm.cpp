@@ -22,6 +22,10 @@
 //            the global scope as a program linked against libcupti binds them), then three
 //            more; prints the subscribe's result and the launches its subscriber saw on this
 //            thread.
+//   exit     twelve cublasSgemm_v2 calls, then main returns at once, the checks of a sampled
+//            run still queued: they must finish before the libraries' exit handlers tear them
+//            down. On the simulated device an exit handler registered after the calls stands
+//            for that teardown (cublasFumiSimTeardown: a GEMM after it ends the process).
 //   errors   a GEMM with invalid arguments and a cublasLtMatmul with an epilogue fumi does not
 //            model (the library's status must come back unchanged)
 //            and a cudaGetLastError probe (fumi's own CUDA calls must leave no error behind).
@@ -95,9 +99,18 @@ struct Gemm {
   int lda() const { return (ta == CUBLAS_OP_N ? m : k) + 2; }
   int ldb() const { return (tb == CUBLAS_OP_N ? k : n) + 2; }
   int ldc() const { return m + 2; }
-  long long strideA() const { return static_cast<long long>(lda()) * (ta == CUBLAS_OP_N ? k : m) + 7; }
-  long long strideB() const { return static_cast<long long>(ldb()) * (tb == CUBLAS_OP_N ? n : k) + 7; }
-  long long strideC() const { return static_cast<long long>(ldc()) * n + 7; }
+  // Batch strides with a gap of 7 to 14 elements after each matrix, rounded to 8 elements so
+  // that every matrix starts 16-byte aligned: pointer arrays (cublasGemmBatchedEx) list these
+  // matrices, and cuBLAS's half-precision kernels fault on misaligned ones on hardware
+  // ("misaligned address" on an H200, 2026-11-26).
+  static long long gapped(long long elements) { return (elements + 7 + 7) / 8 * 8; }
+  long long strideA() const {
+    return gapped(static_cast<long long>(lda()) * (ta == CUBLAS_OP_N ? k : m));
+  }
+  long long strideB() const {
+    return gapped(static_cast<long long>(ldb()) * (tb == CUBLAS_OP_N ? n : k));
+  }
+  long long strideC() const { return gapped(static_cast<long long>(ldc()) * n); }
   size_t elemsA() const { return static_cast<size_t>(strideA() * batch); }
   size_t elemsB() const { return static_cast<size_t>(strideB() * batch); }
   size_t elemsC() const { return static_cast<size_t>(strideC() * batch); }
@@ -352,8 +365,11 @@ void ltMatmul(cublasLtHandle_t lt, const LtCase& lc, cublasOperation_t ta, cubla
   cublasLtMatrixLayout_t lb = ltLayout(t, br, bc, ldb, lc.order, lc.batch, sb);
   cublasLtMatrixLayout_t lcl = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
   cublasLtMatrixLayout_t ld = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
-  CHECK_BLAS(cublasLtMatmul(lt, desc, alpha, A, la, B, lb, beta, C, lcl, D, ld, nullptr, nullptr,
-                            0, stream));
+  // Not every combination runs on hardware (an H200's cuBLASLt declines a bias epilogue on
+  // row-major layouts): the program says so and goes on, with or without libfumi alike.
+  const cublasStatus_t st = cublasLtMatmul(lt, desc, alpha, A, la, B, lb, beta, C, lcl, D, ld,
+                                           nullptr, nullptr, 0, stream);
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_BLAS(st);
   // The program may destroy its descriptors right away: fumi must have kept what it needs.
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
@@ -361,10 +377,11 @@ void ltMatmul(cublasLtHandle_t lt, const LtCase& lc, cublasOperation_t ta, cubla
   cublasLtMatrixLayoutDestroy(ld);
   cublasLtMatmulDescDestroy(desc);
   const auto tn = [](cublasOperation_t o) { return o == CUBLAS_OP_N ? 'N' : 'T'; };
-  printHash(std::string(label) + " " + tn(ta) + tn(tb) + (row ? " row" : " col") + " ep" +
-                std::to_string(static_cast<int>(lc.epilogue)) + " " + typeName(t) + " batch" +
-                std::to_string(lc.batch),
-            D, static_cast<size_t>(sc * lc.batch) * sizeOf(t));
+  const std::string name = std::string(label) + " " + tn(ta) + tn(tb) + (row ? " row" : " col") +
+                           " ep" + std::to_string(static_cast<int>(lc.epilogue)) + " " +
+                           typeName(t) + " batch" + std::to_string(lc.batch);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) std::printf("%s not supported\n", name.c_str());
+  else printHash(name, D, static_cast<size_t>(sc * lc.batch) * sizeOf(t));
   for (void* p : {A, B, C, D, bias, scalars_dev}) cudaFree(p);
 }
 
@@ -650,6 +667,22 @@ int profiler() {
   return 0;
 }
 
+int exitEarly() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  Gemm g = f32Gemm(96, 80, 64);
+  const float fa = 1, fb = 0.5f;
+  for (int i = 0; i < 12; ++i)
+    CHECK_BLAS(cublasSgemm(h, g.ta, g.tb, g.m, g.n, g.k, &fa, (const float*)g.A, g.lda(),
+                           (const float*)g.B, g.ldb(), &fb, (float*)g.C, g.ldc()));
+  g.print("cublasSgemm_v2 x12");
+  // The real libraries register such handlers lazily, after fumi's own (cuBLASLt's fp64
+  // heuristics, first used by a check).
+  if (auto teardown = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "cublasFumiSimTeardown")))
+    std::atexit(teardown);
+  return 0;  // no cublasDestroy, no synchronisation: the program just ends
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "sweep";
   if (mode == "sweep") return sweep();
@@ -659,8 +692,10 @@ int main(int argc, char** argv) {
   if (mode == "device-scalars") return deviceScalars();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
+  if (mode == "exit") return exitEarly();
   if (mode == "profiler") return profiler();
-  std::fprintf(stderr, "usage: %s sweep|tf32|accum16|fault|device-scalars|capture|errors|profiler\n",
+  std::fprintf(stderr,
+               "usage: %s sweep|tf32|accum16|fault|device-scalars|capture|errors|exit|profiler\n",
                argv[0]);
   return 64;
 }

@@ -23,18 +23,26 @@
 // kernel is already pedantic: one rounding to the output type), the device synchronisation
 // of cublasDestroy, the logger; sizes or batch counts beyond int32 on the cuBLASLt path are
 // NOT_SUPPORTED, as the cuBLASLt stand-in answers for such sizes.
+// Test hook: cublasFumiSimTeardown() stands for the library's own exit-time teardown (the real
+// libraries destroy state in exit handlers, some registered lazily); a GEMM after it ends the
+// process, as using the real library then does (tests/cuda: the exit-order test).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include "sim.h"
 #include "sim_gemm.h"
 
 namespace {
+
+std::atomic<bool> g_torn_down{false};
 
 using sim::gemm::DType;
 
@@ -241,6 +249,10 @@ cublasStatus_t gemm(cublasHandle_t handle, const Shape& s, const void* alpha, co
                     const Matrix& b, const void* beta, const Matrix& c,
                     cublasComputeType_t compute) noexcept {
   if (!validHandle(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (g_torn_down.load()) {
+    std::fprintf(stderr, "simdevice: cuBLAS GEMM after the library's exit-time teardown\n");
+    std::abort();
+  }
   try {
     sim::gemm::Problem p;
     const cublasStatus_t st = decode(*handle, s, alpha, a, b, beta, c, compute, &p);
@@ -256,6 +268,8 @@ cublasStatus_t gemm(cublasHandle_t handle, const Shape& s, const void* alpha, co
 }  // namespace
 
 extern "C" {
+
+void cublasFumiSimTeardown(void) { g_torn_down.store(true); }
 
 // --- handles and queries -------------------------------------------------------------------
 

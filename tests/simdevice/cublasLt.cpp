@@ -264,6 +264,9 @@ cublasStatus_t decode(cublasLtMatmulDesc_t computeDesc, cublasLtMatrixLayout_t A
     case CUBLASLT_EPILOGUE_GELU_BIAS: p.gelu = p.bias = true; break;
     default: return CUBLAS_STATUS_NOT_SUPPORTED;
   }
+  // Bias epilogues need column-major layouts: an H200's cuBLASLt (13.0) answered NOT_SUPPORTED
+  // for BIAS and RELU_BIAS on row-major ones, every transpose (2026-11-26); GELU alone ran.
+  if (p.bias && ld.order == CUBLASLT_ORDER_ROW) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (p.bias) {
     if (!ds.biasPointer) return CUBLAS_STATUS_INVALID_VALUE;
     p.biasPtr = ds.biasPointer;

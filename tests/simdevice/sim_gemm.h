@@ -391,6 +391,16 @@ namespace detail {
 inline const unsigned char* batchBase(const Operand& o, int64_t b) {
   if (o.array) {
     const void* const* arr = static_cast<const void* const*>(hostAddress(o.array));
+    // Half-precision kernels read pointer-array matrices in 16-byte vectors: on hardware a
+    // matrix that is not 16-byte aligned faults ("misaligned address", an H200, 2026-11-26;
+    // strided batches are fine, cuBLAS sees their offsets). The simulated device has no
+    // sticky context errors: it ends the process where the hardware would fault.
+    if (dtypeSize(o.type) == 2 && reinterpret_cast<uintptr_t>(arr[b]) % 16 != 0) {
+      std::fprintf(stderr, "simdevice: misaligned address: half-precision pointer-array matrix "
+                           "%p (batch %lld) is not 16-byte aligned\n",
+                   arr[b], static_cast<long long>(b));
+      std::abort();
+    }
     return static_cast<const unsigned char*>(hostAddress(arr[b]));
   }
   return static_cast<const unsigned char*>(hostAddress(o.base)) +
