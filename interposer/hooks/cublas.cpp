@@ -26,6 +26,7 @@
 #include "hook.h"
 #include "reference.h"
 #include "report.h"
+#include "scratch_arena.h"
 
 namespace fumi::cuda {
 
@@ -237,12 +238,35 @@ class DeviceGemmCall final : public Call {
     if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
     return matmulReference(tensors(), spec(), output, out);
   }
-  // Device operands are gathered to the host (reference.h); a GEMV-shaped rerun on the
-  // checker stream would keep them there.
+  // The operands the projection reads are copied to the host as they are (their own dtype
+  // and layout, into the thread's scratch arena) and read in place by the host's contraction
+  // kernels, as a CPU BLAS call's are. Read through fp64 copies instead, a checksum of a
+  // 4096^3 cublasSgemm took a second on an H200's host (benchmarks.md part 5c). Projections
+  // on the device, with no copy at all, need kernels of fumi's own (issue 13).
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
     Checker* ck = Checker::get();
-    if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
-    return matmulProjection(tensors(), spec(), output, sides);
+    if (!ck || !readScalars(*ck) || output != d) return FUMI_UNSUPPORTED;
+    std::vector<fumi_tensor> host = tensors();
+    ScratchArena& arena = ScratchArena::local();
+    const ScratchArena::Mark mark = arena.mark();
+    for (int i : {a, b, beta != 0 ? c_in : -1, bias}) {
+      if (i < 0) continue;
+      fumi_tensor& t = host[static_cast<size_t>(i)];
+      const size_t bytes = static_cast<size_t>(tensorSpan(t)) * dtypeBytes(t.dtype);
+      void* copy = arena.take(bytes ? bytes : 1);
+      if (!copy || !ck->copy(copy, t.data, bytes, cudaMemcpyDeviceToHost)) {
+        arena.rewind(mark);
+        return FUMI_UNSUPPORTED;
+      }
+      t.data = copy;
+      t.memory = FUMI_MEMORY_HOST;
+    }
+    // The output's shape only: a projection of the exact result never reads the call's own.
+    host[static_cast<size_t>(d)].data = nullptr;
+    host[static_cast<size_t>(d)].memory = FUMI_MEMORY_HOST;
+    const fumi_status st = matmulProjection(host, spec(), output, sides);
+    arena.rewind(mark);
+    return st;
   }
 
   const GemmProblem& problem() const { return p_; }

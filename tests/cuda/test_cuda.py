@@ -218,6 +218,29 @@ class Precision(unittest.TestCase):
             self.assertTrue(v["stack"], v)
             self.assertIn("cuda_gemm.cpp", v["stack"][0])  # the program's frame, not fumi's
 
+    def test_checksum_flags_what_reference_flags(self):
+        # checksum's projections of cuBLAS and cuBLASLt calls (the operands copied to the host
+        # in their own type and contracted in place) find the planted fault where fumi's host
+        # GEMM does, within 2x of its figure; on the sweep's exact results they find nothing.
+        env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
+        r = cuda("fault", env=env,
+                 policy=every_call("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }"))
+        by = collections.defaultdict(dict)
+        for v in r.of("violation"):
+            by[v["op"]][v["check"]] = v["value"]
+        self.assertEqual(set(by), {"cublasSgemm_v2", "cublasLtMatmul"})
+        for op, checks in by.items():
+            self.assertEqual(set(checks), {"checksum", "reference"}, op)
+            self.assertLess(abs(math.log2(checks["checksum"] / checks["reference"])), 1, op)
+        sweep = cuda("sweep", policy=every_call("{ plugin: checksum }"),
+                     env={"FUMI_CUDA_QUEUE": "1024"})
+        self.assertEqual(sweep.of("violation"), [])
+        ran = [c for c in sweep.of("check") if c["check"] == "checksum"]
+        self.assertGreater(len(ran), 150)
+        self.assertEqual({c["dtype"] for c in ran}, {"f64", "f32", "f16", "bf16"})
+        for c in ran:
+            self.assertLess(c["value"], 1e-12, c)
+
     def test_wrong_in_every_precision_caught_by_reference_only(self):
         # A kernel wrong the same way in fp32 and fp64: the wider rerun agrees with it, fumi's own
         # host implementation does not.
