@@ -74,7 +74,7 @@ done
 if [[ $have_cuda == 1 ]]; then
   sim=$dir/tests/simdevice/lib
   preload="$sim/libcudart.so.13:$sim/libcublasLt.so.13:$sim/libcublas.so.13:$sim/libcupti.so.13"
-  for mode in sweep tf32 fault device-scalars capture errors profiler; do
+  for mode in sweep tf32 fault device-scalars capture errors exit profiler; do
     run "cuda_gemm $mode" "$work/policy-cublas.yaml" "$preload" "$dir/bin/cuda_gemm" "$mode"
   done
   FUMI_CUDA_MODE=sync run "cuda_gemm sweep (sync)" "$work/policy-cublas.yaml" "$preload" \
