@@ -74,6 +74,28 @@ def ran(stdout):
     return [l for l in lines(stdout) if not l.endswith("not supported")]
 
 
+def assert_checksum_agrees_with_reference(test, r, ops):
+    """In run r, exactly `ops` flagged, each by checksum and reference, within 2x of each other."""
+    by = collections.defaultdict(dict)
+    for v in r.of("violation"):
+        by[v["op"]][v["check"]] = v["value"]
+    test.assertEqual(set(by), ops)
+    for op, checks in by.items():
+        test.assertEqual(set(checks), {"checksum", "reference"}, op)
+        test.assertLess(abs(math.log2(checks["checksum"] / checks["reference"])), 1, op)
+
+
+def assert_checksum_quiet(test, r, at_least):
+    """In run r, no violation and at least `at_least` checksum checks, each below 1e-12 (the
+    programs' sweeps have exact results). Returns those checks."""
+    test.assertEqual(r.of("violation"), [])
+    ran = [c for c in r.of("check") if c["check"] == "checksum"]
+    test.assertGreater(len(ran), at_least)
+    for c in ran:
+        test.assertLess(c["value"], 1e-12, c)
+    return ran
+
+
 @unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
 class Sweep(unittest.TestCase):
     """Every hooked entry point, every transpose pair, every data type, leading dimensions and
@@ -223,23 +245,13 @@ class Precision(unittest.TestCase):
         # in their own type and contracted in place) find the planted fault where fumi's host
         # GEMM does, within 2x of its figure; on the sweep's exact results they find nothing.
         env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
-        r = cuda("fault", env=env,
-                 policy=every_call("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }"))
-        by = collections.defaultdict(dict)
-        for v in r.of("violation"):
-            by[v["op"]][v["check"]] = v["value"]
-        self.assertEqual(set(by), {"cublasSgemm_v2", "cublasLtMatmul"})
-        for op, checks in by.items():
-            self.assertEqual(set(checks), {"checksum", "reference"}, op)
-            self.assertLess(abs(math.log2(checks["checksum"] / checks["reference"])), 1, op)
+        policy = every_call("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }")
+        r = cuda("fault", policy=policy, env=env)
+        assert_checksum_agrees_with_reference(self, r, {"cublasSgemm_v2", "cublasLtMatmul"})
         sweep = cuda("sweep", policy=every_call("{ plugin: checksum }"),
                      env={"FUMI_CUDA_QUEUE": "1024"})
-        self.assertEqual(sweep.of("violation"), [])
-        ran = [c for c in sweep.of("check") if c["check"] == "checksum"]
-        self.assertGreater(len(ran), 150)
+        ran = assert_checksum_quiet(self, sweep, 150)
         self.assertEqual({c["dtype"] for c in ran}, {"f64", "f32", "f16", "bf16"})
-        for c in ran:
-            self.assertLess(c["value"], 1e-12, c)
 
     def test_wrong_in_every_precision_caught_by_reference_only(self):
         # A kernel wrong the same way in fp32 and fp64: the wider rerun agrees with it, fumi's own
@@ -503,20 +515,11 @@ class ConvPrecision(unittest.TestCase):
         env = {"FUMI_SIMCUDNN_FAULTS": "wrong:3x5"}
         policy = every_conv("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }")
         r = conv("fault", policy=policy, env=env)
-        by = collections.defaultdict(dict)
-        for v in r.of("violation"):
-            by[v["op"]][v["check"]] = v["value"]
-        self.assertEqual(set(by), {"cudnnConvolutionForward", "cudnnConvolutionBackwardFilter"})
-        for op, checks in by.items():
-            self.assertEqual(set(checks), {"checksum", "reference"}, op)
-            self.assertLess(abs(math.log2(checks["checksum"] / checks["reference"])), 1, op)
+        assert_checksum_agrees_with_reference(
+            self, r, {"cudnnConvolutionForward", "cudnnConvolutionBackwardFilter"})
         sweep = conv("sweep", policy=every_conv("{ plugin: checksum }"),
                      env={"FUMI_CUDA_QUEUE": "1024"})
-        self.assertEqual(sweep.of("violation"), [])
-        ran = checks_of(sweep, "checksum")
-        self.assertGreater(len(ran), 40)
-        for c in ran:
-            self.assertLess(c["value"], 1e-12, c)
+        assert_checksum_quiet(self, sweep, 40)
 
     def test_correct_results_not_flagged_without_fault(self):
         r = conv("fault", policy=CONV_CHECKS)
