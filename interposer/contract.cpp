@@ -37,8 +37,18 @@ int contractLanes() {
   static const int best = [] {
 #if FUMI_LANES_DISPATCH
     __builtin_cpu_init();
+#if __GNUC__ >= 12
     if (__builtin_cpu_supports("x86-64-v4")) return 8;
     if (__builtin_cpu_supports("x86-64-v3")) return 4;
+#else  // the levels' names came with GCC 12: their defining features
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512cd"))
+      return 8;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("bmi2"))
+      return 4;
+#endif
 #endif
     return 2;
   }();
