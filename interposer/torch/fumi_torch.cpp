@@ -30,6 +30,7 @@
 #include "fumi/dtype.hpp"
 #include "metrics.h"
 #include "torch_compat.h"
+#include "wide_conv.h"
 
 namespace {
 
@@ -1012,6 +1013,12 @@ class CapturedCall final : public at::ObserverContext {
       if (output_slots_[s] >= 0) fn(s, output_slots_[s], results[s]);
   }
 
+  // The op on the widened arguments of `stack`: fumi's own fp64 convolution where it applies
+  // (wide_conv.h: aten's is one small GEMM per image), the op's kernel otherwise.
+  void callWide(torch::jit::Stack& stack) const {
+    if (!fumi::wide_conv::run(op_, stack)) op_.callBoxed(&stack);
+  }
+
   static fumi_status rerunThunk(void* self, fumi_dtype precision, void* const* buffers) {
     return static_cast<CapturedCall*>(self)->rerun(precision, buffers);
   }
@@ -1043,7 +1050,8 @@ class CapturedCall final : public at::ObserverContext {
           if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
-      op_.callBoxed(&stack);
+      if (own_dtype) op_.callBoxed(&stack);
+      else callWide(stack);
       // The first wider rerun is the reference (highprec's); later ones run on other inputs
       // (highprec's rerun on |x| to size the terms).
       const bool keep = !own_dtype && wide_.empty();
@@ -1110,7 +1118,7 @@ class CapturedCall final : public at::ObserverContext {
           if (!at::isFloatingType(t.scalar_type())) return t.clone(at::MemoryFormat::Preserve);
           return src.to(t.device(), wide_dtype_, /*non_blocking=*/false, /*copy=*/true);
         }));
-      op_.callBoxed(&stack);
+      callWide(stack);
       double generated = 0, amplified = 0;
       forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
         if (!wide_[s].defined()) return;

@@ -1,0 +1,57 @@
+// wide_conv.h — fumi's own fp64 convolution on the CPU, for the wider reruns of highprec and
+// attribution (the reference a convolution's float outputs are compared with).
+//
+// aten runs an fp64 convolution on the CPU with slow_conv2d (oneDNN has no fp64): one im2col
+// and one GEMM per image. Where an image's output is small (resnet's later layers: 4×4 and 2×2
+// at 64×64 inputs) those GEMMs are a few columns wide and run far below the BLAS's rate: a
+// 512-channel 3×3 layer on 2×2 outputs took 27 ms in fp64 against 2.7 ms in fp32. Here the
+// images are stacked into one GEMM (as many as fit in kColumnBytes of im2col rows),
+// channels-last, so that each filter tap copies a run of channels: the same fp64 products,
+// summed in another order.
+//
+// Forward and backward; 2-D (and 1-D through run(), as height 1), not transposed, any stride,
+// padding, dilation, groups and bias; fp64 strided CPU tensors of any memory format. Anything
+// else goes to aten (the functions return false / undefined), and so do convolutions of fewer
+// than 8 channels a group on outputs of 256 positions or more (a stem's), where aten's
+// per-image GEMMs are wide enough and the tap copies here a few bytes each.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace fumi::wide_conv {
+
+// im2col rows of at most this many bytes per GEMM (at least one image's): aten's own fp64 path
+// holds a whole batch's.
+constexpr int64_t kColumnBytes = int64_t{32} << 20;
+
+// The convolution of x (N, C, H, W) with w (K, C/groups, R, S), plus bias (K) when defined;
+// undefined when the arguments are outside what this file computes. The result is (N, K, P, Q)
+// in channels-last memory format. column_bytes bounds the im2col buffer (tests make it small to
+// run the batch in several GEMMs).
+at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                   c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                   int64_t groups, int64_t column_bytes = kColumnBytes);
+
+// The gradients of that convolution with respect to x, w and the bias (dx, dw, db) for dy, the
+// gradient of its result, as aten::convolution_backward gives them where `mask` asks for them
+// (undefined elsewhere); all undefined when the arguments are outside this file's reach. dx and
+// dw come out channels-last: the adjoint GEMMs of forward()'s over the same im2col rows.
+std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                   c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                   c10::IntArrayRef dilation, int64_t groups,
+                                   std::array<bool, 3> mask,
+                                   int64_t column_bytes = kColumnBytes);
+
+// When `op` is aten::convolution, aten::conv1d or aten::conv2d (the overloads with numeric
+// padding) or aten::convolution_backward and its arguments on `stack` are within forward()'s
+// or backward()'s reach, replaces them by the op's results, as OperatorHandle::callBoxed would,
+// and returns true; otherwise leaves the stack and returns false. 1-d convolutions run as 2-d
+// ones of height 1.
+bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack);
+
+}  // namespace fumi::wide_conv

@@ -1,0 +1,248 @@
+"""fumi's own fp64 convolution (interposer/torch/wide_conv.cpp), the reference of highprec's
+and attribution's wider reruns of aten::convolution and aten::conv2d, held against aten's fp64
+convolution on the same arguments: every stride, padding, dilation, group count, bias, memory
+format and batch split it accepts agrees within fp64 rounding of the terms, and it declines
+what it does not compute (the adapter then runs aten's kernel)."""
+import itertools
+import os
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+torch.ops.load_library(os.environ["FUMI_WIDE_CONV_OPS"])
+ops = torch.ops.fumi_test
+K_BYTES = 32 << 20
+
+
+def bound(x, w, stride, padding, dilation, groups):
+    """fp64 rounding of a sum of products: (terms) · 2^-53 · Σ|x||w|, with room for order."""
+    taps = w.shape[1] * w.shape[2] * w.shape[3]
+    scale = F.conv2d(x.abs(), w.abs(), None, stride, padding, dilation, groups)
+    return 4 * (taps + 1) * 2.0 ** -53 * scale + 1e-300
+
+
+class WideConv(unittest.TestCase):
+    def check(self, x, w, b, stride, padding, dilation, groups, column_bytes=K_BYTES):
+        want = F.conv2d(x, w, b, stride, padding, dilation, groups)
+        got = ops.wide_conv_forward(x, w, b, stride, padding, dilation, groups, column_bytes)
+        self.assertEqual(got.shape, want.shape)
+        self.assertTrue(got.is_contiguous(memory_format=torch.channels_last))
+        tol = bound(x, w, stride, padding, dilation, groups)
+        if b is not None:
+            tol = tol + 4 * 2.0 ** -53 * b.abs().view(1, -1, 1, 1)
+        worst = ((got - want).abs() / tol).max().item()
+        self.assertLessEqual(worst, 1.0, f"{tuple(x.shape)} {tuple(w.shape)} stride {stride} "
+                             f"padding {padding} dilation {dilation} groups {groups}")
+        return got, want
+
+    def test_agrees_with_aten_across_arguments(self):
+        g = torch.Generator().manual_seed(7)
+        cases = 0
+        for (n, c, k, hw, rs), stride, padding, dilation, groups, bias in itertools.product(
+                [(1, 3, 4, (9, 11), (3, 3)), (5, 4, 6, (8, 7), (1, 3)), (2, 6, 6, (6, 6), (1, 1)),
+                 (3, 2, 8, (13, 10), (7, 7))],
+                [(1, 1), (2, 2), (1, 3)], [(0, 0), (1, 1), (3, 2)], [(1, 1), (2, 1)],
+                [1, 2], [False, True]):
+            if c % groups or k % groups:
+                continue
+            h_eff = (rs[0] - 1) * dilation[0] + 1
+            w_eff = (rs[1] - 1) * dilation[1] + 1
+            if hw[0] + 2 * padding[0] < h_eff or hw[1] + 2 * padding[1] < w_eff:
+                continue
+            x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c // groups, *rs, dtype=torch.float64, generator=g)
+            b = torch.randn(k, dtype=torch.float64, generator=g) if bias else None
+            self.check(x, w, b, stride, padding, dilation, groups)
+            cases += 1
+        self.assertGreater(cases, 200)
+
+    def test_depthwise_and_many_groups(self):
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(4, 12, 10, 10, dtype=torch.float64, generator=g)
+        for groups in (3, 4, 12):
+            w = torch.randn(24, 12 // groups, 3, 3, dtype=torch.float64, generator=g)
+            self.check(x, w, None, (1, 1), (1, 1), (1, 1), groups)
+
+    def test_batch_split_over_several_gemms(self):
+        # One image per GEMM, two (with a remainder of one), and all five in one.
+        g = torch.Generator().manual_seed(5)
+        x = torch.randn(5, 4, 9, 9, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
+        b = torch.randn(6, dtype=torch.float64, generator=g)
+        per_image = 9 * 9 * (4 * 9) * 8  # rows per image · row length · 8 bytes
+        results = [self.check(x, w, b, (1, 1), (1, 1), (1, 1), 2, cb)[0]
+                   for cb in (1, 2 * per_image + 8, K_BYTES)]
+        for r in results[1:]:
+            self.assertTrue(torch.equal(r, results[0]))
+
+    def test_memory_formats_and_views(self):
+        g = torch.Generator().manual_seed(11)
+        base = torch.randn(3, 8, 12, 14, dtype=torch.float64, generator=g)
+        w = torch.randn(5, 8, 3, 3, dtype=torch.float64, generator=g)
+        for x in (base.contiguous(memory_format=torch.channels_last), base[:, :, ::2, 1:],
+                  base.transpose(2, 3), base[1:2]):
+            self.check(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+        self.check(base, w.transpose(2, 3).contiguous().transpose(2, 3), None, (2, 1), (0, 1),
+                   (1, 1), 1)
+
+    def test_non_finite_values_land_where_atens_do(self):
+        x = torch.ones(2, 3, 6, 6, dtype=torch.float64)
+        x[0, 1, 2, 3] = float("nan")
+        x[1, 0, 0, 0] = float("inf")
+        w = torch.ones(4, 3, 3, 3, dtype=torch.float64)
+        w[2, 0, 1, 1] = 0.0  # inf · 0: NaN in both
+        want = F.conv2d(x, w, None, 1, 1)
+        got = ops.wide_conv_forward(x, w, None, [1, 1], [1, 1], [1, 1], 1, K_BYTES)
+        self.assertTrue(torch.equal(torch.isnan(got), torch.isnan(want)))
+        self.assertTrue(torch.equal(torch.isinf(got), torch.isinf(want)))
+        finite = torch.isfinite(want)
+        self.assertTrue(torch.equal(got[finite], want[finite]))
+        self.assertTrue(torch.isnan(got).any() and torch.isinf(got).any())
+
+    def test_run_replaces_the_ops_it_computes(self):
+        g = torch.Generator().manual_seed(13)
+        x = torch.randn(2, 4, 7, 7, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
+        b = torch.randn(6, dtype=torch.float64, generator=g)
+        want = F.conv2d(x, w, b, 2, 1, 1, 2)
+        for name in ("convolution", "conv2d"):
+            got = ops.wide_conv_run(name, x, w, b, [2, 2], [1, 1], [1, 1], False, 2)
+            self.assertIsNotNone(got, name)
+            self.assertLess((got - want).abs().max().item(), 1e-12)
+        # aten expands a one-element list to both dimensions; so does run().
+        got = ops.wide_conv_run("convolution", x, w, None, [2], [1], [1], False, 2)
+        self.assertLess((got - F.conv2d(x, w, None, 2, 1, 1, 2)).abs().max().item(), 1e-12)
+
+    def test_run_takes_one_dimensional_convolutions(self):
+        g = torch.Generator().manual_seed(17)
+        x = torch.randn(3, 4, 29, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 2, 5, dtype=torch.float64, generator=g)
+        b = torch.randn(6, dtype=torch.float64, generator=g)
+        want = F.conv1d(x, w, b, 2, 3, 2, 2)
+        for name in ("convolution", "conv1d"):
+            got = ops.wide_conv_run(name, x, w, b, [2], [3], [2], False, 2)
+            self.assertIsNotNone(got, name)
+            self.assertEqual(got.shape, want.shape)
+            self.assertLess((got - want).abs().max().item(), 1e-12)
+        dy = torch.randn(want.shape, dtype=torch.float64, generator=g)
+        grads = torch.ops.aten.convolution_backward(dy, x, w, [6], [2], [3], [2], False, [0], 2,
+                                                    [True, True, True])
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2], [3], [2], False, 2, [True] * 3)
+        self.assertTrue(took)
+        for a, b_ in zip(got, grads):
+            self.assertEqual(a.shape, b_.shape)
+            self.assertLess((a - b_).abs().max().item(), 1e-12)
+
+    def test_declines_what_it_does_not_compute(self):
+        x = torch.randn(2, 4, 7, 7, dtype=torch.float64)
+        w = torch.randn(6, 4, 3, 3, dtype=torch.float64)
+        run = ops.wide_conv_run
+        self.assertIsNone(run("convolution", x, w.transpose(0, 1), None, [1, 1], [0, 0], [1, 1],
+                              True, 1))  # transposed
+        self.assertIsNone(run("conv2d", x.float(), w.float(), None, [1, 1], [0, 0], [1, 1],
+                              False, 1))  # fp32: the call's own kernel
+        self.assertIsNone(run("conv2d", x, w.float(), None, [1, 1], [0, 0], [1, 1], False, 1))
+        self.assertIsNone(run("conv2d", x[:0], w, None, [1, 1], [0, 0], [1, 1], False, 1))
+        self.assertIsNone(run("conv2d", x[:, :, :2], w, None, [1, 1], [0, 0], [1, 1], False, 1))
+        self.assertIsNone(run("conv2d", x, w, None, [1, 1, 1], [0, 0, 0], [1, 1, 1], False, 1))
+        self.assertIsNone(run("conv2d", x, w, None, [1, 1], [0, 0], [1, 1], False, 3))
+        self.assertIsNone(run("convolution", x[0], w, None, [1], [0], [1], False, 1))  # 3-d x
+        self.assertIsNone(run("conv1d", x[:, :, 0], w[:, :, 0], None, [1, 1], [0, 0], [1, 1],
+                              False, 1))  # 1-d with 2-d lists
+        # A stem: 3 channels, 16×16 outputs (aten's per-image GEMMs); 8 channels it takes.
+        stem = torch.randn(2, 3, 18, 18, dtype=torch.float64)
+        self.assertIsNone(run("conv2d", stem, w[:, :3], None, [1, 1], [0, 0], [1, 1], False, 1))
+        wide = torch.randn(2, 8, 18, 18, dtype=torch.float64)
+        w8 = torch.randn(6, 8, 3, 3, dtype=torch.float64)
+        self.assertIsNotNone(run("conv2d", wide, w8, None, [1, 1], [0, 0], [1, 1], False, 1))
+
+
+class WideConvBackward(unittest.TestCase):
+    """backward() against aten::convolution_backward in fp64: dx, dw and db within fp64
+    rounding of their terms (the same backward on |dy|, |x|, |w| sizes them)."""
+
+    def check(self, n, c, k, hw, rs, stride, padding, dilation, groups, mask=(True,) * 3,
+              column_bytes=K_BYTES, seed=0, x_format=torch.contiguous_format):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g).contiguous(
+            memory_format=x_format)
+        w = torch.randn(k, c // groups, *rs, dtype=torch.float64, generator=g)
+        y = F.conv2d(x, w, None, stride, padding, dilation, groups)
+        dy = torch.randn(y.shape, dtype=torch.float64, generator=g)
+        args = (stride, padding, dilation, False, [0, 0], groups, list(mask))
+        want = torch.ops.aten.convolution_backward(dy, x, w, [k], *args)
+        size = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), [k], *args)
+        got = ops.wide_conv_backward(dy, x, w, stride, padding, dilation, groups, list(mask),
+                                     column_bytes)
+        terms = [k // groups * y.shape[2] * y.shape[3] * 9, n * y.shape[2] * y.shape[3],
+                 n * y.shape[2] * y.shape[3]]
+        for i, name in enumerate(("dx", "dw", "db")):
+            if not mask[i]:
+                self.assertIsNone(got[i], name)
+                continue
+            self.assertEqual(got[i].shape, want[i].shape, name)
+            tol = 4 * (terms[i] + 1) * 2.0 ** -53 * size[i] + 1e-300
+            worst = ((got[i] - want[i]).abs() / tol).max().item()
+            self.assertLessEqual(worst, 1.0, f"{name}: {n, c, k, hw, rs} stride {stride} "
+                                 f"padding {padding} dilation {dilation} groups {groups}")
+        return got
+
+    def test_agrees_with_aten_across_arguments(self):
+        cases = 0
+        for (n, c, k, hw, rs), stride, padding, dilation, groups in itertools.product(
+                [(1, 3, 4, (9, 11), (3, 3)), (5, 4, 6, (8, 7), (1, 3)), (2, 6, 6, (6, 6), (1, 1)),
+                 (3, 2, 8, (13, 10), (7, 7))],
+                [(1, 1), (2, 2), (1, 3)], [(0, 0), (1, 1), (3, 2)], [(1, 1), (2, 1)], [1, 2]):
+            if c % groups or k % groups:
+                continue
+            if (hw[0] + 2 * padding[0] < (rs[0] - 1) * dilation[0] + 1 or
+                    hw[1] + 2 * padding[1] < (rs[1] - 1) * dilation[1] + 1):
+                continue
+            self.check(n, c, k, hw, rs, stride, padding, dilation, groups, seed=cases)
+            cases += 1
+        self.assertGreater(cases, 100)
+
+    def test_masks_groups_batch_split_and_formats(self):
+        for mask in ((True, False, False), (False, True, False), (False, False, True),
+                     (True, True, False)):
+            self.check(3, 4, 6, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 2, mask)
+        self.check(4, 12, 24, (8, 8), (3, 3), (2, 2), (1, 1), (1, 1), 12)  # depthwise
+        whole = self.check(5, 4, 6, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1), 2, seed=9)
+        for cb in (1, 2 * 81 * 36 * 8 + 8):  # one image per GEMM; two with a remainder
+            split = self.check(5, 4, 6, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1), 2,
+                               column_bytes=cb, seed=9)
+            self.assertTrue(torch.equal(split[0], whole[0]))  # dx: the same sums per image
+            self.assertLess((split[1] - whole[1]).abs().max().item(), 1e-12)
+        self.check(2, 8, 5, (12, 14), (3, 3), (1, 1), (1, 1), (1, 1), 1,
+                   x_format=torch.channels_last)
+
+    def test_run_takes_convolution_backward(self):
+        g = torch.Generator().manual_seed(21)
+        x = torch.randn(2, 4, 7, 7, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
+        dy = torch.randn(2, 6, 4, 4, dtype=torch.float64, generator=g)
+        want = torch.ops.aten.convolution_backward(dy, x, w, [6], [2, 2], [1, 1], [1, 1], False,
+                                                   [0, 0], 2, [True, True, True])
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 2,
+                                                [True, True, True])
+        self.assertTrue(took)
+        for a, b in zip(got, want):
+            self.assertLess((a - b).abs().max().item(), 1e-12)
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 2,
+                                                [False, True, False])
+        self.assertTrue(took)
+        self.assertIsNone(got[0])
+        self.assertIsNone(got[2])
+        declined = [ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], True, 2,
+                                               [True] * 3),  # transposed
+                    ops.wide_conv_run_backward(dy.float(), x.float(), w.float(), [2, 2], [1, 1],
+                                               [1, 1], False, 2, [True] * 3),
+                    ops.wide_conv_run_backward(dy[:, :, :3], x, w, [2, 2], [1, 1], [1, 1],
+                                               False, 2, [True] * 3)]  # dy of another shape
+        for took, *_ in declined:
+            self.assertFalse(took)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,94 @@
+// Test-only torch ops over the adapter's fp64 convolution (interposer/torch/wide_conv.h):
+//   fumi_test::wide_conv_forward  wide_conv::forward, with its im2col buffer bound
+//   fumi_test::wide_conv_backward wide_conv::backward, likewise: (dx, dw, db), None where
+//                                 the mask leaves one out
+//   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
+//                                 arguments: the result, or None where it declines
+//   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
+#include <torch/library.h>
+
+#include "wide_conv.h"
+
+namespace {
+
+at::Tensor forwardOp(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                     int64_t groups, int64_t column_bytes) {
+  at::Tensor y = fumi::wide_conv::forward(x, w, b ? *b : at::Tensor(), stride, padding, dilation,
+                                          groups, column_bytes);
+  TORCH_CHECK(y.defined(), "wide_conv::forward declined these arguments");
+  return y;
+}
+
+std::tuple<c10::optional<at::Tensor>, c10::optional<at::Tensor>, c10::optional<at::Tensor>>
+backwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+           at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+           std::array<bool, 3> mask, int64_t column_bytes) {
+  const std::array<at::Tensor, 3> g = fumi::wide_conv::backward(dy, x, w, stride, padding,
+                                                                dilation, groups, mask,
+                                                                column_bytes);
+  TORCH_CHECK(g[0].defined() || g[1].defined() || g[2].defined(),
+              "wide_conv::backward declined these arguments");
+  auto opt = [](const at::Tensor& t) {
+    return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
+  };
+  return {opt(g[0]), opt(g[1]), opt(g[2])};
+}
+
+// run() on the stack aten::convolution (name "convolution", output padding 0) or aten::conv2d
+// ("conv2d": no transposed, no output padding) would get.
+c10::optional<at::Tensor> runOp(const std::string& name, const at::Tensor& x, const at::Tensor& w,
+                                const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation,
+                                bool transposed, int64_t groups) {
+  const std::string qualified = "aten::" + name;
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(qualified.c_str(), "");
+  torch::jit::Stack stack{x, w, b ? c10::IValue(*b) : c10::IValue(), stride.vec(), padding.vec(),
+                          dilation.vec()};
+  if (name == "convolution") {
+    stack.emplace_back(transposed);
+    stack.emplace_back(std::vector<int64_t>(stride.size(), 0));
+  }
+  stack.emplace_back(groups);
+  if (!fumi::wide_conv::run(op, stack)) return c10::nullopt;
+  TORCH_CHECK(stack.size() == 1 && stack[0].isTensor(), "run() left no single tensor");
+  return stack[0].toTensor();
+}
+
+// run() on aten::convolution_backward's stack (no bias sizes, no output padding): whether it
+// took the call, and the three results.
+std::tuple<bool, c10::optional<at::Tensor>, c10::optional<at::Tensor>, c10::optional<at::Tensor>>
+runBackwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+              bool transposed, int64_t groups, std::array<bool, 3> mask) {
+  const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  torch::jit::Stack stack{dy, x, w, c10::IValue(), stride.vec(), padding.vec(), dilation.vec(),
+                          transposed, std::vector<int64_t>(stride.size(), 0), groups,
+                          c10::List<bool>({mask[0], mask[1], mask[2]})};
+  if (!fumi::wide_conv::run(op, stack)) return {false, c10::nullopt, c10::nullopt, c10::nullopt};
+  TORCH_CHECK(stack.size() == 3, "run() left ", stack.size(), " values, not 3");
+  auto opt = [](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined() ? c10::optional<at::Tensor>(v.toTensor())
+                                                  : c10::nullopt;
+  };
+  return {true, opt(stack[0]), opt(stack[1]), opt(stack[2])};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(fumi_test, m) {
+  m.def("wide_conv_forward(Tensor x, Tensor w, Tensor? b, int[] stride, int[] padding, "
+        "int[] dilation, int groups, int column_bytes) -> Tensor",
+        &forwardOp);
+  m.def("wide_conv_backward(Tensor dy, Tensor x, Tensor w, int[] stride, int[] padding, "
+        "int[] dilation, int groups, bool[3] mask, int column_bytes) -> (Tensor?, Tensor?, Tensor?)",
+        &backwardOp);
+  m.def("wide_conv_run(str name, Tensor x, Tensor w, Tensor? b, int[] stride, int[] padding, "
+        "int[] dilation, bool transposed, int groups) -> Tensor?",
+        &runOp);
+  m.def("wide_conv_run_backward(Tensor dy, Tensor x, Tensor w, int[] stride, int[] padding, "
+        "int[] dilation, bool transposed, int groups, bool[3] mask) -> "
+        "(bool, Tensor?, Tensor?, Tensor?)",
+        &runBackwardOp);
+}
