@@ -90,15 +90,15 @@ class AdapterCall final : public Call {
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
     // Host copies of the device tensors, made once, when the projection first needs them.
     std::vector<fumi_tensor> host;
-    std::vector<std::vector<unsigned char>> copies;
+    std::vector<std::unique_ptr<Stage>> copies;
     auto on_host = [&]() -> const std::vector<fumi_tensor>* {
       if (!host.empty()) return &host;
       std::vector<fumi_tensor> ts = tensors();
-      copies.resize(ts.size());
       for (size_t i = 0; i < ts.size(); ++i) {
         if (ts[i].memory == FUMI_MEMORY_HOST) continue;
         fumi_dtype dtype = ts[i].dtype;
-        const void* data = tensorHostData(ts[i], nullptr, &dtype, copies[i], this);
+        copies.push_back(std::make_unique<Stage>());
+        const void* data = tensorHostData(ts[i], nullptr, &dtype, *copies.back(), this);
         if (!data) return nullptr;
         ts[i].data = const_cast<void*>(data);
         ts[i].memory = FUMI_MEMORY_HOST;

@@ -150,13 +150,13 @@ void releaseAllocations(fumi_call& c) {
 // in `stage`, read through `call`'s device (nullptr: the CUDA runtime's, for code that reads a
 // tensor outside a Call). nullptr when device memory cannot be read.
 const void* readable(Call* call, const void* buffer, fumi_memory memory, size_t bytes,
-                     std::vector<unsigned char>& stage) {
+                     Stage& stage) {
   if (memory == FUMI_MEMORY_HOST) return buffer;
-  stage.resize(bytes);
+  void* host = stage.take(bytes);
+  if (!host) return nullptr;
   const DeviceMemory* dev = g_device.load();
-  const bool read = call ? call->toHost(stage.data(), buffer, bytes)
-                         : dev && dev->toHost(stage.data(), buffer, bytes);
-  return read ? stage.data() : nullptr;
+  const bool read = call ? call->toHost(host, buffer, bytes) : dev && dev->toHost(host, buffer, bytes);
+  return read ? host : nullptr;
 }
 
 }  // namespace
@@ -182,7 +182,7 @@ const void* resolveBuffer(const fumi_tensor& t, const void* buffer, fumi_dtype* 
 }
 
 const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
-                           std::vector<unsigned char>& stage, Call* call) {
+                           Stage& stage, Call* call) {
   buffer = resolveBuffer(t, buffer, dtype);
   if (!buffer) return nullptr;
   return readable(call, buffer, t.memory,
@@ -193,7 +193,7 @@ namespace {
 
 fumi_status gatherStrided(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, void* out,
                           fumi_dtype out_dtype, const int64_t* strides, Call* call) {
-  std::vector<unsigned char> stage;
+  Stage stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage, call);
   if (!src) return FUMI_UNSUPPORTED;
   if (!copyElements(t.ndim, t.shape, src, dtype, ElementLayout{t.strides, tensorBase(t)}, out,
@@ -261,12 +261,15 @@ template <class Write>
 fumi_status writeLike(Call& call, const fumi_tensor& t, void* buffer, fumi_dtype dtype,
                       Write&& write) {
   if (dtypeBytes(dtype) == 0) return FUMI_UNSUPPORTED;
-  const bool device = t.memory != FUMI_MEMORY_HOST;
-  std::vector<unsigned char> stage(
-      device ? static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dtype)) : 0);
-  const fumi_status st = write(device ? static_cast<void*>(stage.data()) : buffer);
-  if (st != FUMI_OK || !device) return st;
-  return call.toDevice(buffer, stage.data(), stage.size()) ? FUMI_OK : FUMI_UNSUPPORTED;
+  if (t.memory == FUMI_MEMORY_HOST) return write(buffer);
+  const size_t bytes = static_cast<size_t>(tensorSpan(t)) * static_cast<size_t>(dtypeBytes(dtype));
+  Stage stage;
+  void* host = stage.take(bytes);
+  if (!host) return FUMI_UNSUPPORTED;
+  if (tensorSpan(t) != tensorNumel(t)) std::memset(host, 0, bytes);  // the gaps
+  const fumi_status st = write(host);
+  if (st != FUMI_OK) return st;
+  return call.toDevice(buffer, host, bytes) ? FUMI_OK : FUMI_UNSUPPORTED;
 }
 
 // ---- Call's device memory and element-wise work, as fumi's own hooks have them --------------
@@ -294,7 +297,7 @@ bool Call::toDevice(void* dst, const void* src, size_t bytes) {
 fumi_status Call::mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
                             fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage;
+  Stage stage;
   const void* from = tensorHostData(t, src, &src_dtype, stage, this);
   if (!from) return FUMI_UNSUPPORTED;
   return writeLike(*this, t, dst, dst_dtype, [&](void* to) {
@@ -306,7 +309,7 @@ fumi_status Call::compareDevice(int32_t index, const void* a, fumi_dtype a_dtype
                                 fumi_dtype b_dtype, const fumi_compare_spec& spec,
                                 fumi_comparison* out) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage_a, stage_b;
+  Stage stage_a, stage_b;
   const void* ha = tensorHostData(t, a, &a_dtype, stage_a, this);
   const void* hb = tensorHostData(t, b, &b_dtype, stage_b, this);
   if (!ha || !hb) return FUMI_UNSUPPORTED;
@@ -316,7 +319,7 @@ fumi_status Call::compareDevice(int32_t index, const void* a, fumi_dtype a_dtype
 fumi_status Call::scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                              fumi_scan* out) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
-  std::vector<unsigned char> stage;
+  Stage stage;
   const void* h = tensorHostData(t, buffer, &dtype, stage, this);
   if (!h) return FUMI_UNSUPPORTED;
   return scanTensor(t, h, dtype, out);
@@ -384,7 +387,7 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
     if (src && contractSidesOnDevice(t, src, dt, n, sides, device))
       return scan ? call.scanDevice(index, src, dt, scan) : FUMI_OK;
   }
-  std::vector<unsigned char> stage;
+  Stage stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage, c->call);
   if (!src) return FUMI_UNSUPPORTED;
   return contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED;
@@ -652,7 +655,7 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
                                {"strides", std::vector<int64_t>(t.strides, t.strides + t.ndim)},
                                {"file", file}});
     const size_t bytes = static_cast<size_t>(tensorSpan(t)) * dtypeBytes(t.dtype);
-    std::vector<unsigned char> stage;
+    Stage stage;
     const void* data = readable(&call, t.data, t.memory, bytes, stage);
     if (!data) continue;
     std::ofstream out(path + "/" + file, std::ios::binary);

@@ -21,6 +21,7 @@
 #include "plugin_loader.h"
 #include "policy.h"
 #include "runtime.h"
+#include "scratch_arena.h"
 #include "site.h"
 
 namespace fumi {
@@ -149,11 +150,11 @@ void setDeviceMemory(const DeviceMemory* ops);
 fumi_status gatherTensor(const fumi_tensor& t, const void* buffer, fumi_dtype dtype, double* out,
                          fumi_order order = FUMI_ORDER_LOGICAL, Call* call = nullptr);
 // Host view of t's elements in `buffer` holding *dtype (nullptr: its own data, *dtype becoming
-// its own): the buffer itself in host memory, else a copy in `stage` read through `call`
-// (nullptr: the CUDA runtime's). nullptr when the dtype has no storage or the memory cannot be
-// read.
+// its own): the buffer itself in host memory, else a copy in `stage` (scratch_arena.h) read
+// through `call` (nullptr: the CUDA runtime's). nullptr when the dtype has no storage or the
+// memory cannot be read.
 const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,
-                           std::vector<unsigned char>& stage, Call* call);
+                           Stage& stage, Call* call);
 // Tensor t's own elements as `out_dtype` (f64 or f32: exact for every narrower dtype) in `out`
 // at the element strides `strides`: a dense layout of its shape in any dimension order
 // (channels-last for the convolution projection).

@@ -70,4 +70,20 @@ size_t ScratchArena::capacity() const {
   return total;
 }
 
+void* Stage::take(size_t bytes) {
+  ScratchArena& arena = ScratchArena::local();
+  before_ = arena.mark();
+  void* p = arena.take(bytes);
+  after_ = arena.mark();
+  taken_ = p != nullptr;
+  return p;
+}
+
+Stage::~Stage() {
+  if (!taken_) return;
+  ScratchArena& arena = ScratchArena::local();
+  const ScratchArena::Mark now = arena.mark();
+  if (now.block == after_.block && now.used == after_.used) arena.rewind(before_);
+}
+
 }  // namespace fumi

@@ -45,4 +45,22 @@ class ScratchArena {
   size_t current_ = 0;
 };
 
+// Host staging of device memory for one primitive (a read, a staged write): bytes from the
+// thread's arena, reused from check to check (no fresh, zero-filled pages per read, as a
+// std::vector had), given back when the Stage goes if nothing was taken after them; otherwise
+// they stay until the enclosing check's rewind. The bytes are uninitialised.
+class Stage {
+ public:
+  Stage() = default;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  ~Stage();
+  // `bytes` for this stage (one take per Stage), or nullptr when memory is exhausted.
+  void* take(size_t bytes);
+
+ private:
+  ScratchArena::Mark before_, after_;
+  bool taken_ = false;
+};
+
 }  // namespace fumi

@@ -311,5 +311,44 @@ TEST(ScratchArena, KeepsABoundedAmountBetweenChecks) {
   EXPECT_EQ(arena.capacity(), 0u);
 }
 
+// Stages (device reads staged on the host) take from the thread's arena and give their bytes
+// back when they go, last first; one that something else took after keeps its bytes until the
+// enclosing rewind, so nothing taken later is ever freed under its owner.
+TEST(Stage, GivesItsBytesBackOnlyFromTheTop) {
+  ScratchArena& arena = ScratchArena::local();
+  const ScratchArena::Mark outer = arena.mark();
+  const auto same = [](ScratchArena::Mark a, ScratchArena::Mark b) {
+    return a.block == b.block && a.used == b.used;
+  };
+  {
+    Stage a, b;
+    char* pa = static_cast<char*>(a.take(4096));
+    char* pb = static_cast<char*>(b.take(4096));
+    ASSERT_NE(pa, nullptr);
+    ASSERT_NE(pb, nullptr);
+    EXPECT_GE(pb, pa + 4096);
+  }  // b, then a: both at the top when they go
+  EXPECT_TRUE(same(arena.mark(), outer));
+  void* later = nullptr;
+  {
+    Stage s;
+    void* ps = s.take(4096);
+    ASSERT_NE(ps, nullptr);
+    later = arena.take(100);  // a check's scratch, taken while the stage is held
+    ASSERT_NE(later, nullptr);
+  }
+  const ScratchArena::Mark after = arena.mark();
+  EXPECT_FALSE(same(after, outer));  // the stage did not rewind under `later`
+  EXPECT_NE(arena.take(8), later);
+  arena.rewind(outer);
+  EXPECT_TRUE(same(arena.mark(), outer));
+  {
+    Stage s;
+    void* again = s.take(4096);  // the same bytes as the first stage: no fresh pages
+    EXPECT_NE(again, nullptr);
+  }
+  EXPECT_TRUE(same(arena.mark(), outer));
+}
+
 }  // namespace
 }  // namespace fumi
