@@ -34,6 +34,10 @@ struct Checker::State {
   std::deque<std::function<void()>> work;
   size_t running = 0;            // items taken but not finished
   bool stopping = false;
+  // Set at exit when the queue outlived the wait (FUMI_EXIT_WAIT): the checks still queued
+  // release what they hold and are counted as skipped instead of running.
+  std::atomic<bool> dropping{false};
+  double exit_wait_s = 60;
   std::thread thread;
 
   // Pool: one device allocation, first-fit over free ranges (offset -> size), coalesced.
@@ -159,9 +163,16 @@ Checker* Checker::get() {
   if (!g_sync && settings.cuda_mode != "async")
     logMessage(FUMI_LOG_WARN, "FUMI_CUDA_MODE must be async or sync; using async");
   const size_t depth = std::max(1, std::atoi(settings.cuda_queue.c_str()));
+  char* wait_end = nullptr;
+  const double exit_wait = std::strtod(settings.exit_wait.c_str(), &wait_end);
+  const bool wait_ok = wait_end && *wait_end == '\0' && exit_wait >= 0 && exit_wait <= 86400;
+  if (!wait_ok)
+    logMessage(FUMI_LOG_WARN, "FUMI_EXIT_WAIT must be a number of seconds from 0 to 86400; "
+                              "using 60");
 
   auto* checker = new Checker(*api);
   auto* st = new State();
+  st->exit_wait_s = wait_ok ? exit_wait : 60;
   // Set up on the checker thread itself: it runs in relaxed capture mode, so its allocations
   // and synchronisations never invalidate a graph capture a program thread has under way.
   std::string error;
@@ -224,12 +235,21 @@ Checker* Checker::get() {
 void Checker::drain() {
   State* st = g_state_ptr;
   if (!st) return;
+  size_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(st->mu);
-    st->cv.wait_for(lock, std::chrono::seconds(60),
-                    [&] { return st->work.empty() && st->running == 0; });
+    const auto wait = std::chrono::duration<double>(st->exit_wait_s);
+    if (!st->cv.wait_for(lock, wait, [&] { return st->work.empty() && st->running == 0; })) {
+      dropped = st->work.size();
+      st->dropping = true;
+    }
     st->stopping = true;
   }
+  if (dropped)
+    logMessage(FUMI_LOG_WARN,
+               fmt::format("exit: {} queued CUDA check(s) dropped, not done after {} s "
+                           "(FUMI_EXIT_WAIT); counted as skipped",
+                           dropped, st->exit_wait_s));
   st->cv.notify_all();
   if (st->thread.joinable()) {
     if (st->thread.get_id() == std::this_thread::get_id()) st->thread.detach();
@@ -277,8 +297,9 @@ void Checker::submit(std::unique_ptr<PendingCheck> check) {
   auto shared = std::shared_ptr<PendingCheck>(std::move(check));
   auto run = [this, shared] {
     PendingCheck& pc = *shared;
-    if (pc.discard) {
+    if (pc.discard || g_state_ptr->dropping) {
       api_.cudaEventSynchronize(pc.ready);  // the snapshot copies are done with the pool memory
+      if (!pc.discard) pc.call->site().addStats(0, 1);
     } else if (api_.cudaEventSynchronize(pc.ready) == cudaSuccess) {
       try {
         // The call's kernels ran before the event: their records are complete.

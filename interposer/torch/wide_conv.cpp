@@ -39,8 +39,8 @@ struct Shape {
   std::array<int64_t, 2> stride, pad, dilation;
 };
 
-// Rows [first, first + count) of the im2col matrix of image rows starting at image n0, each
-// `row` doubles long, into `cols`.
+// The first `count` rows of the im2col matrix from image n0 on (rows (n, p, q), each R·S·C
+// doubles long) into `cols`.
 void im2col(const double* x, const Shape& d, int64_t n0, int64_t count, double* cols) {
   const int64_t pq = d.p * d.q, row = d.r * d.s * d.c;
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {

@@ -190,6 +190,25 @@ class ExitOrder(unittest.TestCase):
         self.assertEqual(r.op("cublasSgemm_v2")["checked"], 12)
         self.assertEqual(len([c for c in r.of("check") if c["check"] == "highprec"]), 12)
 
+    def test_checks_still_queued_after_the_exit_wait_are_dropped(self):
+        # Slow checks (perturb, 400 reruns each: tenths of a second) and no wait at exit: the
+        # one running finishes, the rest are dropped and counted, and the exit stays orderly.
+        slow = every_call("{ plugin: perturb, trials: 400, tolerance: 1e9 }")
+        r = cuda("exit", policy=slow, env={"FUMI_CUDA_QUEUE": "1024", "FUMI_EXIT_WAIT": "0"})
+        self.assertNotIn("after the library's exit-time teardown", r.stderr)
+        m = re.search(r"exit: (\d+) queued CUDA check\(s\) dropped, not done after 0 s", r.stderr)
+        self.assertIsNotNone(m, r.stderr[-2000:])
+        op = r.op("cublasSgemm_v2")
+        self.assertGreaterEqual(int(m.group(1)), 1)
+        self.assertEqual(op["skipped"], int(m.group(1)))
+        self.assertEqual(op["checked"] + op["skipped"], 12)
+        self.assertEqual(len(r.of("check")), op["checked"])
+        # The default wait lets them all finish.
+        r = cuda("exit", policy=every_call("{ plugin: perturb, trials: 40, tolerance: 1e9 }"),
+                 env={"FUMI_CUDA_QUEUE": "1024"})
+        self.assertNotIn("dropped", r.stderr)
+        self.assertEqual(r.op("cublasSgemm_v2")["checked"], 12)
+
 
 @unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
 class Precision(unittest.TestCase):
