@@ -88,14 +88,15 @@ void col2im(const double* cols, const Shape& d, int64_t n0, int64_t count, doubl
   });
 }
 
-// The dimensions of a convolution of x with w; false where they are outside this file's reach.
-bool shapeOf(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
-             c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, Shape* out) {
+// The dimensions of a convolution of an input of sizes `in` with w; false where they are
+// outside this file's reach.
+bool shapeFrom(c10::IntArrayRef in, const at::Tensor& w, c10::IntArrayRef stride,
+               c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, Shape* out) {
   Shape d{};
-  if (!fp64Cpu(x) || !fp64Cpu(w) || x.dim() != 4 || w.dim() != 4 || groups < 1 ||
-      !pair(stride, &d.stride) || !pair(padding, &d.pad) || !pair(dilation, &d.dilation))
+  if (!fp64Cpu(w) || in.size() != 4 || w.dim() != 4 || groups < 1 || !pair(stride, &d.stride) ||
+      !pair(padding, &d.pad) || !pair(dilation, &d.dilation))
     return false;
-  d.n = x.size(0), d.c = x.size(1), d.h = x.size(2), d.w = x.size(3);
+  d.n = in[0], d.c = in[1], d.h = in[2], d.w = in[3];
   d.k = w.size(0), d.cg = w.size(1), d.r = w.size(2), d.s = w.size(3), d.groups = groups;
   if (d.n < 1 || d.cg < 1 || d.cg * groups != d.c || d.k < 1 || d.k % groups != 0) return false;
   for (int e = 0; e < 2; ++e)
@@ -110,10 +111,43 @@ bool shapeOf(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
   return true;
 }
 
+bool shapeOf(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
+             c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, Shape* out) {
+  return fp64Cpu(x) && shapeFrom(x.sizes(), w, stride, padding, dilation, groups, out);
+}
+
 // How many images' im2col rows go in one GEMM.
 int64_t imagesPerGemm(const Shape& d, int64_t column_bytes) {
   const int64_t per_image = d.p * d.q * d.r * d.s * d.c * static_cast<int64_t>(sizeof(double));
   return std::clamp<int64_t>(column_bytes / std::max<int64_t>(per_image, 1), 1, d.n);
+}
+
+// The gradient with respect to the input of the convolution `d` by w, for `grad` its result's
+// gradient as the (N·P·Q, K) matrix: (N, C, H, W), channels-last.
+at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d,
+                     int64_t column_bytes) {
+  const int64_t kg = d.k / d.groups, taps = d.r * d.s * d.cg, row = taps * d.groups;
+  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
+  const at::Tensor filter = w.permute({0, 2, 3, 1}).contiguous().view({d.k, taps});
+  const at::Tensor cols = at::empty({images * pq, row}, w.options());
+  at::Tensor dx = at::zeros({d.n, d.h, d.w, d.c}, w.options());
+  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
+    const int64_t rows = std::min(images, d.n - n0) * pq;
+    const at::Tensor block = grad.narrow(0, n0 * pq, rows), live = cols.narrow(0, 0, rows);
+    for (int64_t g = 0; g < d.groups; ++g) {  // cols_g = dy_g · filter_g
+      at::Tensor dst = live.narrow(1, g * taps, taps);
+      at::mm_out(dst, block.narrow(1, g * kg, kg), filter.narrow(0, g * kg, kg));
+    }
+    col2im(cols.data_ptr<double>(), d, n0, rows, dx.data_ptr<double>());  // where im2col read
+  }
+  return dx.permute({0, 3, 1, 2});
+}
+
+// A result's gradient dy (N, K, P, Q) as the (N·P·Q, K) matrix of forward()'s result.
+at::Tensor gradMatrix(const at::Tensor& dy, const Shape& d) {
+  return dy.contiguous(at::MemoryFormat::ChannelsLast)
+      .permute({0, 2, 3, 1})
+      .reshape({d.n * d.p * d.q, d.k});
 }
 
 }  // namespace
@@ -156,41 +190,54 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
       dy.sizes() != c10::IntArrayRef({d.n, d.k, d.p, d.q}))
     return {};
   const at::NoGradGuard no_grad;
-  const int64_t kg = d.k / groups, taps = d.r * d.s * d.cg, row = taps * groups;
-  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
-  // dy as the (N·P·Q, K) matrix of the forward's result.
-  const at::Tensor grad = dy.contiguous(at::MemoryFormat::ChannelsLast)
-                              .permute({0, 2, 3, 1}).reshape({d.n * pq, d.k});
+  const at::Tensor grad = gradMatrix(dy, d);
   std::array<at::Tensor, 3> out;
   if (mask[2]) out[2] = grad.sum(0);
-  if (!mask[0] && !mask[1]) return out;
-  const at::Tensor filter = w.permute({0, 2, 3, 1}).contiguous().view({d.k, taps});
+  if (mask[0]) out[0] = gradInput(grad, w, d, column_bytes);
+  if (!mask[1]) return out;
+  // dw_g = Σ over the images' rows of dy_gᵀ · cols_g.
+  const int64_t kg = d.k / groups, taps = d.r * d.s * d.cg, row = taps * groups;
+  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
   const at::Tensor cols = at::empty({images * pq, row}, x.options());
-  at::Tensor dx, dw;
-  if (mask[0]) dx = at::zeros({d.n, d.h, d.w, d.c}, x.options());
-  if (mask[1]) dw = at::zeros({d.k, taps}, x.options());
-  const at::Tensor xc = mask[1] ? x.contiguous(at::MemoryFormat::ChannelsLast) : at::Tensor();
+  const at::Tensor xc = x.contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor dw = at::zeros({d.k, taps}, x.options());
   for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t batch = std::min(images, d.n - n0), rows = batch * pq;
+    const int64_t rows = std::min(images, d.n - n0) * pq;
+    im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
     const at::Tensor block = grad.narrow(0, n0 * pq, rows), live = cols.narrow(0, 0, rows);
-    if (mask[1]) {  // dw_g += dy_gᵀ · cols_g
-      im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-      for (int64_t g = 0; g < groups; ++g) {
-        at::Tensor dst = dw.narrow(0, g * kg, kg);
-        dst.addmm_(block.narrow(1, g * kg, kg).t(), live.narrow(1, g * taps, taps));
-      }
-    }
-    if (mask[0]) {  // cols_g = dy_g · filter_g, then added back where im2col read them
-      for (int64_t g = 0; g < groups; ++g) {
-        at::Tensor dst = live.narrow(1, g * taps, taps);
-        at::mm_out(dst, block.narrow(1, g * kg, kg), filter.narrow(0, g * kg, kg));
-      }
-      col2im(cols.data_ptr<double>(), d, n0, rows, dx.data_ptr<double>());
+    for (int64_t g = 0; g < groups; ++g) {
+      at::Tensor dst = dw.narrow(0, g * kg, kg);
+      dst.addmm_(block.narrow(1, g * kg, kg).t(), live.narrow(1, g * taps, taps));
     }
   }
-  if (mask[0]) out[0] = dx.permute({0, 3, 1, 2});
-  if (mask[1]) out[1] = dw.view({d.k, d.r, d.s, d.cg}).permute({0, 3, 1, 2});
+  out[1] = dw.view({d.k, d.r, d.s, d.cg}).permute({0, 3, 1, 2});
   return out;
+}
+
+at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                      c10::IntArrayRef stride, c10::IntArrayRef padding,
+                      c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
+                      int64_t column_bytes) {
+  std::array<int64_t, 2> st{}, pad{}, extra{}, dil{}, extent{};
+  if (!fp64Cpu(x) || x.dim() != 4 || w.dim() != 4 || groups < 1 || !pair(stride, &st) ||
+      !pair(padding, &pad) || !pair(output_padding, &extra) || !pair(dilation, &dil))
+    return {};
+  for (int e = 0; e < 2; ++e) {
+    if (st[e] < 1 || dil[e] < 1 || extra[e] < 0 || extra[e] >= std::max(st[e], dil[e])) return {};
+    extent[e] = (x.size(e + 2) - 1) * st[e] - 2 * pad[e] + dil[e] * (w.size(e + 2) - 1) +
+                extra[e] + 1;
+  }
+  // The convolution whose input gradient this is: from (N, C_out, extent) by w to x's sizes.
+  Shape d;
+  const std::array<int64_t, 4> in{x.size(0), w.size(1) * groups, extent[0], extent[1]};
+  if (!shapeFrom(in, w, stride, padding, dilation, groups, &d) || d.k != x.size(1) ||
+      d.p != x.size(2) || d.q != x.size(3))
+    return {};
+  if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.c)) return {};
+  const at::NoGradGuard no_grad;
+  at::Tensor y = gradInput(gradMatrix(x, d), w, d, column_bytes);
+  if (bias.defined()) y.add_(bias.view({1, d.c, 1, 1}));
+  return y;
 }
 
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
@@ -208,33 +255,54 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   if (args == 0 || stack.size() != args) return false;
   try {
     const c10::IValue* a = stack.data() + (backward_op ? 1 : 0);  // from input on
-    const c10::IValue& groups = backward_op ? a[8] : a[args - 1];
+    const c10::IValue& groups_arg = backward_op ? a[8] : a[args - 1];
     if (!a[0].isTensor() || !a[1].isTensor() || !a[3].isIntList() || !a[4].isIntList() ||
-        !a[5].isIntList() || !groups.isInt() || (backward_op && !stack[0].isTensor()))
+        !a[5].isIntList() || !groups_arg.isInt() || (backward_op && !stack[0].isTensor()))
       return false;
-    if (!convnd && (!a[6].isBool() || a[6].toBool())) return false;  // transposed
+    if (!convnd && (!a[6].isBool() || !a[7].isIntList())) return false;
+    const bool is_transposed = !convnd && a[6].toBool();
+    const int64_t groups = groups_arg.toInt();
     at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
     at::Tensor dy = backward_op ? stack[0].toTensor() : at::Tensor();
     std::vector<int64_t> stride = a[3].toIntVector(), padding = a[4].toIntVector(),
                          dilation = a[5].toIntVector();
+    std::vector<int64_t> extra = convnd ? std::vector<int64_t>(stride.size(), 0)
+                                        : a[7].toIntVector();  // output padding
     // A 1-d convolution is the 2-d one of extent 1 in height.
     const bool one_d = x.dim() == 3 && w.dim() == 3 && (!dy.defined() || dy.dim() == 3);
     if (one_d) {
-      for (std::vector<int64_t>* v : {&stride, &padding, &dilation}) {
+      for (std::vector<int64_t>* v : {&stride, &padding, &dilation, &extra}) {
         if (v->size() != 1) return false;
-        v->insert(v->begin(), v == &padding ? 0 : 1);
+        v->insert(v->begin(), v == &stride || v == &dilation ? 1 : 0);
       }
       x = x.unsqueeze(2), w = w.unsqueeze(2);
       if (dy.defined()) dy = dy.unsqueeze(2);
     }
     auto lower = [one_d](at::Tensor t) { return one_d && t.defined() ? t.squeeze(2) : t; };
     if (backward_op) {
-      const c10::IValue& mask = stack[10];
-      if (!mask.isBoolList() || mask.toBoolList().size() != 3) return false;
-      const c10::List<bool> m = mask.toBoolList();
-      const std::array<at::Tensor, 3> grads =
-          backward(dy, x, w, stride, padding, dilation, groups.toInt(), {m[0], m[1], m[2]});
-      if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return false;
+      const c10::IValue& mask_arg = stack[10];
+      if (!mask_arg.isBoolList() || mask_arg.toBoolList().size() != 3) return false;
+      const c10::List<bool> m = mask_arg.toBoolList();
+      const std::array<bool, 3> mask{m[0], m[1], m[2]};
+      std::array<at::Tensor, 3> grads;
+      if (!is_transposed) {
+        grads = backward(dy, x, w, stride, padding, dilation, groups, mask);
+        if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return false;
+      } else {
+        // A transposed convolution is the input gradient of the plain one by w: its input
+        // gradient is that convolution of dy, its filter gradient the plain one's with the
+        // roles of x and dy swapped.
+        if (!fp64Cpu(dy) || dy.dim() != 4 || !fp64Cpu(x)) return false;
+        if (mask[0]) {
+          grads[0] = forward(dy, w, at::Tensor(), stride, padding, dilation, groups);
+          if (!grads[0].defined() || grads[0].sizes() != x.sizes()) return false;
+        }
+        if (mask[1]) {
+          grads[1] = backward(x, dy, w, stride, padding, dilation, groups, {false, true, false})[1];
+          if (!grads[1].defined()) return false;
+        }
+        if (mask[2]) grads[2] = dy.sum({0, 2, 3});
+      }
       stack.clear();
       stack.emplace_back(lower(grads[0]));
       stack.emplace_back(lower(grads[1]));
@@ -243,7 +311,9 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     }
     if (!a[2].isTensor() && !a[2].isNone()) return false;
     const at::Tensor bias = a[2].isTensor() ? a[2].toTensor() : at::Tensor();
-    at::Tensor y = forward(x, w, bias, stride, padding, dilation, groups.toInt());
+    at::Tensor y = is_transposed
+                       ? transposed(x, w, bias, stride, padding, extra, dilation, groups)
+                       : forward(x, w, bias, stride, padding, dilation, groups);
     if (!y.defined()) return false;
     stack.clear();
     stack.emplace_back(lower(y));

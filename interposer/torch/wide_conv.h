@@ -9,7 +9,7 @@
 // channels-last, so that each filter tap copies a run of channels: the same fp64 products,
 // summed in another order.
 //
-// Forward and backward; 2-D (and 1-D through run(), as height 1), not transposed, any stride,
+// Forward, backward and transposed; 2-D (and 1-D through run(), as height 1), any stride,
 // padding, dilation, groups and bias; fp64 strided CPU tensors of any memory format. Anything
 // else goes to aten (the functions return false / undefined), and so do convolutions of fewer
 // than 8 channels a group on outputs of 256 positions or more (a stem's), where aten's
@@ -46,6 +46,16 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
                                    c10::IntArrayRef dilation, int64_t groups,
                                    std::array<bool, 3> mask,
                                    int64_t column_bytes = kColumnBytes);
+
+// The transposed convolution of x (N, C_in, H, W) by w (C_in, C_out/groups, R, S), plus bias
+// (C_out) when defined: the input gradient of the plain convolution by w, through backward()'s
+// GEMMs and col2im. Undefined where the arguments are outside this file's reach, and where the
+// output padding reaches the stride (aten allows it up to the dilation: rows the plain
+// convolution never reads).
+at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                      c10::IntArrayRef stride, c10::IntArrayRef padding,
+                      c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
+                      int64_t column_bytes = kColumnBytes);
 
 // When `op` is aten::convolution, aten::conv1d or aten::conv2d (the overloads with numeric
 // padding) or aten::convolution_backward and its arguments on `stack` are within forward()'s

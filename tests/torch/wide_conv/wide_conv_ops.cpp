@@ -2,6 +2,7 @@
 //   fumi_test::wide_conv_forward  wide_conv::forward, with its im2col buffer bound
 //   fumi_test::wide_conv_backward wide_conv::backward, likewise: (dx, dw, db), None where
 //                                 the mask leaves one out
+//   fumi_test::wide_conv_transposed  wide_conv::transposed, likewise
 //   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
 //                                 arguments: the result, or None where it declines
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
@@ -33,6 +34,16 @@ backwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, at::I
     return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
   };
   return {opt(g[0]), opt(g[1]), opt(g[2])};
+}
+
+at::Tensor transposedOp(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                        at::IntArrayRef stride, at::IntArrayRef padding,
+                        at::IntArrayRef output_padding, at::IntArrayRef dilation, int64_t groups,
+                        int64_t column_bytes) {
+  at::Tensor y = fumi::wide_conv::transposed(x, w, b ? *b : at::Tensor(), stride, padding,
+                                             output_padding, dilation, groups, column_bytes);
+  TORCH_CHECK(y.defined(), "wide_conv::transposed declined these arguments");
+  return y;
 }
 
 // run() on the stack aten::convolution (name "convolution", output padding 0) or aten::conv2d
@@ -84,6 +95,9 @@ TORCH_LIBRARY(fumi_test, m) {
   m.def("wide_conv_backward(Tensor dy, Tensor x, Tensor w, int[] stride, int[] padding, "
         "int[] dilation, int groups, bool[3] mask, int column_bytes) -> (Tensor?, Tensor?, Tensor?)",
         &backwardOp);
+  m.def("wide_conv_transposed(Tensor x, Tensor w, Tensor? b, int[] stride, int[] padding, "
+        "int[] output_padding, int[] dilation, int groups, int column_bytes) -> Tensor",
+        &transposedOp);
   m.def("wide_conv_run(str name, Tensor x, Tensor w, Tensor? b, int[] stride, int[] padding, "
         "int[] dilation, bool transposed, int groups) -> Tensor?",
         &runOp);
