@@ -1,11 +1,13 @@
 // wide_conv.cpp — fumi's own fp64 convolution on the CPU (wide_conv.h says why and what).
 //
-// Layout: x channels-last, so that element (n, c, h, w) is at ((n·H + h)·W + w)·C + c. Row
-// (n, p, q) of the im2col matrix holds, group by group, filter tap by tap (r, s), the group's
-// C/groups channels of x at (p·stride − pad + r·dilation, q·stride − pad + s·dilation), zeros
-// where that falls in the padding. The filter is reordered alike, (K, R, S, C/groups), so that
-// group g's output columns are rows·filterᵀ over its own column block: the result comes out as
-// an (N·P·Q, K) matrix, which is the channels-last (N, K, P, Q) tensor.
+// Every convolution runs as a 3-d one (1-d and 2-d ones with leading spatial extents of 1).
+// Layout: x channels-last, so that element (n, c, z, y, x) is at (((n·D + z)·H + y)·W + x)·C + c.
+// Row (n, o) of the im2col matrix, o an output position, holds, group by group, filter tap by tap
+// (t, r, s), the group's C/groups channels of x at o·stride − pad + tap·dilation in each spatial
+// dimension, zeros where that falls in the padding. The filter is reordered alike,
+// (K, T, R, S, C/groups), so that group g's output columns are rows·filterᵀ over its own column
+// block: the result comes out as an (N·O, K) matrix, which is the channels-last (N, K, O...)
+// tensor.
 #include "wide_conv.h"
 
 #include <algorithm>
@@ -18,95 +20,131 @@
 namespace fumi::wide_conv {
 namespace {
 
-// A 2-element list from an int[] argument (aten expands a single value to every dimension);
-// false when it has another length.
-bool pair(c10::IntArrayRef in, std::array<int64_t, 2>* out) {
-  if (in.size() == 1) *out = {in[0], in[0]};
-  else if (in.size() == 2) *out = {in[0], in[1]};
-  else return false;
-  return true;
-}
+constexpr int kDims = 3;  // spatial dimensions inside this file
+using Extents = std::array<int64_t, kDims>;
+
+constexpr int64_t kFewChannels = 8, kLargeImage = 256;
 
 bool fp64Cpu(const at::Tensor& t) {
   return t.defined() && t.layout() == at::kStrided && t.device().is_cpu() &&
          t.scalar_type() == at::kDouble;
 }
 
-constexpr int64_t kFewChannels = 8, kLargeImage = 256;
+// A spatial argument (int[]) of a convolution over `spatial` dimensions as kDims values, the
+// leading ones `fill` (aten expands a single value to every dimension); false when it has
+// another length.
+bool extents(c10::IntArrayRef in, int spatial, int64_t fill, Extents* out) {
+  if (in.size() != 1 && in.size() != static_cast<size_t>(spatial)) return false;
+  for (int e = 0; e < kDims; ++e) {
+    const int d = e - (kDims - spatial);
+    (*out)[static_cast<size_t>(e)] = d < 0 ? fill : in[in.size() == 1 ? 0 : static_cast<size_t>(d)];
+  }
+  return true;
+}
+
+// t (N, C, spatial...) as (N, C, D, H, W); lower() undoes it.
+at::Tensor lift(const at::Tensor& t, int spatial) {
+  at::Tensor r = t;
+  for (int e = spatial; e < kDims; ++e) r = r.unsqueeze(2);
+  return r;
+}
+at::Tensor lower(const at::Tensor& t, int spatial) {
+  if (!t.defined()) return t;
+  at::Tensor r = t;
+  for (int e = spatial; e < kDims; ++e) r = r.squeeze(2);
+  return r;
+}
 
 struct Shape {
-  int64_t n, c, h, w, k, cg, r, s, p, q, groups;
-  std::array<int64_t, 2> stride, pad, dilation;
+  int spatial = 0;  // of the call: 1 to 3
+  int64_t n = 0, c = 0, k = 0, cg = 0, groups = 1;
+  Extents in{}, filter{}, out{}, stride{}, pad{}, dilation{};
+  int64_t outputs() const { return out[0] * out[1] * out[2]; }
+  int64_t taps() const { return filter[0] * filter[1] * filter[2] * cg; }
 };
 
-// The first `count` rows of the im2col matrix from image n0 on (rows (n, p, q), each R·S·C
-// doubles long) into `cols`.
+// Where tap `f` of output position `o` reads the input in dimension e (may be outside it).
+inline int64_t inputAt(const Shape& d, int e, int64_t o, int64_t f) {
+  return o * d.stride[e] - d.pad[e] + f * d.dilation[e];
+}
+
+// fn(row, offset) for each group's filter taps of output row i (image n, position o): `row`
+// counts the taps' runs of C/groups in im2col's row order, offset is where the run's channels
+// start in channels-last x, or -1 in the padding.
+template <class F>
+void forEachTap(const Shape& d, int64_t i, F&& fn) {
+  const int64_t outputs = d.outputs();
+  const int64_t n = i / outputs, o = i % outputs;
+  const int64_t oz = o / (d.out[1] * d.out[2]), oy = (o / d.out[2]) % d.out[1], ox = o % d.out[2];
+  int64_t run = 0;
+  for (int64_t g = 0; g < d.groups; ++g)
+    for (int64_t t = 0; t < d.filter[0]; ++t) {
+      const int64_t z = inputAt(d, 0, oz, t);
+      for (int64_t r = 0; r < d.filter[1]; ++r) {
+        const int64_t y = inputAt(d, 1, oy, r);
+        for (int64_t s = 0; s < d.filter[2]; ++s, ++run) {
+          const int64_t x = inputAt(d, 2, ox, s);
+          const bool inside =
+              z >= 0 && z < d.in[0] && y >= 0 && y < d.in[1] && x >= 0 && x < d.in[2];
+          fn(run, inside ? (((n * d.in[0] + z) * d.in[1] + y) * d.in[2] + x) * d.c + g * d.cg
+                         : -1);
+        }
+      }
+    }
+}
+
+// The `count` rows of the im2col matrix from image n0 on into `cols`.
 void im2col(const double* x, const Shape& d, int64_t n0, int64_t count, double* cols) {
-  const int64_t pq = d.p * d.q, row = d.r * d.s * d.c;
+  const int64_t row = d.taps() * d.groups, first = n0 * d.outputs();
+  const size_t bytes = sizeof(double) * static_cast<size_t>(d.cg);
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t n = n0 + i / pq, p = (i % pq) / d.q, q = i % d.q;
-      double* dst = cols + i * row;
-      for (int64_t g = 0; g < d.groups; ++g) {
-        for (int64_t r = 0; r < d.r; ++r) {
-          const int64_t h = p * d.stride[0] - d.pad[0] + r * d.dilation[0];
-          for (int64_t s = 0; s < d.s; ++s, dst += d.cg) {
-            const int64_t w = q * d.stride[1] - d.pad[1] + s * d.dilation[1];
-            if (h < 0 || h >= d.h || w < 0 || w >= d.w) {
-              std::memset(dst, 0, sizeof(double) * static_cast<size_t>(d.cg));
-              continue;
-            }
-            const double* src = x + ((n * d.h + h) * d.w + w) * d.c + g * d.cg;
-            std::memcpy(dst, src, sizeof(double) * static_cast<size_t>(d.cg));
-          }
-        }
-      }
-    }
+    for (int64_t i = begin; i < end; ++i)
+      forEachTap(d, first + i, [&](int64_t run, int64_t at) {
+        double* dst = cols + i * row + run * d.cg;
+        if (at < 0) std::memset(dst, 0, bytes);
+        else std::memcpy(dst, x + at, bytes);
+      });
   });
 }
 
-// The adjoint of im2col: rows [0, count) of `cols` (image rows from image n0) added into x
-// (channels-last, zeroed by the caller). Images write disjoint parts of x: one thread each.
+// The adjoint of im2col: `count` rows of `cols` (from image n0 on) added into x (channels-last,
+// zeroed by the caller). Images write disjoint parts of x: one thread each.
 void col2im(const double* cols, const Shape& d, int64_t n0, int64_t count, double* x) {
-  const int64_t pq = d.p * d.q, row = d.r * d.s * d.c;
-  at::parallel_for(0, count / pq, 1, [&](int64_t first, int64_t last) {
-    for (int64_t i = first * pq; i < last * pq; ++i) {
-      const int64_t n = n0 + i / pq, p = (i % pq) / d.q, q = i % d.q;
-      const double* src = cols + i * row;
-      for (int64_t g = 0; g < d.groups; ++g) {
-        for (int64_t r = 0; r < d.r; ++r) {
-          const int64_t h = p * d.stride[0] - d.pad[0] + r * d.dilation[0];
-          for (int64_t s = 0; s < d.s; ++s, src += d.cg) {
-            const int64_t w = q * d.stride[1] - d.pad[1] + s * d.dilation[1];
-            if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
-            double* dst = x + ((n * d.h + h) * d.w + w) * d.c + g * d.cg;
-            for (int64_t c = 0; c < d.cg; ++c) dst[c] += src[c];
-          }
-        }
-      }
-    }
+  const int64_t row = d.taps() * d.groups, outputs = d.outputs(), first = n0 * outputs;
+  at::parallel_for(0, count / outputs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * outputs; i < end * outputs; ++i)
+      forEachTap(d, first + i, [&](int64_t run, int64_t at) {
+        if (at < 0) return;
+        const double* src = cols + i * row + run * d.cg;
+        double* dst = x + at;
+        for (int64_t c = 0; c < d.cg; ++c) dst[c] += src[c];
+      });
   });
 }
 
-// The dimensions of a convolution of an input of sizes `in` with w; false where they are
-// outside this file's reach.
+// The dimensions of a convolution of an input of sizes `in` (N, C, spatial...) with w; false
+// where they are outside this file's reach.
 bool shapeFrom(c10::IntArrayRef in, const at::Tensor& w, c10::IntArrayRef stride,
                c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, Shape* out) {
-  Shape d{};
-  if (!fp64Cpu(w) || in.size() != 4 || w.dim() != 4 || groups < 1 || !pair(stride, &d.stride) ||
-      !pair(padding, &d.pad) || !pair(dilation, &d.dilation))
+  Shape d;
+  d.spatial = static_cast<int>(in.size()) - 2;
+  if (!fp64Cpu(w) || d.spatial < 1 || d.spatial > kDims || w.dim() != d.spatial + 2 ||
+      groups < 1 || !extents(stride, d.spatial, 1, &d.stride) ||
+      !extents(padding, d.spatial, 0, &d.pad) || !extents(dilation, d.spatial, 1, &d.dilation))
     return false;
-  d.n = in[0], d.c = in[1], d.h = in[2], d.w = in[3];
-  d.k = w.size(0), d.cg = w.size(1), d.r = w.size(2), d.s = w.size(3), d.groups = groups;
+  d.n = in[0], d.c = in[1], d.k = w.size(0), d.cg = w.size(1), d.groups = groups;
   if (d.n < 1 || d.cg < 1 || d.cg * groups != d.c || d.k < 1 || d.k % groups != 0) return false;
-  for (int e = 0; e < 2; ++e)
-    if (d.stride[e] < 1 || d.dilation[e] < 1 || d.pad[e] < 0) return false;
-  d.p = (d.h + 2 * d.pad[0] - d.dilation[0] * (d.r - 1) - 1) / d.stride[0] + 1;
-  d.q = (d.w + 2 * d.pad[1] - d.dilation[1] * (d.s - 1) - 1) / d.stride[1] + 1;
-  if (d.p < 1 || d.q < 1 || d.r < 1 || d.s < 1) return false;
+  for (int e = 0; e < kDims; ++e) {
+    const int a = e - (kDims - d.spatial);  // the argument's dimension, < 0: a lifted one
+    d.in[e] = a < 0 ? 1 : in[static_cast<size_t>(a) + 2];
+    d.filter[e] = a < 0 ? 1 : w.size(a + 2);
+    if (d.stride[e] < 1 || d.dilation[e] < 1 || d.pad[e] < 0 || d.filter[e] < 1) return false;
+    d.out[e] = (d.in[e] + 2 * d.pad[e] - d.dilation[e] * (d.filter[e] - 1) - 1) / d.stride[e] + 1;
+    if (d.out[e] < 1) return false;
+  }
   // A few channels a group and large images (resnet's stem: 3 channels, 32×32 outputs): the tap
   // copies are a few bytes each, and aten's per-image GEMMs are wide enough to run at rate.
-  if (d.cg < kFewChannels && d.p * d.q >= kLargeImage) return false;
+  if (d.cg < kFewChannels && d.outputs() >= kLargeImage) return false;
   *out = d;
   return true;
 }
@@ -118,36 +156,57 @@ bool shapeOf(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
 
 // How many images' im2col rows go in one GEMM.
 int64_t imagesPerGemm(const Shape& d, int64_t column_bytes) {
-  const int64_t per_image = d.p * d.q * d.r * d.s * d.c * static_cast<int64_t>(sizeof(double));
+  const int64_t per_image =
+      d.outputs() * d.taps() * d.groups * static_cast<int64_t>(sizeof(double));
   return std::clamp<int64_t>(column_bytes / std::max<int64_t>(per_image, 1), 1, d.n);
 }
 
+// x as (N, D, H, W, C) memory: lifted, channels-last.
+at::Tensor channelsLast(const at::Tensor& x, int spatial) {
+  return lift(x, spatial).contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+
+// The filter (K, C/groups, spatial...) as the (K, taps) matrix of im2col's row order.
+at::Tensor filterMatrix(const at::Tensor& w, const Shape& d) {
+  return lift(w, d.spatial).permute({0, 2, 3, 4, 1}).contiguous().view({d.k, d.taps()});
+}
+
+// A channels-last (N, D, H, W, C) buffer as the call's (N, C, spatial...) tensor.
+at::Tensor fromChannelsLast(const at::Tensor& t, int spatial) {
+  return lower(t.permute({0, 4, 1, 2, 3}), spatial);
+}
+
 // The gradient with respect to the input of the convolution `d` by w, for `grad` its result's
-// gradient as the (N·P·Q, K) matrix: (N, C, H, W), channels-last.
+// gradient as the (N·O, K) matrix.
 at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d,
                      int64_t column_bytes) {
-  const int64_t kg = d.k / d.groups, taps = d.r * d.s * d.cg, row = taps * d.groups;
-  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
-  const at::Tensor filter = w.permute({0, 2, 3, 1}).contiguous().view({d.k, taps});
-  const at::Tensor cols = at::empty({images * pq, row}, w.options());
-  at::Tensor dx = at::zeros({d.n, d.h, d.w, d.c}, w.options());
+  const int64_t kg = d.k / d.groups, taps = d.taps(), outputs = d.outputs();
+  const int64_t images = imagesPerGemm(d, column_bytes);
+  const at::Tensor filter = filterMatrix(w, d);
+  const at::Tensor cols = at::empty({images * outputs, taps * d.groups}, w.options());
+  at::Tensor dx = at::zeros({d.n, d.in[0], d.in[1], d.in[2], d.c}, w.options());
   for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * pq;
-    const at::Tensor block = grad.narrow(0, n0 * pq, rows), live = cols.narrow(0, 0, rows);
+    const int64_t rows = std::min(images, d.n - n0) * outputs;
+    const at::Tensor block = grad.narrow(0, n0 * outputs, rows), live = cols.narrow(0, 0, rows);
     for (int64_t g = 0; g < d.groups; ++g) {  // cols_g = dy_g · filter_g
       at::Tensor dst = live.narrow(1, g * taps, taps);
       at::mm_out(dst, block.narrow(1, g * kg, kg), filter.narrow(0, g * kg, kg));
     }
     col2im(cols.data_ptr<double>(), d, n0, rows, dx.data_ptr<double>());  // where im2col read
   }
-  return dx.permute({0, 3, 1, 2});
+  return fromChannelsLast(dx, d.spatial);
 }
 
-// A result's gradient dy (N, K, P, Q) as the (N·P·Q, K) matrix of forward()'s result.
+// A result's gradient dy (N, K, spatial...) as the (N·O, K) matrix of forward()'s result.
 at::Tensor gradMatrix(const at::Tensor& dy, const Shape& d) {
-  return dy.contiguous(at::MemoryFormat::ChannelsLast)
-      .permute({0, 2, 3, 1})
-      .reshape({d.n * d.p * d.q, d.k});
+  return channelsLast(dy, d.spatial).permute({0, 2, 3, 4, 1}).reshape({d.n * d.outputs(), d.k});
+}
+
+bool sizesAre(const at::Tensor& t, const Shape& d, int64_t channels, const Extents& e) {
+  if (t.dim() != d.spatial + 2 || t.size(0) != d.n || t.size(1) != channels) return false;
+  for (int a = 0; a < d.spatial; ++a)
+    if (t.size(a + 2) != e[static_cast<size_t>(a + kDims - d.spatial)]) return false;
+  return true;
 }
 
 }  // namespace
@@ -158,19 +217,17 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   Shape d;
   if (!shapeOf(x, w, stride, padding, dilation, groups, &d)) return {};
   if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.k)) return {};
-
   const at::NoGradGuard no_grad;
-  const at::Tensor xc = x.contiguous(at::MemoryFormat::ChannelsLast);
-  const int64_t kg = d.k / groups, taps = d.r * d.s * d.cg, row = taps * groups;
-  // (K, R, S, C/groups): group g's filter is rows [g·kg, (g+1)·kg), each `taps` long.
-  const at::Tensor filter = w.permute({0, 2, 3, 1}).contiguous().view({d.k, taps});
-  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
-  const at::Tensor cols = at::empty({images * pq, row}, x.options());
-  at::Tensor out = at::empty({d.n * pq, d.k}, x.options());
+  const at::Tensor xc = channelsLast(x, d.spatial);
+  const int64_t kg = d.k / groups, taps = d.taps(), outputs = d.outputs();
+  const int64_t images = imagesPerGemm(d, column_bytes);
+  const at::Tensor filter = filterMatrix(w, d);
+  const at::Tensor cols = at::empty({images * outputs, taps * groups}, x.options());
+  at::Tensor out = at::empty({d.n * outputs, d.k}, x.options());
   for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t batch = std::min(images, d.n - n0), rows = batch * pq;
+    const int64_t rows = std::min(images, d.n - n0) * outputs;
     im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = out.narrow(0, n0 * pq, rows);
+    const at::Tensor block = out.narrow(0, n0 * outputs, rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = block.narrow(1, g * kg, kg);
       at::mm_out(dst, cols.narrow(0, 0, rows).narrow(1, g * taps, taps),
@@ -178,7 +235,7 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
     }
   }
   if (bias.defined()) out.add_(bias.view({1, d.k}));
-  return out.view({d.n, d.p, d.q, d.k}).permute({0, 3, 1, 2});
+  return fromChannelsLast(out.view({d.n, d.out[0], d.out[1], d.out[2], d.k}), d.spatial);
 }
 
 std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
@@ -187,7 +244,7 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
                                    std::array<bool, 3> mask, int64_t column_bytes) {
   Shape d;
   if (!shapeOf(x, w, stride, padding, dilation, groups, &d) || !fp64Cpu(dy) ||
-      dy.sizes() != c10::IntArrayRef({d.n, d.k, d.p, d.q}))
+      !sizesAre(dy, d, d.k, d.out))
     return {};
   const at::NoGradGuard no_grad;
   const at::Tensor grad = gradMatrix(dy, d);
@@ -196,21 +253,22 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
   if (mask[0]) out[0] = gradInput(grad, w, d, column_bytes);
   if (!mask[1]) return out;
   // dw_g = Σ over the images' rows of dy_gᵀ · cols_g.
-  const int64_t kg = d.k / groups, taps = d.r * d.s * d.cg, row = taps * groups;
-  const int64_t pq = d.p * d.q, images = imagesPerGemm(d, column_bytes);
-  const at::Tensor cols = at::empty({images * pq, row}, x.options());
-  const at::Tensor xc = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const int64_t kg = d.k / groups, taps = d.taps(), outputs = d.outputs();
+  const int64_t images = imagesPerGemm(d, column_bytes);
+  const at::Tensor cols = at::empty({images * outputs, taps * groups}, x.options());
+  const at::Tensor xc = channelsLast(x, d.spatial);
   at::Tensor dw = at::zeros({d.k, taps}, x.options());
   for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * pq;
+    const int64_t rows = std::min(images, d.n - n0) * outputs;
     im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = grad.narrow(0, n0 * pq, rows), live = cols.narrow(0, 0, rows);
+    const at::Tensor block = grad.narrow(0, n0 * outputs, rows), live = cols.narrow(0, 0, rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = dw.narrow(0, g * kg, kg);
       dst.addmm_(block.narrow(1, g * kg, kg).t(), live.narrow(1, g * taps, taps));
     }
   }
-  out[1] = dw.view({d.k, d.r, d.s, d.cg}).permute({0, 3, 1, 2});
+  out[1] = fromChannelsLast(dw.view({d.k, d.filter[0], d.filter[1], d.filter[2], d.cg}),
+                            d.spatial);
   return out;
 }
 
@@ -218,25 +276,32 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
                       c10::IntArrayRef stride, c10::IntArrayRef padding,
                       c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
                       int64_t column_bytes) {
-  std::array<int64_t, 2> st{}, pad{}, extra{}, dil{}, extent{};
-  if (!fp64Cpu(x) || x.dim() != 4 || w.dim() != 4 || groups < 1 || !pair(stride, &st) ||
-      !pair(padding, &pad) || !pair(output_padding, &extra) || !pair(dilation, &dil))
+  const int spatial = static_cast<int>(x.dim()) - 2;
+  Extents st{}, pad{}, extra{}, dil{};
+  if (!fp64Cpu(x) || spatial < 1 || spatial > kDims || w.dim() != x.dim() || groups < 1 ||
+      !extents(stride, spatial, 1, &st) || !extents(padding, spatial, 0, &pad) ||
+      !extents(output_padding, spatial, 0, &extra) || !extents(dilation, spatial, 1, &dil))
     return {};
-  for (int e = 0; e < 2; ++e) {
-    if (st[e] < 1 || dil[e] < 1 || extra[e] < 0 || extra[e] >= std::max(st[e], dil[e])) return {};
-    extent[e] = (x.size(e + 2) - 1) * st[e] - 2 * pad[e] + dil[e] * (w.size(e + 2) - 1) +
-                extra[e] + 1;
+  // The convolution whose input gradient this is: from (N, C_out, extent...) by w to x's sizes.
+  std::vector<int64_t> in{x.size(0), w.size(1) * groups};
+  for (int a = 0; a < spatial; ++a) {
+    const size_t e = static_cast<size_t>(a + kDims - spatial);
+    if (st[e] < 1 || dil[e] < 1 || extra[e] < 0 || extra[e] >= std::max(st[e], dil[e]))
+      return {};
+    in.push_back((x.size(a + 2) - 1) * st[e] - 2 * pad[e] + dil[e] * (w.size(a + 2) - 1) +
+                 extra[e] + 1);
   }
-  // The convolution whose input gradient this is: from (N, C_out, extent) by w to x's sizes.
   Shape d;
-  const std::array<int64_t, 4> in{x.size(0), w.size(1) * groups, extent[0], extent[1]};
-  if (!shapeFrom(in, w, stride, padding, dilation, groups, &d) || d.k != x.size(1) ||
-      d.p != x.size(2) || d.q != x.size(3))
+  if (!shapeFrom(in, w, stride, padding, dilation, groups, &d) || !sizesAre(x, d, d.k, d.out))
     return {};
   if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.c)) return {};
   const at::NoGradGuard no_grad;
   at::Tensor y = gradInput(gradMatrix(x, d), w, d, column_bytes);
-  if (bias.defined()) y.add_(bias.view({1, d.c, 1, 1}));
+  if (bias.defined()) {
+    std::vector<int64_t> shape(static_cast<size_t>(spatial) + 2, 1);
+    shape[1] = d.c;
+    y.add_(bias.view(shape));
+  }
   return y;
 }
 
@@ -245,11 +310,12 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   if (!name.overload_name.empty()) return false;
   // aten::convolution(input, weight, bias?, stride, padding, dilation, transposed,
   //                   output_padding, groups)
-  // aten::conv1d / conv2d(input, weight, bias?, stride, padding, dilation, groups)
+  // aten::conv1d / conv2d / conv3d(input, weight, bias?, stride, padding, dilation, groups)
   // aten::convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding,
   //                            dilation, transposed, output_padding, groups, output_mask)
   const bool convolution = name.name == "aten::convolution";
-  const bool convnd = name.name == "aten::conv2d" || name.name == "aten::conv1d";
+  const bool convnd = name.name == "aten::conv1d" || name.name == "aten::conv2d" ||
+                      name.name == "aten::conv3d";
   const bool backward_op = name.name == "aten::convolution_backward";
   const size_t args = convolution ? 9 : convnd ? 7 : backward_op ? 11 : 0;
   if (args == 0 || stack.size() != args) return false;
@@ -262,24 +328,12 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     if (!convnd && (!a[6].isBool() || !a[7].isIntList())) return false;
     const bool is_transposed = !convnd && a[6].toBool();
     const int64_t groups = groups_arg.toInt();
-    at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
-    at::Tensor dy = backward_op ? stack[0].toTensor() : at::Tensor();
-    std::vector<int64_t> stride = a[3].toIntVector(), padding = a[4].toIntVector(),
-                         dilation = a[5].toIntVector();
-    std::vector<int64_t> extra = convnd ? std::vector<int64_t>(stride.size(), 0)
-                                        : a[7].toIntVector();  // output padding
-    // A 1-d convolution is the 2-d one of extent 1 in height.
-    const bool one_d = x.dim() == 3 && w.dim() == 3 && (!dy.defined() || dy.dim() == 3);
-    if (one_d) {
-      for (std::vector<int64_t>* v : {&stride, &padding, &dilation, &extra}) {
-        if (v->size() != 1) return false;
-        v->insert(v->begin(), v == &stride || v == &dilation ? 1 : 0);
-      }
-      x = x.unsqueeze(2), w = w.unsqueeze(2);
-      if (dy.defined()) dy = dy.unsqueeze(2);
-    }
-    auto lower = [one_d](at::Tensor t) { return one_d && t.defined() ? t.squeeze(2) : t; };
+    const at::Tensor x = a[0].toTensor(), w = a[1].toTensor();
+    const std::vector<int64_t> stride = a[3].toIntVector(), padding = a[4].toIntVector(),
+                               dilation = a[5].toIntVector();
+    const std::vector<int64_t> extra = convnd ? std::vector<int64_t>{0} : a[7].toIntVector();
     if (backward_op) {
+      const at::Tensor dy = stack[0].toTensor();
       const c10::IValue& mask_arg = stack[10];
       if (!mask_arg.isBoolList() || mask_arg.toBoolList().size() != 3) return false;
       const c10::List<bool> m = mask_arg.toBoolList();
@@ -292,7 +346,7 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
         // A transposed convolution is the input gradient of the plain one by w: its input
         // gradient is that convolution of dy, its filter gradient the plain one's with the
         // roles of x and dy swapped.
-        if (!fp64Cpu(dy) || dy.dim() != 4 || !fp64Cpu(x)) return false;
+        if (!fp64Cpu(dy) || !fp64Cpu(x) || dy.dim() != x.dim() || dy.dim() < 3) return false;
         if (mask[0]) {
           grads[0] = forward(dy, w, at::Tensor(), stride, padding, dilation, groups);
           if (!grads[0].defined() || grads[0].sizes() != x.sizes()) return false;
@@ -301,12 +355,14 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
           grads[1] = backward(x, dy, w, stride, padding, dilation, groups, {false, true, false})[1];
           if (!grads[1].defined()) return false;
         }
-        if (mask[2]) grads[2] = dy.sum({0, 2, 3});
+        if (mask[2]) {
+          std::vector<int64_t> dims{0};
+          for (int64_t e = 2; e < dy.dim(); ++e) dims.push_back(e);
+          grads[2] = dy.sum(dims);
+        }
       }
       stack.clear();
-      stack.emplace_back(lower(grads[0]));
-      stack.emplace_back(lower(grads[1]));
-      stack.emplace_back(grads[2]);
+      for (at::Tensor& g : grads) stack.emplace_back(std::move(g));
       return true;
     }
     if (!a[2].isTensor() && !a[2].isNone()) return false;
@@ -316,7 +372,7 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
                        : forward(x, w, bias, stride, padding, dilation, groups);
     if (!y.defined()) return false;
     stack.clear();
-    stack.emplace_back(lower(y));
+    stack.emplace_back(std::move(y));
     return true;
   } catch (const c10::Error&) {
     return false;  // aten's own kernel will say what is wrong with the arguments

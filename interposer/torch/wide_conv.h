@@ -9,11 +9,11 @@
 // channels-last, so that each filter tap copies a run of channels: the same fp64 products,
 // summed in another order.
 //
-// Forward, backward and transposed; 2-D (and 1-D through run(), as height 1), any stride,
-// padding, dilation, groups and bias; fp64 strided CPU tensors of any memory format. Anything
-// else goes to aten (the functions return false / undefined), and so do convolutions of fewer
-// than 8 channels a group on outputs of 256 positions or more (a stem's), where aten's
-// per-image GEMMs are wide enough and the tap copies here a few bytes each.
+// Forward, backward and transposed; 1-D, 2-D and 3-D, any stride, padding, dilation, groups
+// and bias; fp64 strided CPU tensors of any memory format. Anything else goes to aten (the
+// functions return false / undefined), and so do convolutions of fewer than 8 channels a group
+// on outputs of 256 positions or more (a stem's), where aten's per-image GEMMs are wide enough
+// and the tap copies here a few bytes each.
 #pragma once
 
 #include <array>
@@ -29,10 +29,10 @@ namespace fumi::wide_conv {
 // holds a whole batch's.
 constexpr int64_t kColumnBytes = int64_t{32} << 20;
 
-// The convolution of x (N, C, H, W) with w (K, C/groups, R, S), plus bias (K) when defined;
-// undefined when the arguments are outside what this file computes. The result is (N, K, P, Q)
-// in channels-last memory format. column_bytes bounds the im2col buffer (tests make it small to
-// run the batch in several GEMMs).
+// The convolution of x (N, C, spatial...) with w (K, C/groups, filter...), plus bias (K) when
+// defined; undefined when the arguments are outside what this file computes. The result is
+// (N, K, output...) in channels-last memory format. column_bytes bounds the im2col buffer
+// (tests make it small to run the batch in several GEMMs).
 at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                    int64_t groups, int64_t column_bytes = kColumnBytes);
@@ -47,7 +47,8 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
                                    std::array<bool, 3> mask,
                                    int64_t column_bytes = kColumnBytes);
 
-// The transposed convolution of x (N, C_in, H, W) by w (C_in, C_out/groups, R, S), plus bias
+// The transposed convolution of x (N, C_in, spatial...) by w (C_in, C_out/groups, filter...),
+// plus bias
 // (C_out) when defined: the input gradient of the plain convolution by w, through backward()'s
 // GEMMs and col2im. Undefined where the arguments are outside this file's reach, and where the
 // output padding reaches the stride (aten allows it up to the dilation: rows the plain
@@ -57,11 +58,10 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
                       c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
                       int64_t column_bytes = kColumnBytes);
 
-// When `op` is aten::convolution, aten::conv1d or aten::conv2d (the overloads with numeric
-// padding) or aten::convolution_backward and its arguments on `stack` are within forward()'s
-// or backward()'s reach, replaces them by the op's results, as OperatorHandle::callBoxed would,
-// and returns true; otherwise leaves the stack and returns false. 1-d convolutions run as 2-d
-// ones of height 1.
+// When `op` is aten::convolution, aten::conv1d, conv2d or conv3d (the overloads with numeric
+// padding) or aten::convolution_backward and its arguments on `stack` are within forward()'s,
+// backward()'s or transposed()'s reach, replaces them by the op's results, as OperatorHandle::callBoxed would,
+// and returns true; otherwise leaves the stack and returns false.
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 
 }  // namespace fumi::wide_conv

@@ -323,5 +323,51 @@ class WideConvTransposed(unittest.TestCase):
         self.assertLess((got1 - want1).abs().max().item(), 1e-12)
 
 
+class WideConv3d(unittest.TestCase):
+    """3-d convolutions (video, volumes): forward, backward and transposed against aten's."""
+
+    def close(self, got, want, size, terms, what):
+        self.assertEqual(got.shape, want.shape, what)
+        tol = 4 * (terms + 1) * 2.0 ** -53 * size + 1e-300
+        self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0, what)
+
+    def test_forward_backward_and_transposed_agree_with_aten(self):
+        g = torch.Generator().manual_seed(41)
+        cases = 0
+        for (n, c, k, dhw, trs), stride, padding, dilation, groups in itertools.product(
+                [(2, 4, 6, (5, 6, 7), (3, 3, 3)), (1, 8, 4, (4, 7, 5), (1, 3, 2))],
+                [(1, 1, 1), (2, 1, 2)], [(0, 0, 0), (1, 2, 0)], [(1, 1, 1), (1, 2, 1)], [1, 2]):
+            what = f"{n, c, k, dhw, trs} {stride} {padding} {dilation} {groups}"
+            x = torch.randn(n, c, *dhw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c // groups, *trs, dtype=torch.float64, generator=g)
+            b = torch.randn(k, dtype=torch.float64, generator=g)
+            y = F.conv3d(x, w, b, stride, padding, dilation, groups)
+            taps = c // groups * trs[0] * trs[1] * trs[2]
+            size = F.conv3d(x.abs(), w.abs(), b.abs(), stride, padding, dilation, groups)
+            got = ops.wide_conv_run("conv3d", x, w, b, list(stride), list(padding),
+                                    list(dilation), False, groups)
+            self.close(got, y, size, taps, what)
+            dy = torch.randn(y.shape, dtype=torch.float64, generator=g)
+            args = (list(stride), list(padding), list(dilation), False, [0, 0, 0], groups,
+                    [True, True, True])
+            want = torch.ops.aten.convolution_backward(dy, x, w, [k], *args)
+            sizes = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), [k], *args)
+            took, *res = ops.wide_conv_run_backward(dy, x, w, list(stride), list(padding),
+                                                    list(dilation), False, groups, [True] * 3)
+            self.assertTrue(took, what)
+            terms = [k * taps, n * y[0, 0].numel(), n * y[0, 0].numel()]
+            for i in range(3):
+                self.close(res[i], want[i], sizes[i], terms[i], f"{what} grad {i}")
+            # The transposed convolution by the same filter, from y's shape back to x's.
+            t_want = F.conv_transpose3d(dy, w, None, stride, padding, 0, groups, dilation)
+            t_got = ops.wide_conv_run("convolution", dy, w, None, list(stride), list(padding),
+                                      list(dilation), True, groups)
+            t_size = F.conv_transpose3d(dy.abs(), w.abs(), None, stride, padding, 0, groups,
+                                        dilation)
+            self.close(t_got, t_want, t_size, k * taps, f"{what} transposed")
+            cases += 1
+        self.assertEqual(cases, 32)
+
+
 if __name__ == "__main__":
     unittest.main()
