@@ -155,7 +155,8 @@ const void* readable(Call* call, const void* buffer, fumi_memory memory, size_t 
   void* host = stage.take(bytes);
   if (!host) return nullptr;
   const DeviceMemory* dev = g_device.load();
-  const bool read = call ? call->toHost(host, buffer, bytes) : dev && dev->toHost(host, buffer, bytes);
+  const bool read =
+      call ? call->toHost(host, buffer, bytes) : dev && dev->toHost(host, buffer, bytes);
   return read ? host : nullptr;
 }
 

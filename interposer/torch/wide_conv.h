@@ -59,9 +59,10 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
                       int64_t column_bytes = kColumnBytes);
 
 // When `op` is aten::convolution, aten::conv1d, conv2d or conv3d (the overloads with numeric
-// padding) or aten::convolution_backward and its arguments on `stack` are within forward()'s,
-// backward()'s or transposed()'s reach, replaces them by the op's results, as OperatorHandle::callBoxed would,
-// and returns true; otherwise leaves the stack and returns false.
+// padding) or aten::convolution_backward and its arguments on `stack` are within the reach of
+// forward(), backward() or transposed(), replaces them by the op's results, as
+// OperatorHandle::callBoxed would, and returns true; otherwise leaves the stack and returns
+// false.
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 
 }  // namespace fumi::wide_conv

@@ -36,10 +36,10 @@ backwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, at::I
   return {opt(g[0]), opt(g[1]), opt(g[2])};
 }
 
-at::Tensor transposedOp(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                        at::IntArrayRef stride, at::IntArrayRef padding,
-                        at::IntArrayRef output_padding, at::IntArrayRef dilation, int64_t groups,
-                        int64_t column_bytes) {
+at::Tensor transposedOp(const at::Tensor& x, const at::Tensor& w,
+                        const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef output_padding,
+                        at::IntArrayRef dilation, int64_t groups, int64_t column_bytes) {
   at::Tensor y = fumi::wide_conv::transposed(x, w, b ? *b : at::Tensor(), stride, padding,
                                              output_padding, dilation, groups, column_bytes);
   TORCH_CHECK(y.defined(), "wide_conv::transposed declined these arguments");
@@ -93,7 +93,8 @@ TORCH_LIBRARY(fumi_test, m) {
         "int[] dilation, int groups, int column_bytes) -> Tensor",
         &forwardOp);
   m.def("wide_conv_backward(Tensor dy, Tensor x, Tensor w, int[] stride, int[] padding, "
-        "int[] dilation, int groups, bool[3] mask, int column_bytes) -> (Tensor?, Tensor?, Tensor?)",
+        "int[] dilation, int groups, bool[3] mask, int column_bytes) -> "
+        "(Tensor?, Tensor?, Tensor?)",
         &backwardOp);
   m.def("wide_conv_transposed(Tensor x, Tensor w, Tensor? b, int[] stride, int[] padding, "
         "int[] output_padding, int[] dilation, int groups, int column_bytes) -> Tensor",
