@@ -142,9 +142,6 @@ bool shapeFrom(c10::IntArrayRef in, const at::Tensor& w, c10::IntArrayRef stride
     d.out[e] = (d.in[e] + 2 * d.pad[e] - d.dilation[e] * (d.filter[e] - 1) - 1) / d.stride[e] + 1;
     if (d.out[e] < 1) return false;
   }
-  // A few channels a group and large images (resnet's stem: 3 channels, 32×32 outputs): the tap
-  // copies are a few bytes each, and aten's per-image GEMMs are wide enough to run at rate.
-  if (d.cg < kFewChannels && d.outputs() >= kLargeImage) return false;
   *out = d;
   return true;
 }
@@ -152,6 +149,44 @@ bool shapeFrom(c10::IntArrayRef in, const at::Tensor& w, c10::IntArrayRef stride
 bool shapeOf(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
              c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, Shape* out) {
   return fp64Cpu(x) && shapeFrom(x.sizes(), w, stride, padding, dilation, groups, out);
+}
+
+bool sizesAre(const at::Tensor& t, const Shape& d, int64_t channels, const Extents& e) {
+  if (t.dim() != d.spatial + 2 || t.size(0) != d.n || t.size(1) != channels) return false;
+  for (int a = 0; a < d.spatial; ++a)
+    if (t.size(a + 2) != e[static_cast<size_t>(a + kDims - d.spatial)]) return false;
+  return true;
+}
+
+// The plain convolution whose input gradient the transposed convolution of x by w is: from
+// (N, C_out, extent...) to x's sizes.
+bool transposedShape(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride,
+                     c10::IntArrayRef padding, c10::IntArrayRef output_padding,
+                     c10::IntArrayRef dilation, int64_t groups, Shape* out) {
+  const int spatial = static_cast<int>(x.dim()) - 2;
+  Extents st{}, pad{}, extra{}, dil{};
+  if (!fp64Cpu(x) || spatial < 1 || spatial > kDims || w.dim() != x.dim() || groups < 1 ||
+      !extents(stride, spatial, 1, &st) || !extents(padding, spatial, 0, &pad) ||
+      !extents(output_padding, spatial, 0, &extra) || !extents(dilation, spatial, 1, &dil))
+    return false;
+  std::vector<int64_t> in{x.size(0), w.size(1) * groups};
+  for (int a = 0; a < spatial; ++a) {
+    const size_t e = static_cast<size_t>(a + kDims - spatial);
+    if (st[e] < 1 || dil[e] < 1 || extra[e] < 0 || extra[e] >= std::max(st[e], dil[e]))
+      return false;
+    in.push_back((x.size(a + 2) - 1) * st[e] - 2 * pad[e] + dil[e] * (w.size(a + 2) - 1) +
+                 extra[e] + 1);
+  }
+  return shapeFrom(in, w, stride, padding, dilation, groups, out) &&
+         sizesAre(x, *out, out->k, out->out);
+}
+
+// Whether run() takes the convolution `d` from aten (measured here against aten's fp64 kernel):
+// one group only (grouped and depthwise convolutions ran 1.3-5x slower as one small GEMM per
+// group), and not a stem (fewer than 8 channels and 256 output positions or more: the tap
+// copies are a few bytes each, and aten's per-image GEMMs are wide enough to run at rate).
+bool faster(const Shape& d) {
+  return d.groups == 1 && !(d.cg < kFewChannels && d.outputs() >= kLargeImage);
 }
 
 // How many images' im2col rows go in one GEMM.
@@ -202,12 +237,6 @@ at::Tensor gradMatrix(const at::Tensor& dy, const Shape& d) {
   return channelsLast(dy, d.spatial).permute({0, 2, 3, 4, 1}).reshape({d.n * d.outputs(), d.k});
 }
 
-bool sizesAre(const at::Tensor& t, const Shape& d, int64_t channels, const Extents& e) {
-  if (t.dim() != d.spatial + 2 || t.size(0) != d.n || t.size(1) != channels) return false;
-  for (int a = 0; a < d.spatial; ++a)
-    if (t.size(a + 2) != e[static_cast<size_t>(a + kDims - d.spatial)]) return false;
-  return true;
-}
 
 }  // namespace
 
@@ -276,29 +305,13 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
                       c10::IntArrayRef stride, c10::IntArrayRef padding,
                       c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
                       int64_t column_bytes) {
-  const int spatial = static_cast<int>(x.dim()) - 2;
-  Extents st{}, pad{}, extra{}, dil{};
-  if (!fp64Cpu(x) || spatial < 1 || spatial > kDims || w.dim() != x.dim() || groups < 1 ||
-      !extents(stride, spatial, 1, &st) || !extents(padding, spatial, 0, &pad) ||
-      !extents(output_padding, spatial, 0, &extra) || !extents(dilation, spatial, 1, &dil))
-    return {};
-  // The convolution whose input gradient this is: from (N, C_out, extent...) by w to x's sizes.
-  std::vector<int64_t> in{x.size(0), w.size(1) * groups};
-  for (int a = 0; a < spatial; ++a) {
-    const size_t e = static_cast<size_t>(a + kDims - spatial);
-    if (st[e] < 1 || dil[e] < 1 || extra[e] < 0 || extra[e] >= std::max(st[e], dil[e]))
-      return {};
-    in.push_back((x.size(a + 2) - 1) * st[e] - 2 * pad[e] + dil[e] * (w.size(a + 2) - 1) +
-                 extra[e] + 1);
-  }
   Shape d;
-  if (!shapeFrom(in, w, stride, padding, dilation, groups, &d) || !sizesAre(x, d, d.k, d.out))
-    return {};
+  if (!transposedShape(x, w, stride, padding, output_padding, dilation, groups, &d)) return {};
   if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.c)) return {};
   const at::NoGradGuard no_grad;
   at::Tensor y = gradInput(gradMatrix(x, d), w, d, column_bytes);
   if (bias.defined()) {
-    std::vector<int64_t> shape(static_cast<size_t>(spatial) + 2, 1);
+    std::vector<int64_t> shape(static_cast<size_t>(d.spatial) + 2, 1);
     shape[1] = d.c;
     y.add_(bias.view(shape));
   }
@@ -339,6 +352,11 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
       const c10::List<bool> m = mask_arg.toBoolList();
       const std::array<bool, 3> mask{m[0], m[1], m[2]};
       std::array<at::Tensor, 3> grads;
+      Shape d;
+      // The plain convolution computed: of x, or (transposed) of dy.
+      if (!shapeOf(is_transposed ? dy : x, w, stride, padding, dilation, groups, &d) ||
+          !faster(d))
+        return false;
       if (!is_transposed) {
         grads = backward(dy, x, w, stride, padding, dilation, groups, mask);
         if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return false;
@@ -367,6 +385,11 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     }
     if (!a[2].isTensor() && !a[2].isNone()) return false;
     const at::Tensor bias = a[2].isTensor() ? a[2].toTensor() : at::Tensor();
+    Shape d;
+    if (!(is_transposed ? transposedShape(x, w, stride, padding, extra, dilation, groups, &d)
+                        : shapeOf(x, w, stride, padding, dilation, groups, &d)) ||
+        !faster(d))
+      return false;
     at::Tensor y = is_transposed
                        ? transposed(x, w, bias, stride, padding, extra, dilation, groups)
                        : forward(x, w, bias, stride, padding, dilation, groups);

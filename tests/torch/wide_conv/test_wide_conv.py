@@ -102,33 +102,33 @@ class WideConv(unittest.TestCase):
 
     def test_run_replaces_the_ops_it_computes(self):
         g = torch.Generator().manual_seed(13)
-        x = torch.randn(2, 4, 7, 7, dtype=torch.float64, generator=g)
-        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
+        x = torch.randn(2, 8, 7, 7, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 8, 3, 3, dtype=torch.float64, generator=g)
         b = torch.randn(6, dtype=torch.float64, generator=g)
-        want = F.conv2d(x, w, b, 2, 1, 1, 2)
+        want = F.conv2d(x, w, b, 2, 1, 1)
         for name in ("convolution", "conv2d"):
-            got = ops.wide_conv_run(name, x, w, b, [2, 2], [1, 1], [1, 1], False, 2)
+            got = ops.wide_conv_run(name, x, w, b, [2, 2], [1, 1], [1, 1], False, 1)
             self.assertIsNotNone(got, name)
             self.assertLess((got - want).abs().max().item(), 1e-12)
         # aten expands a one-element list to both dimensions; so does run().
-        got = ops.wide_conv_run("convolution", x, w, None, [2], [1], [1], False, 2)
-        self.assertLess((got - F.conv2d(x, w, None, 2, 1, 1, 2)).abs().max().item(), 1e-12)
+        got = ops.wide_conv_run("convolution", x, w, None, [2], [1], [1], False, 1)
+        self.assertLess((got - F.conv2d(x, w, None, 2, 1, 1)).abs().max().item(), 1e-12)
 
     def test_run_takes_one_dimensional_convolutions(self):
         g = torch.Generator().manual_seed(17)
-        x = torch.randn(3, 4, 29, dtype=torch.float64, generator=g)
-        w = torch.randn(6, 2, 5, dtype=torch.float64, generator=g)
+        x = torch.randn(3, 8, 29, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 8, 5, dtype=torch.float64, generator=g)
         b = torch.randn(6, dtype=torch.float64, generator=g)
-        want = F.conv1d(x, w, b, 2, 3, 2, 2)
+        want = F.conv1d(x, w, b, 2, 3, 2)
         for name in ("convolution", "conv1d"):
-            got = ops.wide_conv_run(name, x, w, b, [2], [3], [2], False, 2)
+            got = ops.wide_conv_run(name, x, w, b, [2], [3], [2], False, 1)
             self.assertIsNotNone(got, name)
             self.assertEqual(got.shape, want.shape)
             self.assertLess((got - want).abs().max().item(), 1e-12)
         dy = torch.randn(want.shape, dtype=torch.float64, generator=g)
-        grads = torch.ops.aten.convolution_backward(dy, x, w, [6], [2], [3], [2], False, [0], 2,
+        grads = torch.ops.aten.convolution_backward(dy, x, w, [6], [2], [3], [2], False, [0], 1,
                                                     [True, True, True])
-        took, *got = ops.wide_conv_run_backward(dy, x, w, [2], [3], [2], False, 2, [True] * 3)
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2], [3], [2], False, 1, [True] * 3)
         self.assertTrue(took)
         for a, b_ in zip(got, grads):
             self.assertEqual(a.shape, b_.shape)
@@ -148,6 +148,9 @@ class WideConv(unittest.TestCase):
         self.assertIsNone(run("convolution", x[0], w, None, [1], [0], [1], False, 1))  # 3-d x
         self.assertIsNone(run("conv1d", x[:, :, 0], w[:, :, 0], None, [1, 1], [0, 0], [1, 1],
                               False, 1))  # 1-d with 2-d lists
+        # Grouped and depthwise convolutions: aten's loop over groups is faster.
+        self.assertIsNone(run("conv2d", x, w[:, :2], None, [1, 1], [0, 0], [1, 1], False, 2))
+        self.assertIsNone(run("conv2d", x, w[:4, :1], None, [1, 1], [0, 0], [1, 1], False, 4))
         # A stem: 3 channels, 16×16 outputs (aten's per-image GEMMs); 8 channels it takes.
         stem = torch.randn(2, 3, 18, 18, dtype=torch.float64)
         self.assertIsNone(run("conv2d", stem, w[:, :3], None, [1, 1], [0, 0], [1, 1], False, 1))
@@ -217,25 +220,27 @@ class WideConvBackward(unittest.TestCase):
 
     def test_run_takes_convolution_backward(self):
         g = torch.Generator().manual_seed(21)
-        x = torch.randn(2, 4, 7, 7, dtype=torch.float64, generator=g)
-        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
+        x = torch.randn(2, 8, 7, 7, dtype=torch.float64, generator=g)
+        w = torch.randn(6, 8, 3, 3, dtype=torch.float64, generator=g)
         dy = torch.randn(2, 6, 4, 4, dtype=torch.float64, generator=g)
         want = torch.ops.aten.convolution_backward(dy, x, w, [6], [2, 2], [1, 1], [1, 1], False,
-                                                   [0, 0], 2, [True, True, True])
-        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 2,
+                                                   [0, 0], 1, [True, True, True])
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 1,
                                                 [True, True, True])
         self.assertTrue(took)
         for a, b in zip(got, want):
             self.assertLess((a - b).abs().max().item(), 1e-12)
-        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 2,
+        took, *got = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], False, 1,
                                                 [False, True, False])
         self.assertTrue(took)
         self.assertIsNone(got[0])
         self.assertIsNone(got[2])
         declined = [ops.wide_conv_run_backward(dy.float(), x.float(), w.float(), [2, 2], [1, 1],
-                                               [1, 1], False, 2, [True] * 3),
+                                               [1, 1], False, 1, [True] * 3),
                     ops.wide_conv_run_backward(dy[:, :, :3], x, w, [2, 2], [1, 1], [1, 1],
-                                               False, 2, [True] * 3)]  # dy of another shape
+                                               False, 1, [True] * 3),  # dy of another shape
+                    ops.wide_conv_run_backward(dy, x, w[:, :4], [2, 2], [1, 1], [1, 1], False, 2,
+                                               [True] * 3)]  # grouped: aten's
         for took, *_ in declined:
             self.assertFalse(took)
 
@@ -295,18 +300,18 @@ class WideConvTransposed(unittest.TestCase):
     def test_run_takes_transposed_convolutions_and_their_backward(self):
         g = torch.Generator().manual_seed(35)
         x = torch.randn(3, 6, 5, 4, dtype=torch.float64, generator=g)
-        w = torch.randn(6, 2, 3, 3, dtype=torch.float64, generator=g)
-        b = torch.randn(4, dtype=torch.float64, generator=g)
-        want = F.conv_transpose2d(x, w, b, 2, 1, 0, 2, 1)
-        got = ops.wide_conv_run("convolution", x, w, b, [2, 2], [1, 1], [1, 1], True, 2)
+        w = torch.randn(6, 8, 3, 3, dtype=torch.float64, generator=g)
+        b = torch.randn(8, dtype=torch.float64, generator=g)
+        want = F.conv_transpose2d(x, w, b, 2, 1, 0, 1, 1)
+        got = ops.wide_conv_run("convolution", x, w, b, [2, 2], [1, 1], [1, 1], True, 1)
         self.assertIsNotNone(got)
         self.assertLess((got - want).abs().max().item(), 1e-12)
         dy = torch.randn(want.shape, dtype=torch.float64, generator=g)
         for mask in ([True, True, True], [False, True, False], [True, False, False],
                      [False, False, True]):
-            ref = torch.ops.aten.convolution_backward(dy, x, w, [4], [2, 2], [1, 1], [1, 1],
-                                                      True, [0, 0], 2, mask)
-            took, *res = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], True, 2,
+            ref = torch.ops.aten.convolution_backward(dy, x, w, [8], [2, 2], [1, 1], [1, 1],
+                                                      True, [0, 0], 1, mask)
+            took, *res = ops.wide_conv_run_backward(dy, x, w, [2, 2], [1, 1], [1, 1], True, 1,
                                                     mask)
             self.assertTrue(took, mask)
             for i in range(3):
@@ -317,8 +322,8 @@ class WideConvTransposed(unittest.TestCase):
                 self.assertLess((res[i] - ref[i]).abs().max().item(), 1e-12, (mask, i))
         # 1-d
         x1, w1 = x[:, :, 0], w[:, :, 0]
-        want1 = F.conv_transpose1d(x1, w1, b, 2, 1, 0, 2, 1)
-        got1 = ops.wide_conv_run("convolution", x1, w1, b, [2], [1], [1], True, 2)
+        want1 = F.conv_transpose1d(x1, w1, b, 2, 1, 0, 1, 1)
+        got1 = ops.wide_conv_run("convolution", x1, w1, b, [2], [1], [1], True, 1)
         self.assertEqual(got1.shape, want1.shape)
         self.assertLess((got1 - want1).abs().max().item(), 1e-12)
 
@@ -344,24 +349,32 @@ class WideConv3d(unittest.TestCase):
             y = F.conv3d(x, w, b, stride, padding, dilation, groups)
             taps = c // groups * trs[0] * trs[1] * trs[2]
             size = F.conv3d(x.abs(), w.abs(), b.abs(), stride, padding, dilation, groups)
-            got = ops.wide_conv_run("conv3d", x, w, b, list(stride), list(padding),
-                                    list(dilation), False, groups)
+            got = ops.wide_conv_forward(x, w, b, list(stride), list(padding), list(dilation),
+                                        groups, K_BYTES)
             self.close(got, y, size, taps, what)
+            by_run = ops.wide_conv_run("conv3d", x, w, b, list(stride), list(padding),
+                                       list(dilation), False, groups)
+            if groups == 1:
+                self.assertTrue(torch.equal(by_run, got), what)
+            else:
+                self.assertIsNone(by_run, what)  # grouped: aten's
             dy = torch.randn(y.shape, dtype=torch.float64, generator=g)
             args = (list(stride), list(padding), list(dilation), False, [0, 0, 0], groups,
                     [True, True, True])
             want = torch.ops.aten.convolution_backward(dy, x, w, [k], *args)
             sizes = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), [k], *args)
-            took, *res = ops.wide_conv_run_backward(dy, x, w, list(stride), list(padding),
-                                                    list(dilation), False, groups, [True] * 3)
-            self.assertTrue(took, what)
+            res = ops.wide_conv_backward(dy, x, w, list(stride), list(padding), list(dilation),
+                                         groups, [True] * 3, K_BYTES)
+            took, *_ = ops.wide_conv_run_backward(dy, x, w, list(stride), list(padding),
+                                                  list(dilation), False, groups, [True] * 3)
+            self.assertEqual(took, groups == 1, what)
             terms = [k * taps, n * y[0, 0].numel(), n * y[0, 0].numel()]
             for i in range(3):
                 self.close(res[i], want[i], sizes[i], terms[i], f"{what} grad {i}")
             # The transposed convolution by the same filter, from y's shape back to x's.
             t_want = F.conv_transpose3d(dy, w, None, stride, padding, 0, groups, dilation)
-            t_got = ops.wide_conv_run("convolution", dy, w, None, list(stride), list(padding),
-                                      list(dilation), True, groups)
+            t_got = ops.wide_conv_transposed(dy, w, None, list(stride), list(padding), [0, 0, 0],
+                                             list(dilation), groups, K_BYTES)
             t_size = F.conv_transpose3d(dy.abs(), w.abs(), None, stride, padding, 0, groups,
                                         dilation)
             self.close(t_got, t_want, t_size, k * taps, f"{what} transposed")
