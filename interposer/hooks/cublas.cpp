@@ -8,6 +8,7 @@
 // precision (determinism must compare like with like), or cublasGemmStridedBatchedEx /
 // cublasLtMatmul with wider types and no TF32 for higher-precision references.
 // docs/cuda.md describes what is decoded from each entry point.
+#include <array>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -247,26 +248,21 @@ class DeviceGemmCall final : public Call {
     Checker* ck = Checker::get();
     if (!ck || !readScalars(*ck) || output != d) return FUMI_UNSUPPORTED;
     std::vector<fumi_tensor> host = tensors();
-    ScratchArena& arena = ScratchArena::local();
-    const ScratchArena::Mark mark = arena.mark();
+    std::array<Stage, 4> stages;  // given back last first, as an array's elements are
+    size_t staged = 0;
     for (int i : {a, b, beta != 0 ? c_in : -1, bias}) {
       if (i < 0) continue;
       fumi_tensor& t = host[static_cast<size_t>(i)];
-      const size_t bytes = static_cast<size_t>(tensorSpan(t)) * dtypeBytes(t.dtype);
-      void* copy = arena.take(bytes ? bytes : 1);
-      if (!copy || !ck->copy(copy, t.data, bytes, cudaMemcpyDeviceToHost)) {
-        arena.rewind(mark);
-        return FUMI_UNSUPPORTED;
-      }
-      t.data = copy;
+      fumi_dtype dtype = t.dtype;
+      const void* copy = tensorHostData(t, nullptr, &dtype, stages[staged++], this);
+      if (!copy) return FUMI_UNSUPPORTED;
+      t.data = const_cast<void*>(copy);
       t.memory = FUMI_MEMORY_HOST;
     }
     // The output's shape only: a projection of the exact result never reads the call's own.
     host[static_cast<size_t>(d)].data = nullptr;
     host[static_cast<size_t>(d)].memory = FUMI_MEMORY_HOST;
-    const fumi_status st = matmulProjection(host, spec(), output, sides);
-    arena.rewind(mark);
-    return st;
+    return matmulProjection(host, spec(), output, sides);
   }
 
   const GemmProblem& problem() const { return p_; }
