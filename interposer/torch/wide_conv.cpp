@@ -196,6 +196,18 @@ int64_t imagesPerGemm(const Shape& d, int64_t column_bytes) {
   return std::clamp<int64_t>(column_bytes / std::max<int64_t>(per_image, 1), 1, d.n);
 }
 
+// fn(n0, rows, cols) over the batch in runs of imagesPerGemm images: from image n0 on, `rows`
+// im2col rows, `cols` a buffer of that many (one buffer for every run).
+template <class F>
+void inGemmRuns(const Shape& d, int64_t column_bytes, const at::TensorOptions& options, F&& fn) {
+  const int64_t images = imagesPerGemm(d, column_bytes), outputs = d.outputs();
+  const at::Tensor cols = at::empty({images * outputs, d.taps() * d.groups}, options);
+  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
+    const int64_t rows = std::min(images, d.n - n0) * outputs;
+    fn(n0, rows, cols.narrow(0, 0, rows));
+  }
+}
+
 // x as (N, D, H, W, C) memory: lifted, channels-last.
 at::Tensor channelsLast(const at::Tensor& x, int spatial) {
   return lift(x, spatial).contiguous(at::MemoryFormat::ChannelsLast3d);
@@ -215,20 +227,17 @@ at::Tensor fromChannelsLast(const at::Tensor& t, int spatial) {
 // gradient as the (N·O, K) matrix.
 at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d,
                      int64_t column_bytes) {
-  const int64_t kg = d.k / d.groups, taps = d.taps(), outputs = d.outputs();
-  const int64_t images = imagesPerGemm(d, column_bytes);
+  const int64_t kg = d.k / d.groups, taps = d.taps();
   const at::Tensor filter = filterMatrix(w, d);
-  const at::Tensor cols = at::empty({images * outputs, taps * d.groups}, w.options());
   at::Tensor dx = at::zeros({d.n, d.in[0], d.in[1], d.in[2], d.c}, w.options());
-  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * outputs;
-    const at::Tensor block = grad.narrow(0, n0 * outputs, rows), live = cols.narrow(0, 0, rows);
+  inGemmRuns(d, column_bytes, w.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
+    const at::Tensor block = grad.narrow(0, n0 * d.outputs(), rows);
     for (int64_t g = 0; g < d.groups; ++g) {  // cols_g = dy_g · filter_g
-      at::Tensor dst = live.narrow(1, g * taps, taps);
+      at::Tensor dst = cols.narrow(1, g * taps, taps);
       at::mm_out(dst, block.narrow(1, g * kg, kg), filter.narrow(0, g * kg, kg));
     }
     col2im(cols.data_ptr<double>(), d, n0, rows, dx.data_ptr<double>());  // where im2col read
-  }
+  });
   return fromChannelsLast(dx, d.spatial);
 }
 
@@ -236,7 +245,6 @@ at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d
 at::Tensor gradMatrix(const at::Tensor& dy, const Shape& d) {
   return channelsLast(dy, d.spatial).permute({0, 2, 3, 4, 1}).reshape({d.n * d.outputs(), d.k});
 }
-
 
 }  // namespace
 
@@ -248,21 +256,17 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.k)) return {};
   const at::NoGradGuard no_grad;
   const at::Tensor xc = channelsLast(x, d.spatial);
-  const int64_t kg = d.k / groups, taps = d.taps(), outputs = d.outputs();
-  const int64_t images = imagesPerGemm(d, column_bytes);
+  const int64_t kg = d.k / groups, taps = d.taps();
   const at::Tensor filter = filterMatrix(w, d);
-  const at::Tensor cols = at::empty({images * outputs, taps * groups}, x.options());
-  at::Tensor out = at::empty({d.n * outputs, d.k}, x.options());
-  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * outputs;
+  at::Tensor out = at::empty({d.n * d.outputs(), d.k}, x.options());
+  inGemmRuns(d, column_bytes, x.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
     im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = out.narrow(0, n0 * outputs, rows);
+    const at::Tensor block = out.narrow(0, n0 * d.outputs(), rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = block.narrow(1, g * kg, kg);
-      at::mm_out(dst, cols.narrow(0, 0, rows).narrow(1, g * taps, taps),
-                 filter.narrow(0, g * kg, kg).t());
+      at::mm_out(dst, cols.narrow(1, g * taps, taps), filter.narrow(0, g * kg, kg).t());
     }
-  }
+  });
   if (bias.defined()) out.add_(bias.view({1, d.k}));
   return fromChannelsLast(out.view({d.n, d.out[0], d.out[1], d.out[2], d.k}), d.spatial);
 }
@@ -282,20 +286,17 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
   if (mask[0]) out[0] = gradInput(grad, w, d, column_bytes);
   if (!mask[1]) return out;
   // dw_g = Σ over the images' rows of dy_gᵀ · cols_g.
-  const int64_t kg = d.k / groups, taps = d.taps(), outputs = d.outputs();
-  const int64_t images = imagesPerGemm(d, column_bytes);
-  const at::Tensor cols = at::empty({images * outputs, taps * groups}, x.options());
+  const int64_t kg = d.k / groups, taps = d.taps();
   const at::Tensor xc = channelsLast(x, d.spatial);
   at::Tensor dw = at::zeros({d.k, taps}, x.options());
-  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * outputs;
+  inGemmRuns(d, column_bytes, x.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
     im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = grad.narrow(0, n0 * outputs, rows), live = cols.narrow(0, 0, rows);
+    const at::Tensor block = grad.narrow(0, n0 * d.outputs(), rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = dw.narrow(0, g * kg, kg);
-      dst.addmm_(block.narrow(1, g * kg, kg).t(), live.narrow(1, g * taps, taps));
+      dst.addmm_(block.narrow(1, g * kg, kg).t(), cols.narrow(1, g * taps, taps));
     }
-  }
+  });
   out[1] = fromChannelsLast(dw.view({d.k, d.filter[0], d.filter[1], d.filter[2], d.cg}),
                             d.spatial);
   return out;
@@ -364,7 +365,7 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
         // A transposed convolution is the input gradient of the plain one by w: its input
         // gradient is that convolution of dy, its filter gradient the plain one's with the
         // roles of x and dy swapped.
-        if (!fp64Cpu(dy) || !fp64Cpu(x) || dy.dim() != x.dim() || dy.dim() < 3) return false;
+        if (!fp64Cpu(x) || x.dim() != dy.dim()) return false;  // dy: checked by shapeOf
         if (mask[0]) {
           grads[0] = forward(dy, w, at::Tensor(), stride, padding, dilation, groups);
           if (!grads[0].defined() || grads[0].sizes() != x.sizes()) return false;
