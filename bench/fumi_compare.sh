@@ -13,7 +13,9 @@
 #
 #   baseline        no LD_PRELOAD
 #   fumi perturb    libfumi, a policy checking those aten ops (phase forward, every call) with
-#                   `perturb`, trials 1
+#                   `perturb`, trials 1 (every floating input perturbed: weights too)
+#   fumi perturb first  the same with `inputs: [first]`: the first floating argument only, as
+#                   FuMi's wrappers perturb (the same work)
 #   fumi highprec   the same with `highprec`
 #   FuMi perturb    no libfumi; bench/fumi_emulate.py's add_noise wrappers (torch ops)
 #   FuMi f64        no libfumi; its improve_precision wrappers
@@ -56,8 +58,9 @@ LIBFUMI=$BUILD/lib/libfumi.so
   { echo "fumi_compare.sh: the PyTorch adapter is not built" >&2; exit 2; }
 bench_setup fumi_compare.sh
 
-for check in "perturb, trials: 1" "highprec"; do
+for check in "perturb, trials: 1" "perturb_first" "highprec"; do
   name=${check%%,*}
+  [[ $check == perturb_first ]] && check="perturb, trials: 1, inputs: [first]"
   cat >"$TMP/$name.yaml" <<EOF
 version: 1
 report: { log_level: warn }
@@ -72,7 +75,8 @@ rules:
 EOF
 done
 
-MODES=(baseline floor_rerun floor_rerun64 fumi_perturb fumi_highprec fumipy_perturb fumipy_f64)
+MODES=(baseline floor_rerun floor_rerun64 fumi_perturb fumi_perturb_first fumi_highprec fumipy_perturb
+       fumipy_f64)
 run_mode() {  # run_mode MODE ROUND
   local mode=$1 out=$TMP/out-$1-$2
   local -a env=(env) extra=()
@@ -80,6 +84,8 @@ run_mode() {  # run_mode MODE ROUND
     env+=(GLIBC_TUNABLES="$MALLOC_TUNABLES")
   case $mode in
     fumi_perturb) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/perturb.yaml") ;;
+    fumi_perturb_first)
+      env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/perturb_first.yaml") ;;
     fumi_highprec) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/highprec.yaml") ;;
     fumipy_perturb) extra=(--emulate perturb) ;;
     fumipy_f64) extra=(--emulate f64) ;;
@@ -113,13 +119,15 @@ modes = modes.split()
 label = {
     "baseline": "baseline: no LD_PRELOAD",
     "fumi_perturb": "fumi `perturb` (trials 1)",
+    "fumi_perturb_first": "fumi `perturb` (trials 1, `inputs: [first]`: FuMi's input)",
     "fumi_highprec": "fumi `highprec`",
     "fumipy_perturb": "FuMi add_noise (emulated, torch ops)",
     "fumipy_f64": "FuMi improve_precision (emulated, torch ops)",
     "floor_rerun": "floor of perturb: the op rerun alone (torch, no noise, no comparison)",
     "floor_rerun64": "floor of highprec: inputs .double() and the op rerun alone",
 }
-floor_of = {"fumi_perturb": "floor_rerun", "fumipy_perturb": "floor_rerun",
+floor_of = {"fumi_perturb": "floor_rerun", "fumi_perturb_first": "floor_rerun",
+            "fumipy_perturb": "floor_rerun",
             "fumi_highprec": "floor_rerun64", "fumipy_f64": "floor_rerun64"}
 timed, losses, checks, check_s = {}, {}, {}, {}
 for m in modes:

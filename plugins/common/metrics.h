@@ -206,8 +206,12 @@ FUMI_WIDE size_t countUnderflow(const typename LY::T* y, const typename LR::T* r
 }
 
 // The second pass's sums and maxima: the norms' sums always (no division), FuMi's ratio (kRatio)
-// and the relative and ULP figures (kRel, kUlp) only where the caller reads them: a division per
-// element costs more than everything else in the pass. kFinite as above.
+// and the relative and ULP figures (kRel, kUlp) only where the caller reads them. A division
+// per element costs three times everything else in the pass, and almost no element raises a
+// maximum: the elements go in blocks, and a block's quotients are computed only where a
+// division-free test says one of them may exceed the maximum so far (diff > max * sum, against
+// a product rounded down: the same maxima, bit for bit, as dividing everywhere). kFinite as
+// above.
 struct ComparePass2 {
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0,
          worst_rel = 0.0, worst_ulp = 0.0;
@@ -221,39 +225,74 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
   // which case the ULP count would overflow too). Dividing by the ulp is multiplying by its
   // reciprocal, a normal power of two: the same correctly rounded result, without a division.
   const double k_up = pow2Normal(64);
+  // A quotient q = diff / den exceeds the maximum m so far only if diff - t * den > 0 with
+  // t = m (1 - 2^-50) rounded: t * den, rounded, stays below m * den wherever it is a normal
+  // number, and the difference keeps its sign. Values read from narrower dtypes (f32, f16,
+  // bf16) keep every such product normal; fp64 ones answer yes below 2^-1000 (and a zero
+  // difference, whose quotient is 0, never). The test may say yes where no maximum moves (a
+  // zero or non-finite sum, a masked element): the block's
+  // quotients are then computed for nothing, and masked as always.
+  constexpr bool kNarrow = sizeof(typename LY::T) < 8 && sizeof(typename LR::T) < 8;
+  constexpr double kBelow = 1.0 - 0x1p-50, kTiny = 0x1p-1000;
+  constexpr size_t kBlock = 1024;
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0, worst_rel = 0.0,
          worst_ulp = 0.0;
-  FUMI_SIMD(reduction(max : ratio, all, worst_rel, worst_ulp)
-                reduction(+ : total_diff, total_ref, total_y))
-  for (size_t i = 0; i < n; ++i) {
-    const double a = LY::load(y[i]), b = LR::load(ref[i]);
-    const bool ok = kFinite || finitePair(a, b);
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t i1 = std::min(n, i0 + kBlock);
+    const double t_ratio = ratio * kBelow, t_all = all * kBelow, t_rel = worst_rel * kBelow;
+    double raise = -1.0;  // > 0: a quotient of the block may raise a maximum
+    FUMI_SIMD(reduction(max : worst_ulp, raise) reduction(+ : total_diff, total_ref, total_y))
+    for (size_t i = i0; i < i1; ++i) {
+      const double a = LY::load(y[i]), b = LR::load(ref[i]);
+      const bool ok = kFinite || finitePair(a, b);
+      const double as = a * f, bs = b * f;
+      const double diff = std::fabs(as - bs);
+      if (kRatio) {
+        const double sum = std::fabs(as + bs);
+        const double p_all = t_all * sum, p_ratio = t_ratio * sum;
+        raise = std::max(raise, diff - p_all);
+        raise = std::max(raise, sum > ratio_threshold ? diff - p_ratio : -1.0);
+        if (!kNarrow)
+          raise = std::max(raise, diff > 0.0 && (p_all < kTiny || p_ratio < kTiny) ? 1.0 : -1.0);
+      }
+      if (kRel) {
+        const double m = std::fabs(bs), p_rel = t_rel * m;
+        raise = std::max(raise, m > rel_threshold ? diff - p_rel : -1.0);
+        if (!kNarrow) raise = std::max(raise, diff > 0.0 && p_rel < kTiny ? 1.0 : -1.0);
+      }
+      const double d = a * s_diff - b * s_diff, rr = b * s_ref, yy = a * s_y;
+      total_diff += ok ? d * d : 0.0;
+      total_ref += ok ? rr * rr : 0.0;
+      total_y += ok ? yy * yy : 0.0;
+      if (kUlp) {
+        const int e = std::max(rawExponent(b), emin) - p;
+        const bool tiny = e < -1022;
+        const double inv_ulp = pow2Normal(tiny ? -(e + 64) : -e);
+        const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
+        worst_ulp = std::max(worst_ulp, ok ? du * inv_ulp : 0.0);
+      }
+    }
+    if (!(raise > 0.0)) continue;
     // Every candidate is computed and then selected with a mask (inf or NaN where a divisor is
     // 0 or a value non-finite: masked).
-    const double as = a * f, bs = b * f;
-    const double diff = std::fabs(as - bs);
-    if (kRatio) {
-      const double sum = std::fabs(as + bs);
-      const double r = diff / sum;
-      const bool ok_sum = ok & (sum > 0.0);
-      ratio = std::max(ratio, ok_sum & (sum > ratio_threshold) ? r : 0.0);
-      all = std::max(all, ok_sum ? r : 0.0);
-    }
-    if (kRel) {
-      const double m = std::fabs(bs);
-      const double rel = diff / m;
-      worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
-    }
-    const double d = a * s_diff - b * s_diff, rr = b * s_ref, yy = a * s_y;
-    total_diff += ok ? d * d : 0.0;
-    total_ref += ok ? rr * rr : 0.0;
-    total_y += ok ? yy * yy : 0.0;
-    if (kUlp) {
-      const int e = std::max(rawExponent(b), emin) - p;
-      const bool tiny = e < -1022;
-      const double inv_ulp = pow2Normal(tiny ? -(e + 64) : -e);
-      const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
-      worst_ulp = std::max(worst_ulp, ok ? du * inv_ulp : 0.0);
+    FUMI_SIMD(reduction(max : ratio, all, worst_rel))
+    for (size_t i = i0; i < i1; ++i) {
+      const double a = LY::load(y[i]), b = LR::load(ref[i]);
+      const bool ok = kFinite || finitePair(a, b);
+      const double as = a * f, bs = b * f;
+      const double diff = std::fabs(as - bs);
+      if (kRatio) {
+        const double sum = std::fabs(as + bs);
+        const double r = diff / sum;
+        const bool ok_sum = ok & (sum > 0.0);
+        ratio = std::max(ratio, ok_sum & (sum > ratio_threshold) ? r : 0.0);
+        all = std::max(all, ok_sum ? r : 0.0);
+      }
+      if (kRel) {
+        const double m = std::fabs(bs);
+        const double rel = diff / m;
+        worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
+      }
     }
   }
   return ComparePass2{ratio, all, total_diff, total_ref, total_y, worst_rel, worst_ulp};

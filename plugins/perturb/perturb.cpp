@@ -14,7 +14,9 @@
 //
 // Findings are of kind sensitivity (plugin.h): the default tolerance is the dtype table's, but a
 // policy's `tolerances: { sensitivity: ... }` replaces it for every perturb entry without its own.
-//   inputs  comma-separated input tensor names to perturb (default: every floating input)
+//   inputs  comma-separated input tensor names to perturb (default: every floating input);
+//           `first` stands for the call's first floating input, whatever its name (FuMi's
+//           wrappers perturb that one only: an op's activations, not its weights)
 //   metric  primary metric: ratio (-> "fumi_ratio", default) | normwise (-> "normwise")
 #include <algorithm>
 #include <atomic>
@@ -161,20 +163,22 @@ class PerturbCheck {
  private:
   // The floating inputs named by `inputs`, or all of them when it is not set. Names that this
   // call does not have are ignored: one policy entry may cover ops with different operands.
+  // `first` names the first floating input (in the op's argument order).
   std::vector<int32_t> selectInputs(const Context& ctx) const {
     std::vector<int32_t> all = ctx.floating(FUMI_ROLE_INPUT);
     if (inputs_.empty()) return all;
     std::vector<int32_t> chosen;
-    for (int32_t i : all) {
-      const char* name = ctx.tensor(i).name;
+    for (size_t k = 0; k < all.size(); ++k) {
+      const char* name = ctx.tensor(all[k]).name;
       for (const std::string& want : inputs_)
-        if (name && want == name) {
-          chosen.push_back(i);
+        if ((name && want == name) || (k == 0 && want == kFirstInput)) {
+          chosen.push_back(all[k]);
           break;
         }
     }
     return chosen;
   }
+  static constexpr const char* kFirstInput = "first";
 
   // FuMi's shift for the call's precision, raised to 2^-p of the storage dtype (p mantissa bits).
   // FuMi's fp32/fp16/bf16 shifts (1e-8, 1e-6, 1e-4) are below half an ulp of their own storage,

@@ -567,6 +567,35 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(r.op("aten::mm")["checked"], checked, budget)
             self.assertEqual(r.op("aten::mm")["skipped"], 1 - checked, budget)
 
+    def test_perturb_first_input_only(self):
+        # torch.mm(zeros, b): zeros are never perturbed, so perturb's `inputs: first` (FuMi's
+        # choice: the first floating argument, here `self`) moves nothing, while the default
+        # (every floating input) and `mat2` by name move b's elements.
+        code = ("import torch; g = torch.Generator().manual_seed(2); "
+                "b = torch.rand(16, 8, generator=g) + 0.5; "
+                "print(torch.mm(torch.zeros(8, 16), b).sum().item())")
+        fraction = {}
+        for inputs in ("", ", inputs: [first]", ", inputs: [mat2]", ", inputs: [first, mat2]"):
+            r = run([PYTHON, "-c", code], policy=f"""
+                version: 1
+                report: {{ all_checks: true }}
+                rules:
+                  - match: {{ op: aten::mm }}
+                    sample: {{ every: 1 }}
+                    checks: [ {{ plugin: perturb, trials: 1{inputs} }} ]
+                """)
+            self.assertEqual(r.rc, 0, r.stderr)
+            checks = [e for e in r.of("check") + r.of("violation") if e["check"] == "perturb"]
+            self.assertEqual(len(checks), 1, inputs)
+            fraction[inputs] = checks[0]["extra"]["perturbed_fraction"]
+        self.assertEqual(fraction[", inputs: [first]"], 0.0)
+        self.assertGreater(fraction[", inputs: [mat2]"], 0.4)  # 50-75% move by one ulp
+        # The default counts both inputs (half of the elements are b's), and first + mat2 is
+        # the same selection, drawing the same noise.
+        self.assertGreater(fraction[""], 0.2)
+        self.assertLess(fraction[""], 0.38)
+        self.assertEqual(fraction[", inputs: [first, mat2]"], fraction[""])
+
     def test_well_conditioned_aten_op_not_flagged(self):
         r = run([PYTHON, ILL, "well"], policy="""
             version: 1

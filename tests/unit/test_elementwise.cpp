@@ -159,6 +159,78 @@ TEST(Elementwise, CompareMatchesTheDefinitions) {
       }
 }
 
+// compare's second pass divides only in blocks where a division-free test says a quotient may
+// raise a maximum: over many blocks, with the maxima in late blocks, near-ties one rounding
+// apart, subnormal and huge fp64 values and guards that mask some elements, its ratio, unguarded
+// ratio and max_rel are those of dividing everywhere, bit for bit.
+TEST(Elementwise, CompareMaximaOverBlocksEqualDividingEverywhere) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unit(0.5, 1.0);
+  for (int scenario = 0; scenario < 7; ++scenario)
+    for (fumi_dtype dt : {FUMI_DTYPE_F64, FUMI_DTYPE_F32}) {
+      if (dt != FUMI_DTYPE_F64 && (scenario == 3 || scenario == 4)) continue;  // fp64 ranges
+      const size_t n = 9000 + static_cast<size_t>(scenario) * 301;
+      std::vector<double> y(n), r(n);
+      for (size_t i = 0; i < n; ++i) {
+        // Magnitudes: 1 (0, 1), growing along the array (later elements make records: 2),
+        // fp64 subnormal (3), above half the largest fp64 (4: compare scales by 1/2), mixed
+        // with exact ties (5), one relative change everywhere (6: the quotients differ in their
+        // last bits only, and the largest is anywhere).
+        double mag = scenario == 3 ? 0x1p-1060 : scenario == 4 ? 0x1.8p1023 : 1.0;
+        if (scenario == 2) mag = 1.0 + static_cast<double>(i);
+        const double v = mag * unit(rng) * (i % 3 == 0 ? -1.0 : 1.0);
+        // Subnormals hold about 14 bits here: their change is 1e-3.
+        const double rel = (scenario == 2 ? static_cast<double>(i) : 1.0) *
+                           (scenario == 3 ? 1e-3 : 1e-7) * (scenario == 6 ? 1.0 : unit(rng));
+        r[i] = v;
+        y[i] = scenario == 5 && i % 7 == 0 ? v : v * (1.0 + rel);
+        if (scenario == 5 && i % 11 == 0) y[i] = std::nextafter(v, 0.0);  // near-ties
+      }
+      if (scenario == 1) y[n - 1] = r[n - 1] * (1.0 + 1e-3);  // the record in the last block
+      std::vector<unsigned char> a(n * static_cast<size_t>(dtypeBytes(dt)));
+      std::vector<unsigned char> b(a.size());
+      for (size_t i = 0; i < n; ++i) {
+        storeFromDouble(a.data(), static_cast<int64_t>(i), y[i], dt);
+        storeFromDouble(b.data(), static_cast<int64_t>(i), r[i], dt);
+      }
+      const fumi_tensor t = makeTensor({static_cast<int64_t>(n)}, {1});
+      const std::vector<double> x = elements(t, a.data(), dt), z = elements(t, b.data(), dt);
+      double max_sum = 0, max_ref = 0, max_y = 0;
+      for (size_t i = 0; i < n; ++i) {
+        max_sum = std::max(max_sum, std::fabs(0.5 * x[i] + 0.5 * z[i]));
+        max_ref = std::max(max_ref, std::fabs(z[i]));
+        max_y = std::max(max_y, std::fabs(x[i]));
+      }
+      for (const double guard : {0.0, 0.3}) {
+        fumi_comparison c{};
+        c.struct_size = sizeof c;
+        ASSERT_EQ(compareTensor(t, a.data(), dt, b.data(), dt,
+                                metrics::compareSpec(guard, guard, FUMI_DTYPE_UNKNOWN), &c),
+                  FUMI_OK);
+        // The definitions on the same scaled values (a scale of 1/2 near the overflow).
+        const double f =
+            std::max(max_y, max_ref) > std::numeric_limits<double>::max() * 0.5 ? 0.5 : 1.0;
+        if (scenario == 4) {
+          EXPECT_EQ(f, 0.5);
+        }
+        double ratio = 0, unguarded = 0, max_rel = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const double s = std::fabs(x[i] * f + z[i] * f), d = std::fabs(x[i] * f - z[i] * f);
+          const double m = std::fabs(z[i] * f);
+          if (s > 0) unguarded = std::max(unguarded, d / s);
+          if (s > 0 && s > guard * (max_sum * (2 * f))) ratio = std::max(ratio, d / s);
+          if (m > 0 && m > guard * (max_ref * f)) max_rel = std::max(max_rel, d / m);
+        }
+        const std::string where = "scenario " + std::to_string(scenario) + " " + dtypeName(dt) +
+                                  " guard " + std::to_string(guard);
+        EXPECT_GT(unguarded, 0.0) << where;
+        EXPECT_EQ(c.fumi_ratio, ratio) << where;
+        EXPECT_EQ(c.fumi_ratio_unguarded, unguarded) << where;
+        EXPECT_EQ(c.max_rel, max_rel) << where;
+      }
+    }
+}
+
 TEST(Elementwise, CompareOfABufferWithItselfIsZero) {
   const fumi_tensor t = makeTensor({37, 45}, {1, 51});
   const auto a = randomBuffer(t, FUMI_DTYPE_BF16, 5);
