@@ -232,9 +232,28 @@ Checker* Checker::get() {
   return g_checker;
 }
 
+namespace {
+std::mutex g_before_drain_mu;
+std::vector<void (*)()>& beforeDrainFns() {
+  static auto* fns = new std::vector<void (*)()>;  // never destroyed: drain runs at exit
+  return *fns;
+}
+}  // namespace
+
+void Checker::beforeDrain(void (*fn)()) {
+  std::lock_guard<std::mutex> lock(g_before_drain_mu);
+  beforeDrainFns().push_back(fn);
+}
+
 void Checker::drain() {
   State* st = g_state_ptr;
   if (!st) return;
+  std::vector<void (*)()> before;
+  {
+    std::lock_guard<std::mutex> lock(g_before_drain_mu);
+    before = beforeDrainFns();
+  }
+  for (void (*fn)() : before) fn();
   size_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(st->mu);

@@ -46,6 +46,9 @@ class Checker {
   static Checker* get();
   // Finish queued checks (bounded wait) and stop the thread; at exit and before the summary.
   static void drain();
+  // `fn` runs when drain() starts, before its wait: checks a backend still holds go into the
+  // queue then (cuDNN's, held until their variant pack settles). Registering twice runs twice.
+  static void beforeDrain(void (*fn)());
 
   // Snapshot memory from the pool for the calling thread; nullptr when the pool's snapshot
   // share is used up. give() returns it.

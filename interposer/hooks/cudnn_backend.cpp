@@ -134,7 +134,8 @@ struct PlanModel;
 // Executions of one pack with more than one plan are autotuning: not the program's calls, not
 // checked. Until a pack is settled — destroyed, or executed kSettle times with one plan — the
 // check of its first sampled execution is held and later executions are not sampled; a second
-// plan discards the held check and takes every execution of the pack out of the op's calls.
+// plan discards the held check and takes every execution of the pack out of the op's calls. A
+// pack still unsettled when the process exits has its held check run then (submitHeldChecks).
 struct PackUse {
   static constexpr uint64_t kSettle = 8;
   void* plan = nullptr;  // the first plan executed on it
@@ -953,8 +954,30 @@ PackVerdict onExecute(void* pack, void* plan, std::unique_ptr<cuda::PendingCheck
   return u.settled || !u.held ? PackVerdict::kSample : PackVerdict::kNoSample;
 }
 
-// Takes the check of an execution on an unsettled pack (true), to submit when it settles.
+// At exit (the checker's drain): every pack still unsettled is the program's, executed with one
+// plan only; its held check goes into the queue, to run within the exit wait.
+void submitHeldChecks() {
+  Registry& reg = registry();
+  std::vector<std::unique_ptr<cuda::PendingCheck>> held;
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    for (auto& [d, s] : reg.shadows)
+      if (s.use && s.use->held) {
+        s.use->settled = true;
+        held.push_back(std::move(s.use->held));
+      }
+  }
+  InsideScope inside;
+  Checker* ck = Checker::get();
+  for (auto& c : held)
+    if (ck) ck->submit(std::move(c));
+}
+
+// Takes the check of an execution on an unsettled pack (true), to submit when it settles (or
+// at exit).
 bool holdUntilSettled(void* pack, std::unique_ptr<cuda::PendingCheck>& check) {
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { Checker::beforeDrain(submitHeldChecks); });
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   Shadow* s = reg.find(pack);

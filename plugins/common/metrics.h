@@ -237,16 +237,24 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
   constexpr size_t kBlock = 1024;
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0, worst_rel = 0.0,
          worst_ulp = 0.0;
+  // Element i: both values, whether both are finite, both scaled, and their scaled difference.
+  struct Element {
+    double a, b;
+    bool ok;
+    double as, bs, diff;
+  };
+  const auto element = [&](size_t i) __attribute__((always_inline)) {
+    const double a = LY::load(y[i]), b = LR::load(ref[i]);
+    const double as = a * f, bs = b * f;
+    return Element{a, b, kFinite || finitePair(a, b), as, bs, std::fabs(as - bs)};
+  };
   for (size_t i0 = 0; i0 < n; i0 += kBlock) {
     const size_t i1 = std::min(n, i0 + kBlock);
     const double t_ratio = ratio * kBelow, t_all = all * kBelow, t_rel = worst_rel * kBelow;
     double raise = -1.0;  // > 0: a quotient of the block may raise a maximum
     FUMI_SIMD(reduction(max : worst_ulp, raise) reduction(+ : total_diff, total_ref, total_y))
     for (size_t i = i0; i < i1; ++i) {
-      const double a = LY::load(y[i]), b = LR::load(ref[i]);
-      const bool ok = kFinite || finitePair(a, b);
-      const double as = a * f, bs = b * f;
-      const double diff = std::fabs(as - bs);
+      const auto [a, b, ok, as, bs, diff] = element(i);
       if (kRatio) {
         const double sum = std::fabs(as + bs);
         const double p_all = t_all * sum, p_ratio = t_ratio * sum;
@@ -277,10 +285,7 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
     // 0 or a value non-finite: masked).
     FUMI_SIMD(reduction(max : ratio, all, worst_rel))
     for (size_t i = i0; i < i1; ++i) {
-      const double a = LY::load(y[i]), b = LR::load(ref[i]);
-      const bool ok = kFinite || finitePair(a, b);
-      const double as = a * f, bs = b * f;
-      const double diff = std::fabs(as - bs);
+      const auto [a, b, ok, as, bs, diff] = element(i);
       if (kRatio) {
         const double sum = std::fabs(as + bs);
         const double r = diff / sum;

@@ -30,6 +30,8 @@
 //   autotune what an autotuner does: engines 0 and 1 each executed 3 times on one variant pack
 //            (then destroyed), the winner executed once on a pack of its own; then one plan
 //            executed 10 times on one reused pack.
+//   unsettled one plan executed 3 times on one variant pack that the program never destroys
+//            (nor the plan): the pack has not settled when the process exits.
 #include <cuda_runtime_api.h>
 
 #include "cudnn_test.h"
@@ -713,6 +715,18 @@ int autotune() {
   return 0;
 }
 
+int unsettled() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  Case cs;
+  Built fma = build(h, cs);
+  Operands o = operands(cs, fma.workspace);
+  Desc pack = variantPack(o);
+  for (int i = 0; i < 3; ++i) CHECK_DNN(cudnnBackendExecute(h, fma.plan, pack));
+  printOutput(cs, o, " unsettled pack");
+  return 0;  // the pack, the plan, the operands and the handle are left to the process's end
+}
+
 int capture() {
   cudnnHandle_t h;
   CHECK_DNN(cudnnCreate(&h));
@@ -776,10 +790,13 @@ int main(int argc, char** argv) {
   if (mode == "fused") return fused();
   if (mode == "capture") return capture();
   if (mode == "autotune") return autotune();
+  if (mode == "unsettled") return unsettled();
   if (mode == "ops") return ops();
   if (mode == "faultmm") return faultmm();
   if (mode == "faultsdpa") return faultsdpa();
-  std::fprintf(stderr, "usage: %s sweep|tf32|fault|fused|capture|autotune|ops|faultmm|faultsdpa\n",
+  std::fprintf(stderr,
+               "usage: %s sweep|tf32|fault|fused|capture|autotune|unsettled|ops|faultmm|"
+               "faultsdpa\n",
                argv[0]);
   return 1;
 }

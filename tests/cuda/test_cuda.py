@@ -928,6 +928,17 @@ class GraphSafety(unittest.TestCase):
         self.assertEqual(sorted({c["call_index"] for c in checks_of(r, "reference")}), [0, 1, 9, 10])
         self.assertEqual(r.of("violation"), [])
 
+    def test_check_held_on_an_unsettled_pack_runs_at_exit(self):
+        # One plan, three executions of a pack the program never destroys: the pack has not
+        # settled (8 executions) when the process exits, and its first execution's held check
+        # runs then, within the exit wait.
+        r = graph("unsettled", policy=CONV_CHECKS)
+        self.assertEqual(lines(graph("unsettled", preload=False).stdout), lines(r.stdout))
+        s = r.op(EXECUTE)
+        self.assertEqual((s["calls"], s["checked"], s["skipped"]), (3, 1, 0))
+        self.assertEqual([c["call_index"] for c in checks_of(r, "reference")], [0])
+        self.assertEqual(r.of("violation"), [])
+
     def test_capture_and_populated_graphs_never_checked(self):
         r = graph("capture", policy=CONV_CHECKS, env={"FUMI_LOG_LEVEL": "debug"})
         self.assertEqual(lines(graph("capture", preload=False).stdout), lines(r.stdout))
