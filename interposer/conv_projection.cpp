@@ -12,6 +12,7 @@
 
 #include "contract.h"
 #include "conv_dims.h"
+#include "scratch_arena.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
 #include "fumi/simd.h"
@@ -43,6 +44,7 @@ class Scratch {
   template <class T>
   T* get(int64_t n) {
     const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
+    chargeScratch(want);  // kept between checks, but each use counts against its budget
     if (want > size_) {
       data_.reset(static_cast<unsigned char*>(::operator new[](want, kAlign)));
       size_ = want;

@@ -152,6 +152,7 @@ void releaseAllocations(fumi_call& c) {
 const void* readable(Call* call, const void* buffer, fumi_memory memory, size_t bytes,
                      Stage& stage) {
   if (memory == FUMI_MEMORY_HOST) return buffer;
+  chargeScratch(bytes);  // inside a reference or a projection: their budget
   void* host = stage.take(bytes);
   if (!host) return nullptr;
   const DeviceMemory* dev = g_device.load();
@@ -249,7 +250,14 @@ fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dty
 fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
   if (!validIndex(c, index) || !out) return FUMI_ERROR;
   InsideScope inside;
-  return c->call->reference(index, out);
+  ScratchLimit limit(static_cast<size_t>(c->budget - c->used));
+  try {  // nothing may unwind into the plugin that called
+    return c->call->reference(index, out);
+  } catch (const NoScratch&) {
+    return FUMI_NO_SCRATCH;  // the operands' fp64 copies do not fit in the scratch budget
+  } catch (const std::exception&) {
+    return FUMI_UNSUPPORTED;  // out of memory
+  }
 }
 
 }  // namespace
@@ -365,8 +373,11 @@ fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_
     ps.push_back(Projection{sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out,
                             sides[i].out_lo});
   InsideScope inside;
+  ScratchLimit limit(static_cast<size_t>(c->budget - c->used));
   try {  // nothing may unwind into the plugin that called
     return c->call->project(index, ps);
+  } catch (const NoScratch&) {
+    return FUMI_NO_SCRATCH;  // the operands' copies do not fit in the scratch budget
   } catch (const std::exception&) {
     return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
   }

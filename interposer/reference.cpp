@@ -12,6 +12,7 @@
 #include "tensor_copy.h"
 #include "engine.h"
 #include "fumi/dtype.hpp"
+#include "scratch_arena.h"
 
 namespace fumi {
 
@@ -24,6 +25,7 @@ bool gathered(const std::vector<fumi_tensor>& ts, int i, std::vector<double>& ou
     return true;
   }
   const fumi_tensor& t = ts[static_cast<size_t>(i)];
+  chargeScratch(static_cast<size_t>(tensorNumel(t)) * sizeof(double));
   out.resize(static_cast<size_t>(tensorNumel(t)));
   return gatherTensor(t, nullptr, t.dtype, out.data()) == FUMI_OK;
 }

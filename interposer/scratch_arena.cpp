@@ -86,4 +86,32 @@ Stage::~Stage() {
   if (now.block == after_.block && now.used == after_.used) arena.rewind(before_);
 }
 
+namespace {
+// What the innermost ScratchLimit of this thread has left (when one is active).
+thread_local size_t t_scratch_left = 0;
+thread_local bool t_scratch_active = false;
+}  // namespace
+
+ScratchLimit::ScratchLimit(size_t bytes)
+    : outer_left_(t_scratch_left), outer_active_(t_scratch_active), limit_(bytes) {
+  // A limit inside another (a host call made while one runs) gets no more than the outer's.
+  t_scratch_left = t_scratch_active ? std::min(bytes, t_scratch_left) : bytes;
+  limit_ = t_scratch_left;
+  t_scratch_active = true;
+}
+
+ScratchLimit::~ScratchLimit() {
+  const size_t used = charged();
+  t_scratch_active = outer_active_;
+  t_scratch_left = outer_active_ ? outer_left_ - std::min(outer_left_, used) : 0;
+}
+
+size_t ScratchLimit::charged() const { return limit_ - t_scratch_left; }
+
+void chargeScratch(size_t bytes) {
+  if (!t_scratch_active) return;
+  if (bytes > t_scratch_left) throw NoScratch();
+  t_scratch_left -= bytes;
+}
+
 }  // namespace fumi

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <vector>
 
 namespace fumi {
@@ -62,5 +63,30 @@ class Stage {
   ScratchArena::Mark before_, after_;
   bool taken_ = false;
 };
+
+// The scratch budget left to the host's own fp64 work for the check running on this thread:
+// the operand copies of `reference` evaluations and `checksum` projections (reference.cpp,
+// conv_projection.cpp, the adapters' host copies of device tensors) are not arena allocations,
+// but they count against the policy's scratch budget like the plugins' own. A ScratchLimit
+// sets what is left for one host call; chargeScratch(bytes) takes from it and throws NoScratch
+// past it (the host call then answers FUMI_NO_SCRATCH: the check is skipped with the
+// budget's warning). Outside a ScratchLimit nothing is charged.
+struct NoScratch : std::exception {
+  const char* what() const noexcept override { return "scratch budget exhausted"; }
+};
+class ScratchLimit {
+ public:
+  explicit ScratchLimit(size_t bytes);
+  ~ScratchLimit();
+  ScratchLimit(const ScratchLimit&) = delete;
+  ScratchLimit& operator=(const ScratchLimit&) = delete;
+  size_t charged() const;  // bytes charged under this limit
+
+ private:
+  size_t outer_left_;
+  bool outer_active_;
+  size_t limit_;
+};
+void chargeScratch(size_t bytes);
 
 }  // namespace fumi

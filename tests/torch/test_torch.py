@@ -567,6 +567,30 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(r.op("aten::mm")["checked"], checked, budget)
             self.assertEqual(r.op("aten::mm")["skipped"], 1 - checked, budget)
 
+    def test_host_operand_copies_count_against_the_scratch_budget(self):
+        # reference on a 256^3 sgemm_ (torch.mm): the plugin's own scratch (the fp64 result and
+        # the comparison) is about 1.1 MB, fumi's fp64 copies of A and B another 1 MiB. With
+        # 1.6 MiB the copies do not fit: the check is skipped with the budget's warning and the
+        # program's result is unchanged; with 4 MiB it runs.
+        code = ("import torch; g = torch.Generator().manual_seed(3); "
+                "a, b = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g); "
+                "print(torch.mm(a, b).sum().item())")
+        plain = run([PYTHON, "-c", code], preload=False)
+        for budget, checked in (("1600KiB", 0), ("4MiB", 1)):
+            r = run([PYTHON, "-c", code], policy=f"""
+                version: 1
+                scratch_budget: {budget}
+                rules:
+                  - match: {{ op: sgemm_ }}
+                    sample: {{ every: 1 }}
+                    checks: [ {{ plugin: reference }} ]
+                """)
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.stdout, plain.stdout)
+            op = r.op("sgemm_")
+            self.assertEqual((op["checked"], op["skipped"]), (checked, 1 - checked), budget)
+            self.assertEqual("scratch budget" in r.stderr, not checked, r.stderr)
+
     def test_perturb_first_input_only(self):
         # torch.mm(zeros, b): zeros are never perturbed, so perturb's `inputs: first` (FuMi's
         # choice: the first floating argument, here `self`) moves nothing, while the default

@@ -311,6 +311,30 @@ TEST(ScratchArena, KeepsABoundedAmountBetweenChecks) {
   EXPECT_EQ(arena.capacity(), 0u);
 }
 
+// The host's own copies inside a reference or a projection are charged against what the
+// check's scratch budget has left: past it, NoScratch (the host call answers FUMI_NO_SCRATCH); a
+// limit inside another gets no more than the outer has left, and what it charged counts there;
+// outside any limit nothing is charged.
+TEST(ScratchLimit, ChargesTheHostsCopiesAgainstTheBudgetLeft) {
+  chargeScratch(size_t{1} << 40);  // no limit: never throws
+  {
+    ScratchLimit outer(100);
+    chargeScratch(60);
+    EXPECT_EQ(outer.charged(), 60u);
+    EXPECT_THROW(chargeScratch(41), NoScratch);
+    {
+      ScratchLimit inner(1000);  // 40 left outside
+      EXPECT_THROW(chargeScratch(41), NoScratch);
+      chargeScratch(30);
+      EXPECT_EQ(inner.charged(), 30u);
+    }
+    EXPECT_EQ(outer.charged(), 90u);
+    chargeScratch(10);
+    EXPECT_THROW(chargeScratch(1), NoScratch);
+  }
+  chargeScratch(size_t{1} << 40);  // the limit is gone with its scope
+}
+
 // Stages (device reads staged on the host) take from the thread's arena and give their bytes
 // back when they go, last first; one that something else took after keeps its bytes until the
 // enclosing rewind, so nothing taken later is ever freed under its owner.
