@@ -91,17 +91,21 @@ constexpr fumi_dtype kDtypeOf = std::is_same_v<T, float> ? FUMI_DTYPE_F32 : FUMI
 // laid out so already in host memory as T (a contiguous activation or filter: no copy), else a
 // copy in `buf`. nullptr when absent (i < 0) or unreadable, *ok false for the latter.
 template <class T>
-const T* operandAt(const std::vector<fumi_tensor>& ts, int i, bool channels_last, Scratch& buf,
-                   bool* ok) {
-  if (i < 0) return nullptr;
-  const fumi_tensor& t = ts[static_cast<size_t>(i)];
-  int64_t strides[FUMI_MAX_DIMS];
+bool inPlaceAs(const fumi_tensor& t, bool channels_last, int64_t* strides) {
   if (channels_last) channelsLastStrides(t.ndim, t.shape, strides);
   else denseStrides(t.ndim, t.shape, strides);
   bool in_place = t.memory == FUMI_MEMORY_HOST && t.dtype == kDtypeOf<T> && t.data;
   for (int32_t d = 0; in_place && d < t.ndim; ++d)
     in_place = t.shape[d] <= 1 || t.strides[d] == strides[d];
-  if (in_place) return static_cast<const T*>(t.data);
+  return in_place;
+}
+template <class T>
+const T* operandAt(const std::vector<fumi_tensor>& ts, int i, bool channels_last, Scratch& buf,
+                   bool* ok) {
+  if (i < 0) return nullptr;
+  const fumi_tensor& t = ts[static_cast<size_t>(i)];
+  int64_t strides[FUMI_MAX_DIMS];
+  if (inPlaceAs<T>(t, channels_last, strides)) return static_cast<const T*>(t.data);
   T* out = buf.get<T>(tensorNumel(t));
   if (gatherTensorAt(t, out, kDtypeOf<T>, strides) != FUMI_OK) *ok = false;
   return out;
@@ -431,13 +435,20 @@ fumi_status projectAs(const std::vector<fumi_tensor>& ts, const ConvSpec& s, con
   // The activation A is read by the reduced convolution (x, or dy for backward data), the other
   // operand (w, or dy for backward filter) only summed against the vectors.
   const int64_t channels = s.direction == Dir::kBackwardData ? d.k : d.c;
-  const bool last = s.direction == Dir::kBackwardFilter
-                        ? channels * d.filter[2] >= kMergedRunMin
-                        : channels >= kChannelsLastMin;
+  bool last = s.direction == Dir::kBackwardFilter ? channels * d.filter[2] >= kMergedRunMin
+                                                  : channels >= kChannelsLastMin;
   Buffers& buf = Buffers::get();
   const Buffers::Trim trim;
   bool ok = true;
   const int a_index = aIndex(s);
+  // Channels-last reads a channels-first activation through a copy: where the copy would not
+  // fit in the scratch budget left, the activation is read in place, channels first.
+  if (int64_t strides[FUMI_MAX_DIMS]; last && a_index >= 0) {
+    const fumi_tensor& a = ts[static_cast<size_t>(a_index)];
+    const size_t copy = static_cast<size_t>(tensorNumel(a)) * sizeof(T);
+    if (!inPlaceAs<T>(a, true, strides) && inPlaceAs<T>(a, false, strides) && copy > scratchLeft())
+      last = false;
+  }
   const T* A = operandAt<T>(ts, a_index, last, buf.act, &ok);
   const T* B = operandAt<T>(ts, bIndex(s), s.direction == Dir::kBackwardData, buf.other, &ok);
   const double* prior = operandAt<double>(ts, s.beta != 0 ? s.prior : -1, false, buf.prior, &ok);

@@ -108,6 +108,8 @@ ScratchLimit::~ScratchLimit() {
 
 size_t ScratchLimit::charged() const { return limit_ - t_scratch_left; }
 
+size_t scratchLeft() { return t_scratch_active ? t_scratch_left : SIZE_MAX; }
+
 void chargeScratch(size_t bytes) {
   if (!t_scratch_active) return;
   if (bytes > t_scratch_left) throw NoScratch();

@@ -88,5 +88,7 @@ class ScratchLimit {
   size_t limit_;
 };
 void chargeScratch(size_t bytes);
+// What chargeScratch may still take on this thread (SIZE_MAX outside a ScratchLimit).
+size_t scratchLeft();
 
 }  // namespace fumi

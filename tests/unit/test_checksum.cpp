@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "framework_projection.h"
 #include "reference.h"
+#include "scratch_arena.h"
 #include "tensor_copy.h"
 
 namespace fumi {
@@ -796,6 +797,51 @@ TEST(Checksum, ConvolutionProjectionKernelsMatchTheContractedReference) {
               ++cases;
             }
   EXPECT_EQ(cases, 3 * 3 * 5 * (2 + 2 + 1) * 3);
+}
+
+// Inside a reference or a projection, fumi's own buffers count against the check's scratch
+// budget (ScratchLimit). A convolution projection that prefers channels-last reads a
+// channels-first activation through a copy; where the copy does not fit in what is left, it
+// reads the activation in place, channels first, with the same result; where not even its
+// reduced operand fits, NoScratch.
+TEST(Checksum, ConvolutionProjectionWithinTheScratchBudget) {
+  RandomTensors dense(11);
+  ConvSpec s;
+  s.direction = ConvSpec::Direction::kForward;
+  s.spatial = 2;
+  // 16 input channels: channels-last preferred; x fp32 row-major: a copy for channels-last.
+  std::vector<fumi_tensor> ts = {dense.stored(dense("x", {2, 16, 20, 20}), FUMI_DTYPE_F32, false),
+                                 dense.stored(dense("w", {8, 16, 3, 3}), FUMI_DTYPE_F32, false),
+                                 dense("y", {2, 8, 18, 18})};
+  s.x = 0, s.w = 1, s.y = 2;
+  ts[2].role = FUMI_ROLE_OUTPUT;
+  const int32_t count = 2;
+  const checksum::Split sp = checksum::splitAround(ts[2].shape, ts[2].ndim, 1);
+  std::vector<double> v(static_cast<size_t>(sp.len * count));
+  checksum::gaussianVectors(5, count, sp.len, v.data());
+  const size_t size = static_cast<size_t>(sp.outer * count * sp.inner);
+  const size_t copy = 2 * 16 * 20 * 20 * sizeof(float);
+  std::vector<double> free_run(size), tight(size);
+  size_t charged_free = 0, charged_tight = 0;
+  {
+    ScratchLimit limit(size_t{1} << 30);
+    ASSERT_EQ(convProjection(ts, s, 2, Projection{1, count, v.data(), free_run.data(), nullptr}),
+              FUMI_OK);
+    charged_free = limit.charged();
+  }
+  EXPECT_GE(charged_free, copy);  // the channels-last copy of x
+  {
+    ScratchLimit limit(copy - 1);
+    ASSERT_EQ(convProjection(ts, s, 2, Projection{1, count, v.data(), tight.data(), nullptr}),
+              FUMI_OK);
+    charged_tight = limit.charged();
+  }
+  EXPECT_LT(charged_tight, copy);
+  for (size_t i = 0; i < size; ++i)
+    ASSERT_NEAR(tight[i], free_run[i], 1e-12 * (1 + std::fabs(free_run[i]))) << i;
+  ScratchLimit none(16);
+  EXPECT_THROW(convProjection(ts, s, 2, Projection{1, count, v.data(), tight.data(), nullptr}),
+               NoScratch);
 }
 
 // The terms each output of a framework op sums, from its schema names (the error tolerance
