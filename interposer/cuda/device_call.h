@@ -146,6 +146,24 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
   const CudaApi& api = ck->api();
   auto pending = std::make_unique<PendingCheck>();
   Snapshots snaps(*ck, stream);
+  // A call that will not be checked after its snapshot copies were queued on `stream`: their
+  // blocks must not go back to the pool before the copies have run (they would write into
+  // whatever the pool hands out next). `ready` is recorded behind them and the blocks go to the
+  // checker as a discarded check, which waits for it and then gives them back. Where the event
+  // cannot be recorded, the blocks are never given back (nothing here may synchronise).
+  auto abandon = [&](cudaEvent_t ready) {
+    std::vector<void*> blocks = snaps.release();
+    if (blocks.empty()) {
+      ck->returnEvent(ready);
+      return;
+    }
+    if (api.cudaEventRecord(ready, stream) != cudaSuccess) return;
+    auto gone = std::make_unique<PendingCheck>();
+    gone->ready = ready;
+    gone->blocks = std::move(blocks);
+    gone->discard = true;
+    ck->submit(std::move(gone));
+  };
   {
     InsideScope inside;
     LastErrorScope keep_errors(api);
@@ -165,7 +183,7 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
     if (!why && !snaps.ok()) why = "no pool memory for snapshots";
     if (why) {
       countSkipped(cs.site, why);
-      ck->returnEvent(pending->ready);
+      abandon(pending->ready);
       return forward();
     }
   }
@@ -187,10 +205,9 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
       // Not checked: the program's call failed (its status is returned as is) or a snapshot
       // could not be taken (pool share used up).
       countSkipped(cs.site, status != success ? "the call failed" : "no pool memory for snapshots");
-      ck->returnEvent(pending->ready);
+      abandon(pending->ready);
       return status;
     }
-    const cudaEvent_t ready = pending->ready;
     try {
       pending->call = build();
       pending->origin = engine()->captureOrigin(cs.site, cs.call_index);
@@ -199,7 +216,13 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
       if (!hold || !hold(pending)) ck->submit(std::move(pending));
     } catch (const std::exception& e) {
       internalError(cs.site.name, e.what());
-      if (pending) ck->returnEvent(ready);  // else the queued check owns it
+      if (pending) {  // else the queued check owns the event and the blocks
+        std::vector<void*> rest = snaps.release();
+        pending->blocks.insert(pending->blocks.end(), rest.begin(), rest.end());
+        pending->call.reset();
+        pending->discard = true;  // waits for `ready` (recorded above), then gives them back
+        ck->submit(std::move(pending));
+      }
     }
   }
   return status;
