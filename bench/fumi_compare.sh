@@ -58,9 +58,10 @@ LIBFUMI=$BUILD/lib/libfumi.so
   { echo "fumi_compare.sh: the PyTorch adapter is not built" >&2; exit 2; }
 bench_setup fumi_compare.sh
 
-for check in "perturb, trials: 1" "perturb_first" "highprec"; do
-  name=${check%%,*}
-  [[ $check == perturb_first ]] && check="perturb, trials: 1, inputs: [first]"
+declare -A CHECK_OF=([perturb]="perturb, trials: 1"
+                     [perturb_first]="perturb, trials: 1, inputs: [first]" [highprec]="highprec")
+for name in "${!CHECK_OF[@]}"; do
+  check=${CHECK_OF[$name]}
   cat >"$TMP/$name.yaml" <<EOF
 version: 1
 report: { log_level: warn }

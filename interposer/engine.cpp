@@ -247,17 +247,25 @@ fumi_status hostGather(fumi_call* c, int32_t index, const void* buffer, fumi_dty
   return hostGatherIn(c, index, buffer, dtype, out, FUMI_ORDER_LOGICAL);
 }
 
-fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
-  if (!validIndex(c, index) || !out) return FUMI_ERROR;
+// The host's own work for a plugin (a reference evaluation, a projection), within what the
+// check's scratch budget has left for its copies (ScratchLimit); nothing may unwind into the
+// plugin that called.
+template <class Work>
+fumi_status budgetedHostWork(fumi_call* c, Work&& work) {
   InsideScope inside;
   ScratchLimit limit(static_cast<size_t>(c->budget - c->used));
-  try {  // nothing may unwind into the plugin that called
-    return c->call->reference(index, out);
+  try {
+    return work();
   } catch (const NoScratch&) {
-    return FUMI_NO_SCRATCH;  // the operands' fp64 copies do not fit in the scratch budget
+    return FUMI_NO_SCRATCH;  // the operands' copies do not fit in the scratch budget
   } catch (const std::exception&) {
     return FUMI_UNSUPPORTED;  // out of memory
   }
+}
+
+fumi_status hostReference(fumi_call* c, int32_t index, double* out) {
+  if (!validIndex(c, index) || !out) return FUMI_ERROR;
+  return budgetedHostWork(c, [&] { return c->call->reference(index, out); });
 }
 
 }  // namespace
@@ -372,15 +380,7 @@ fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_
   for (int32_t i = 0; i < n; ++i)
     ps.push_back(Projection{sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out,
                             sides[i].out_lo});
-  InsideScope inside;
-  ScratchLimit limit(static_cast<size_t>(c->budget - c->used));
-  try {  // nothing may unwind into the plugin that called
-    return c->call->project(index, ps);
-  } catch (const NoScratch&) {
-    return FUMI_NO_SCRATCH;  // the operands' copies do not fit in the scratch budget
-  } catch (const std::exception&) {
-    return FUMI_UNSUPPORTED;  // out of memory for the projection's scratch
-  }
+  return budgetedHostWork(c, [&] { return c->call->project(index, ps); });
 }
 
 fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,

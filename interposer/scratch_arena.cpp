@@ -92,11 +92,12 @@ thread_local size_t t_scratch_left = 0;
 thread_local bool t_scratch_active = false;
 }  // namespace
 
+// A limit inside another (a host call made while one runs) gets no more than the outer's.
 ScratchLimit::ScratchLimit(size_t bytes)
-    : outer_left_(t_scratch_left), outer_active_(t_scratch_active), limit_(bytes) {
-  // A limit inside another (a host call made while one runs) gets no more than the outer's.
-  t_scratch_left = t_scratch_active ? std::min(bytes, t_scratch_left) : bytes;
-  limit_ = t_scratch_left;
+    : outer_left_(t_scratch_left),
+      outer_active_(t_scratch_active),
+      limit_(t_scratch_active ? std::min(bytes, t_scratch_left) : bytes) {
+  t_scratch_left = limit_;
   t_scratch_active = true;
 }
 

@@ -151,8 +151,9 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
   // whatever the pool hands out next). `ready` is recorded behind them and the blocks go to the
   // checker as a discarded check, which waits for it and then gives them back. Where the event
   // cannot be recorded, the blocks are never given back (nothing here may synchronise).
-  auto abandon = [&](cudaEvent_t ready) {
-    std::vector<void*> blocks = snaps.release();
+  // `blocks`: those already taken from `snaps`.
+  auto abandon = [&](cudaEvent_t ready, std::vector<void*> blocks = {}) {
+    for (void* b : snaps.release()) blocks.push_back(b);
     if (blocks.empty()) {
       ck->returnEvent(ready);
       return;
@@ -216,13 +217,8 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
       if (!hold || !hold(pending)) ck->submit(std::move(pending));
     } catch (const std::exception& e) {
       internalError(cs.site.name, e.what());
-      if (pending) {  // else the queued check owns the event and the blocks
-        std::vector<void*> rest = snaps.release();
-        pending->blocks.insert(pending->blocks.end(), rest.begin(), rest.end());
-        pending->call.reset();
-        pending->discard = true;  // waits for `ready` (recorded above), then gives them back
-        ck->submit(std::move(pending));
-      }
+      // Else the queued check owns the event and the blocks.
+      if (pending) abandon(pending->ready, std::move(pending->blocks));
     }
   }
   return status;
