@@ -62,12 +62,18 @@ echo "| n | GEMM ms/call (plain) | check | program ms/call under fumi | checks r
 echo "|---:|---:|---|---:|---:|---:|---:|"
 for n in $SIZES; do
   plain=$("$PROG" "$n" "$CALLS" | ms_per_call)
-  for check in nan_inf checksum highprec; do
-    out=$TMP/out-$check-$n
-    t=$(FUMI_CUDA_QUEUE=64 LD_PRELOAD=$LIBFUMI FUMI_POLICY=$TMP/$check.yaml FUMI_OUT=$out \
-        "$PROG" "$n" "$CALLS" 2>>"$TMP/stderr" | ms_per_call)
+  # "CHECK:host": FUMI_DEVICE_KERNELS=0, the operands read through host copies instead of by
+  # fumi's own kernels on the device (docs/cuda.md).
+  for spec in nan_inf nan_inf:host checksum checksum:host highprec; do
+    check=${spec%%:*}
+    kernels=1 label=$check
+    [[ $spec == *:host ]] && kernels=0 label="$check (host copies)"
+    out=$TMP/out-$spec-$n
+    t=$(FUMI_DEVICE_KERNELS=$kernels FUMI_CUDA_QUEUE=64 LD_PRELOAD=$LIBFUMI \
+        FUMI_POLICY=$TMP/$check.yaml FUMI_OUT=$out "$PROG" "$n" "$CALLS" 2>>"$TMP/stderr" |
+        ms_per_call)
     read -r runs per < <(check_ms "$out")
     ratio=$(awk -v c="$per" -v g="$plain" 'BEGIN{ if (c == "n/a" || g == 0) print "n/a"; else printf "%.0f×", c / g }')
-    echo "| $n | $plain | $check | $t | $runs | $per | $ratio |"
+    echo "| $n | $plain | $label | $t | $runs | $per | $ratio |"
   done
 done

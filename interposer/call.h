@@ -71,13 +71,10 @@ class Call {
                                  fumi_scan* out);
   // A strided view of device memory contracted along `dim` with host vectors, the result on the
   // host (fumi_adapter_call.contract has the layouts): checksum's projections of a device op.
-  // FUMI_UNSUPPORTED (the default: fumi's own hooks have no device kernel for it) makes the
-  // caller copy the tensors to the host instead.
-  virtual fumi_status contractDevice(const fumi_tensor& /*view*/, int32_t /*dim*/,
-                                     int32_t /*count*/, const double* /*vectors*/,
-                                     double* /*out*/) {
-    return FUMI_UNSUPPORTED;
-  }
+  // The default serves fumi's own hooks: the CUDA backend's kernels (cuda/device_launch.h).
+  // FUMI_UNSUPPORTED (no kernels) makes the caller copy the tensors to the host instead.
+  virtual fumi_status contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
+                                     const double* vectors, double* out);
   // A convolution in fp64 on the device (adapter_api.h, fumi_device_conv): with
   // contractDevice, checksum's projection of a device op's convolution. FUMI_UNSUPPORTED (the
   // default) as contractDevice.

@@ -333,9 +333,21 @@ fumi_status Call::compareDevice(int32_t index, const void* a, fumi_dtype a_dtype
   return compareTensor(t, ha, a_dtype, hb, b_dtype, spec, out);
 }
 
+fumi_status Call::contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
+                                 const double* vectors, double* out) {
+  const DeviceMemory* dev = g_device.load();
+  return dev && dev->contract ? dev->contract(view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
+}
+
+// The backend's kernel where it has one (only four scalars come back), else staged.
 fumi_status Call::scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                              fumi_scan* out) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  if (const DeviceMemory* dev = g_device.load(); dev && dev->scan) {
+    fumi_dtype dt = dtype;
+    const void* src = resolveBuffer(t, buffer, &dt);
+    if (src && dev->scan(t, src, dt, out) == FUMI_OK) return FUMI_OK;
+  }
   Stage stage;
   const void* h = tensorHostData(t, buffer, &dtype, stage, this);
   if (!h) return FUMI_UNSUPPORTED;

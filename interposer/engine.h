@@ -140,6 +140,11 @@ struct DeviceMemory {
   void (*release)(void* p);
   bool (*toHost)(void* dst, const void* src, size_t bytes);
   bool (*toDevice)(void* dst, const void* src, size_t bytes);
+  // The backend's own kernels (Call::contractDevice, Call::scanDevice's semantics), or
+  // FUMI_UNSUPPORTED where it has none: the work is then done on host copies.
+  fumi_status (*contract)(const fumi_tensor& view, int32_t dim, int32_t count,
+                          const double* vectors, double* out);
+  fumi_status (*scan)(const fumi_tensor& t, const void* data, fumi_dtype dtype, fumi_scan* out);
 };
 void setDeviceMemory(const DeviceMemory* ops);
 

@@ -17,6 +17,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "device_launch.h"
 #include "kernels.h"
 #include "report.h"
 #include "runtime.h"
@@ -120,7 +121,17 @@ bool deviceToHost(void* dst, const void* src, size_t bytes) {
 bool hostToDevice(void* dst, const void* src, size_t bytes) {
   return g_checker && g_checker->copy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
-const DeviceMemory kDeviceMemory{deviceAlloc, deviceRelease, deviceToHost, hostToDevice};
+fumi_status deviceContractFn(const fumi_tensor& view, int32_t dim, int32_t count,
+                             const double* vectors, double* out) {
+  return g_checker ? deviceContract(*g_checker, view, dim, count, vectors, out)
+                   : FUMI_UNSUPPORTED;
+}
+fumi_status deviceScanFn(const fumi_tensor& t, const void* data, fumi_dtype dtype,
+                         fumi_scan* out) {
+  return g_checker ? deviceScan(*g_checker, t, data, dtype, out) : FUMI_UNSUPPORTED;
+}
+const DeviceMemory kDeviceMemory{deviceAlloc, deviceRelease, deviceToHost, hostToDevice,
+                                 deviceContractFn, deviceScanFn};
 
 void checkerLoop(Checker::State& st) {
   InsideScope inside;  // everything this thread calls goes straight to the real libraries

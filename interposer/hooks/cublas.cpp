@@ -239,15 +239,23 @@ class DeviceGemmCall final : public Call {
     if (!ck || !readScalars(*ck)) return FUMI_UNSUPPORTED;
     return matmulReference(tensors(), spec(), output, out);
   }
-  // The operands the projection reads are copied to the host as they are (their own dtype
-  // and layout, into the thread's scratch arena) and read in place by the host's contraction
-  // kernels, as a CPU BLAS call's are. Read through fp64 copies instead, a checksum of a
-  // 4096^3 cublasSgemm took a second on an H200's host (benchmarks.md part 5c). Projections
-  // on the device, with no copy at all, need kernels of fumi's own (issue 13).
+  // The operands are contracted where they are, by fumi's kernels on the checker's stream
+  // (Call::contractDevice): only the projections come back. Where that cannot be done (no
+  // kernels, a bias), they are copied to the host as they are (their own dtype and layout,
+  // into the thread's scratch arena) and read in place by the host's contraction kernels, as
+  // a CPU BLAS call's are. Read through fp64 copies instead, a checksum of a 4096^3
+  // cublasSgemm took a second on an H200's host (benchmarks.md part 5c).
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
     Checker* ck = Checker::get();
     if (!ck || !readScalars(*ck) || output != d) return FUMI_UNSUPPORTED;
     std::vector<fumi_tensor> host = tensors();
+    // The output's shape only: a projection of the exact result never reads the call's own.
+    host[static_cast<size_t>(d)].data = nullptr;
+    const DeviceContract device = [this](const fumi_tensor& view, int32_t dim, int32_t count,
+                                         const double* vectors, double* out) {
+      return contractDevice(view, dim, count, vectors, out);
+    };
+    if (matmulProjection(host, spec(), output, sides, &device) == FUMI_OK) return FUMI_OK;
     std::array<Stage, 4> stages;  // given back last first, as an array's elements are
     size_t staged = 0;
     for (int i : {a, b, beta != 0 ? c_in : -1, bias}) {
@@ -259,8 +267,6 @@ class DeviceGemmCall final : public Call {
       t.data = const_cast<void*>(copy);
       t.memory = FUMI_MEMORY_HOST;
     }
-    // The output's shape only: a projection of the exact result never reads the call's own.
-    host[static_cast<size_t>(d)].data = nullptr;
     host[static_cast<size_t>(d)].memory = FUMI_MEMORY_HOST;
     return matmulProjection(host, spec(), output, sides);
   }

@@ -505,6 +505,23 @@ int fault() {
   return 0;
 }
 
+// Two 256 x 256 x 256 cublasSgemm_v2 (the second with both operands transposed), for the
+// checks' projections on the device: what they move to the host against the operands' size.
+int large() {
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  for (cublasOperation_t t : {CUBLAS_OP_N, CUBLAS_OP_T}) {
+    Gemm g;
+    g.m = g.n = g.k = 256;
+    g.ta = g.tb = t;
+    g.allocate();
+    sgemm(h, g, t == CUBLAS_OP_N ? "cublasSgemm_v2 NN" : "cublasSgemm_v2 TT");
+    g.release();
+  }
+  cublasDestroy(h);
+  return 0;
+}
+
 int deviceScalars() {
   cublasHandle_t h = nullptr;
   CHECK_BLAS(cublasCreate(&h));
@@ -689,13 +706,14 @@ int main(int argc, char** argv) {
   if (mode == "tf32") return tf32();
   if (mode == "accum16") return accum16();
   if (mode == "fault") return fault();
+  if (mode == "large") return large();
   if (mode == "device-scalars") return deviceScalars();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
   if (mode == "exit") return exitEarly();
   if (mode == "profiler") return profiler();
   std::fprintf(stderr,
-               "usage: %s sweep|tf32|accum16|fault|device-scalars|capture|errors|exit|profiler\n",
+               "usage: %s sweep|tf32|accum16|fault|large|device-scalars|capture|errors|exit|profiler\n",
                argv[0]);
   return 64;
 }

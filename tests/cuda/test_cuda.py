@@ -310,6 +310,77 @@ class Precision(unittest.TestCase):
         self.assertEqual(r.op("cublasSgemm_v2")["checked"], 1)
 
 
+def bytes_to_host(r):
+    """What run r copied from device to host memory (the simulated runtime's meter)."""
+    return int(re.search(r"^sim_bytes_to_host (\d+)$", r.stderr, re.M).group(1))
+
+
+@unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
+class DeviceKernels(unittest.TestCase):
+    """checksum's projections and the NaN/Inf scans of cuBLAS calls run by fumi's own kernels
+    (interposer/cuda/device_kernels.h) through the driver stand-in: the verdicts of the host
+    copies, with only the projections and four scalars a scan moved to the host."""
+
+    POLICY = every_call("{ plugin: checksum, vectors: 2 }", "{ plugin: nan_inf }")
+
+    def large(self, policy=POLICY, sim=None, **env):
+        full = {"FUMI_SIM_METER": "1", "FUMI_LOG_LEVEL": "info", **env}
+        if sim is None:
+            return cuda("large", policy=policy, env=full)
+        full["LD_PRELOAD"] = ":".join([LIBFUMI] + sim)
+        r = run([CUDA_GEMM, "large"], policy=policy, env=full)
+        self.assertEqual(r.rc, 0, r.stderr[-3000:])
+        return r
+
+    def test_projections_move_their_results_not_the_operands(self):
+        plain = cuda("large", preload=False, env={"FUMI_SIM_METER": "1"})
+        device = self.large()
+        host = self.large(FUMI_DEVICE_KERNELS="0")
+        for r in (device, host):
+            self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        self.assertIn("device kernels loaded", device.stderr)
+        self.assertNotIn("device kernels loaded", host.stderr)
+        moved = {name: bytes_to_host(r) - bytes_to_host(plain)
+                 for name, r in (("device", device), ("host", host))}
+        # Staged, each call's A, B, C and D come to the host (4 x 256 x 258 fp32, twice). On
+        # the device: per call 8 projections of 256 x 2 fp64 (A, B and C on each side, D's
+        # two sides) and the scans' partial results (8 KiB each), under a quarter of A.
+        self.assertGreater(moved["host"], 2 * 4 * 256 * 256 * 4)
+        self.assertLessEqual(moved["device"], 2 * (8 * 256 * 2 * 8 + 3 * 8192))
+        self.assertLess(moved["device"], moved["host"] / 10)
+        for r in (device, host):
+            assert_checksum_quiet(self, r, 1)
+            self.assertEqual(len([c for c in r.of("check") if c["check"] == "nan_inf"]), 2)
+        got = sorted(c["value"] for c in device.of("check") if c["check"] == "checksum")
+        want = sorted(c["value"] for c in host.of("check") if c["check"] == "checksum")
+        self.assertEqual(len(got), 2)
+        for g, w in zip(got, want):
+            self.assertLess(abs(g - w), 1e-15)
+
+    def test_planted_faults_found_on_the_device(self):
+        # A wrong element, then a NaN, in each 256^3 result: the device's projections flag
+        # the wrong one within 2x of fumi's host GEMM; its scan finds the NaN.
+        policy = every_call("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }")
+        r = self.large(policy, FUMI_SIM_FAULTS="wrong:f32:256x256x256")
+        self.assertIn("device kernels loaded", r.stderr)
+        flagged = collections.Counter((v["op"], v["check"]) for v in r.of("violation"))
+        self.assertEqual(flagged, {("cublasSgemm_v2", "checksum"): 2,
+                                   ("cublasSgemm_v2", "reference"): 2})
+        assert_checksum_agrees_with_reference(self, r, {"cublasSgemm_v2"})
+        r = self.large(FUMI_SIM_FAULTS="nan:f32:256x256x256")
+        nan = [v for v in r.of("violation") if v["check"] == "nan_inf"]
+        self.assertEqual([v["detail"] for v in nan], ["appeared", "appeared"])
+
+    def test_without_a_driver_the_host_copies_serve(self):
+        # No libcuda.so.1 in the process (the stand-in left out; this machine has no driver):
+        # said once, and the checks read host copies with the same verdicts.
+        sim = [p for p in SIM if not os.path.basename(p).startswith("libcuda.")]
+        r = self.large(sim=sim)
+        self.assertIn("device kernels are off (libcuda.so.1 not loadable)", r.stderr)
+        assert_checksum_quiet(self, r, 1)
+        self.assertEqual(len([c for c in r.of("check") if c["check"] == "nan_inf"]), 2)
+
+
 @unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
 class Safety(unittest.TestCase):
     def test_capture_issues_nothing_and_counts_skipped(self):
@@ -1084,6 +1155,21 @@ class OnGpu(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         ops = [o for s in r.of("summary") for o in s["ops"]]
         self.assertEqual(sum(o["checked"] for o in ops), len(ran(plain.stdout)))
+
+    def test_device_kernels(self):
+        # fumi's own kernels on the hardware: loaded, and the projections and scans of the
+        # 256^3 GEMMs agree with the host copies' (exact data: both near zero).
+        policy = every_call("{ plugin: checksum }", "{ plugin: nan_inf }")
+        env = {"FUMI_LOG_LEVEL": "info"}
+        device = cuda("large", policy=policy, env=env, gpu=True)
+        host = cuda("large", policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
+        self.assertIn("device kernels loaded", device.stderr)
+        self.assertEqual(lines(device.stdout), lines(host.stdout))
+        for r in (device, host):
+            assert_checksum_quiet(self, r, 1)
+        sweep = cuda("sweep", policy=policy, env={"FUMI_CUDA_QUEUE": "1024"}, gpu=True)
+        self.assertNotIn("device kernels are off", sweep.stderr)
+        assert_checksum_quiet(self, sweep, 150)
 
     def test_tf32(self):
         r = cuda("tf32", policy=HIGHPREC, gpu=True)

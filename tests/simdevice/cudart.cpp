@@ -51,6 +51,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -619,12 +620,29 @@ bool validKind(cudaMemcpyKind kind) {
   return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
 }
 
+// The meter: bytes copied from device memory to host memory, printed at exit as
+// "sim_bytes_to_host N" on stderr when FUMI_SIM_METER=1 (what a check moves off the device).
+std::atomic<uint64_t> g_bytes_to_host{0};
+struct Meter {
+  ~Meter() {
+    const char* on = std::getenv("FUMI_SIM_METER");
+    if (on && std::strcmp(on, "1") == 0)
+      std::fprintf(stderr, "sim_bytes_to_host %llu\n",
+                   static_cast<unsigned long long>(g_bytes_to_host.load()));
+  }
+} g_meter;
+void meter(void* dst, const void* src, size_t n) {
+  if (sim::isDevicePointer(src) && !sim::isDevicePointer(dst)) g_bytes_to_host += n;
+}
+
 Task copyTask(void* dst, const void* src, size_t n) {
+  meter(dst, src, n);
   return [d = sim::hostAddress(dst), s = sim::hostAddress(src), n] { std::memmove(d, s, n); };
 }
 
 Task copy2DTask(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                 size_t height) {
+  meter(dst, src, width * height);
   return [d = static_cast<char*>(sim::hostAddress(dst)), dpitch,
           s = static_cast<const char*>(sim::hostAddress(src)), spitch, width, height] {
     for (size_t r = 0; r < height; ++r) std::memmove(d + r * dpitch, s + r * spitch, width);

@@ -1,0 +1,216 @@
+// device_launch.cpp — see device_launch.h. Launch shapes: device_kernels.h.
+#include "device_launch.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "checker.h"
+#include "device_kernels.h"
+#include "metrics.h"
+#include "report.h"
+#include "settings.h"
+
+#if FUMI_DEVICE_FATBIN
+extern "C" const unsigned char fumi_device_fatbin[];
+#endif
+
+namespace fumi::cuda {
+namespace {
+
+namespace kn = kern;
+
+// The driver functions the launches use, and the module's kernels.
+struct Module {
+  CUresult (*moduleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*getErrorString)(CUresult, const char**) = nullptr;
+  CUfunction contract_partial = nullptr, contract_reduce = nullptr, scan_partial = nullptr,
+             scan_reduce = nullptr;
+};
+
+std::atomic<bool> g_failed{false};
+
+void giveUp(const std::string& why) {
+  if (!g_failed.exchange(true))
+    logMessage(FUMI_LOG_WARN, "fumi's device kernels are off (" + why +
+                                  "): checks of CUDA library calls read their operands on "
+                                  "the host instead");
+}
+
+std::string driverError(const Module& m, CUresult r) {
+  const char* s = nullptr;
+  if (m.getErrorString) m.getErrorString(r, &s);
+  return s ? std::string(s) : "CUresult " + std::to_string(static_cast<int>(r));
+}
+
+// Loaded once, on the checker thread (its CUDA context is current); nullptr when unavailable.
+const Module* module() {
+  static Module m;
+  static bool ready = false;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if FUMI_DEVICE_FATBIN
+    if (readSettings().device_kernels == "0") {
+      g_failed = true;
+      return;
+    }
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return giveUp("libcuda.so.1 not loadable");
+    const auto sym = [&](auto& slot, const char* name) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(lib, name));
+      return slot != nullptr;
+    };
+    if (!sym(m.moduleLoadData, "cuModuleLoadData") ||
+        !sym(m.moduleGetFunction, "cuModuleGetFunction") ||
+        !sym(m.launchKernel, "cuLaunchKernel"))
+      return giveUp("the driver lacks cuModuleLoadData, cuModuleGetFunction or cuLaunchKernel");
+    sym(m.getErrorString, "cuGetErrorString");
+    CUmodule mod = nullptr;
+    if (const CUresult r = m.moduleLoadData(&mod, fumi_device_fatbin); r != CUDA_SUCCESS)
+      return giveUp("cuModuleLoadData: " + driverError(m, r));
+    const std::array<std::pair<CUfunction*, const char*>, 4> fns{{
+        {&m.contract_partial, kn::kContractPartial},
+        {&m.contract_reduce, kn::kContractReduce},
+        {&m.scan_partial, kn::kScanPartial},
+        {&m.scan_reduce, kn::kScanReduce},
+    }};
+    for (const auto& [slot, name] : fns)
+      if (const CUresult r = m.moduleGetFunction(slot, mod, name); r != CUDA_SUCCESS)
+        return giveUp(std::string("cuModuleGetFunction ") + name + ": " + driverError(m, r));
+    ready = true;
+    logMessage(FUMI_LOG_INFO, "device kernels loaded: checksum's projections and the NaN/Inf "
+                              "scans of CUDA library calls run on the device");
+#endif
+  });
+  return ready && !g_failed.load() ? &m : nullptr;
+}
+
+static_assert(kn::kF64 == int{FUMI_DTYPE_F64} && kn::kF32 == int{FUMI_DTYPE_F32} &&
+              kn::kF16 == int{FUMI_DTYPE_F16} && kn::kBF16 == int{FUMI_DTYPE_BF16});
+bool kernelsRead(fumi_dtype d) {
+  return d == FUMI_DTYPE_F64 || d == FUMI_DTYPE_F32 || d == FUMI_DTYPE_F16 ||
+         d == FUMI_DTYPE_BF16;
+}
+
+// Checker scratch holding several device buffers, 256-byte aligned, given back at scope end.
+class DeviceScratch {
+ public:
+  DeviceScratch(Checker& ck, const std::vector<size_t>& bytes) : ck_(ck) {
+    size_t total = 0;
+    for (size_t b : bytes) {
+      offsets_.push_back(total);
+      total += (b + 255) / 256 * 256;
+    }
+    base_ = static_cast<char*>(ck.scratch(std::max<size_t>(total, 256)));
+  }
+  ~DeviceScratch() {
+    if (base_) ck_.give(base_);
+  }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  explicit operator bool() const { return base_ != nullptr; }
+  double* at(size_t i) const { return reinterpret_cast<double*>(base_ + offsets_[i]); }
+
+ private:
+  Checker& ck_;
+  char* base_ = nullptr;
+  std::vector<size_t> offsets_;
+};
+
+template <class Params>
+bool launch(const Module& m, Checker& ck, CUfunction f, unsigned gx, unsigned gy, Params& p) {
+  void* args[] = {&p};
+  const CUresult r = m.launchKernel(f, gx, gy, 1, kn::kThreads, 1, 1, 0,
+                                    reinterpret_cast<CUstream>(ck.stream()), args, nullptr);
+  if (r != CUDA_SUCCESS) giveUp("cuLaunchKernel: " + driverError(m, r));
+  return r == CUDA_SUCCESS;
+}
+
+}  // namespace
+
+fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, int32_t count,
+                           const double* vectors, double* out) {
+  const Module* m = module();
+  if (!m || !kernelsRead(view.dtype) || count < 1 || !vectors || !out) return FUMI_UNSUPPORTED;
+  kn::ContractParams p;
+  if (!kn::planContract(view.ndim, view.shape, view.strides, dim, p)) return FUMI_UNSUPPORTED;
+  const int64_t outputs = p.outputs, len = p.len;
+  const auto results = static_cast<size_t>(outputs * count);
+  if (outputs == 0) return FUMI_OK;
+  if (len == 0) {
+    std::fill(out, out + results, 0.0);
+    return FUMI_OK;
+  }
+  const int32_t group = std::min(count, kn::kMaxVectors);
+  DeviceScratch mem(ck, {static_cast<size_t>(count * len) * sizeof(double),
+                         static_cast<size_t>(p.chunks * outputs * group) * sizeof(double),
+                         results * sizeof(double)});
+  if (!mem) return FUMI_UNSUPPORTED;
+  if (!ck.copy(mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double),
+               cudaMemcpyHostToDevice))
+    return FUMI_UNSUPPORTED;
+  p.data = view.data;
+  p.dtype = view.dtype;
+  p.total = count;
+  p.partial = mem.at(1);
+  p.out = mem.at(2);
+  const bool ran = kn::launchContraction(
+      p, mem.at(0), [&](bool partial, unsigned gx, unsigned gy, kn::ContractParams& q) {
+        return launch(*m, ck, partial ? m->contract_partial : m->contract_reduce, gx, gy, q);
+      });
+  if (!ran) return FUMI_UNSUPPORTED;
+  return ck.copy(out, mem.at(2), results * sizeof(double), cudaMemcpyDeviceToHost)
+             ? FUMI_OK
+             : FUMI_UNSUPPORTED;
+}
+
+fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,
+                       fumi_scan* out) {
+  const Module* m = module();
+  if (!m || !kernelsRead(dtype) || !data || !out) return FUMI_UNSUPPORTED;
+  kn::ScanParams p;
+  if (!kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims)) return FUMI_UNSUPPORTED;
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  DeviceScratch mem(ck, {static_cast<size_t>(kn::kScanThreads) * 4 * sizeof(double),
+                         static_cast<size_t>(kn::kScanResults) * 4 * sizeof(double)});
+  if (!mem) return FUMI_UNSUPPORTED;
+  p.data = data;
+  p.dtype = dtype;
+  p.n = n;
+  p.partial = mem.at(0);
+  p.out = mem.at(1);
+  std::array<double, kn::kScanResults * 4> r{};
+  if (!launch(*m, ck, m->scan_partial, kn::kScanBlocks, 1, p) ||
+      !launch(*m, ck, m->scan_reduce, kn::blocksFor(kn::kScanResults), 1, p) ||
+      !ck.copy(r.data(), mem.at(1), sizeof r, cudaMemcpyDeviceToHost))
+    return FUMI_UNSUPPORTED;
+  double nan = 0, inf = 0, max_abs = 0, sum = 0;
+  for (int64_t i = 0; i < kn::kScanResults; ++i) {
+    nan += r[static_cast<size_t>(4 * i)];
+    inf += r[static_cast<size_t>(4 * i + 1)];
+    max_abs = std::max(max_abs, r[static_cast<size_t>(4 * i + 2)]);
+    sum += r[static_cast<size_t>(4 * i + 3)];
+  }
+  // The host's scan sums the squares scaled where they could leave fp64's range.
+  if (!metrics::detail::squaresInRange(max_abs)) return FUMI_UNSUPPORTED;
+  *out = fumi_scan{};
+  out->struct_size = sizeof(fumi_scan);
+  out->nan = static_cast<uint64_t>(nan);
+  out->inf = static_cast<uint64_t>(inf);
+  out->max_abs = max_abs;
+  out->norm = std::sqrt(sum);
+  return FUMI_OK;
+}
+
+}  // namespace fumi::cuda

@@ -1,0 +1,27 @@
+// device_launch.h — fumi's own kernels (device_kernels.h) run on the checker's stream, for the
+// checks of CUDA library calls: checksum's projections and the NaN/Inf scan of a strided view
+// of device memory, with only the results copied to the host. The module (a fatbin nvcc built
+// into libfumi) is loaded through the driver API (libcuda.so.1, opened at run time, never
+// linked) on the checker thread's first use. FUMI_UNSUPPORTED wherever the kernels are not
+// there (a build without nvcc, no driver, FUMI_DEVICE_KERNELS=0, a failed load or launch: said
+// once) or do not apply: the caller then copies the tensors to the host, as before.
+#pragma once
+
+#include <cstdint>
+
+#include "fumi/plugin.h"
+
+namespace fumi::cuda {
+
+class Checker;
+
+// fumi_adapter_call.contract's semantics: `count` host vectors contracted along `dim` of
+// `view` (device memory, strides >= 0), the result in host memory in project's layout.
+fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, int32_t count,
+                           const double* vectors, double* out);
+// scanTensor's result for t's elements in `data` (device memory laid out like t) of `dtype`;
+// FUMI_UNSUPPORTED also where the squares could leave fp64's range (the host's scaled pass).
+fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,
+                       fumi_scan* out);
+
+}  // namespace fumi::cuda

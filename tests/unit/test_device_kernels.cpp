@@ -1,0 +1,187 @@
+// test_device_kernels.cpp — the bodies of fumi's CUDA kernels (interposer/cuda/device_kernels.h,
+// the source nvcc compiles) run over their launch grids on the host, against the host's own
+// contraction and scan (contract.h, elementwise.h): every layout a check meets, every dtype
+// the kernels read, contractions along every dimension with one group of vectors and with
+// several, NaN/Inf, sizes 0 and 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "contract.h"
+#include "cuda/device_kernels.h"
+#include "elementwise.h"
+#include "fumi/dtype.hpp"
+#include "test_layouts.h"
+
+namespace fumi {
+namespace {
+
+namespace kn = cuda::kern;
+
+constexpr fumi_dtype kKernelDtypes[] = {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_F16,
+                                        FUMI_DTYPE_BF16};
+
+bool hasNegativeStride(const fumi_tensor& t) {
+  for (int32_t i = 0; i < t.ndim; ++i)
+    if (t.strides[i] < 0) return true;
+  return false;
+}
+
+// deviceContract's launches (device_launch.cpp), the grid run on the host.
+bool contractOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype, int32_t dim,
+                    int32_t count, const double* vectors, double* out) {
+  kn::ContractParams p;
+  if (!kn::planContract(t.ndim, t.shape, t.strides, dim, p)) return false;
+  std::vector<double> partial(static_cast<size_t>(p.chunks * p.outputs * kn::kMaxVectors));
+  p.data = data;
+  p.dtype = dtype;
+  p.total = count;
+  p.partial = partial.data();
+  p.out = out;
+  return kn::launchContraction(p, vectors, [](bool first, unsigned gx, unsigned gy,
+                                               const kn::ContractParams& q) {
+    if (first)
+      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t y) { kn::contractPartialBody(q, i, y); });
+    else
+      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) { kn::contractReduceBody(q, i); });
+    return true;
+  });
+}
+
+// deviceScan's two launches and the host's final sum.
+fumi_scan scanOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype) {
+  kn::ScanParams p;
+  EXPECT_TRUE(kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims));
+  std::vector<double> partial(static_cast<size_t>(kn::kScanThreads * 4)),
+      results(static_cast<size_t>(kn::kScanResults * 4));
+  p.data = data;
+  p.dtype = dtype;
+  p.n = tensorNumel(t);
+  p.partial = partial.data();
+  p.out = results.data();
+  kn::runGridOnHost(kn::kScanBlocks, 1, [&](int64_t i, int64_t) { kn::scanPartialBody(p, i); });
+  kn::runGridOnHost(kn::blocksFor(kn::kScanResults), 1,
+                    [&](int64_t i, int64_t) { kn::scanReduceBody(p, i); });
+  fumi_scan s{};
+  double sum = 0;
+  for (size_t r = 0; r < results.size(); r += 4) {
+    s.nan += static_cast<uint64_t>(results[r]);
+    s.inf += static_cast<uint64_t>(results[r + 1]);
+    s.max_abs = std::max(s.max_abs, results[r + 2]);
+    sum += results[r + 3];
+  }
+  s.norm = std::sqrt(sum);
+  return s;
+}
+
+TEST(DeviceKernels, HalfAndBfloatLoadsMatchTheHostsConversions) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const auto h = static_cast<uint16_t>(bits);
+    const double f16 = loadAsDouble(&h, 0, FUMI_DTYPE_F16);
+    const double bf16 = loadAsDouble(&h, 0, FUMI_DTYPE_BF16);
+    const double k16 = kn::load(&h, kn::kF16, 0), kb16 = kn::load(&h, kn::kBF16, 0);
+    EXPECT_TRUE(f16 == k16 || (f16 != f16 && k16 != k16)) << std::hex << bits;
+    EXPECT_TRUE(bf16 == kb16 || (bf16 != bf16 && kb16 != kb16)) << std::hex << bits;
+  }
+}
+
+TEST(DeviceKernels, ContractionsEqualTheHostsOnEveryLayoutAndDtype) {
+  int checked = 0;
+  for (const fumi_tensor& layout : layouts()) {
+    for (fumi_dtype dtype : kKernelDtypes) {
+      fumi_tensor t = layout;
+      t.dtype = dtype;
+      const std::vector<unsigned char> buf = randomBuffer(t, dtype, 7u + static_cast<uint32_t>(checked));
+      // Element 0 at data (the kernels' views have no negative strides: the launcher declines).
+      const void* data = buf.data() + tensorBase(t) * dtypeBytes(dtype);
+      for (int32_t dim = 0; dim < t.ndim; ++dim) {
+        kn::ContractParams plan;
+        if (hasNegativeStride(t)) {
+          EXPECT_FALSE(kn::planContract(t.ndim, t.shape, t.strides, dim, plan));
+          continue;
+        }
+        for (int32_t count : {3, 11}) {  // one group of vectors; two (8 + 3)
+          const int64_t len = t.shape[dim];
+          std::vector<double> v(static_cast<size_t>(count * len));
+          for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(1.0 + static_cast<double>(i));
+          const size_t outs = static_cast<size_t>(tensorNumel(t) / std::max<int64_t>(len, 1) * count);
+          std::vector<double> want(outs, -1.0), got(outs, -2.0);
+          ASSERT_TRUE(contractTensor(t, data, dtype, dim, count, v.data(), 1.0, false, want.data()));
+          ASSERT_TRUE(contractOnGrid(t, data, dtype, dim, count, v.data(), got.data()));
+          for (size_t i = 0; i < outs; ++i)
+            EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i])))
+                << "layout " << t.ndim << "-d dim " << dim << " dtype " << dtype << " i " << i;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(DeviceKernels, LongContractionsSplitIntoChunksAddUp) {
+  // A matrix with few outputs and a long contracted axis: many chunks of the axis.
+  const fumi_tensor t = makeTensor({3, 100000}, {1, 3});
+  kn::ContractParams plan;
+  ASSERT_TRUE(kn::planContract(t.ndim, t.shape, t.strides, 1, plan));
+  EXPECT_GT(plan.chunks, 1000);
+  std::vector<float> x(300000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.1 * static_cast<double>(i)));
+  std::vector<double> v(100000, 0.5), want(3), got(3);
+  fumi_tensor ft = t;
+  ft.dtype = FUMI_DTYPE_F32;
+  ASSERT_TRUE(contractTensor(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), 1.0, false, want.data()));
+  ASSERT_TRUE(contractOnGrid(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), got.data()));
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * (1 + std::fabs(want[i])));
+}
+
+TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
+  std::vector<fumi_tensor> cases = layouts();
+  cases.push_back(makeTensor({0, 5}, {5, 1}));
+  cases.push_back(makeTensor({1}, {1}));
+  cases.push_back(makeTensor({300, 700}, {1, 300}));  // more elements than the grid's threads
+  int checked = 0;
+  for (const fumi_tensor& layout : cases) {
+    if (hasNegativeStride(layout)) continue;
+    for (fumi_dtype dtype : kKernelDtypes) {
+      fumi_tensor t = layout;
+      t.dtype = dtype;
+      for (int plant = 0; plant < 2; ++plant) {
+        std::vector<unsigned char> buf = randomBuffer(t, dtype, 11u + static_cast<uint32_t>(checked));
+        const int64_t n = tensorNumel(t);
+        if (plant && n > 2) {  // a NaN, an Inf and a -Inf among the logical elements
+          const double bad[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity()};
+          for (int b = 0; b < 3; ++b) {
+            int64_t off = 0, e = (n / 3) * b;
+            for (int32_t d = t.ndim - 1; d >= 0; --d) {
+              off += (e % t.shape[d]) * t.strides[d];
+              e /= t.shape[d];
+            }
+            storeFromDouble(buf.data(), off, bad[b], dtype);
+          }
+        }
+        fumi_scan want{};
+        want.struct_size = sizeof want;
+        ASSERT_EQ(scanTensor(t, buf.data(), dtype, &want), FUMI_OK);
+        const fumi_scan got = scanOnGrid(t, buf.data(), dtype);
+        SCOPED_TRACE(testing::Message() << "case " << checked << " ndim " << t.ndim << " n " << n
+                                        << " dtype " << dtype << " plant " << plant);
+        EXPECT_EQ(got.nan, want.nan);
+        EXPECT_EQ(got.inf, want.inf);
+        EXPECT_EQ(got.max_abs, want.max_abs);
+        EXPECT_NEAR(got.norm, want.norm, 1e-12 * want.norm);
+        if (plant && n > 2) {  // more where the layout reads an element twice
+          EXPECT_GE(got.nan + got.inf, 3u);
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+}  // namespace
+}  // namespace fumi
