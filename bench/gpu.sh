@@ -6,9 +6,11 @@
 # Usage: bench/gpu.sh [SIZES] [CALLS]    (default: "1024 2048 4096" and 10 calls each)
 #
 # bench_cublas_checked runs CALLS cublasSgemm of n x n x n, plainly and under libfumi with one
-# check on every call. Two figures per case: the program's time per call (what it waits for:
-# the checks run on fumi's checker thread, behind it) and the check's own time per call, from
-# the summary's check_s (docs/report-schema.md), against the GEMM itself.
+# check on every call: nan_inf, checksum and highprec, the first two also with their operands
+# read through host copies (FUMI_DEVICE_KERNELS=0) instead of by fumi's own kernels. Two
+# figures per case: the program's time per call (what it waits for: the checks run on fumi's
+# checker thread, behind it) and the check's own time per call, from the summary's check_s
+# (docs/report-schema.md), against the GEMM itself.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SIZES=${1:-"1024 2048 4096"}

@@ -74,8 +74,16 @@ def gemms():
                                   rand(g, 320, 192).expand(3, 320, 192), beta=0.25))
     show("mv", torch.mv(rand(g, 800, 600), rand(g, 600)))
     show("addmv", torch.addmv(rand(g, 800), rand(g, 600, 800).t(), rand(g, 600), alpha=0.5))
-    show("mm_bf16", torch.mm(rand(g, 512, 384, dtype=torch.bfloat16),
-                             rand(g, 384, 256, dtype=torch.bfloat16)))
+    a, b = rand(g, 512, 384, dtype=torch.bfloat16), rand(g, 384, 256, dtype=torch.bfloat16)
+    c = torch.mm(a, b)
+    show("mm_bf16", c)
+    # Its own error against the exact product: a kernel summing in bf16 (torch 1.13's on CPUs
+    # without AVX-512) loses far more than bf16 rounding, and checksum must say so. Taken with
+    # numpy's own loops (einsum), out of fumi's sight: no torch op, no BLAS call.
+    import numpy
+    a64, b64, c64 = (t.cpu().double().numpy() for t in (a, b, c))
+    exact = numpy.einsum("ik,kj->ij", a64, b64)
+    print("bf16_error", numpy.linalg.norm(c64 - exact) / numpy.linalg.norm(exact))
 
 
 def convs():

@@ -1,6 +1,7 @@
 """PyTorch CPU training under fumi (real Debian python3-torch, /usr/bin/python3): its sgemm_
 calls are checked and every loss value is bit-identical with and without fumi."""
 import math
+import re
 import os
 import subprocess
 import sys
@@ -399,7 +400,10 @@ class DeviceChecksum(unittest.TestCase):
                         self.assertAlmostEqual(value, want, delta=1e-6 * abs(want),
                                                msg=(key, name))
                 self.assertGreater(values["normwise_rel"], 0, key)  # rounding seen, not a zero
-            self.assertEqual(device.of("violation"), [], program)
+            # Quiet, but for a bf16 product whose kernel sums in bf16 here (bf16_error).
+            lossy = program == "gemms" and bf16_error(device.stdout)[1]
+            self.assertEqual([(v["op"], v["dtype"]) for v in device.of("violation")],
+                             [("aten::mm", "bf16")] * lossy, program)
 
     def test_only_projections_come_back(self):
         # GEMMs: (m + n + k) * 16 doubles or so a check (8 vectors a side), against
@@ -853,6 +857,10 @@ for step in range(3):
     torch.nn.functional.cross_entropy(m(x), y).backward()
 """
 
+# The program prints its bf16 product's own error (normwise, against the exact product of the
+# f32 operands): about 3e-3 where this torch's bf16 kernel accumulates in fp32 (oneDNN, CPUs
+# with AVX-512), about 2e-2 where it adds every product into bf16 (torch 1.13's own loop, CPUs
+# without). The second is a real loss at bf16, which fumi must flag; the first is not.
 AUTOCAST_MM = """
 import torch
 torch.manual_seed(0)
@@ -862,7 +870,18 @@ for _ in range(2):
         c = torch.nn.functional.linear(a, b.t())
     d = torch.nn.functional.linear(a, b.t())
 print(c.dtype, d.dtype)
+exact = a.double() @ b.double()
+print("bf16_error", ((c.double() - exact).norm() / exact.norm()).item())
 """
+
+
+def bf16_error(stdout):
+    """AUTOCAST_MM's printed error, and whether it is a loss at bf16 (above the 1e-2
+    tolerance; asserted clear of it either way)."""
+    err = float(re.search(r"^bf16_error (\S+)$", stdout, re.M).group(1))
+    if 5e-3 < err < 1.5e-2:
+        raise AssertionError(f"bf16 product error {err} too near the 1e-2 tolerance to judge")
+    return err, err > 1e-2
 
 
 # f16 weights on the CPU: a loss scaled by SCALE; the gradient of `x * w` w.r.t. x is
@@ -946,8 +965,10 @@ class Autocast(unittest.TestCase):
             """)
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertIn("torch.bfloat16 torch.float32", r.stdout)
-        self.assertEqual(r.of("violation"), [])  # bf16 rounding is no error at bf16
-        checks = r.of("check")
+        err, lossy = bf16_error(r.stdout)
+        # bf16 rounding is no error at bf16; a kernel summing in bf16 is (both calls flagged).
+        self.assertEqual([v["check"] for v in r.of("violation")], ["highprec"] * 2 * lossy)
+        checks = r.of("check") + [v for v in r.of("violation") if v["check"] == "highprec"]
         self.assertEqual(len(checks), 2)  # the autocast calls only (match: autocast)
         for c in checks:
             self.assertEqual((c["dtype"], c["compute"], c["autocast"]), ("f32", "bf16", "bf16"))
@@ -956,7 +977,7 @@ class Autocast(unittest.TestCase):
         cost = r.op("aten::linear")["metrics"]["autocast.normwise"]
         self.assertEqual((cost["kind"], cost["count"]), ("precision_cost", 2))
         self.assertGreater(cost["max"], 2 ** -12)  # about bf16's unit roundoff, not 0
-        self.assertLess(cost["max"], 2 ** -6)
+        self.assertLess(abs(math.log2(cost["max"] / err)), 1)  # what the program measured
 
     def test_policy_bound_turns_the_cost_into_a_violation(self):
         r = run([PYTHON, "-c", AUTOCAST_MM], policy="""
@@ -968,9 +989,11 @@ class Autocast(unittest.TestCase):
                 checks: [ { plugin: highprec } ]
             """)
         self.assertEqual(r.rc, 0, r.stderr)
+        _, lossy = bf16_error(r.stdout)
         v = r.of("violation")
-        self.assertEqual([(e["check"], e["metric"], e["kind"]) for e in v],
-                         [("autocast", "normwise", "precision_cost")] * 2)
+        self.assertEqual(sorted((e["check"], e["metric"], e["kind"]) for e in v),
+                         [("autocast", "normwise", "precision_cost")] * 2
+                         + [("highprec", "normwise_rel", "error")] * 2 * lossy)
 
 
 if __name__ == "__main__":
