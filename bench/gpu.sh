@@ -6,7 +6,7 @@
 # Usage: bench/gpu.sh [SIZES] [CALLS]    (default: "1024 2048 4096" and 10 calls each)
 #
 # bench_cublas_checked runs CALLS cublasSgemm of n x n x n, plainly and under libfumi with one
-# check on every call: nan_inf, checksum and highprec, the first two also with their operands
+# check on every call: nan_inf, checksum and highprec, each also with its operands
 # read through host copies (FUMI_DEVICE_KERNELS=0) instead of by fumi's own kernels. Two
 # figures per case: the program's time per call (what it waits for: the checks run on fumi's
 # checker thread, behind it) and the check's own time per call, from the summary's check_s
@@ -66,7 +66,7 @@ for n in $SIZES; do
   plain=$("$PROG" "$n" "$CALLS" | ms_per_call)
   # "CHECK:host": FUMI_DEVICE_KERNELS=0, the operands read through host copies instead of by
   # fumi's own kernels on the device (docs/cuda.md).
-  for spec in nan_inf nan_inf:host checksum checksum:host highprec; do
+  for spec in nan_inf nan_inf:host checksum checksum:host highprec highprec:host; do
     check=${spec%%:*}
     kernels=1 label=$check
     [[ $spec == *:host ]] && kernels=0 label="$check (host copies)"

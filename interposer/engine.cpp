@@ -310,10 +310,16 @@ bool Call::toDevice(void* dst, const void* src, size_t bytes) {
   return dev && dev->toDevice(dst, src, bytes);
 }
 
-// Staged: the buffers copied to the host, the host primitive run there, a result copied back.
+// The backend's kernel where it has one, else staged: the buffers copied to the host, the host
+// primitive run there, a result copied back.
 fumi_status Call::mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
                             fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  if (const DeviceMemory* dev = g_device.load(); dev && dev->map) {
+    fumi_dtype ds = src_dtype;
+    const void* s = resolveBuffer(t, src, &ds);
+    if (s && dev->map(t, s, ds, dst, dst_dtype, spec, changed) == FUMI_OK) return FUMI_OK;
+  }
   Stage stage;
   const void* from = tensorHostData(t, src, &src_dtype, stage, this);
   if (!from) return FUMI_UNSUPPORTED;
@@ -322,10 +328,18 @@ fumi_status Call::mapDevice(int32_t index, const void* src, fumi_dtype src_dtype
   });
 }
 
+// The backend's kernel where it has one (only the passes' partial results come back), else
+// staged.
 fumi_status Call::compareDevice(int32_t index, const void* a, fumi_dtype a_dtype, const void* b,
                                 fumi_dtype b_dtype, const fumi_compare_spec& spec,
                                 fumi_comparison* out) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
+  if (const DeviceMemory* dev = g_device.load(); dev && dev->compare) {
+    fumi_dtype da = a_dtype, db = b_dtype;
+    const void* sa = resolveBuffer(t, a, &da);
+    const void* sb = resolveBuffer(t, b, &db);
+    if (sa && sb && dev->compare(t, sa, da, sb, db, spec, out) == FUMI_OK) return FUMI_OK;
+  }
   Stage stage_a, stage_b;
   const void* ha = tensorHostData(t, a, &a_dtype, stage_a, this);
   const void* hb = tensorHostData(t, b, &b_dtype, stage_b, this);

@@ -140,11 +140,16 @@ struct DeviceMemory {
   void (*release)(void* p);
   bool (*toHost)(void* dst, const void* src, size_t bytes);
   bool (*toDevice)(void* dst, const void* src, size_t bytes);
-  // The backend's own kernels (Call::contractDevice, Call::scanDevice's semantics), or
-  // FUMI_UNSUPPORTED where it has none: the work is then done on host copies.
+  // The backend's own kernels (the semantics of Call::contractDevice, scanDevice,
+  // compareDevice and mapDevice), or FUMI_UNSUPPORTED where it has none for the case: the work
+  // is then done on host copies.
   fumi_status (*contract)(const fumi_tensor& view, int32_t dim, int32_t count,
                           const double* vectors, double* out);
   fumi_status (*scan)(const fumi_tensor& t, const void* data, fumi_dtype dtype, fumi_scan* out);
+  fumi_status (*compare)(const fumi_tensor& t, const void* a, fumi_dtype a_dtype, const void* b,
+                         fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out);
+  fumi_status (*map)(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                     fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed);
 };
 void setDeviceMemory(const DeviceMemory* ops);
 

@@ -130,8 +130,19 @@ fumi_status deviceScanFn(const fumi_tensor& t, const void* data, fumi_dtype dtyp
                          fumi_scan* out) {
   return g_checker ? deviceScan(*g_checker, t, data, dtype, out) : FUMI_UNSUPPORTED;
 }
-const DeviceMemory kDeviceMemory{deviceAlloc, deviceRelease, deviceToHost, hostToDevice,
-                                 deviceContractFn, deviceScanFn};
+fumi_status deviceCompareFn(const fumi_tensor& t, const void* a, fumi_dtype a_dtype,
+                            const void* b, fumi_dtype b_dtype, const fumi_compare_spec& spec,
+                            fumi_comparison* out) {
+  return g_checker ? deviceCompare(*g_checker, t, a, a_dtype, b, b_dtype, spec, out)
+                   : FUMI_UNSUPPORTED;
+}
+fumi_status deviceMapFn(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                        fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
+  return g_checker ? deviceMap(*g_checker, t, src, src_dtype, dst, dst_dtype, spec, changed)
+                   : FUMI_UNSUPPORTED;
+}
+const DeviceMemory kDeviceMemory{deviceAlloc,      deviceRelease, deviceToHost,    hostToDevice,
+                                 deviceContractFn, deviceScanFn,  deviceCompareFn, deviceMapFn};
 
 void checkerLoop(Checker::State& st) {
   InsideScope inside;  // everything this thread calls goes straight to the real libraries

@@ -17,5 +17,9 @@ extern "C" __global__ void fumi_contract_partial(ContractParams p) {
 extern "C" __global__ void fumi_contract_reduce(ContractParams p) {
   contractReduceBody(p, threadIndex());
 }
-extern "C" __global__ void fumi_scan_partial(ScanParams p) { scanPartialBody(p, threadIndex()); }
-extern "C" __global__ void fumi_scan_reduce(ScanParams p) { scanReduceBody(p, threadIndex()); }
+extern "C" __global__ void fumi_reduce_partial(ReduceParams p) {
+  reducePartialBody(p, threadIndex());
+}
+extern "C" __global__ void fumi_reduce_combine(ReduceParams p) {
+  reduceCombineBody(p, threadIndex());
+}

@@ -1,6 +1,6 @@
-// device_kernels.h — fumi's own CUDA kernels: checksum's projections and the NaN/Inf scan of
-// operands in device memory, so that only the projections (and four scalars) come back to the
-// host, not the tensors. One source for three compilers: nvcc builds the kernels
+// device_kernels.h — fumi's own CUDA kernels: checksum's projections, the NaN/Inf scan and the
+// comparison of outputs (highprec, determinism, perturb) for operands in device memory, so that
+// only projections and reductions' partial results come back to the host, not the tensors. One source for three compilers: nvcc builds the kernels
 // (device_kernels.cu, embedded in libfumi as a fatbin and loaded through the driver API:
 // device_launch.cpp), the host compiler builds the launches' parameter blocks, and the
 // simulated device (tests/simdevice/cuda.cpp) runs the same bodies over the same grid.
@@ -28,7 +28,7 @@ namespace fumi::cuda::kern {
 constexpr int kMaxDims = 8;       // FUMI_MAX_DIMS
 constexpr int kMaxVectors = 8;    // vectors per contraction launch
 constexpr int kThreads = 128;     // threads per block, every kernel
-constexpr int kScanBlocks = 256;  // the scan's first grid
+constexpr int kReduceBlocks = 256;  // the element-wise reductions' first grid
 
 // Element types: fumi_dtype's values (plugin.h; device_launch.cpp asserts they agree) for the
 // ones the kernels read.
@@ -148,57 +148,183 @@ FUMI_HD void contractReduceBody(const ContractParams& p, int64_t t) {
   p.out[(outer * p.total + p.first + s) * p.inner + q] = sum;
 }
 
-// ---- scan ------------------------------------------------------------------------------------
-// NaN and Inf counts, the largest finite magnitude and the sum of the finite squares of the
-// view's `n` elements. First kernel: kScanBlocks x kThreads threads, each over the elements
-// t, t + threads, ... into partial[t] (4 doubles: nan, inf, max_abs, sum_sq); second kernel:
-// thread t < kScanBlocks adds partials [t * kThreads, (t + 1) * kThreads) (one block's) in
-// order into out[t]; the host adds those kScanBlocks results (8 KiB, whatever the size).
-struct ScanParams {
-  const void* data = nullptr;
-  int32_t dtype = 0;
+// ---- element-wise reductions -----------------------------------------------------------------
+// Over the n elements of a view, one buffer (a) or two laid out alike (a, b): the NaN/Inf scan
+// and the two passes of the host's comparison (plugins/common/metrics.h: comparePass1,
+// comparePass2, the same fields with the same masking). First kernel: kReduceBlocks x kThreads
+// threads, each over the elements t, t + threads, ... accumulating kFields doubles (a field is
+// a sum, or a maximum where `max_mask` has its bit) into partial[t * kFields ...]; second
+// kernel: thread t < kReduceBlocks combines one block's kThreads partials, in order, into
+// out[t * kFields ...]; the host combines those (kReduceBlocks x kFields doubles, 16 KiB,
+// whatever the size).
+constexpr int kFields = 8;
+enum ReduceOp : int32_t { kScan = 0, kComparePass1 = 1, kComparePass2 = 2, kMap = 3 };
+// kMap's kinds: fumi_map_kind's COPY and ABS (plugin.h), into an f64 or f32 buffer `dst` laid
+// out like the source (the host's mapTensor; PERTURB and narrower stores stay on the host).
+enum MapKind : int32_t { kMapCopy = 0, kMapAbs = 1 };
+// kComparePass2's metrics (CompareScales' ratio, rel, ulp).
+enum : uint32_t { kWantRatio = 1, kWantRel = 2, kWantUlp = 4 };
+
+struct ReduceParams {
+  int32_t op = kScan;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  int32_t a_dtype = 0, b_dtype = 0;
   Dims dims;
   int64_t n = 0;
-  double* partial = nullptr;  // device memory, kScanBlocks * kThreads * 4
-  double* out = nullptr;      // device memory, kScanResults * 4
+  uint32_t max_mask = 0;
+  double underflow_below = 0;  // kComparePass1 (0: not counted)
+  // kComparePass2: detail::CompareScales' fields.
+  uint32_t want = 0;
+  double f = 1, ratio_threshold = 0, rel_threshold = 0, s_diff = 1, s_ref = 1, s_y = 1;
+  int32_t p = 0, emin = 0;
+  // kMap: the kind, and where the mapped values go (field 0 counts the elements whose stored
+  // value is not the source's: the host's `changed`).
+  int32_t map_kind = kMapCopy;
+  void* dst = nullptr;
+  int32_t dst_dtype = 0;
+  double* partial = nullptr;  // device memory, kReduceThreads x kFields
+  double* out = nullptr;      // device memory, kReduceBlocks x kFields
 };
 
-constexpr int64_t kScanThreads = int64_t{kScanBlocks} * kThreads;
-constexpr int64_t kScanResults = kScanBlocks;
+constexpr int64_t kReduceThreads = int64_t{kReduceBlocks} * kThreads;
 
-FUMI_HD void scanPartialBody(const ScanParams& p, int64_t t) {
-  if (t >= kScanThreads) return;
-  double nan = 0, inf = 0, max_abs = 0, sum = 0;
-  for (int64_t e = t; e < p.n; e += kScanThreads) {
-    const double v = load(p.data, p.dtype, offsetOf(p.dims, e));
-    const double m = v < 0 ? -v : v;
-    if (v != v) {
-      nan += 1;
-    } else if (m > 1.7976931348623157e308) {
-      inf += 1;
+// Field masks: which are maxima.
+constexpr uint32_t kScanMax = 1u << 2;                                // nan, inf, max_abs, sum_sq
+constexpr uint32_t kPass1Max = (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6);
+constexpr uint32_t kPass2Max = (1u << 0) | (1u << 1) | (1u << 5) | (1u << 6);
+
+FUMI_HD uint64_t doubleBits(double x) {
+#ifdef __CUDA_ARCH__
+  return static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return u;
+#endif
+}
+FUMI_HD double bitsDouble(uint64_t u) {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double x;
+  std::memcpy(&x, &u, 8);
+  return x;
+#endif
+}
+FUMI_HD uint32_t floatBits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+FUMI_HD double absOf(double x) { return bitsDouble(doubleBits(x) & ~(uint64_t{1} << 63)); }
+FUMI_HD double maxOf(double x, double y) { return x > y ? x : y; }
+constexpr double kMaxFinite = 1.7976931348623157e308;
+
+// One element's contribution to acc (kFields doubles).
+FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
+  const int64_t off = offsetOf(p.dims, index);
+  const double a = load(p.a, p.a_dtype, off);
+  if (p.op == kMap) {
+    // Stored as f64 or f32 (round to nearest even); changed: the stored bits against the
+    // source's where the types agree, else the fp64 values' bits (elementwise.cpp, sameBits).
+    const double v = p.map_kind == kMapAbs ? absOf(a) : a;
+    bool same;
+    if (p.dst_dtype == kF64) {
+      static_cast<double*>(p.dst)[off] = v;
+      same = doubleBits(v) == doubleBits(a);
     } else {
-      max_abs = m > max_abs ? m : max_abs;
-      sum += m * m;
+      const float f = static_cast<float>(v);
+      static_cast<float*>(p.dst)[off] = f;
+      same = p.a_dtype == kF32 ? floatBits(f) == floatBits(static_cast<const float*>(p.a)[off])
+                               : doubleBits(static_cast<double>(f)) == doubleBits(a);
+    }
+    acc[0] += same ? 0 : 1;
+    return;
+  }
+  if (p.op == kScan) {
+    const double m = absOf(a);
+    if (a != a) {
+      acc[0] += 1;
+    } else if (m > kMaxFinite) {
+      acc[1] += 1;
+    } else {
+      acc[2] = maxOf(acc[2], m);
+      acc[3] += m * m;
+    }
+    return;
+  }
+  const double b = load(p.b, p.b_dtype, off);
+  const bool ok = absOf(a) <= kMaxFinite && absOf(b) <= kMaxFinite;
+  if (p.op == kComparePass1) {
+    acc[0] += ok ? 0 : 1;
+    acc[1] += doubleBits(a) != doubleBits(b) ? 1 : 0;
+    acc[2] += p.underflow_below > 0 && b != 0.0 && absOf(b) < p.underflow_below &&
+                      absOf(a) < p.underflow_below
+                  ? 1
+                  : 0;
+    if (ok) {
+      acc[3] = maxOf(acc[3], absOf(0.5 * a + 0.5 * b));
+      acc[4] = maxOf(acc[4], absOf(a));
+      acc[5] = maxOf(acc[5], absOf(b));
+      acc[6] = maxOf(acc[6], absOf(a - b));
+    }
+    return;
+  }
+  if (!ok) return;
+  const double as = a * p.f, bs = b * p.f, diff = absOf(as - bs);
+  if (p.want & kWantRatio) {
+    const double sum = absOf(as + bs);
+    if (sum > 0.0) {
+      const double r = diff / sum;
+      acc[1] = maxOf(acc[1], r);
+      if (sum > p.ratio_threshold) acc[0] = maxOf(acc[0], r);
     }
   }
-  double* dst = p.partial + t * 4;
-  dst[0] = nan;
-  dst[1] = inf;
-  dst[2] = max_abs;
-  dst[3] = sum;
+  if (p.want & kWantRel) {
+    const double m = absOf(bs);
+    if (m > p.rel_threshold && m > 0.0) acc[5] = maxOf(acc[5], diff / m);
+  }
+  const double d = a * p.s_diff - b * p.s_diff, rr = b * p.s_ref, yy = a * p.s_y;
+  acc[2] += d * d;
+  acc[3] += rr * rr;
+  acc[4] += yy * yy;
+  if (p.want & kWantUlp) {
+    // The host's ULP unit (metrics.h comparePass2): 2^(max(exponent of b, emin) - p), scaled
+    // by 2^64 where it would be subnormal.
+    int e = static_cast<int>((doubleBits(b) >> 52) & 0x7ff) - 1023;
+    e = (e > p.emin ? e : p.emin) - p.p;
+    const bool tiny = e < -1022;
+    const int k = tiny ? -(e + 64) : -e;
+    const double inv_ulp = bitsDouble(static_cast<uint64_t>(k + 1023) << 52);
+    const double du = absOf(a - b) * (tiny ? 18446744073709551616.0 : 1.0);
+    acc[6] = maxOf(acc[6], du * inv_ulp);
+  }
 }
 
-FUMI_HD void scanReduceBody(const ScanParams& p, int64_t t) {
-  if (t >= kScanResults) return;
-  double r[4] = {0, 0, 0, 0};
-  for (int64_t j = t * kThreads; j < (t + 1) * kThreads; ++j) {
-    const double* s = p.partial + j * 4;
-    r[0] += s[0];
-    r[1] += s[1];
-    r[2] = s[2] > r[2] ? s[2] : r[2];
-    r[3] += s[3];
-  }
-  for (int i = 0; i < 4; ++i) p.out[t * 4 + i] = r[i];
+FUMI_HD void reducePartialBody(const ReduceParams& p, int64_t t) {
+  if (t >= kReduceThreads) return;
+  double acc[kFields] = {};
+  for (int64_t e = t; e < p.n; e += kReduceThreads) reduceElement(p, e, acc);
+  for (int i = 0; i < kFields; ++i) p.partial[t * kFields + i] = acc[i];
+}
+
+// Fields combined: a sum, or the maximum where `max_mask` has its bit.
+FUMI_HD void combineFields(uint32_t max_mask, double* into, const double* from) {
+  for (int i = 0; i < kFields; ++i)
+    into[i] = (max_mask >> i) & 1u ? maxOf(into[i], from[i]) : into[i] + from[i];
+}
+
+FUMI_HD void reduceCombineBody(const ReduceParams& p, int64_t t) {
+  if (t >= kReduceBlocks) return;
+  double acc[kFields] = {};
+  for (int64_t j = t * kThreads; j < (t + 1) * kThreads; ++j)
+    combineFields(p.max_mask, acc, p.partial + j * kFields);
+  for (int i = 0; i < kFields; ++i) p.out[t * kFields + i] = acc[i];
 }
 
 // ---- host side: launch plans -----------------------------------------------------------------
@@ -268,6 +394,20 @@ bool launchContraction(ContractParams p, const double* vectors, Launch launch) {
   return true;
 }
 
+// The launches of one reduction (p's partial and out set): the partial kernel, then the
+// combination of each block's partials.
+template <class Launch>
+bool launchReduction(ReduceParams& p, Launch launch) {
+  return launch(true, blocksFor(kReduceThreads), 1u, p) &&
+         launch(false, blocksFor(kReduceBlocks), 1u, p);
+}
+
+// The host's last step: the second kernel's kReduceBlocks results combined in order.
+inline void combineResults(const ReduceParams& p, const double* results, double* fields) {
+  for (int i = 0; i < kFields; ++i) fields[i] = 0;
+  for (int64_t t = 0; t < kReduceBlocks; ++t) combineFields(p.max_mask, fields, results + t * kFields);
+}
+
 // The grid of a launch run on the host, (block, thread) by (block, thread): the simulated
 // device's kernels and the tests of the bodies. body(t, y): thread t of grid row y.
 template <class Body>
@@ -279,7 +419,7 @@ void runGridOnHost(unsigned gx, unsigned gy, Body body) {
 // The kernels' names in the module (device_kernels.cu) and the simulated device.
 constexpr const char* kContractPartial = "fumi_contract_partial";
 constexpr const char* kContractReduce = "fumi_contract_reduce";
-constexpr const char* kScanPartial = "fumi_scan_partial";
-constexpr const char* kScanReduce = "fumi_scan_reduce";
+constexpr const char* kReducePartial = "fumi_reduce_partial";
+constexpr const char* kReduceCombine = "fumi_reduce_combine";
 
 }  // namespace fumi::cuda::kern

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checker.h"
+#include "device_compare.h"
 #include "device_kernels.h"
 #include "metrics.h"
 #include "report.h"
@@ -34,8 +35,8 @@ struct Module {
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*getErrorString)(CUresult, const char**) = nullptr;
-  CUfunction contract_partial = nullptr, contract_reduce = nullptr, scan_partial = nullptr,
-             scan_reduce = nullptr;
+  CUfunction contract_partial = nullptr, contract_reduce = nullptr, reduce_partial = nullptr,
+             reduce_combine = nullptr;
 };
 
 std::atomic<bool> g_failed{false};
@@ -81,8 +82,8 @@ const Module* module() {
     const std::array<std::pair<CUfunction*, const char*>, 4> fns{{
         {&m.contract_partial, kn::kContractPartial},
         {&m.contract_reduce, kn::kContractReduce},
-        {&m.scan_partial, kn::kScanPartial},
-        {&m.scan_reduce, kn::kScanReduce},
+        {&m.reduce_partial, kn::kReducePartial},
+        {&m.reduce_combine, kn::kReduceCombine},
     }};
     for (const auto& [slot, name] : fns)
       if (const CUresult r = m.moduleGetFunction(slot, mod, name); r != CUDA_SUCCESS)
@@ -174,43 +175,84 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
              : FUMI_UNSUPPORTED;
 }
 
+namespace {
+
+// One element-wise reduction over t's elements in `a` (and `b`), p's op and parameters set:
+// its fields, combined, in `fields`. False where it cannot run (the caller stages instead).
+bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::ReduceParams& p,
+                    double* fields) {
+  if (!kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims)) return false;
+  p.n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) p.n *= t.shape[i];
+  DeviceScratch mem(ck, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
+                         static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double)});
+  if (!mem) return false;
+  p.partial = mem.at(0);
+  p.out = mem.at(1);
+  std::array<double, kn::kReduceBlocks * kn::kFields> r{};
+  const bool ran = kn::launchReduction(p, [&](bool partial, unsigned gx, unsigned gy,
+                                              kn::ReduceParams& q) {
+    return launch(m, ck, partial ? m.reduce_partial : m.reduce_combine, gx, gy, q);
+  });
+  if (!ran || !ck.copy(r.data(), mem.at(1), sizeof r, cudaMemcpyDeviceToHost)) return false;
+  kn::combineResults(p, r.data(), fields);
+  return true;
+}
+
+}  // namespace
+
 fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,
                        fumi_scan* out) {
   const Module* m = module();
   if (!m || !kernelsRead(dtype) || !data || !out) return FUMI_UNSUPPORTED;
-  kn::ScanParams p;
-  if (!kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims)) return FUMI_UNSUPPORTED;
-  int64_t n = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
-  DeviceScratch mem(ck, {static_cast<size_t>(kn::kScanThreads) * 4 * sizeof(double),
-                         static_cast<size_t>(kn::kScanResults) * 4 * sizeof(double)});
-  if (!mem) return FUMI_UNSUPPORTED;
-  p.data = data;
-  p.dtype = dtype;
-  p.n = n;
-  p.partial = mem.at(0);
-  p.out = mem.at(1);
-  std::array<double, kn::kScanResults * 4> r{};
-  if (!launch(*m, ck, m->scan_partial, kn::kScanBlocks, 1, p) ||
-      !launch(*m, ck, m->scan_reduce, kn::blocksFor(kn::kScanResults), 1, p) ||
-      !ck.copy(r.data(), mem.at(1), sizeof r, cudaMemcpyDeviceToHost))
-    return FUMI_UNSUPPORTED;
-  double nan = 0, inf = 0, max_abs = 0, sum = 0;
-  for (int64_t i = 0; i < kn::kScanResults; ++i) {
-    nan += r[static_cast<size_t>(4 * i)];
-    inf += r[static_cast<size_t>(4 * i + 1)];
-    max_abs = std::max(max_abs, r[static_cast<size_t>(4 * i + 2)]);
-    sum += r[static_cast<size_t>(4 * i + 3)];
-  }
+  kn::ReduceParams p;
+  p.op = kn::kScan;
+  p.a = data;
+  p.a_dtype = dtype;
+  p.max_mask = kn::kScanMax;
+  double f[kn::kFields];
+  if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
   // The host's scan sums the squares scaled where they could leave fp64's range.
-  if (!metrics::detail::squaresInRange(max_abs)) return FUMI_UNSUPPORTED;
+  if (!metrics::detail::squaresInRange(f[2])) return FUMI_UNSUPPORTED;
   *out = fumi_scan{};
   out->struct_size = sizeof(fumi_scan);
-  out->nan = static_cast<uint64_t>(nan);
-  out->inf = static_cast<uint64_t>(inf);
-  out->max_abs = max_abs;
-  out->norm = std::sqrt(sum);
+  out->nan = static_cast<uint64_t>(f[0]);
+  out->inf = static_cast<uint64_t>(f[1]);
+  out->max_abs = f[2];
+  out->norm = std::sqrt(f[3]);
   return FUMI_OK;
+}
+
+fumi_status deviceMap(Checker& ck, const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
+                      void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                      uint64_t* changed) {
+  const Module* m = module();
+  const bool kind = spec.kind == FUMI_MAP_COPY || spec.kind == FUMI_MAP_ABS;
+  const bool wide = dst_dtype == FUMI_DTYPE_F64 || dst_dtype == FUMI_DTYPE_F32;
+  if (!m || !kind || !wide || !kernelsRead(src_dtype) || !src || !dst) return FUMI_UNSUPPORTED;
+  kn::ReduceParams p;
+  p.op = kn::kMap;
+  p.a = src;
+  p.a_dtype = src_dtype;
+  p.map_kind = spec.kind == FUMI_MAP_ABS ? kn::kMapAbs : kn::kMapCopy;
+  p.dst = dst;
+  p.dst_dtype = dst_dtype;
+  double f[kn::kFields];
+  if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
+  if (changed) *changed = static_cast<uint64_t>(f[0]);
+  return FUMI_OK;
+}
+
+fumi_status deviceCompare(Checker& ck, const fumi_tensor& t, const void* a, fumi_dtype a_dtype,
+                          const void* b, fumi_dtype b_dtype, const fumi_compare_spec& spec,
+                          fumi_comparison* out) {
+  const Module* m = module();
+  if (!m || !kernelsRead(a_dtype) || !kernelsRead(b_dtype) || !a || !b || !out)
+    return FUMI_UNSUPPORTED;
+  return compareWithKernels(
+      a, a_dtype, b, b_dtype, spec,
+      [&](kn::ReduceParams& p, double* fields) { return reduceOnDevice(*m, ck, t, p, fields); },
+      out);
 }
 
 }  // namespace fumi::cuda

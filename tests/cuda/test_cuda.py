@@ -344,9 +344,9 @@ class DeviceKernels(unittest.TestCase):
                  for name, r in (("device", device), ("host", host))}
         # Staged, each call's A, B, C and D come to the host (4 x 256 x 258 fp32, twice). On
         # the device: per call 8 projections of 256 x 2 fp64 (A, B and C on each side, D's
-        # two sides) and the scans' partial results (8 KiB each), under a quarter of A.
+        # two sides) and the scans' partial results (16 KiB each), a quarter of A.
         self.assertGreater(moved["host"], 2 * 4 * 256 * 256 * 4)
-        self.assertLessEqual(moved["device"], 2 * (8 * 256 * 2 * 8 + 3 * 8192))
+        self.assertLessEqual(moved["device"], 2 * (8 * 256 * 2 * 8 + 2 * 16384))
         self.assertLess(moved["device"], moved["host"] / 10)
         for r in (device, host):
             assert_checksum_quiet(self, r, 1)
@@ -356,6 +356,29 @@ class DeviceKernels(unittest.TestCase):
         self.assertEqual(len(got), 2)
         for g, w in zip(got, want):
             self.assertLess(abs(g - w), 1e-15)
+
+    def test_reruns_converted_and_compared_on_the_device(self):
+        # highprec's inputs widened on the device and its fp64 rerun compared there, as
+        # determinism's rerun: the host copies' figures, a fraction of the bytes.
+        policy = every_call("{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }")
+        plain = cuda("large", preload=False, env={"FUMI_SIM_METER": "1"})
+        device = self.large(policy)
+        host = self.large(policy, FUMI_DEVICE_KERNELS="0")
+        moved = {name: bytes_to_host(r) - bytes_to_host(plain)
+                 for name, r in (("device", device), ("host", host))}
+        # Staged: A, B and C to the host and back widened, D and the fp64 rerun's D to the host
+        # (over 1.5 MB a call); on the device, each conversion's and pass's 16 KiB.
+        self.assertGreater(moved["host"], 2 * 1500000)
+        self.assertLessEqual(moved["device"], 2 * 8 * 16384)
+        for r in (device, host):
+            self.assertEqual(lines(plain.stdout), lines(r.stdout))
+            self.assertEqual(r.of("violation"), [])
+        checks = {name: sorted((c["check"], c["value"]) for c in r.of("check"))
+                  for name, r in (("device", device), ("host", host))}
+        self.assertEqual([c for c, _ in checks["device"]],
+                         ["determinism"] * 2 + ["highprec"] * 2)
+        for (check, got), (_, want) in zip(checks["device"], checks["host"]):
+            self.assertAlmostEqual(got, want, delta=1e-12 * abs(want), msg=check)
 
     def test_planted_faults_found_on_the_device(self):
         # A wrong element, then a NaN, in each 256^3 result: the device's projections flag
@@ -1157,9 +1180,10 @@ class OnGpu(unittest.TestCase):
         self.assertEqual(sum(o["checked"] for o in ops), len(ran(plain.stdout)))
 
     def test_device_kernels(self):
-        # fumi's own kernels on the hardware: loaded, and the projections and scans of the
-        # 256^3 GEMMs agree with the host copies' (exact data: both near zero).
-        policy = every_call("{ plugin: checksum }", "{ plugin: nan_inf }")
+        # fumi's own kernels on the hardware: loaded, and the projections, scans, conversions
+        # and comparisons of the 256^3 GEMMs agree with the host copies' (exact data).
+        policy = every_call("{ plugin: checksum }", "{ plugin: nan_inf }",
+                            "{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }")
         env = {"FUMI_LOG_LEVEL": "info"}
         device = cuda("large", policy=policy, env=env, gpu=True)
         host = cuda("large", policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
@@ -1167,6 +1191,12 @@ class OnGpu(unittest.TestCase):
         self.assertEqual(lines(device.stdout), lines(host.stdout))
         for r in (device, host):
             assert_checksum_quiet(self, r, 1)
+        got, want = (sorted((c["check"], c["value"]) for c in r.of("check"))
+                     for r in (device, host))
+        self.assertEqual([c for c, _ in got], [c for c, _ in want])
+        self.assertEqual(len(got), 8)
+        for (check, g), (_, w) in zip(got, want):
+            self.assertAlmostEqual(g, w, delta=1e-12 + 1e-9 * abs(w), msg=check)
         sweep = cuda("sweep", policy=policy, env={"FUMI_CUDA_QUEUE": "1024"}, gpu=True)
         self.assertNotIn("device kernels are off", sweep.stderr)
         assert_checksum_quiet(self, sweep, 150)

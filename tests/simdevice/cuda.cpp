@@ -41,7 +41,7 @@ T* onHost(T* p, const char* what) {
 struct Launch {
   unsigned gx, gy;
   kn::ContractParams contract;
-  kn::ScanParams scan;
+  kn::ReduceParams reduce;
   void (*run)(Launch&);
 };
 
@@ -51,23 +51,23 @@ void runContractPartial(Launch& l) {
 void runContractReduce(Launch& l) {
   kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::contractReduceBody(l.contract, t); });
 }
-void runScanPartial(Launch& l) {
-  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::scanPartialBody(l.scan, t); });
+void runReducePartial(Launch& l) {
+  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reducePartialBody(l.reduce, t); });
 }
-void runScanReduce(Launch& l) {
-  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::scanReduceBody(l.scan, t); });
+void runReduceCombine(Launch& l) {
+  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reduceCombineBody(l.reduce, t); });
 }
 
 struct Kernel {
   const char* name;
-  bool contract;  // parameters: ContractParams (else ScanParams)
+  bool contract;  // parameters: ContractParams (else ReduceParams)
   void (*run)(Launch&);
 };
 const Kernel kKernels[] = {
     {kn::kContractPartial, true, runContractPartial},
     {kn::kContractReduce, true, runContractReduce},
-    {kn::kScanPartial, false, runScanPartial},
-    {kn::kScanReduce, false, runScanReduce},
+    {kn::kReducePartial, false, runReducePartial},
+    {kn::kReduceCombine, false, runReduceCombine},
 };
 
 struct Module {
@@ -133,9 +133,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     p.partial = onHost(p.partial, "partial");
     p.out = onHost(p.out, "out");
   } else {
-    l->scan = *static_cast<const kn::ScanParams*>(params[0]);
-    kn::ScanParams& p = l->scan;
-    p.data = onHost(p.data, "data");
+    l->reduce = *static_cast<const kn::ReduceParams*>(params[0]);
+    kn::ReduceParams& p = l->reduce;
+    p.a = onHost(p.a, "a");
+    p.b = onHost(p.b, "b");
+    p.dst = onHost(p.dst, "dst");
     p.partial = onHost(p.partial, "partial");
     p.out = onHost(p.out, "out");
   }

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "contract.h"
+#include "cuda/device_compare.h"
 #include "cuda/device_kernels.h"
 #include "elementwise.h"
 #include "fumi/dtype.hpp"
+#include "metrics.h"
 #include "test_layouts.h"
 
 namespace fumi {
@@ -50,29 +52,38 @@ bool contractOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
   });
 }
 
-// deviceScan's two launches and the host's final sum.
-fumi_scan scanOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype) {
-  kn::ScanParams p;
+// One reduction's launches (device_launch.cpp, reduceOnDevice) on the host: its fields.
+std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
   EXPECT_TRUE(kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims));
-  std::vector<double> partial(static_cast<size_t>(kn::kScanThreads * 4)),
-      results(static_cast<size_t>(kn::kScanResults * 4));
-  p.data = data;
-  p.dtype = dtype;
+  std::vector<double> partial(static_cast<size_t>(kn::kReduceThreads * kn::kFields)),
+      results(static_cast<size_t>(kn::kReduceBlocks * kn::kFields)), fields(kn::kFields);
   p.n = tensorNumel(t);
   p.partial = partial.data();
   p.out = results.data();
-  kn::runGridOnHost(kn::kScanBlocks, 1, [&](int64_t i, int64_t) { kn::scanPartialBody(p, i); });
-  kn::runGridOnHost(kn::blocksFor(kn::kScanResults), 1,
-                    [&](int64_t i, int64_t) { kn::scanReduceBody(p, i); });
+  kn::launchReduction(p, [](bool first, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
+    if (first)
+      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) { kn::reducePartialBody(q, i); });
+    else
+      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) { kn::reduceCombineBody(q, i); });
+    return true;
+  });
+  kn::combineResults(p, results.data(), fields.data());
+  return fields;
+}
+
+// deviceScan on the host.
+fumi_scan scanOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype) {
+  kn::ReduceParams p;
+  p.op = kn::kScan;
+  p.a = data;
+  p.a_dtype = dtype;
+  p.max_mask = kn::kScanMax;
+  const std::vector<double> f = reduceOnGrid(t, p);
   fumi_scan s{};
-  double sum = 0;
-  for (size_t r = 0; r < results.size(); r += 4) {
-    s.nan += static_cast<uint64_t>(results[r]);
-    s.inf += static_cast<uint64_t>(results[r + 1]);
-    s.max_abs = std::max(s.max_abs, results[r + 2]);
-    sum += results[r + 3];
-  }
-  s.norm = std::sqrt(sum);
+  s.nan = static_cast<uint64_t>(f[0]);
+  s.inf = static_cast<uint64_t>(f[1]);
+  s.max_abs = f[2];
+  s.norm = std::sqrt(f[3]);
   return s;
 }
 
@@ -181,6 +192,112 @@ TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
     }
   }
   EXPECT_GT(checked, 50);
+}
+
+// Inputs converted for a wider rerun (highprec: COPY) and magnitudes (ABS), into f64 and f32
+// buffers, every source dtype and layout, NaN, -0 and Inf among the values: the host's
+// mapTensor, bit for bit, and the same `changed` counts.
+TEST(DeviceKernels, MapsEqualTheHostsBitForBit) {
+  int checked = 0;
+  for (const fumi_tensor& layout : layouts()) {
+    if (hasNegativeStride(layout)) continue;
+    for (fumi_dtype src : kKernelDtypes)
+      for (fumi_dtype dst : {FUMI_DTYPE_F64, FUMI_DTYPE_F32})
+        for (fumi_map_kind kind : {FUMI_MAP_COPY, FUMI_MAP_ABS}) {
+          fumi_tensor t = layout;
+          t.dtype = src;
+          std::vector<unsigned char> in = randomBuffer(t, src, 5u + static_cast<uint32_t>(checked));
+          const int64_t span = tensorSpan(t) + 1;
+          const double special[] = {-0.0, std::nan(""), -std::numeric_limits<double>::infinity(),
+                                    1e-300, 3.0000001};
+          for (int64_t i = 0; i < span && i < 5; ++i) storeFromDouble(in.data(), i * 3 % span, special[i], src);
+          std::vector<unsigned char> want(static_cast<size_t>(span) * 8, 0xAB), got = want;
+          fumi_map_spec spec{};
+          spec.struct_size = sizeof spec;
+          spec.kind = kind;
+          uint64_t want_changed = 0;
+          ASSERT_EQ(mapTensor(t, in.data(), src, want.data(), dst, spec, &want_changed), FUMI_OK);
+          cuda::kern::ReduceParams p;
+          p.op = cuda::kern::kMap;
+          p.a = in.data();
+          p.a_dtype = src;
+          p.map_kind = kind == FUMI_MAP_ABS ? cuda::kern::kMapAbs : cuda::kern::kMapCopy;
+          p.dst = got.data();
+          p.dst_dtype = dst;
+          const std::vector<double> f = reduceOnGrid(t, p);
+          SCOPED_TRACE(testing::Message() << "layout " << t.ndim << "-d " << src << " -> " << dst
+                                          << " kind " << kind);
+          EXPECT_EQ(static_cast<uint64_t>(f[0]), want_changed);
+          EXPECT_EQ(got, want);
+          ++checked;
+        }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// Two outputs compared as highprec, determinism and perturb do, every dtype pair the kernels
+// read, every layout: the host's comparison (compareTensor) field for field.
+TEST(DeviceKernels, ComparisonsEqualTheHostsOnEveryLayoutAndDtypePair) {
+  const double inf = std::numeric_limits<double>::infinity();
+  int checked = 0;
+  for (const fumi_tensor& layout : layouts()) {
+    if (hasNegativeStride(layout)) continue;
+    for (fumi_dtype da : kKernelDtypes)
+      for (fumi_dtype db : kKernelDtypes)
+        for (int variant = 0; variant < 3; ++variant) {
+          fumi_tensor t = layout;
+          t.dtype = da;
+          std::vector<unsigned char> a = randomBuffer(t, da, 3u + static_cast<uint32_t>(checked));
+          std::vector<unsigned char> b(a.size());
+          const int64_t span = tensorSpan(t) + 1;
+          // b: a perturbed (variant 0), equal (1, where the dtypes agree), or with zeros,
+          // tiny values, a NaN and an Inf (2).
+          for (int64_t i = 0; i < span; ++i) {
+            double v = loadAsDouble(a.data(), i, da) * (1 + 1e-3 * std::sin(double(i)));
+            if (variant == 1) v = loadAsDouble(a.data(), i, da);
+            if (variant == 2) v = i % 5 == 0 ? 0.0 : i % 7 == 0 ? 1e-6 * v : v;
+            storeFromDouble(b.data(), i, v, db);
+          }
+          if (variant == 2 && span > 3) {
+            storeFromDouble(b.data(), 1, std::nan(""), db);
+            storeFromDouble(a.data(), 2, inf, da);
+          }
+          for (uint32_t metrics : {0u, uint32_t{FUMI_COMPARE_RATIO}}) {
+            const fumi_compare_spec spec = metrics::compareSpec(
+                1e-3, 1e-2, db, metrics::underflowBelow(FUMI_DTYPE_F16), metrics);
+            fumi_comparison want{}, got{};
+            want.struct_size = got.struct_size = sizeof want;
+            ASSERT_EQ(compareTensor(t, a.data(), da, b.data(), db, spec, &want), FUMI_OK);
+            ASSERT_EQ(cuda::compareWithKernels(
+                          a.data(), da, b.data(), db, spec,
+                          [&](cuda::kern::ReduceParams& p, double* f) {
+                            const std::vector<double> r = reduceOnGrid(t, p);
+                            std::copy(r.begin(), r.end(), f);
+                            return true;
+                          },
+                          &got),
+                      FUMI_OK);
+            SCOPED_TRACE(testing::Message() << "layout " << t.ndim << "-d " << da << "/" << db
+                                            << " variant " << variant << " metrics " << metrics);
+            EXPECT_EQ(got.nonfinite, want.nonfinite);
+            EXPECT_EQ(got.mismatches, want.mismatches);
+            EXPECT_EQ(got.underflow, want.underflow);
+            EXPECT_EQ(got.max_abs_diff, want.max_abs_diff);
+            // Maxima of the same quotients: equal; sums in another order: within rounding.
+            for (auto [g, w] : {std::pair{got.fumi_ratio, want.fumi_ratio},
+                                {got.fumi_ratio_unguarded, want.fumi_ratio_unguarded},
+                                {got.max_rel, want.max_rel}, {got.ulp, want.ulp}})
+              EXPECT_TRUE(g == w || (g != g && w != w)) << g << " " << w;
+            for (auto [g, w] : {std::pair{got.normwise, want.normwise},
+                                {got.norm_ratio, want.norm_ratio}})
+              EXPECT_TRUE(g == w || std::fabs(g - w) <= 1e-12 * std::fabs(w) ||
+                          (g != g && w != w))
+                  << g << " " << w;
+            ++checked;
+          }
+        }
+  }
+  EXPECT_GT(checked, 500);
 }
 
 }  // namespace
