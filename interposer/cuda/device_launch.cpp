@@ -89,8 +89,8 @@ const Module* module() {
       if (const CUresult r = m.moduleGetFunction(slot, mod, name); r != CUDA_SUCCESS)
         return giveUp(std::string("cuModuleGetFunction ") + name + ": " + driverError(m, r));
     ready = true;
-    logMessage(FUMI_LOG_INFO, "device kernels loaded: checksum's projections and the NaN/Inf "
-                              "scans of CUDA library calls run on the device");
+    logMessage(FUMI_LOG_INFO, "device kernels loaded: the projections, scans, comparisons and "
+                              "conversions of checks of CUDA library calls run on the device");
 #endif
   });
   return ready && !g_failed.load() ? &m : nullptr;
