@@ -6,7 +6,7 @@
 # Usage: bench/gpu.sh [SIZES] [CALLS]    (default: "1024 2048 4096" and 10 calls each)
 #
 # bench_cublas_checked runs CALLS cublasSgemm of n x n x n, plainly and under libfumi with one
-# check on every call: nan_inf, checksum and highprec, each also with its operands
+# check on every call: nan_inf, checksum, highprec and perturb, each also with its operands
 # read through host copies (FUMI_DEVICE_KERNELS=0) instead of by fumi's own kernels. Two
 # figures per case: the program's time per call (what it waits for: the checks run on fumi's
 # checker thread, behind it) and the check's own time per call, from the summary's check_s
@@ -36,6 +36,7 @@ policy() {  # policy NAME CHECK: every cuBLAS call checked with CHECK
 policy nan_inf "{ plugin: nan_inf }"
 policy checksum "{ plugin: checksum, vectors: 2 }"
 policy highprec "{ plugin: highprec }"
+policy perturb "{ plugin: perturb, trials: 1 }"
 
 ms_per_call() { sed -n 's/.*ms_per_call=\([0-9.]*\).*/\1/p'; }
 # check_ms DIR: "runs ms-per-check" of the one check in DIR's summaries.
@@ -66,7 +67,8 @@ for n in $SIZES; do
   plain=$("$PROG" "$n" "$CALLS" | ms_per_call)
   # "CHECK:host": FUMI_DEVICE_KERNELS=0, the operands read through host copies instead of by
   # fumi's own kernels on the device (docs/cuda.md).
-  for spec in nan_inf nan_inf:host checksum checksum:host highprec highprec:host; do
+  for spec in nan_inf nan_inf:host checksum checksum:host highprec highprec:host perturb \
+      perturb:host; do
     check=${spec%%:*}
     kernels=1 label=$check
     [[ $spec == *:host ]] && kernels=0 label="$check (host copies)"

@@ -7,6 +7,14 @@
 
 #include "fumi/plugin.h"
 
+// The conversions below compile for CUDA devices too (fumi's own kernels read and store
+// elements with them: the same bits on the device as on the host).
+#ifdef __CUDACC__
+#define FUMI_HOST_DEVICE __host__ __device__
+#else
+#define FUMI_HOST_DEVICE
+#endif
+
 namespace fumi {
 
 // One row of fumi/dtypes.def (see there for the meaning of each column).
@@ -44,19 +52,19 @@ inline int dtypeBytes(fumi_dtype dt) {
   return i ? i->bytes : 0;
 }
 
-inline uint32_t floatBits(float f) {
+FUMI_HOST_DEVICE inline uint32_t floatBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
-inline float bitsFloat(uint32_t u) {
+FUMI_HOST_DEVICE inline float bitsFloat(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
 // Round an fp32 bit pattern to keep `keep` fraction bits, nearest-even; NaN/Inf unchanged.
-inline uint32_t roundFloatBits(uint32_t u, int keep) {
+FUMI_HOST_DEVICE inline uint32_t roundFloatBits(uint32_t u, int keep) {
   if ((u & 0x7f800000u) == 0x7f800000u) return u;
   const int drop = 23 - keep;
   const uint32_t half = 1u << (drop - 1);
@@ -65,7 +73,7 @@ inline uint32_t roundFloatBits(uint32_t u, int keep) {
   return u & ~((1u << drop) - 1);
 }
 
-inline float halfToFloat(uint16_t h) {
+FUMI_HOST_DEVICE inline float halfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -79,7 +87,7 @@ inline float halfToFloat(uint16_t h) {
   return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-inline uint16_t floatToHalf(float f) {
+FUMI_HOST_DEVICE inline uint16_t floatToHalf(float f) {
   const uint32_t u = floatBits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
@@ -98,14 +106,16 @@ inline uint16_t floatToHalf(float f) {
   return sign | static_cast<uint16_t>(((rounded >> 13) - (112u << 10)) & 0x7fffu);
 }
 
-inline float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
-inline uint16_t floatToBf16(float f) {
+FUMI_HOST_DEVICE inline float bf16ToFloat(uint16_t b) {
+  return bitsFloat(static_cast<uint32_t>(b) << 16);
+}
+FUMI_HOST_DEVICE inline uint16_t floatToBf16(float f) {
   const uint32_t u = floatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
   return static_cast<uint16_t>(roundFloatBits(u, 7) >> 16);
 }
 
-inline double loadAsDouble(const void* base, int64_t i, fumi_dtype dt) {
+FUMI_HOST_DEVICE inline double loadAsDouble(const void* base, int64_t i, fumi_dtype dt) {
   switch (dt) {
     case FUMI_DTYPE_F64: return static_cast<const double*>(base)[i];
     case FUMI_DTYPE_F32:
@@ -116,7 +126,7 @@ inline double loadAsDouble(const void* base, int64_t i, fumi_dtype dt) {
   }
 }
 
-inline void storeFromDouble(void* base, int64_t i, double v, fumi_dtype dt) {
+FUMI_HOST_DEVICE inline void storeFromDouble(void* base, int64_t i, double v, fumi_dtype dt) {
   switch (dt) {
     case FUMI_DTYPE_F64: static_cast<double*>(base)[i] = v; break;
     case FUMI_DTYPE_F32: static_cast<float*>(base)[i] = static_cast<float>(v); break;

@@ -1,6 +1,7 @@
 // device_kernels.h — fumi's own CUDA kernels: checksum's projections, the NaN/Inf scan and the
 // comparison of outputs (highprec, determinism, perturb) for operands in device memory, so that
-// only projections and reductions' partial results come back to the host, not the tensors. One source for three compilers: nvcc builds the kernels
+// only projections and reductions' partial results come back to the host, not the tensors. One
+// source for three compilers: nvcc builds the kernels
 // (device_kernels.cu, embedded in libfumi as a fatbin and loaded through the driver API:
 // device_launch.cpp), the host compiler builds the launches' parameter blocks, and the
 // simulated device (tests/simdevice/cuda.cpp) runs the same bodies over the same grid.
@@ -12,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
-
 #include <cstring>
+
+#include "counter_draw.h"  // perturb's draws (plugins/common)
+#include "fumi/dtype.hpp"  // loadAsDouble, storeFromDouble: the host's own conversions
 
 #ifdef __CUDACC__
 #define FUMI_HD __host__ __device__ inline
@@ -30,9 +33,13 @@ constexpr int kMaxVectors = 8;    // vectors per contraction launch
 constexpr int kThreads = 128;     // threads per block, every kernel
 constexpr int kReduceBlocks = 256;  // the element-wise reductions' first grid
 
-// Element types: fumi_dtype's values (plugin.h; device_launch.cpp asserts they agree) for the
-// ones the kernels read.
-enum Dtype : int32_t { kF64 = 0, kF32 = 1, kF16 = 2, kBF16 = 3 };
+// Element types: fumi_dtype's (plugin.h) for the ones the kernels read.
+enum Dtype : int32_t {
+  kF64 = FUMI_DTYPE_F64,
+  kF32 = FUMI_DTYPE_F32,
+  kF16 = FUMI_DTYPE_F16,
+  kBF16 = FUMI_DTYPE_BF16
+};
 
 // Kept dimensions of a strided view (the contracted one removed, or all of them for a scan),
 // outermost first: element index p = sum of coordinates times `stride`.
@@ -52,45 +59,8 @@ FUMI_HD int64_t offsetOf(const Dims& d, int64_t p) {
   return off;
 }
 
-FUMI_HD float bitsToFloat(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-#endif
-}
-
-FUMI_HD float halfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);  // Inf, NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while (!(man & 0x400u)) {
-      man <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-  }
-  return bitsToFloat(bits);
-}
-
-FUMI_HD float bf16ToFloat(uint16_t h) { return bitsToFloat(static_cast<uint32_t>(h) << 16); }
-
 FUMI_HD double load(const void* data, int32_t dtype, int64_t i) {
-  switch (dtype) {
-    case kF64: return static_cast<const double*>(data)[i];
-    case kF32: return static_cast<const float*>(data)[i];
-    case kF16: return halfToFloat(static_cast<const uint16_t*>(data)[i]);
-    default: return bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
-  }
+  return loadAsDouble(data, i, static_cast<fumi_dtype>(dtype));
 }
 
 // ---- contraction -----------------------------------------------------------------------------
@@ -159,9 +129,14 @@ FUMI_HD void contractReduceBody(const ContractParams& p, int64_t t) {
 // whatever the size).
 constexpr int kFields = 8;
 enum ReduceOp : int32_t { kScan = 0, kComparePass1 = 1, kComparePass2 = 2, kMap = 3 };
-// kMap's kinds: fumi_map_kind's COPY and ABS (plugin.h), into an f64 or f32 buffer `dst` laid
-// out like the source (the host's mapTensor; PERTURB and narrower stores stay on the host).
-enum MapKind : int32_t { kMapCopy = 0, kMapAbs = 1 };
+// kMap's kinds: fumi_map_kind's (plugin.h), into a buffer `dst` laid out like the source, the
+// host's mapTensor bit for bit: its conversions (fumi/dtype.hpp) and, for PERTURB, its draws
+// (counter_draw.h) numbered as the host numbers the elements, in the order of their storage.
+enum MapKind : int32_t {
+  kMapCopy = FUMI_MAP_COPY,
+  kMapAbs = FUMI_MAP_ABS,
+  kMapPerturb = FUMI_MAP_PERTURB
+};
 // kComparePass2's metrics (CompareScales' ratio, rel, ulp).
 enum : uint32_t { kWantRatio = 1, kWantRel = 2, kWantUlp = 4 };
 
@@ -179,10 +154,15 @@ struct ReduceParams {
   double f = 1, ratio_threshold = 0, rel_threshold = 0, s_diff = 1, s_ref = 1, s_y = 1;
   int32_t p = 0, emin = 0;
   // kMap: the kind, and where the mapped values go (field 0 counts the elements whose stored
-  // value is not the source's: the host's `changed`).
+  // value is not the source's: the host's `changed`). PERTURB: x + x * shift * u, u the
+  // draw numbered `first` + the element's place in storage order (sum of its coordinates
+  // times `order`, dims not merged).
   int32_t map_kind = kMapCopy;
   void* dst = nullptr;
   int32_t dst_dtype = 0;
+  double shift = 0;
+  uint64_t seed = 0, first = 0;
+  int64_t order[kMaxDims] = {};
   double* partial = nullptr;  // device memory, kReduceThreads x kFields
   double* out = nullptr;      // device memory, kReduceBlocks x kFields
 };
@@ -212,15 +192,6 @@ FUMI_HD double bitsDouble(uint64_t u) {
   return x;
 #endif
 }
-FUMI_HD uint32_t floatBits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-#endif
-}
 FUMI_HD double absOf(double x) { return bitsDouble(doubleBits(x) & ~(uint64_t{1} << 63)); }
 FUMI_HD double maxOf(double x, double y) { return x > y ? x : y; }
 constexpr double kMaxFinite = 1.7976931348623157e308;
@@ -230,18 +201,28 @@ FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
   const int64_t off = offsetOf(p.dims, index);
   const double a = load(p.a, p.a_dtype, off);
   if (p.op == kMap) {
-    // Stored as f64 or f32 (round to nearest even); changed: the stored bits against the
-    // source's where the types agree, else the fp64 values' bits (elementwise.cpp, sameBits).
-    const double v = p.map_kind == kMapAbs ? absOf(a) : a;
+    double v = p.map_kind == kMapAbs ? absOf(a) : a;
+    if (p.map_kind == kMapPerturb && a != 0.0) {  // zeros keep their sign
+      int64_t j = 0, rest = index;
+      for (int32_t d = p.dims.ndim - 1; d >= 0; --d) {
+        j += rest % p.dims.shape[d] * p.order[d];
+        rest /= p.dims.shape[d];
+      }
+      v = a + a * (p.shift * metrics::uniformSymDraw(p.seed, p.first + static_cast<uint64_t>(j)));
+    }
+    const auto dt = static_cast<fumi_dtype>(p.dst_dtype);
+    storeFromDouble(p.dst, off, v, dt);
+    // Changed: the stored bits against the source's where the types agree, else the fp64
+    // values' bits (elementwise.cpp, sameBits).
     bool same;
-    if (p.dst_dtype == kF64) {
-      static_cast<double*>(p.dst)[off] = v;
-      same = doubleBits(v) == doubleBits(a);
+    if (p.a_dtype == p.dst_dtype) {
+      const int bytes = p.dst_dtype == kF64 ? 8 : p.dst_dtype == kF32 ? 4 : 2;
+      uint64_t x = 0, y = 0;
+      std::memcpy(&x, static_cast<const char*>(p.a) + off * bytes, bytes);
+      std::memcpy(&y, static_cast<const char*>(p.dst) + off * bytes, bytes);
+      same = x == y;
     } else {
-      const float f = static_cast<float>(v);
-      static_cast<float*>(p.dst)[off] = f;
-      same = p.a_dtype == kF32 ? floatBits(f) == floatBits(static_cast<const float*>(p.a)[off])
-                               : doubleBits(static_cast<double>(f)) == doubleBits(a);
+      same = doubleBits(loadAsDouble(p.dst, off, dt)) == doubleBits(a);
     }
     acc[0] += same ? 0 : 1;
     return;
@@ -392,6 +373,30 @@ bool launchContraction(ContractParams p, const double* vectors, Launch launch) {
       return false;
   }
   return true;
+}
+
+// p.dims and p.order for a PERTURB map of a view (n dimensions): its dimensions unmerged (size-1
+// ones dropped), with `storage` the dense strides of its storage order (tensor_copy.h,
+// storageStrides): the host's numbering of the elements. False for a negative stride.
+inline bool planPerturb(int32_t n, const int64_t* shape, const int64_t* stride,
+                        const int64_t* storage, ReduceParams& p) {
+  p.dims = Dims{};
+  for (int32_t i = 0; i < n; ++i) {
+    if (stride[i] < 0) return false;
+    if (shape[i] == 1) continue;
+    p.dims.shape[p.dims.ndim] = shape[i];
+    p.dims.stride[p.dims.ndim] = stride[i];
+    p.order[p.dims.ndim++] = storage[i];
+  }
+  return true;
+}
+
+// p.dims for a reduction over a view: merged (collapseDims), unless a PERTURB map has them
+// planned already (planPerturb).
+inline bool planReduction(int32_t n, const int64_t* shape, const int64_t* stride,
+                          ReduceParams& p) {
+  if (p.op == kMap && p.map_kind == kMapPerturb) return true;
+  return collapseDims(n, shape, stride, -1, p.dims);
 }
 
 // The launches of one reduction (p's partial and out set): the partial kernel, then the

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "report.h"
 #include "settings.h"
+#include "tensor_copy.h"
 
 #if FUMI_DEVICE_FATBIN
 extern "C" const unsigned char fumi_device_fatbin[];
@@ -96,8 +97,6 @@ const Module* module() {
   return ready && !g_failed.load() ? &m : nullptr;
 }
 
-static_assert(kn::kF64 == int{FUMI_DTYPE_F64} && kn::kF32 == int{FUMI_DTYPE_F32} &&
-              kn::kF16 == int{FUMI_DTYPE_F16} && kn::kBF16 == int{FUMI_DTYPE_BF16});
 bool kernelsRead(fumi_dtype d) {
   return d == FUMI_DTYPE_F64 || d == FUMI_DTYPE_F32 || d == FUMI_DTYPE_F16 ||
          d == FUMI_DTYPE_BF16;
@@ -181,7 +180,7 @@ namespace {
 // its fields, combined, in `fields`. False where it cannot run (the caller stages instead).
 bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::ReduceParams& p,
                     double* fields) {
-  if (!kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims)) return false;
+  if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
   p.n = 1;
   for (int32_t i = 0; i < t.ndim; ++i) p.n *= t.shape[i];
   DeviceScratch mem(ck, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
@@ -227,16 +226,25 @@ fumi_status deviceMap(Checker& ck, const fumi_tensor& t, const void* src, fumi_d
                       void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
                       uint64_t* changed) {
   const Module* m = module();
-  const bool kind = spec.kind == FUMI_MAP_COPY || spec.kind == FUMI_MAP_ABS;
-  const bool wide = dst_dtype == FUMI_DTYPE_F64 || dst_dtype == FUMI_DTYPE_F32;
-  if (!m || !kind || !wide || !kernelsRead(src_dtype) || !src || !dst) return FUMI_UNSUPPORTED;
+  const bool kind = spec.kind == FUMI_MAP_COPY || spec.kind == FUMI_MAP_ABS ||
+                    spec.kind == FUMI_MAP_PERTURB;
+  if (!m || !kind || !kernelsRead(dst_dtype) || !kernelsRead(src_dtype) || !src || !dst)
+    return FUMI_UNSUPPORTED;
   kn::ReduceParams p;
   p.op = kn::kMap;
   p.a = src;
   p.a_dtype = src_dtype;
-  p.map_kind = spec.kind == FUMI_MAP_ABS ? kn::kMapAbs : kn::kMapCopy;
+  p.map_kind = spec.kind;
   p.dst = dst;
   p.dst_dtype = dst_dtype;
+  if (spec.kind == FUMI_MAP_PERTURB) {
+    int64_t storage[FUMI_MAX_DIMS];
+    storageStrides(t.ndim, t.shape, t.strides, storage);
+    if (!kn::planPerturb(t.ndim, t.shape, t.strides, storage, p)) return FUMI_UNSUPPORTED;
+    p.shift = spec.shift;
+    p.seed = spec.seed;
+    p.first = spec.first;
+  }
   double f[kn::kFields];
   if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
   if (changed) *changed = static_cast<uint64_t>(f[0]);

@@ -25,8 +25,8 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
 fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,
                        fumi_scan* out);
 
-// mapTensor's for COPY and ABS into an f64 or f32 buffer (the widening of highprec's inputs):
-// dst laid out like t; FUMI_UNSUPPORTED for PERTURB and narrower stores (the host does them).
+// mapTensor's (COPY, ABS, PERTURB: highprec's widened inputs, perturb's perturbed ones), bit
+// for bit: dst laid out like t.
 fumi_status deviceMap(Checker& ck, const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
                       void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
                       uint64_t* changed);

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "counter_draw.h"
 #include "fumi/dtype.hpp"
 #include "fumi/plugin.h"
 #include "fumi/simd.h"
@@ -567,10 +568,10 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
 
-  uint64_t next() { return mix(state_ += kGolden); }
+  uint64_t next() { return drawMix(state_ += kGolden); }
 
   // Uniform in [0, 1), 53 random bits.
-  double uniform01() { return toUnit(next()); }
+  double uniform01() { return drawUnit(next()); }
 
   // Uniform in [-1, 1).
   double uniformSym() { return 2.0 * uniform01() - 1.0; }
@@ -578,26 +579,18 @@ class Rng {
   // Draw number `index` (0-based) of Rng(seed)'s uniformSym stream, on its own: the generator
   // is counter-based, so a loop can draw element i without the draws before it (and vectorise).
   static double uniformSymAt(uint64_t seed, uint64_t index) {
-    return 2.0 * toUnit(mix(seed + (index + 1) * kGolden)) - 1.0;
+    return uniformSymDraw(seed, index);
   }
 
   // The stream's constants, public for code that draws the same numbers elsewhere (the torch
-  // adapter draws them with integer ops on a device): draw i is
-  // 2 * (mix(seed + (i + 1) * kGolden) >> 11) * 2^-53 - 1, mix multiplying by kMix1 and kMix2.
-  static constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-  static constexpr uint64_t kMix1 = 0xbf58476d1ce4e5b9ULL;
-  static constexpr uint64_t kMix2 = 0x94d049bb133111ebULL;
+  // adapter draws them with integer ops on a device; fumi's CUDA kernels call uniformSymDraw):
+  // draw i is 2 * (mix(seed + (i + 1) * kGolden) >> 11) * 2^-53 - 1, mix multiplying by kMix1
+  // and kMix2 (counter_draw.h).
+  static constexpr uint64_t kGolden = kDrawGolden;
+  static constexpr uint64_t kMix1 = kDrawMix1;
+  static constexpr uint64_t kMix2 = kDrawMix2;
 
  private:
-  static uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * kMix1;
-    z = (z ^ (z >> 27)) * kMix2;
-    return z ^ (z >> 31);
-  }
-  static double toUnit(uint64_t bits) {  // signed: converts without a branch
-    return static_cast<double>(static_cast<int64_t>(bits >> 11)) * 0x1.0p-53;
-  }
-
   uint64_t state_;
 };
 

@@ -358,27 +358,34 @@ class DeviceKernels(unittest.TestCase):
             self.assertLess(abs(g - w), 1e-15)
 
     def test_reruns_converted_and_compared_on_the_device(self):
-        # highprec's inputs widened on the device and its fp64 rerun compared there, as
-        # determinism's rerun: the host copies' figures, a fraction of the bytes.
-        policy = every_call("{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }")
+        # highprec's inputs widened on the device and its fp64 rerun compared there, perturb's
+        # inputs perturbed there (the host's draws: the same perturbed bits), as determinism's
+        # rerun: the host copies' figures (perturb's, a maximum, bit for bit), a fraction of
+        # the bytes.
+        policy = every_call("{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }",
+                            "{ plugin: perturb, trials: 2, tolerance: 1 }")
         plain = cuda("large", preload=False, env={"FUMI_SIM_METER": "1"})
         device = self.large(policy)
         host = self.large(policy, FUMI_DEVICE_KERNELS="0")
         moved = {name: bytes_to_host(r) - bytes_to_host(plain)
                  for name, r in (("device", device), ("host", host))}
-        # Staged: A, B and C to the host and back widened, D and the fp64 rerun's D to the host
-        # (over 1.5 MB a call); on the device, each conversion's and pass's 16 KiB.
-        self.assertGreater(moved["host"], 2 * 1500000)
-        self.assertLessEqual(moved["device"], 2 * 8 * 16384)
+        # Staged: A, B and C to the host and back widened or perturbed, D and the reruns' Ds
+        # to the host (over 3 MB a call); on the device, each map's and pass's 16 KiB.
+        self.assertGreater(moved["host"], 2 * 3000000)
+        self.assertLessEqual(moved["device"], 2 * 24 * 16384)
         for r in (device, host):
             self.assertEqual(lines(plain.stdout), lines(r.stdout))
             self.assertEqual(r.of("violation"), [])
         checks = {name: sorted((c["check"], c["value"]) for c in r.of("check"))
                   for name, r in (("device", device), ("host", host))}
         self.assertEqual([c for c, _ in checks["device"]],
-                         ["determinism"] * 2 + ["highprec"] * 2)
+                         ["determinism"] * 2 + ["highprec"] * 2 + ["perturb"] * 2)
         for (check, got), (_, want) in zip(checks["device"], checks["host"]):
-            self.assertAlmostEqual(got, want, delta=1e-12 * abs(want), msg=check)
+            if check == "perturb":
+                self.assertGreater(got, 0)  # the noise moved the results
+                self.assertEqual(got, want)
+            else:
+                self.assertAlmostEqual(got, want, delta=1e-12 * abs(want), msg=check)
 
     def test_planted_faults_found_on_the_device(self):
         # A wrong element, then a NaN, in each 256^3 result: the device's projections flag

@@ -76,6 +76,7 @@ class Installed(unittest.TestCase):
         expected = ["bin/fumi", "lib/libfumi.so", "include/fumi/plugin.h",
                     "include/fumi/dtype.hpp", "include/fumi/dtypes.def",
                     "include/fumi/plugin_host.h", "include/fumi/metrics.h",
+                    "include/fumi/counter_draw.h",
                     "lib/cmake/fumi/fumiConfig.cmake", "lib/cmake/fumi/fumiConfigVersion.cmake",
                     "lib/cmake/fumi/fumiTargets.cmake", "lib/cmake/fumi/fumiPlugin.cmake",
                     "lib/cmake/fumi/fumi_plugin.map"]

@@ -15,6 +15,7 @@
 #include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
+#include "tensor_copy.h"
 #include "test_layouts.h"
 
 namespace fumi {
@@ -54,7 +55,7 @@ bool contractOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
 
 // One reduction's launches (device_launch.cpp, reduceOnDevice) on the host: its fields.
 std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
-  EXPECT_TRUE(kn::collapseDims(t.ndim, t.shape, t.strides, -1, p.dims));
+  EXPECT_TRUE(kn::planReduction(t.ndim, t.shape, t.strides, p));
   std::vector<double> partial(static_cast<size_t>(kn::kReduceThreads * kn::kFields)),
       results(static_cast<size_t>(kn::kReduceBlocks * kn::kFields)), fields(kn::kFields);
   p.n = tensorNumel(t);
@@ -194,45 +195,58 @@ TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
   EXPECT_GT(checked, 50);
 }
 
-// Inputs converted for a wider rerun (highprec: COPY) and magnitudes (ABS), into f64 and f32
-// buffers, every source dtype and layout, NaN, -0 and Inf among the values: the host's
+// Inputs converted for a wider rerun (highprec: COPY), magnitudes (ABS) and perturbed inputs
+// (perturb: PERTURB, the host's draws numbered in storage order), into every dtype from every
+// dtype, every layout, NaN, -0, Inf, subnormal and rounding cases among the values: the host's
 // mapTensor, bit for bit, and the same `changed` counts.
 TEST(DeviceKernels, MapsEqualTheHostsBitForBit) {
   int checked = 0;
   for (const fumi_tensor& layout : layouts()) {
     if (hasNegativeStride(layout)) continue;
     for (fumi_dtype src : kKernelDtypes)
-      for (fumi_dtype dst : {FUMI_DTYPE_F64, FUMI_DTYPE_F32})
-        for (fumi_map_kind kind : {FUMI_MAP_COPY, FUMI_MAP_ABS}) {
+      for (fumi_dtype dst : kKernelDtypes)
+        for (fumi_map_kind kind : {FUMI_MAP_COPY, FUMI_MAP_ABS, FUMI_MAP_PERTURB}) {
           fumi_tensor t = layout;
           t.dtype = src;
-          std::vector<unsigned char> in = randomBuffer(t, src, 5u + static_cast<uint32_t>(checked));
+          std::vector<unsigned char> in =
+              randomBuffer(t, src, 5u + static_cast<uint32_t>(checked));
           const int64_t span = tensorSpan(t) + 1;
           const double special[] = {-0.0, std::nan(""), -std::numeric_limits<double>::infinity(),
-                                    1e-300, 3.0000001};
-          for (int64_t i = 0; i < span && i < 5; ++i) storeFromDouble(in.data(), i * 3 % span, special[i], src);
+                                    1e-300, 3.0000001, 65519.0, 1e-7};
+          for (int64_t i = 0; i < span && i < 7; ++i)
+            storeFromDouble(in.data(), i * 3 % span, special[i], src);
           std::vector<unsigned char> want(static_cast<size_t>(span) * 8, 0xAB), got = want;
-          fumi_map_spec spec{};
-          spec.struct_size = sizeof spec;
-          spec.kind = kind;
+          const fumi_map_spec spec{sizeof(fumi_map_spec), kind,
+                                   kind == FUMI_MAP_PERTURB ? 0x1p-9 : 0.0, 1234567, 89};
           uint64_t want_changed = 0;
           ASSERT_EQ(mapTensor(t, in.data(), src, want.data(), dst, spec, &want_changed), FUMI_OK);
-          cuda::kern::ReduceParams p;
-          p.op = cuda::kern::kMap;
+          kn::ReduceParams p;
+          p.op = kn::kMap;
           p.a = in.data();
           p.a_dtype = src;
-          p.map_kind = kind == FUMI_MAP_ABS ? cuda::kern::kMapAbs : cuda::kern::kMapCopy;
+          p.map_kind = kind;
           p.dst = got.data();
           p.dst_dtype = dst;
+          if (kind == FUMI_MAP_PERTURB) {  // as deviceMap plans it
+            int64_t storage[FUMI_MAX_DIMS];
+            storageStrides(t.ndim, t.shape, t.strides, storage);
+            ASSERT_TRUE(kn::planPerturb(t.ndim, t.shape, t.strides, storage, p));
+            p.shift = spec.shift;
+            p.seed = spec.seed;
+            p.first = spec.first;
+          }
           const std::vector<double> f = reduceOnGrid(t, p);
           SCOPED_TRACE(testing::Message() << "layout " << t.ndim << "-d " << src << " -> " << dst
                                           << " kind " << kind);
           EXPECT_EQ(static_cast<uint64_t>(f[0]), want_changed);
           EXPECT_EQ(got, want);
+          if (kind == FUMI_MAP_PERTURB && src == dst && tensorNumel(t) > 8) {
+            EXPECT_GT(want_changed, 0u);  // the noise moved elements
+          }
           ++checked;
         }
   }
-  EXPECT_GT(checked, 100);
+  EXPECT_GT(checked, 300);
 }
 
 // Two outputs compared as highprec, determinism and perturb do, every dtype pair the kernels
