@@ -1190,7 +1190,8 @@ class OnGpu(unittest.TestCase):
         # fumi's own kernels on the hardware: loaded, and the projections, scans, conversions
         # and comparisons of the 256^3 GEMMs agree with the host copies' (exact data).
         policy = every_call("{ plugin: checksum }", "{ plugin: nan_inf }",
-                            "{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }")
+                            "{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }",
+                            "{ plugin: perturb, trials: 2, tolerance: 1 }")
         env = {"FUMI_LOG_LEVEL": "info"}
         device = cuda("large", policy=policy, env=env, gpu=True)
         host = cuda("large", policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
@@ -1201,8 +1202,9 @@ class OnGpu(unittest.TestCase):
         got, want = (sorted((c["check"], c["value"]) for c in r.of("check"))
                      for r in (device, host))
         self.assertEqual([c for c, _ in got], [c for c, _ in want])
-        self.assertEqual(len(got), 8)
+        self.assertEqual(len(got), 10)
         for (check, g), (_, w) in zip(got, want):
+            # perturb's reruns take the same perturbed bits on the device as from the host
             self.assertAlmostEqual(g, w, delta=1e-12 + 1e-9 * abs(w), msg=check)
         sweep = cuda("sweep", policy=policy, env={"FUMI_CUDA_QUEUE": "1024"}, gpu=True)
         self.assertNotIn("device kernels are off", sweep.stderr)
