@@ -38,16 +38,9 @@ fumi_status compareWithKernels(const void* a, fumi_dtype a_dtype, const void* b,
   if (k.any()) {
     p.op = kn::kComparePass2;
     p.max_mask = kn::kPass2Max;
-    p.want = (k.ratio ? kn::kWantRatio : 0u) | (k.rel ? kn::kWantRel : 0u) |
-             (k.ulp ? kn::kWantUlp : 0u);
-    p.f = k.f;
-    p.ratio_threshold = k.ratio_threshold;
-    p.rel_threshold = k.rel_threshold;
-    p.s_diff = k.s_diff;
-    p.s_ref = k.s_ref;
-    p.s_y = k.s_y;
-    p.p = k.p;
-    p.emin = k.emin;
+    const uint32_t want = (k.ratio ? kn::kWantRatio : 0u) | (k.rel ? kn::kWantRel : 0u) |
+                          (k.ulp ? kn::kWantUlp : 0u);
+    p.k = {want, k.f, k.ratio_threshold, k.rel_threshold, k.s_diff, k.s_ref, k.s_y, k.p, k.emin};
     double f2[kn::kFields];
     if (!reduce(p, f2)) return FUMI_UNSUPPORTED;
     p2 = metrics::detail::ComparePass2{f2[0], f2[1], f2[2], f2[3], f2[4], f2[5], f2[6]};

@@ -149,10 +149,12 @@ struct ReduceParams {
   int64_t n = 0;
   uint32_t max_mask = 0;
   double underflow_below = 0;  // kComparePass1 (0: not counted)
-  // kComparePass2: detail::CompareScales' fields.
-  uint32_t want = 0;
-  double f = 1, ratio_threshold = 0, rel_threshold = 0, s_diff = 1, s_ref = 1, s_y = 1;
-  int32_t p = 0, emin = 0;
+  // kComparePass2: metrics.h's detail::CompareScales, the fields the pass reads.
+  struct Scales {
+    uint32_t want = 0;
+    double f = 1, ratio_threshold = 0, rel_threshold = 0, s_diff = 1, s_ref = 1, s_y = 1;
+    int32_t p = 0, emin = 0;
+  } k;
   // kMap: the kind, and where the mapped values go (field 0 counts the elements whose stored
   // value is not the source's: the host's `changed`). PERTURB: x + x * shift * u, u the
   // draw numbered `first` + the element's place in storage order (sum of its coordinates
@@ -208,7 +210,8 @@ FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
         j += rest % p.dims.shape[d] * p.order[d];
         rest /= p.dims.shape[d];
       }
-      v = a + a * (p.shift * metrics::uniformSymDraw(p.seed, p.first + static_cast<uint64_t>(j)));
+      const double u = metrics::uniformSymDraw(p.seed, p.first + static_cast<uint64_t>(j));
+      v = a + a * (p.shift * u);
     }
     const auto dt = static_cast<fumi_dtype>(p.dst_dtype);
     storeFromDouble(p.dst, off, v, dt);
@@ -257,28 +260,28 @@ FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
     return;
   }
   if (!ok) return;
-  const double as = a * p.f, bs = b * p.f, diff = absOf(as - bs);
-  if (p.want & kWantRatio) {
+  const double as = a * p.k.f, bs = b * p.k.f, diff = absOf(as - bs);
+  if (p.k.want & kWantRatio) {
     const double sum = absOf(as + bs);
     if (sum > 0.0) {
       const double r = diff / sum;
       acc[1] = maxOf(acc[1], r);
-      if (sum > p.ratio_threshold) acc[0] = maxOf(acc[0], r);
+      if (sum > p.k.ratio_threshold) acc[0] = maxOf(acc[0], r);
     }
   }
-  if (p.want & kWantRel) {
+  if (p.k.want & kWantRel) {
     const double m = absOf(bs);
-    if (m > p.rel_threshold && m > 0.0) acc[5] = maxOf(acc[5], diff / m);
+    if (m > p.k.rel_threshold && m > 0.0) acc[5] = maxOf(acc[5], diff / m);
   }
-  const double d = a * p.s_diff - b * p.s_diff, rr = b * p.s_ref, yy = a * p.s_y;
+  const double d = a * p.k.s_diff - b * p.k.s_diff, rr = b * p.k.s_ref, yy = a * p.k.s_y;
   acc[2] += d * d;
   acc[3] += rr * rr;
   acc[4] += yy * yy;
-  if (p.want & kWantUlp) {
+  if (p.k.want & kWantUlp) {
     // The host's ULP unit (metrics.h comparePass2): 2^(max(exponent of b, emin) - p), scaled
     // by 2^64 where it would be subnormal.
     int e = static_cast<int>((doubleBits(b) >> 52) & 0x7ff) - 1023;
-    e = (e > p.emin ? e : p.emin) - p.p;
+    e = (e > p.k.emin ? e : p.k.emin) - p.k.p;
     const bool tiny = e < -1022;
     const int k = tiny ? -(e + 64) : -e;
     const double inv_ulp = bitsDouble(static_cast<uint64_t>(k + 1023) << 52);
@@ -410,7 +413,8 @@ bool launchReduction(ReduceParams& p, Launch launch) {
 // The host's last step: the second kernel's kReduceBlocks results combined in order.
 inline void combineResults(const ReduceParams& p, const double* results, double* fields) {
   for (int i = 0; i < kFields; ++i) fields[i] = 0;
-  for (int64_t t = 0; t < kReduceBlocks; ++t) combineFields(p.max_mask, fields, results + t * kFields);
+  for (int64_t t = 0; t < kReduceBlocks; ++t)
+    combineFields(p.max_mask, fields, results + t * kFields);
 }
 
 // The grid of a launch run on the host, (block, thread) by (block, thread): the simulated

@@ -29,13 +29,18 @@ namespace {
 namespace kn = fumi::cuda::kern;
 
 template <class T>
-T* onHost(T* p, const char* what) {
+T* onHost(T* p) {
   if (p && !sim::isDevicePointer(p)) {
-    std::fprintf(stderr, "simulated device: kernel parameter %s is not device memory (%p)\n",
-                 what, static_cast<const void*>(p));
+    std::fprintf(stderr, "simulated device: a kernel parameter is not device memory (%p)\n",
+                 static_cast<const void*>(p));
     std::abort();
   }
   return static_cast<T*>(sim::hostAddress(p));
+}
+// Every pointer of a kernel's parameters, translated as the kernel would dereference them.
+template <class... T>
+void onHostAll(T*&... ptrs) {
+  ((ptrs = onHost(ptrs)), ...);
 }
 
 struct Launch {
@@ -46,7 +51,8 @@ struct Launch {
 };
 
 void runContractPartial(Launch& l) {
-  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t y) { kn::contractPartialBody(l.contract, t, y); });
+  kn::runGridOnHost(l.gx, l.gy,
+                    [&](int64_t t, int64_t y) { kn::contractPartialBody(l.contract, t, y); });
 }
 void runContractReduce(Launch& l) {
   kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::contractReduceBody(l.contract, t); });
@@ -126,20 +132,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   const Kernel& k = *reinterpret_cast<const Kernel*>(f);
   auto* l = new Launch{gx, gy, {}, {}, k.run};
   if (k.contract) {
-    l->contract = *static_cast<const kn::ContractParams*>(params[0]);
-    kn::ContractParams& p = l->contract;
-    p.data = onHost(p.data, "data");
-    p.vectors = onHost(p.vectors, "vectors");
-    p.partial = onHost(p.partial, "partial");
-    p.out = onHost(p.out, "out");
+    kn::ContractParams& p = l->contract = *static_cast<const kn::ContractParams*>(params[0]);
+    onHostAll(p.data, p.vectors, p.partial, p.out);
   } else {
-    l->reduce = *static_cast<const kn::ReduceParams*>(params[0]);
-    kn::ReduceParams& p = l->reduce;
-    p.a = onHost(p.a, "a");
-    p.b = onHost(p.b, "b");
-    p.dst = onHost(p.dst, "dst");
-    p.partial = onHost(p.partial, "partial");
-    p.out = onHost(p.out, "out");
+    kn::ReduceParams& p = l->reduce = *static_cast<const kn::ReduceParams*>(params[0]);
+    onHostAll(p.a, p.b, p.dst, p.partial, p.out);
   }
   if (cudaFumiSimLaunchKernel(reinterpret_cast<cudaStream_t>(stream), k.name, runLaunch, l) !=
       cudaSuccess) {
