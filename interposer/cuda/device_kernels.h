@@ -380,16 +380,31 @@ bool launchContraction(ContractParams p, const double* vectors, Launch launch) {
 
 // p.dims and p.order for a PERTURB map of a view (n dimensions): its dimensions unmerged (size-1
 // ones dropped), with `storage` the dense strides of its storage order (tensor_copy.h,
-// storageStrides): the host's numbering of the elements. False for a negative stride.
+// storageStrides): the host's numbering of the elements. False for a negative stride, and for
+// a view whose elements may share memory (a broadcast): their threads would store different
+// noise into one place, where the host's last write wins.
 inline bool planPerturb(int32_t n, const int64_t* shape, const int64_t* stride,
                         const int64_t* storage, ReduceParams& p) {
   p.dims = Dims{};
+  int64_t sorted[kMaxDims][2];  // (stride, extent), by stride: each past the span inside it
   for (int32_t i = 0; i < n; ++i) {
     if (stride[i] < 0) return false;
     if (shape[i] == 1) continue;
+    int32_t k = p.dims.ndim;
+    for (; k > 0 && sorted[k - 1][0] > stride[i]; --k) {
+      sorted[k][0] = sorted[k - 1][0];
+      sorted[k][1] = sorted[k - 1][1];
+    }
+    sorted[k][0] = stride[i];
+    sorted[k][1] = shape[i];
     p.dims.shape[p.dims.ndim] = shape[i];
     p.dims.stride[p.dims.ndim] = stride[i];
     p.order[p.dims.ndim++] = storage[i];
+  }
+  int64_t span = 1;
+  for (int32_t k = 0; k < p.dims.ndim; ++k) {
+    if (sorted[k][0] < span) return false;
+    span = sorted[k][0] * sorted[k][1];
   }
   return true;
 }
