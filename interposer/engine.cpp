@@ -353,7 +353,7 @@ fumi_status Call::contractDevice(const fumi_tensor& view, int32_t dim, int32_t c
   return dev && dev->contract ? dev->contract(view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
 }
 
-// The backend's kernel where it has one (only four scalars come back), else staged.
+// The backend's kernel where it has one (only partial results come back), else staged.
 fumi_status Call::scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                              fumi_scan* out) {
   const fumi_tensor& t = tensors_[static_cast<size_t>(index)];
