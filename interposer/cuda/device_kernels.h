@@ -119,9 +119,9 @@ FUMI_HD void contractReduceBody(const ContractParams& p, int64_t t) {
 }
 
 // ---- element-wise reductions -----------------------------------------------------------------
-// Over the n elements of a view, one buffer (a) or two laid out alike (a, b): the NaN/Inf scan
-// and the two passes of the host's comparison (plugins/common/metrics.h: comparePass1,
-// comparePass2, the same fields with the same masking). First kernel: kReduceBlocks x kThreads
+// Over the n elements of a view, one buffer (a) or two laid out alike (a, b): the NaN/Inf scan,
+// the two passes of the host's comparison (plugins/common/metrics.h: comparePass1,
+// comparePass2, the same fields with the same masking) and maps (below). First kernel: kReduceBlocks x kThreads
 // threads, each over the elements t, t + threads, ... accumulating kFields doubles (a field is
 // a sum, or a maximum where `max_mask` has its bit) into partial[t * kFields ...]; second
 // kernel: thread t < kReduceBlocks combines one block's kThreads partials, in order, into

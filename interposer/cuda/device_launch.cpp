@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -181,8 +180,7 @@ namespace {
 bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::ReduceParams& p,
                     double* fields) {
   if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
-  p.n = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) p.n *= t.shape[i];
+  p.n = tensorNumel(t);
   DeviceScratch mem(ck, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
                          static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double)});
   if (!mem) return false;
@@ -211,14 +209,11 @@ fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi
   p.max_mask = kn::kScanMax;
   double f[kn::kFields];
   if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
-  // The host's scan sums the squares scaled where they could leave fp64's range.
-  if (!metrics::detail::squaresInRange(f[2])) return FUMI_UNSUPPORTED;
-  *out = fumi_scan{};
-  out->struct_size = sizeof(fumi_scan);
+  // The finite elements' squares and magnitude, read as the host's first pass reads them;
+  // where they could leave fp64's range the host's scaled pass takes over.
+  if (!metrics::scanFromSquares(f[3], f[2], out)) return FUMI_UNSUPPORTED;
   out->nan = static_cast<uint64_t>(f[0]);
   out->inf = static_cast<uint64_t>(f[1]);
-  out->max_abs = f[2];
-  out->norm = std::sqrt(f[3]);
   return FUMI_OK;
 }
 
