@@ -113,16 +113,7 @@ class AdapterCall final : public Call {
       const std::vector<fumi_tensor>* ts = on_host();
       return ts ? frameworkProjection(site().name, *ts, args(), output, sides) : FUMI_UNSUPPORTED;
     }
-    DeviceOps device;
-    device.contract = [this](const fumi_tensor& view, int32_t dim, int32_t count,
-                             const double* vectors, double* out) {
-      return contractDevice(view, dim, count, vectors, out);
-    };
-    device.convolve = [this](const fumi_device_conv& conv) { return convolveDevice(conv); };
-    device.scan = [this](int32_t index, fumi_scan* out) {
-      const fumi_tensor& t = tensors()[static_cast<size_t>(index)];
-      return scanDevice(index, t.data, t.dtype, out);
-    };
+    DeviceOps device = deviceOpsOf(*this);
     device.on_host = on_host;
     return frameworkProjection(site().name, tensors(), args(), output, sides, &device);
   }

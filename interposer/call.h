@@ -76,9 +76,9 @@ class Call {
   virtual fumi_status contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
                                      const double* vectors, double* out);
   // A convolution in fp64 on the device (adapter_api.h, fumi_device_conv): with
-  // contractDevice, checksum's projection of a device op's convolution. FUMI_UNSUPPORTED (the
-  // default) as contractDevice.
-  virtual fumi_status convolveDevice(const fumi_device_conv& /*conv*/) { return FUMI_UNSUPPORTED; }
+  // contractDevice, checksum's projection of a device op's convolution. The default serves
+  // fumi's own hooks as contractDevice's does; FUMI_UNSUPPORTED as there.
+  virtual fumi_status convolveDevice(const fumi_device_conv& conv);
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }

@@ -353,6 +353,11 @@ fumi_status Call::contractDevice(const fumi_tensor& view, int32_t dim, int32_t c
   return dev && dev->contract ? dev->contract(view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
 }
 
+fumi_status Call::convolveDevice(const fumi_device_conv& conv) {
+  const DeviceMemory* dev = g_device.load();
+  return dev && dev->convolve ? dev->convolve(conv) : FUMI_UNSUPPORTED;
+}
+
 // The backend's kernel where it has one (only partial results come back), else staged.
 fumi_status Call::scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                              fumi_scan* out) {

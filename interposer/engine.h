@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapter_api.h"
 #include "context.h"
 #include "fumi/plugin.h"
 #include "plugin_loader.h"
@@ -141,7 +142,7 @@ struct DeviceMemory {
   bool (*toHost)(void* dst, const void* src, size_t bytes);
   bool (*toDevice)(void* dst, const void* src, size_t bytes);
   // The backend's own kernels (the semantics of Call::contractDevice, scanDevice,
-  // compareDevice and mapDevice), or FUMI_UNSUPPORTED where it has none for the case: the work
+  // compareDevice, mapDevice and convolveDevice), or FUMI_UNSUPPORTED where it has none for the case: the work
   // is then done on host copies.
   fumi_status (*contract)(const fumi_tensor& view, int32_t dim, int32_t count,
                           const double* vectors, double* out);
@@ -150,6 +151,7 @@ struct DeviceMemory {
                          fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out);
   fumi_status (*map)(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
                      fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed);
+  fumi_status (*convolve)(const fumi_device_conv& conv);  // Call::convolveDevice
 };
 void setDeviceMemory(const DeviceMemory* ops);
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "call.h"
 #include "conv_dims.h"
 #include "fumi/dtype.hpp"
 
@@ -105,11 +106,30 @@ fumi_tensor rowsOf(const fumi_tensor& t, int64_t first, int64_t rows) {
   return v;
 }
 
-// convProjection for the operands of a device op, on its device (frameworkProjection's
-// `device`): the vectors summed against the filter there (per group, into a dense filter with
-// `count` channels) or against dy (backward filter), then one fp64 convolution with `count`
-// channels there; only the sums and the projection come back. The caller has checked what no
-// path projects (p.dim other than the channels, out_lo, a grouped backward filter).
+// The taps of each row of `rows` filters of `taps` taps reversed (a true convolution's filter
+// as the cross-correlation reads it).
+void mirrorTaps(double* data, int64_t rows, int64_t taps) {
+  for (int64_t r = 0; r < rows; ++r) std::reverse(data + r * taps, data + (r + 1) * taps);
+}
+
+// `t` (all its elements) as a vector of `len` elements, where at most one of its dimensions is
+// longer than 1: a bias of shape (1, K, 1, 1) or (K). False otherwise.
+bool asVector(const fumi_tensor& t, int64_t len, fumi_tensor* out) {
+  if (tensorNumel(t) != len) return false;
+  *out = t;
+  out->ndim = 1;
+  out->shape[0] = len;
+  out->strides[0] = 1;
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] != 1) out->strides[0] = t.strides[d];
+  return true;
+}
+
+// convProjection for operands in device memory, on the device (convProjectionOnDevice): the
+// vectors summed against the filter there (per group, into a dense filter with `count`
+// channels) or against dy (backward filter), then one fp64 convolution with `count` channels
+// there; the terms the convolution leaves out (beta * prior, alpha2 * z, bias) contracted
+// there too. Only the sums and the projection come back.
 fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSpec& s,
                                 int32_t output, const Projection& p, const DeviceOps& dev) {
   using Dir = ConvSpec::Direction;
@@ -125,6 +145,7 @@ fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSp
   const int32_t count = p.count;
   const int64_t len = out_t.shape[channels_dim], taps = d.spatialSize(d.filter),
                 out_sp = d.spatialSize(d.out);
+  const int64_t outer = filter ? 1 : d.n, inner = tensorNumel(out_t) / len / outer;
   fumi_device_conv c{};
   c.struct_size = sizeof c;
   c.spatial = s.spatial;
@@ -175,16 +196,36 @@ fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSp
         std::copy(got.begin(), got.end(), host.data() + g * d.kg * count * taps);
       }
     }
+    if (s.flip) mirrorTaps(host.data(), static_cast<int64_t>(host.size()) / taps, taps);
   }
   c.host = hostTensor("vectors", shape, host.data());
   if (const fumi_status st = dev.convolve(c); st != FUMI_OK) return st;
-  const int64_t outer = filter ? 1 : d.n, inner = tensorNumel(out_t) / len / outer;
-  double bias_max = 0;
-  if (forward && s.bias >= 0) {  // each vector summed against the bias, in its channel
-    std::vector<double> b(static_cast<size_t>(count));
-    if (const fumi_status st =
-            dev.contract(ts[static_cast<size_t>(s.bias)], 0, count, p.vectors, b.data());
+  if (filter && s.flip) mirrorTaps(p.out, count * d.c, taps);
+  const int64_t projected = outer * count * inner;
+  for (int64_t i = 0; i < projected; ++i) p.out[i] *= s.alpha;
+  // beta * prior and alpha2 * z (cuDNN's forms), laid out like the output: contracted along its
+  // channels as the output is projected.
+  double others = 0;
+  std::vector<double> term;
+  for (const auto& [index, scale] : {std::pair{s.prior, s.beta}, std::pair{s.z, s.alpha2}}) {
+    if (index < 0 || scale == 0) continue;
+    const fumi_tensor& t = ts[static_cast<size_t>(index)];
+    if (tensorNumel(t) != tensorNumel(out_t) || t.ndim != out_t.ndim) return FUMI_UNSUPPORTED;
+    term.resize(static_cast<size_t>(projected));
+    if (const fumi_status st = dev.contract(t, channels_dim, count, p.vectors, term.data());
         st != FUMI_OK)
+      return st;
+    for (int64_t i = 0; i < projected; ++i) p.out[i] += scale * term[static_cast<size_t>(i)];
+    fumi_scan sc{};
+    sc.struct_size = sizeof sc;
+    if (const fumi_status st = dev.scan(index, &sc); st != FUMI_OK) return st;
+    others += std::fabs(scale) * sc.max_abs;
+  }
+  if (forward && s.bias >= 0) {  // each vector summed against the bias, in its channel
+    fumi_tensor bias;
+    if (!asVector(ts[static_cast<size_t>(s.bias)], len, &bias)) return FUMI_UNSUPPORTED;
+    std::vector<double> b(static_cast<size_t>(count));
+    if (const fumi_status st = dev.contract(bias, 0, count, p.vectors, b.data()); st != FUMI_OK)
       return st;
     for (int64_t a = 0; a < outer; ++a)
       for (int32_t q = 0; q < count; ++q)
@@ -193,7 +234,7 @@ fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSp
     fumi_scan sb{};
     sb.struct_size = sizeof sb;
     if (const fumi_status st = dev.scan(s.bias, &sb); st != FUMI_OK) return st;
-    bias_max = sb.max_abs;
+    others += sb.max_abs;
   }
   // The host's noise floor (convProjection): the reduced operand carries fp64 rounding of its
   // terms, bounded here by the operands' largest magnitudes; elements below it are 0.
@@ -207,10 +248,49 @@ fumi_status convolutionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSp
   zeroConvNoise(p, len, taps, outer, inner, [&](int32_t q) {
     double r_abs = 0;
     for (int64_t i = 0; i < len; ++i) r_abs += std::fabs(p.vectors[q * len + i]);
-    return sa.max_abs * r_abs * terms * sr.max_abs + bias_max * r_abs;
+    return std::fabs(s.alpha) * sa.max_abs * r_abs * terms * sr.max_abs + others * r_abs;
   });
   return FUMI_OK;
 }
+
+}  // namespace
+
+fumi_status convProjectionOnDevice(const std::vector<fumi_tensor>& ts, const ConvSpec& spec,
+                                   int32_t output, const std::vector<Projection>& sides,
+                                   const DeviceOps& device) {
+  // What the host does not project either (the plugin asks for other dimensions too).
+  const bool filter = spec.direction == ConvSpec::Direction::kBackwardFilter;
+  const int expected = spec.direction == ConvSpec::Direction::kForward ? spec.y
+                       : filter                                        ? spec.w
+                                                                       : spec.x;
+  if (spec.x < 0 || spec.w < 0 || spec.y < 0 || output != expected ||
+      (filter && spec.groups != 1) || spec.act != ConvSpec::Act::kNone)
+    return FUMI_UNSUPPORTED;
+  for (const Projection& side : sides)
+    if (side.dim != (filter ? 0 : 1) || side.out_lo || side.count < 1) return FUMI_UNSUPPORTED;
+  fumi_status st = FUMI_OK;
+  for (const Projection& side : sides)
+    if (st = convolutionOnDevice(ts, spec, output, side, device); st != FUMI_OK) break;
+  if (st != FUMI_UNSUPPORTED) return st;
+  const std::vector<fumi_tensor>* host = device.on_host ? device.on_host() : nullptr;
+  return host ? convProjection(*host, spec, output, sides) : FUMI_UNSUPPORTED;
+}
+
+DeviceOps deviceOpsOf(Call& call) {
+  DeviceOps ops;
+  ops.contract = [&call](const fumi_tensor& view, int32_t dim, int32_t count,
+                         const double* vectors, double* out) {
+    return call.contractDevice(view, dim, count, vectors, out);
+  };
+  ops.convolve = [&call](const fumi_device_conv& conv) { return call.convolveDevice(conv); };
+  ops.scan = [&call](int32_t index, fumi_scan* out) {
+    const fumi_tensor& t = call.tensors()[static_cast<size_t>(index)];
+    return call.scanDevice(index, t.data, t.dtype, out);
+  };
+  return ops;
+}
+
+namespace {
 
 fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bool backward,
                         int32_t output, const std::vector<Projection>& p,
@@ -218,19 +298,8 @@ fumi_status convolution(const std::vector<fumi_tensor>& ts, const Args& args, bo
   if (number(args, "transposed", 0.0) != 0) return FUMI_UNSUPPORTED;
   // On the device where it can be, else on host copies.
   const auto project = [&](const ConvSpec& spec) {
-    if (!device) return convProjection(ts, spec, output, p);
-    // What the host does not project either (the plugin asks for other dimensions too).
-    const bool filter = spec.direction == ConvSpec::Direction::kBackwardFilter;
-    if (spec.x < 0 || spec.w < 0 || spec.y < 0 || (filter && spec.groups != 1))
-      return FUMI_UNSUPPORTED;
-    for (const Projection& side : p)
-      if (side.dim != (filter ? 0 : 1) || side.out_lo || side.count < 1) return FUMI_UNSUPPORTED;
-    fumi_status st = FUMI_OK;
-    for (const Projection& side : p)
-      if (st = convolutionOnDevice(ts, spec, output, side, *device); st != FUMI_OK) break;
-    if (st != FUMI_UNSUPPORTED) return st;
-    const std::vector<fumi_tensor>* host = device->on_host ? device->on_host() : nullptr;
-    return host ? convProjection(*host, spec, output, p) : FUMI_UNSUPPORTED;
+    return device ? convProjectionOnDevice(ts, spec, output, p, *device)
+                  : convProjection(ts, spec, output, p);
   };
   ConvSpec s;
   s.flip = false;  // frameworks' convolution is a cross-correlation

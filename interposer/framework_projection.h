@@ -17,6 +17,8 @@
 
 namespace fumi {
 
+class Call;
+
 // Output `output` of the call of `op` ("aten::addmm"; an overload suffix is ignored) projected
 // as fumi_host_api.project says. Modelled: aten::mm, bmm, mv, addmm, baddbmm, addmv (self
 // broadcast as C) and aten::convolution / convolution_backward (not transposed; grad_input and
@@ -48,6 +50,17 @@ inline fumi_status frameworkProjection(
     const Projection& p) {
   return frameworkProjection(op, tensors, args, output, std::vector<Projection>{p});
 }
+
+// convProjection (reference.h) of a convolution whose operands are in device memory, done where
+// they live with `device` (the same steps as a device op's, above: cuDNN's alpha, beta * prior,
+// alpha2 * z, bias and true convolution included); where the device declines, on
+// device.on_host()'s copies. FUMI_UNSUPPORTED for what convProjection does not project either.
+fumi_status convProjectionOnDevice(const std::vector<fumi_tensor>& tensors, const ConvSpec& spec,
+                                   int32_t output, const std::vector<Projection>& sides,
+                                   const DeviceOps& device);
+
+// The device work of `call`'s own contractDevice, convolveDevice and scanDevice (no on_host).
+DeviceOps deviceOpsOf(Call& call);
 
 // The number of terms each output of a call of `op` sums (fumi_call_info.reduction_length), from
 // the same schema names: the GEMM family (k), convolution forward (C_in/groups * filter

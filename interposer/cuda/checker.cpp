@@ -141,8 +141,12 @@ fumi_status deviceMapFn(const fumi_tensor& t, const void* src, fumi_dtype src_dt
   return g_checker ? deviceMap(*g_checker, t, src, src_dtype, dst, dst_dtype, spec, changed)
                    : FUMI_UNSUPPORTED;
 }
+fumi_status deviceConvolveFn(const fumi_device_conv& conv) {
+  return g_checker ? deviceConvolve(*g_checker, conv) : FUMI_UNSUPPORTED;
+}
 const DeviceMemory kDeviceMemory{deviceAlloc,      deviceRelease, deviceToHost,    hostToDevice,
-                                 deviceContractFn, deviceScanFn,  deviceCompareFn, deviceMapFn};
+                                 deviceContractFn, deviceScanFn,  deviceCompareFn, deviceMapFn,
+                                 deviceConvolveFn};
 
 void checkerLoop(Checker::State& st) {
   InsideScope inside;  // everything this thread calls goes straight to the real libraries

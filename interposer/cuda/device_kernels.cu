@@ -23,3 +23,10 @@ extern "C" __global__ void fumi_reduce_partial(ReduceParams p) {
 extern "C" __global__ void fumi_reduce_combine(ReduceParams p) {
   reduceCombineBody(p, threadIndex());
 }
+extern "C" __global__ void fumi_reduce_final(ReduceParams p) {
+  reduceFinalBody(p, threadIndex());
+}
+extern "C" __global__ void fumi_conv_partial(ConvParams p) {
+  convPartialBody(p, threadIndex(), blockIdx.y);
+}
+extern "C" __global__ void fumi_conv_reduce(ConvParams p) { convReduceBody(p, threadIndex()); }

@@ -118,15 +118,131 @@ FUMI_HD void contractReduceBody(const ContractParams& p, int64_t t) {
   p.out[(outer * p.total + p.first + s) * p.inner + q] = sum;
 }
 
+// ---- convolution ----------------------------------------------------------------------------
+// One fp64 convolution (groups 1, cross-correlation) in one of three directions, as checksum
+// projects a convolution on the device (framework_projection.h): `dev` an operand in device
+// memory (its dtype and strides), `host` the operand reduced against the vectors (dense fp64,
+// copied to the device), `out` dense fp64. Spatial extents padded in front to 3 (extent 1):
+//   forward          out[n, q, o] = sum_{c, t} dev[n, c, o*s - p + t*d] * host[q, c, t]
+//   backward data    out[n, q, i] = sum_{k, t, o: o*s - p + t*d = i} dev[n, k, o] * host[k, q, t]
+//   backward filter  out[q, c, t] = sum_{n, o} host[n, q, o] * dev[n, c, o*s - p + t*d]
+// (taps t and positions outside the operand read nothing). Grid: x over the outputs, y over
+// `chunks` chunks of `chunk` images (backward filter sums over the images; the other
+// directions have one chunk); partial[y * outputs + t], the second kernel adds the chunks in
+// order into out.
+struct ConvParams {
+  int32_t direction = 0;  // fumi_conv_direction: 0 forward, 1 backward data, 2 backward filter
+  const void* dev = nullptr;
+  int32_t dev_dtype = 0;
+  int64_t dev_shape[5] = {}, dev_stride[5] = {};
+  const double* host = nullptr;
+  int64_t host_shape[5] = {};
+  int64_t out_shape[5] = {};
+  int64_t stride[3] = {1, 1, 1}, pad[3] = {}, dil[3] = {1, 1, 1};
+  int64_t outputs = 0, chunk = 1, chunks = 1;
+  double* partial = nullptr;  // device memory, chunks x outputs
+  double* out = nullptr;      // device memory, outputs
+};
+
+template <int32_t kDtype>
+FUMI_HD double convPartial(const ConvParams& p, int64_t t, int64_t chunk) {
+  const int64_t* os = p.out_shape;
+  int64_t pos[3], rest = t;
+  for (int e = 2; e >= 0; --e) {
+    pos[e] = rest % os[2 + e];
+    rest /= os[2 + e];
+  }
+  const int64_t b = rest % os[1], a = rest / os[1];
+  const int64_t* ds = p.dev_shape;
+  const int64_t* st = p.dev_stride;
+  const int64_t* hs = p.host_shape;
+  const auto at = [&](int64_t n, int64_t ch, const int64_t* i) {
+    return load(p.dev, kDtype,
+                n * st[0] + ch * st[1] + i[0] * st[2] + i[1] * st[3] + i[2] * st[4]);
+  };
+  const auto host = [&](int64_t h0, int64_t h1, const int64_t* i) {
+    return p.host[(((h0 * hs[1] + h1) * hs[2] + i[0]) * hs[3] + i[1]) * hs[4] + i[2]];
+  };
+  double acc = 0;
+  if (p.direction == 0) {  // a = n, b = q, pos = o
+    for (int64_t c = 0; c < ds[1]; ++c)
+      for (int64_t t0 = 0; t0 < hs[2]; ++t0)
+        for (int64_t t1 = 0; t1 < hs[3]; ++t1)
+          for (int64_t t2 = 0; t2 < hs[4]; ++t2) {
+            const int64_t tap[3] = {t0, t1, t2};
+            int64_t i[3];
+            bool in = true;
+            for (int e = 0; e < 3; ++e) {
+              i[e] = pos[e] * p.stride[e] - p.pad[e] + tap[e] * p.dil[e];
+              in = in && i[e] >= 0 && i[e] < ds[2 + e];
+            }
+            if (in) acc += at(a, c, i) * host(b, c, tap);
+          }
+  } else if (p.direction == 1) {  // a = n, b = q, pos = i
+    for (int64_t k = 0; k < ds[1]; ++k)
+      for (int64_t t0 = 0; t0 < hs[2]; ++t0)
+        for (int64_t t1 = 0; t1 < hs[3]; ++t1)
+          for (int64_t t2 = 0; t2 < hs[4]; ++t2) {
+            const int64_t tap[3] = {t0, t1, t2};
+            int64_t o[3];
+            bool in = true;
+            for (int e = 0; e < 3; ++e) {
+              const int64_t num = pos[e] + p.pad[e] - tap[e] * p.dil[e];
+              o[e] = num >= 0 ? num / p.stride[e] : -1;
+              in = in && num >= 0 && num % p.stride[e] == 0 && o[e] < ds[2 + e];
+            }
+            if (in) acc += at(a, k, o) * host(k, b, tap);
+          }
+  } else {  // a = q, b = c, pos = tap; images [chunk * p.chunk, ...)
+    const int64_t first = chunk * p.chunk;
+    const int64_t last = first + p.chunk < ds[0] ? first + p.chunk : ds[0];
+    for (int64_t n = first; n < last; ++n)
+      for (int64_t o0 = 0; o0 < hs[2]; ++o0)
+        for (int64_t o1 = 0; o1 < hs[3]; ++o1)
+          for (int64_t o2 = 0; o2 < hs[4]; ++o2) {
+            const int64_t o[3] = {o0, o1, o2};
+            int64_t i[3];
+            bool in = true;
+            for (int e = 0; e < 3; ++e) {
+              i[e] = o[e] * p.stride[e] - p.pad[e] + pos[e] * p.dil[e];
+              in = in && i[e] >= 0 && i[e] < ds[2 + e];
+            }
+            if (in) acc += host(n, a, o) * at(n, b, i);
+          }
+  }
+  return acc;
+}
+
+// First kernel: thread t of grid row `chunk`.
+FUMI_HD void convPartialBody(const ConvParams& p, int64_t t, int64_t chunk) {
+  if (t >= p.outputs || chunk >= p.chunks) return;
+  double v;
+  switch (p.dev_dtype) {
+    case kF64: v = convPartial<kF64>(p, t, chunk); break;
+    case kF32: v = convPartial<kF32>(p, t, chunk); break;
+    case kF16: v = convPartial<kF16>(p, t, chunk); break;
+    default: v = convPartial<kBF16>(p, t, chunk); break;
+  }
+  p.partial[chunk * p.outputs + t] = v;
+}
+
+// Second kernel: output t, its chunks added in order.
+FUMI_HD void convReduceBody(const ConvParams& p, int64_t t) {
+  if (t >= p.outputs) return;
+  double sum = 0;
+  for (int64_t c = 0; c < p.chunks; ++c) sum += p.partial[c * p.outputs + t];
+  p.out[t] = sum;
+}
+
 // ---- element-wise reductions -----------------------------------------------------------------
 // Over the n elements of a view, one buffer (a) or two laid out alike (a, b): the NaN/Inf scan,
 // the two passes of the host's comparison (plugins/common/metrics.h: comparePass1,
-// comparePass2, the same fields with the same masking) and maps (below). First kernel: kReduceBlocks x kThreads
-// threads, each over the elements t, t + threads, ... accumulating kFields doubles (a field is
-// a sum, or a maximum where `max_mask` has its bit) into partial[t * kFields ...]; second
-// kernel: thread t < kReduceBlocks combines one block's kThreads partials, in order, into
-// out[t * kFields ...]; the host combines those (kReduceBlocks x kFields doubles, 16 KiB,
-// whatever the size).
+// comparePass2, the same fields with the same masking) and maps (below). First kernel:
+// kReduceBlocks x kThreads threads, each over the elements t, t + threads, ... accumulating
+// kFields doubles (a field is a sum, or a maximum where `max_mask` has its bit) into
+// partial[t * kFields ...]; second kernel: thread t < kReduceBlocks combines one block's
+// kThreads partials, in order, into out[t * kFields ...]; third, one thread combines those in
+// order into fields[0 .. kFields): 64 bytes come back, whatever the size.
 constexpr int kFields = 8;
 enum ReduceOp : int32_t { kScan = 0, kComparePass1 = 1, kComparePass2 = 2, kMap = 3 };
 // kMap's kinds: fumi_map_kind's (plugin.h), into a buffer `dst` laid out like the source, the
@@ -167,6 +283,7 @@ struct ReduceParams {
   int64_t order[kMaxDims] = {};
   double* partial = nullptr;  // device memory, kReduceThreads x kFields
   double* out = nullptr;      // device memory, kReduceBlocks x kFields
+  double* fields = nullptr;   // device memory, kFields: the result
 };
 
 constexpr int64_t kReduceThreads = int64_t{kReduceBlocks} * kThreads;
@@ -311,6 +428,15 @@ FUMI_HD void reduceCombineBody(const ReduceParams& p, int64_t t) {
   for (int i = 0; i < kFields; ++i) p.out[t * kFields + i] = acc[i];
 }
 
+// Third kernel, one thread: the second's kReduceBlocks results combined in order into p.fields
+// (so that kFields doubles come back, whatever the size).
+FUMI_HD void reduceFinalBody(const ReduceParams& p, int64_t t) {
+  if (t != 0) return;
+  double acc[kFields] = {};
+  for (int64_t b = 0; b < kReduceBlocks; ++b) combineFields(p.max_mask, acc, p.out + b * kFields);
+  for (int i = 0; i < kFields; ++i) p.fields[i] = acc[i];
+}
+
 // ---- host side: launch plans -----------------------------------------------------------------
 
 // `dims` (size, stride) outermost first into d, merged where one steps over the next exactly
@@ -417,19 +543,65 @@ inline bool planReduction(int32_t n, const int64_t* shape, const int64_t* stride
   return collapseDims(n, shape, stride, -1, p.dims);
 }
 
-// The launches of one reduction (p's partial and out set): the partial kernel, then the
-// combination of each block's partials.
+// The launches of one reduction (p's partial, out and fields set): the partial kernel, the
+// combination of each block's partials, then of the blocks'. launch(stage 0, 1 or 2, gx, gy, p).
 template <class Launch>
 bool launchReduction(ReduceParams& p, Launch launch) {
-  return launch(true, blocksFor(kReduceThreads), 1u, p) &&
-         launch(false, blocksFor(kReduceBlocks), 1u, p);
+  return launch(0, blocksFor(kReduceThreads), 1u, p) &&
+         launch(1, blocksFor(kReduceBlocks), 1u, p) && launch(2, 1u, 1u, p);
 }
 
-// The host's last step: the second kernel's kReduceBlocks results combined in order.
-inline void combineResults(const ReduceParams& p, const double* results, double* fields) {
-  for (int i = 0; i < kFields; ++i) fields[i] = 0;
-  for (int64_t t = 0; t < kReduceBlocks; ++t)
-    combineFields(p.max_mask, fields, results + t * kFields);
+
+// p's shape for a convolution of `spatial` dimensions (the sizes of dev, host and out, and
+// stride/pad/dilation, at their dimensions; the rest of p set by the caller): extents padded
+// in front to 3, outputs and the image chunks (backward filter: enough threads to fill a
+// device). False where the shapes do not fit together as the direction says.
+inline bool planConv(int32_t spatial, const int64_t* dev_shape, const int64_t* dev_stride,
+                     const int64_t* host_shape, const int64_t* out_shape, const int32_t* stride,
+                     const int32_t* pad, const int32_t* dil, ConvParams& p) {
+  if (spatial < 1 || spatial > 3 || p.direction < 0 || p.direction > 2) return false;
+  for (int i = 0; i < 5; ++i) p.dev_shape[i] = p.host_shape[i] = p.out_shape[i] = 1;
+  for (int i = 0; i < 5; ++i) p.dev_stride[i] = 0;
+  const int lead = 3 - spatial;
+  for (int i = 0; i < spatial + 2; ++i) {
+    const int j = i < 2 ? i : i + lead;
+    p.dev_shape[j] = dev_shape[i];
+    p.dev_stride[j] = dev_stride[i];
+    p.host_shape[j] = host_shape[i];
+    p.out_shape[j] = out_shape[i];
+    if (dev_stride[i] < 0 || dev_shape[i] < 0 || host_shape[i] < 0 || out_shape[i] < 0)
+      return false;
+  }
+  for (int e = 0; e < 3; ++e) p.stride[e] = p.dil[e] = 1, p.pad[e] = 0;
+  for (int d = 0; d < spatial; ++d) {
+    if (stride[d] < 1 || dil[d] < 1 || pad[d] < 0) return false;
+    p.stride[lead + d] = stride[d];
+    p.pad[lead + d] = pad[d];
+    p.dil[lead + d] = dil[d];
+  }
+  const int64_t *ds = p.dev_shape, *hs = p.host_shape, *os = p.out_shape;
+  const bool fits = p.direction == 0   ? hs[1] == ds[1] && os[0] == ds[0] && os[1] == hs[0]
+                    : p.direction == 1 ? hs[0] == ds[1] && os[0] == ds[0] && os[1] == hs[1]
+                                       : hs[0] == ds[0] && os[0] == hs[1] && os[1] == ds[1];
+  if (!fits) return false;
+  p.outputs = 1;
+  for (int i = 0; i < 5; ++i) p.outputs *= os[i];
+  p.chunks = 1;
+  p.chunk = ds[0] > 0 ? ds[0] : 1;
+  if (p.direction == 2 && p.outputs > 0 && ds[0] > 1) {
+    int64_t chunks = (int64_t{1} << 17) / p.outputs;
+    chunks = chunks < 1 ? 1 : chunks > ds[0] ? ds[0] : chunks > 65535 ? 65535 : chunks;
+    p.chunk = (ds[0] + chunks - 1) / chunks;
+    p.chunks = (ds[0] + p.chunk - 1) / p.chunk;
+  }
+  return true;
+}
+
+// The launches of one convolution (p planned, its pointers set): launch(partial, gx, gy, p).
+template <class Launch>
+bool launchConv(ConvParams& p, Launch launch) {
+  return launch(true, blocksFor(p.outputs), static_cast<unsigned>(p.chunks), p) &&
+         launch(false, blocksFor(p.outputs), 1u, p);
 }
 
 // The grid of a launch run on the host, (block, thread) by (block, thread): the simulated
@@ -445,5 +617,8 @@ constexpr const char* kContractPartial = "fumi_contract_partial";
 constexpr const char* kContractReduce = "fumi_contract_reduce";
 constexpr const char* kReducePartial = "fumi_reduce_partial";
 constexpr const char* kReduceCombine = "fumi_reduce_combine";
+constexpr const char* kReduceFinal = "fumi_reduce_final";
+constexpr const char* kConvPartial = "fumi_conv_partial";
+constexpr const char* kConvReduce = "fumi_conv_reduce";
 
 }  // namespace fumi::cuda::kern

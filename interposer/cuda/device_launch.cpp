@@ -36,7 +36,8 @@ struct Module {
                            unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*getErrorString)(CUresult, const char**) = nullptr;
   CUfunction contract_partial = nullptr, contract_reduce = nullptr, reduce_partial = nullptr,
-             reduce_combine = nullptr;
+             reduce_combine = nullptr, reduce_final = nullptr, conv_partial = nullptr,
+             conv_reduce = nullptr;
 };
 
 std::atomic<bool> g_failed{false};
@@ -79,11 +80,14 @@ const Module* module() {
     CUmodule mod = nullptr;
     if (const CUresult r = m.moduleLoadData(&mod, fumi_device_fatbin); r != CUDA_SUCCESS)
       return giveUp("cuModuleLoadData: " + driverError(m, r));
-    const std::array<std::pair<CUfunction*, const char*>, 4> fns{{
+    const std::array<std::pair<CUfunction*, const char*>, 7> fns{{
         {&m.contract_partial, kn::kContractPartial},
         {&m.contract_reduce, kn::kContractReduce},
         {&m.reduce_partial, kn::kReducePartial},
         {&m.reduce_combine, kn::kReduceCombine},
+        {&m.reduce_final, kn::kReduceFinal},
+        {&m.conv_partial, kn::kConvPartial},
+        {&m.conv_reduce, kn::kConvReduce},
     }};
     for (const auto& [slot, name] : fns)
       if (const CUresult r = m.moduleGetFunction(slot, mod, name); r != CUDA_SUCCESS)
@@ -173,6 +177,42 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
              : FUMI_UNSUPPORTED;
 }
 
+fumi_status deviceConvolve(Checker& ck, const fumi_device_conv& c) {
+  const Module* m = module();
+  const int32_t nd = c.spatial + 2;
+  if (!m || c.struct_size < sizeof(fumi_device_conv) || !kernelsRead(c.device.dtype) ||
+      c.device.ndim != nd || c.host.ndim != nd || c.out_ndim != nd ||
+      c.host.dtype != FUMI_DTYPE_F64 || !c.host.data || !c.device.data || !c.out)
+    return FUMI_UNSUPPORTED;
+  kn::ConvParams p;
+  p.direction = c.direction;
+  if (!kn::planConv(c.spatial, c.device.shape, c.device.strides, c.host.shape, c.out_shape,
+                    c.stride, c.padding, c.dilation, p))
+    return FUMI_UNSUPPORTED;
+  const auto host_numel = static_cast<size_t>(tensorNumel(c.host));
+  const auto outputs = static_cast<size_t>(p.outputs);
+  if (outputs == 0) return FUMI_OK;
+  DeviceScratch mem(ck, {host_numel * sizeof(double),
+                         static_cast<size_t>(p.chunks) * outputs * sizeof(double),
+                         outputs * sizeof(double)});
+  if (!mem || !ck.copy(mem.at(0), c.host.data, host_numel * sizeof(double),
+                       cudaMemcpyHostToDevice))
+    return FUMI_UNSUPPORTED;
+  p.dev = c.device.data;
+  p.dev_dtype = c.device.dtype;
+  p.host = mem.at(0);
+  p.partial = mem.at(1);
+  p.out = mem.at(2);
+  const bool ran = kn::launchConv(p, [&](bool partial, unsigned gx, unsigned gy,
+                                         kn::ConvParams& q) {
+    return launch(*m, ck, partial ? m->conv_partial : m->conv_reduce, gx, gy, q);
+  });
+  if (!ran) return FUMI_UNSUPPORTED;
+  return ck.copy(c.out, mem.at(2), outputs * sizeof(double), cudaMemcpyDeviceToHost)
+             ? FUMI_OK
+             : FUMI_UNSUPPORTED;
+}
+
 namespace {
 
 // One element-wise reduction over t's elements in `a` (and `b`), p's op and parameters set:
@@ -182,18 +222,18 @@ bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::Redu
   if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
   p.n = tensorNumel(t);
   DeviceScratch mem(ck, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
-                         static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double)});
+                         static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double),
+                         kn::kFields * sizeof(double)});
   if (!mem) return false;
   p.partial = mem.at(0);
   p.out = mem.at(1);
-  std::array<double, kn::kReduceBlocks * kn::kFields> r{};
-  const bool ran = kn::launchReduction(p, [&](bool partial, unsigned gx, unsigned gy,
+  p.fields = mem.at(2);
+  const CUfunction stages[] = {m.reduce_partial, m.reduce_combine, m.reduce_final};
+  const bool ran = kn::launchReduction(p, [&](int stage, unsigned gx, unsigned gy,
                                               kn::ReduceParams& q) {
-    return launch(m, ck, partial ? m.reduce_partial : m.reduce_combine, gx, gy, q);
+    return launch(m, ck, stages[stage], gx, gy, q);
   });
-  if (!ran || !ck.copy(r.data(), mem.at(1), sizeof r, cudaMemcpyDeviceToHost)) return false;
-  kn::combineResults(p, r.data(), fields);
-  return true;
+  return ran && ck.copy(fields, mem.at(2), kn::kFields * sizeof(double), cudaMemcpyDeviceToHost);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "adapter_api.h"
 #include "fumi/plugin.h"
 
 namespace fumi::cuda {
@@ -20,6 +21,9 @@ class Checker;
 // `view` (device memory, strides >= 0), the result in host memory in project's layout.
 fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, int32_t count,
                            const double* vectors, double* out);
+// fumi_adapter_call.convolve's semantics (fumi_device_conv, in fp64): the device operand read
+// where it lives, the host operand copied to the device, the result copied to conv.out.
+fumi_status deviceConvolve(Checker& ck, const fumi_device_conv& conv);
 // scanTensor's result for t's elements in `data` (device memory laid out like t) of `dtype`;
 // FUMI_UNSUPPORTED also where the squares could leave fp64's range (the host's scaled pass).
 fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,

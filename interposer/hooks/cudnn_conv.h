@@ -11,6 +11,7 @@
 
 #include "call.h"
 #include "cuda/device_call.h"
+#include "framework_projection.h"
 #include "hooks/cudnn_common.h"
 #include "reference.h"
 
@@ -327,8 +328,12 @@ class DeviceConvCall final : public Call {
   fumi_status reference(int32_t output, double* out) override {
     return convReference(tensors(), spec_, output, out);
   }
+  // On the device with fumi's kernels (the operands stay there; framework_projection.h), else
+  // on host copies of the snapshots.
   fumi_status project(int32_t output, const std::vector<Projection>& sides) override {
-    return convProjection(tensors(), spec_, output, sides);
+    DeviceOps device = deviceOpsOf(*this);
+    device.on_host = [this] { return &tensors(); };
+    return convProjectionOnDevice(tensors(), spec_, output, sides, device);
   }
 
  private:

@@ -19,6 +19,10 @@
 //            with FLOAT compute (plant fp16 accumulation with FUMI_SIMCUDNN_FAULTS=accum16).
 //   fault    forward, backward data and backward filter (f32, FMA math) with C = 3 input and
 //            K = 5 output channels (plant faults for those with FUMI_SIMCUDNN_FAULTS=wrong:3x5).
+//   large    forward, backward data and backward filter (f32, FMA math) of 4 images of 64
+//            channels, 16 x 16, into 64 channels by 3 x 3 filters; then a forward true
+//            convolution, NHWC, 2 groups, beta 1/2 (checks whose operands stay on the device;
+//            plant faults with FUMI_SIMCUDNN_FAULTS=wrong:64x64).
 //   nondet   the same forward convolution three times (FUMI_SIMCUDNN_FAULTS=nondet).
 //   capture  a forward convolution on one stream, then one recorded into a CUDA graph (global
 //            capture mode) on another and the graph launched; prints the simulator's
@@ -339,6 +343,27 @@ int fault() {
   return 0;
 }
 
+int large() {
+  cudnnHandle_t h;
+  CHECK_DNN(cudnnCreate(&h));
+  Conv cv;
+  cv.n = 4;
+  cv.c = cv.k = 64;
+  cv.in[0] = cv.in[1] = 16;
+  for (Dir dir : {Dir::kFwd, Dir::kBwdData, Dir::kBwdFilter}) {
+    cv.dir = dir;
+    run(h, cv);
+  }
+  cv.dir = Dir::kFwd;
+  cv.mode = CUDNN_CONVOLUTION;
+  cv.layout = Layout::kNhwc;
+  cv.groups = 2;
+  cv.beta = 0.5;
+  run(h, cv);
+  cudnnDestroy(h);
+  return 0;
+}
+
 int nondet() {
   cudnnHandle_t h;
   CHECK_DNN(cudnnCreate(&h));
@@ -427,9 +452,10 @@ int main(int argc, char** argv) {
   if (mode == "tf32") return tf32();
   if (mode == "accum16") return accum16();
   if (mode == "fault") return fault();
+  if (mode == "large") return large();
   if (mode == "nondet") return nondet();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
-  std::fprintf(stderr, "usage: %s sweep|tf32|accum16|fault|nondet|capture|errors\n", argv[0]);
+  std::fprintf(stderr, "usage: %s sweep|tf32|accum16|fault|large|nondet|capture|errors\n", argv[0]);
   return 64;
 }

@@ -662,6 +662,56 @@ class ConvPrecision(unittest.TestCase):
 
 
 @unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+class ConvDeviceKernels(unittest.TestCase):
+    """checksum's projections of cuDNN convolutions on the device (fumi's convolution kernel
+    and contractions: the filter, or dy, summed against the vectors there, then one fp64
+    convolution with a channel per vector), against the host copies' figures."""
+
+    def large(self, policy, **env):
+        return conv("large", policy=policy,
+                    env={"FUMI_SIM_METER": "1", "FUMI_LOG_LEVEL": "info", **env})
+
+    def test_projections_stay_on_the_device(self):
+        policy = every_conv("{ plugin: checksum, vectors: 2 }", "{ plugin: nan_inf }")
+        plain = conv("large", preload=False, env={"FUMI_SIM_METER": "1"})
+        device = self.large(policy)
+        host = self.large(policy, FUMI_DEVICE_KERNELS="0")
+        self.assertIn("device kernels loaded", device.stderr)
+        moved = {name: bytes_to_host(r) - bytes_to_host(plain)
+                 for name, r in (("device", device), ("host", host))}
+        # Staged, every operand and output comes to the host (four calls, 256 KiB outputs);
+        # on the device, the projections (a few KiB a vector) and 64 bytes a scan.
+        self.assertGreater(moved["host"], 4 * 3 * 256 * 1024)
+        self.assertLess(moved["device"], moved["host"] / 6)
+        for r in (device, host):
+            self.assertEqual(lines(plain.stdout), lines(r.stdout))
+            ran = assert_checksum_quiet(self, r, 3)
+            self.assertEqual(sorted(c["op"] for c in ran),
+                             ["cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",
+                              "cudnnConvolutionForward", "cudnnConvolutionForward"])
+
+    def test_planted_faults_found_on_the_device(self):
+        # A wrong element in every direction and in the NHWC true convolution with beta and
+        # groups: the device's projections flag each where fumi's host convolution does, with
+        # the host copies' figures.
+        policy = every_conv("{ plugin: checksum }", "{ plugin: reference, tolerance: 1e-4 }")
+        env = {"FUMI_SIMCUDNN_FAULTS": "wrong:64x64"}
+        device = self.large(policy, **env)
+        host = self.large(policy, FUMI_DEVICE_KERNELS="0", **env)
+        self.assertIn("device kernels loaded", device.stderr)
+        assert_checksum_agrees_with_reference(
+            self, device, {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                           "cudnnConvolutionBackwardFilter"})
+        figures = {name: sorted((v["op"], v["call_index"], v["value"])
+                                for v in r.of("violation") if v["check"] == "checksum")
+                   for name, r in (("device", device), ("host", host))}
+        self.assertEqual(len(figures["device"]), 4)
+        for (op, i, got), (op2, i2, want) in zip(figures["device"], figures["host"]):
+            self.assertEqual((op, i), (op2, i2))
+            self.assertAlmostEqual(got, want, delta=1e-9 * want)
+
+
+@unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
 class ConvSafety(unittest.TestCase):
     def test_capture_issues_nothing_and_counts_skipped(self):
         r = conv("capture", policy=CONV_CHECKS)

@@ -47,6 +47,7 @@ struct Launch {
   unsigned gx, gy;
   kn::ContractParams contract;
   kn::ReduceParams reduce;
+  kn::ConvParams conv;
   void (*run)(Launch&);
 };
 
@@ -64,16 +65,30 @@ void runReduceCombine(Launch& l) {
   kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reduceCombineBody(l.reduce, t); });
 }
 
+void runReduceFinal(Launch& l) {
+  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reduceFinalBody(l.reduce, t); });
+}
+void runConvPartial(Launch& l) {
+  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t y) { kn::convPartialBody(l.conv, t, y); });
+}
+void runConvReduce(Launch& l) {
+  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::convReduceBody(l.conv, t); });
+}
+
+enum class Params { kContract, kReduce, kConv };  // a kernel's parameter block
 struct Kernel {
   const char* name;
-  bool contract;  // parameters: ContractParams (else ReduceParams)
+  Params params;
   void (*run)(Launch&);
 };
 const Kernel kKernels[] = {
-    {kn::kContractPartial, true, runContractPartial},
-    {kn::kContractReduce, true, runContractReduce},
-    {kn::kReducePartial, false, runReducePartial},
-    {kn::kReduceCombine, false, runReduceCombine},
+    {kn::kContractPartial, Params::kContract, runContractPartial},
+    {kn::kContractReduce, Params::kContract, runContractReduce},
+    {kn::kReducePartial, Params::kReduce, runReducePartial},
+    {kn::kReduceCombine, Params::kReduce, runReduceCombine},
+    {kn::kReduceFinal, Params::kReduce, runReduceFinal},
+    {kn::kConvPartial, Params::kConv, runConvPartial},
+    {kn::kConvReduce, Params::kConv, runConvReduce},
 };
 
 struct Module {
@@ -130,13 +145,16 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   // fumi's kernels run kThreads threads a block, on grids of one or two dimensions.
   if (gz != 1 || by != 1 || bz != 1 || bx != kn::kThreads) return CUDA_ERROR_NOT_SUPPORTED;
   const Kernel& k = *reinterpret_cast<const Kernel*>(f);
-  auto* l = new Launch{gx, gy, {}, {}, k.run};
-  if (k.contract) {
+  auto* l = new Launch{gx, gy, {}, {}, {}, k.run};
+  if (k.params == Params::kContract) {
     kn::ContractParams& p = l->contract = *static_cast<const kn::ContractParams*>(params[0]);
     onHostAll(p.data, p.vectors, p.partial, p.out);
-  } else {
+  } else if (k.params == Params::kReduce) {
     kn::ReduceParams& p = l->reduce = *static_cast<const kn::ReduceParams*>(params[0]);
-    onHostAll(p.a, p.b, p.dst, p.partial, p.out);
+    onHostAll(p.a, p.b, p.dst, p.partial, p.out, p.fields);
+  } else {
+    kn::ConvParams& p = l->conv = *static_cast<const kn::ConvParams*>(params[0]);
+    onHostAll(p.dev, p.host, p.partial, p.out);
   }
   if (cudaFumiSimLaunchKernel(reinterpret_cast<cudaStream_t>(stream), k.name, runLaunch, l) !=
       cudaSuccess) {

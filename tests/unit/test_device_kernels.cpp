@@ -5,7 +5,11 @@
 // several, NaN/Inf, sizes 0 and 1.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
 #include <limits>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "elementwise.h"
 #include "fumi/dtype.hpp"
 #include "metrics.h"
+#include "reference.h"
 #include "tensor_copy.h"
 #include "test_layouts.h"
 
@@ -61,14 +66,15 @@ std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
   p.n = tensorNumel(t);
   p.partial = partial.data();
   p.out = results.data();
-  kn::launchReduction(p, [](bool first, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
-    if (first)
-      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) { kn::reducePartialBody(q, i); });
-    else
-      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) { kn::reduceCombineBody(q, i); });
+  p.fields = fields.data();
+  kn::launchReduction(p, [](int stage, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
+    kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) {
+      if (stage == 0) kn::reducePartialBody(q, i);
+      else if (stage == 1) kn::reduceCombineBody(q, i);
+      else kn::reduceFinalBody(q, i);
+    });
     return true;
   });
-  kn::combineResults(p, results.data(), fields.data());
   return fields;
 }
 
@@ -152,6 +158,126 @@ TEST(DeviceKernels, LongContractionsSplitIntoChunksAddUp) {
       contractTensor(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), 1.0, false, want.data()));
   ASSERT_TRUE(contractOnGrid(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), got.data()));
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * (1 + std::fabs(want[i])));
+}
+
+// deviceConvolve's launches (device_launch.cpp) on the host.
+std::vector<double> convolveOnGrid(int32_t direction, const fumi_tensor& dev,
+                                   const fumi_tensor& host, const fumi_tensor& out,
+                                   const ConvSpec& s) {
+  kn::ConvParams p;
+  p.direction = direction;
+  EXPECT_TRUE(kn::planConv(s.spatial, dev.shape, dev.strides, host.shape, out.shape, s.stride,
+                           s.pad, s.dilation, p));
+  std::vector<double> partial(static_cast<size_t>(p.chunks * p.outputs)),
+      got(static_cast<size_t>(p.outputs));
+  p.dev = dev.data;
+  p.dev_dtype = dev.dtype;
+  p.host = static_cast<const double*>(host.data);
+  p.partial = partial.data();
+  p.out = got.data();
+  kn::launchConv(p, [](bool first, unsigned gx, unsigned gy, const kn::ConvParams& q) {
+    kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t y) {
+      if (first) kn::convPartialBody(q, i, y);
+      else kn::convReduceBody(q, i);
+    });
+    return true;
+  });
+  return got;
+}
+
+TEST(DeviceKernels, ConvolutionsEqualTheHostsReferenceInEveryDirection) {
+  // The three directions of a groups-1 cross-correlation against fumi's host reference
+  // (reference.h, convReference: compensated sums), 1 to 3 spatial dimensions, strides,
+  // padding, dilation, every dtype the kernels read, the device operand dense, channels-last
+  // or with gaps; backward filter with enough images to be split into chunks.
+  using Dir = ConvSpec::Direction;
+  int checked = 0;
+  const int64_t n = 2, c = 3, q = 2;
+  for (int spatial = 1; spatial <= 3; ++spatial)
+    for (const auto& [stride, pad, dil] : {std::array<int, 3>{1, 0, 1}, {2, 1, 1}, {1, 2, 2},
+                                           {3, 1, 2}})
+      for (int dir = 0; dir < 3; ++dir)
+        for (fumi_dtype dtype : kKernelDtypes)
+          for (int layout = 0; layout < 3; ++layout) {
+            ConvSpec s;
+            s.spatial = spatial;
+            s.flip = false;
+            s.direction = static_cast<Dir>(dir);
+            std::vector<int64_t> in{n, c}, filter{q, c}, out{n, q};
+            const int64_t in_sizes[3] = {7, 6, 5}, f_sizes[3] = {3, 2, 2};
+            for (int d = 0; d < spatial; ++d) {
+              s.stride[d] = stride;
+              s.pad[d] = pad;
+              s.dilation[d] = dil;
+              in.push_back(in_sizes[d]);
+              filter.push_back(f_sizes[d]);
+              out.push_back((in_sizes[d] + 2 * pad - dil * (f_sizes[d] - 1) - 1) / stride + 1);
+            }
+            // The operands in the roles of x (N, C, in), w (Q, C, f) and y (N, Q, out); the
+            // device one is x (forward, backward filter) or y (backward data).
+            const int device = dir == 1 ? 2 : 0, output = dir == 0 ? 2 : dir == 1 ? 0 : 1;
+            std::vector<fumi_tensor> ts;
+            std::vector<std::vector<unsigned char>> bufs;
+            std::vector<std::vector<double>> dense;
+            for (int i = 0; i < 3; ++i) {
+              const std::vector<int64_t>& shape = i == 0 ? in : i == 1 ? filter : out;
+              dense.emplace_back(static_cast<size_t>(
+                  std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())));
+              fumi_tensor t = hostTensor("t", shape, dense.back().data());
+              if (i == device) {
+                if (layout == 1) {  // channels-last
+                  int64_t step = shape[1];
+                  t.strides[1] = 1;
+                  for (int d = static_cast<int>(shape.size()) - 1; d >= 2; --d) {
+                    t.strides[d] = step;
+                    step *= shape[static_cast<size_t>(d)];
+                  }
+                  t.strides[0] = step;
+                } else if (layout == 2) {  // gaps after every dimension
+                  int64_t step = 1;
+                  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+                    t.strides[d] = step;
+                    step = step * shape[static_cast<size_t>(d)] + 1;
+                  }
+                }
+                t.dtype = dtype;
+                bufs.push_back(randomBuffer(t, dtype, 11u + static_cast<uint32_t>(checked)));
+                t.data = bufs.back().data();
+              } else if (i != output) {
+                std::mt19937 gen(5u + static_cast<uint32_t>(checked));
+                std::uniform_real_distribution<double> u(-2.0, 2.0);
+                for (double& v : dense.back()) v = u(gen);
+              }
+              ts.push_back(t);
+            }
+            s.x = 0;
+            s.w = 1;
+            s.y = 2;
+            const int host = dir == 2 ? 2 : 1;
+            std::vector<double> want(dense[static_cast<size_t>(output)].size());
+            ASSERT_EQ(convReference(ts, s, output, want.data()), FUMI_OK);
+            const std::vector<double> got = convolveOnGrid(
+                dir, ts[static_cast<size_t>(device)], ts[static_cast<size_t>(host)],
+                ts[static_cast<size_t>(output)], s);
+            ASSERT_EQ(got.size(), want.size());
+            double scale = 0;
+            for (double w : want) scale = std::max(scale, std::fabs(w));
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-13 * (1 + scale))
+                  << "spatial " << spatial << " dir " << dir << " dtype " << dtype << " layout "
+                  << layout << " stride " << stride << " pad " << pad << " dil " << dil;
+            ++checked;
+          }
+  EXPECT_EQ(checked, 3 * 4 * 3 * 4 * 3);
+  // Backward filter over many images: split into chunks, added in order.
+  kn::ConvParams p;
+  p.direction = 2;
+  const int64_t dev_shape[3] = {4096, 2, 3}, dev_strides[3] = {6, 3, 1}, host_shape[3] = {4096, 1, 3},
+                out_shape[3] = {1, 2, 1};
+  const int32_t one[1] = {1}, zero[1] = {0};
+  ASSERT_TRUE(kn::planConv(1, dev_shape, dev_strides, host_shape, out_shape, one, zero, one, p));
+  EXPECT_GT(p.chunks, 1);
+  EXPECT_FALSE(kn::planConv(1, dev_shape, dev_strides, out_shape, out_shape, one, zero, one, p));
 }
 
 TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
