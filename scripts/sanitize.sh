@@ -90,6 +90,7 @@ if [[ $have_cuda == 1 ]]; then
   if [[ -x $dir/bin/cuda_graph ]]; then  # cuDNN: legacy convolutions, batch norm, backend graphs
     preload="$sim/libcudart.so.13:$sim/libcudnn.so.9:$sim/libcuda.so.1"
     run "cuda_conv sweep" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_conv" sweep
+    run "cuda_conv large" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_conv" large
     run "cuda_norm sweep" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_norm" sweep
     for mode in sweep ops autotune; do
       run "cuda_graph $mode" "$work/policy-cudnn.yaml" "$preload" "$dir/bin/cuda_graph" "$mode"
