@@ -26,6 +26,14 @@
 //            run still queued: they must finish before the libraries' exit handlers tear them
 //            down. On the simulated device an exit handler registered after the calls stands
 //            for that teardown (cublasFumiSimTeardown: a GEMM after it ends the process).
+//   poolrace a stream held back by a host function while calls are issued on it and on a
+//            second stream: a cublasSgemm_v2 (its check waits for the held stream), a 64^3
+//            bias-epilogue cublasLtMatmul on row-major layouts that cuBLASLt declines
+//            (NOT_SUPPORTED, after fumi queued the snapshot copies of its operands), a small
+//            cublasSgemm_v2, then on the free stream the same matmul on column-major layouts
+//            with other operands; once that has run, the held stream is released. The declined
+//            call's pool blocks must not be handed out before its queued copies have run (they
+//            would land in the last matmul's snapshots, which its check reads after them).
 //   errors   a GEMM with invalid arguments and a cublasLtMatmul with an epilogue fumi does not
 //            model (the library's status must come back unchanged)
 //            and a cudaGetLastError probe (fumi's own CUDA calls must leave no error behind).
@@ -45,6 +53,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -304,6 +313,7 @@ struct LtCase {
   cudaDataType type = CUDA_R_32F;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   bool device_scalars = false;
+  int salt = 0;  // added to the operands' fill patterns
 };
 
 cublasLtMatrixLayout_t ltLayout(cudaDataType t, int rows, int cols, int ld, cublasLtOrder_t order,
@@ -319,70 +329,102 @@ cublasLtMatrixLayout_t ltLayout(cudaDataType t, int rows, int cols, int ld, cubl
   return l;
 }
 
-// D = epilogue(alpha op(A) op(B) + beta C + bias), C and D distinct, shape m x n x k.
-void ltMatmul(cublasLtHandle_t lt, const LtCase& lc, cublasOperation_t ta, cublasOperation_t tb,
-              int m, int n, int k, cudaStream_t stream, const char* label) {
-  const bool row = lc.order == CUBLASLT_ORDER_ROW;
-  // Stored shapes (rows x cols) and leading dimensions (+2) in the layout's order.
-  const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
-  const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-  const int lda = (row ? ac : ar) + 2, ldb = (row ? bc : br) + 2, ldc = (row ? n : m) + 2;
-  const long long sa = static_cast<long long>(lda) * (row ? ar : ac) + 5;
-  const long long sb = static_cast<long long>(ldb) * (row ? br : bc) + 5;
-  const long long sc = static_cast<long long>(ldc) * (row ? m : n) + 5;
-  const cudaDataType t = lc.type;
-  void* A = upload(t, static_cast<size_t>(sa * lc.batch), [](size_t i) { return quarter(i, 4); });
-  void* B = upload(t, static_cast<size_t>(sb * lc.batch), [](size_t i) { return quarter(i, 5); });
-  void* C = upload(t, static_cast<size_t>(sc * lc.batch), [](size_t i) { return 2 * quarter(i, 6); });
-  void* D = upload(t, static_cast<size_t>(sc * lc.batch), [](size_t) { return 0.0; });
-  void* bias = upload(t, static_cast<size_t>(m), [](size_t i) { return quarter(i, 7); });
-
-  cublasLtMatmulDesc_t desc = nullptr;
-  const cudaDataType scale = lc.compute == CUBLAS_COMPUTE_64F ? CUDA_R_64F : CUDA_R_32F;
-  CHECK_BLAS(cublasLtMatmulDescCreate(&desc, lc.compute, scale));
-  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lc.epilogue,
-                                            sizeof lc.epilogue));
-  if (lc.epilogue & CUBLASLT_EPILOGUE_BIAS)
-    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                              sizeof bias));
-  void* scalars_dev = nullptr;
-  const void* alpha = kScalars.alpha(lc.compute);
-  const void* beta = kScalars.beta(lc.compute);
-  if (lc.device_scalars) {
-    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
-    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
-                                              sizeof pm));
-    const size_t es = sizeOf(scale);
-    CHECK_CUDA(cudaMalloc(&scalars_dev, 2 * es));
-    CHECK_CUDA(cudaMemcpy(scalars_dev, alpha, es, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(static_cast<char*>(scalars_dev) + es, beta, es, cudaMemcpyHostToDevice));
-    alpha = scalars_dev;
-    beta = static_cast<char*>(scalars_dev) + es;
+// D = epilogue(alpha op(A) op(B) + beta C + bias), C and D distinct, shape m x n x k: set up,
+// run on a stream, then (after the stream has run) printed and freed.
+class LtMatmul {
+ public:
+  LtMatmul(const LtCase& lc, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+           const char* label)
+      : lc_(lc) {
+    const bool row = lc.order == CUBLASLT_ORDER_ROW;
+    // Stored shapes (rows x cols) and leading dimensions (+2) in the layout's order.
+    const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    const int lda = (row ? ac : ar) + 2, ldb = (row ? bc : br) + 2, ldc = (row ? n : m) + 2;
+    const long long sa = static_cast<long long>(lda) * (row ? ar : ac) + 5;
+    const long long sb = static_cast<long long>(ldb) * (row ? br : bc) + 5;
+    sc_ = static_cast<long long>(ldc) * (row ? m : n) + 5;
+    const cudaDataType t = lc.type;
+    const int salt = lc.salt;
+    A_ = upload(t, static_cast<size_t>(sa * lc.batch),
+                [salt](size_t i) { return quarter(i, 4 + salt); });
+    B_ = upload(t, static_cast<size_t>(sb * lc.batch),
+                [salt](size_t i) { return quarter(i, 5 + salt); });
+    C_ = upload(t, static_cast<size_t>(sc_ * lc.batch),
+                [salt](size_t i) { return 2 * quarter(i, 6 + salt); });
+    D_ = upload(t, static_cast<size_t>(sc_ * lc.batch), [](size_t) { return 0.0; });
+    bias_ = upload(t, static_cast<size_t>(m), [salt](size_t i) { return quarter(i, 7 + salt); });
+    const cudaDataType scale = lc.compute == CUBLAS_COMPUTE_64F ? CUDA_R_64F : CUDA_R_32F;
+    CHECK_BLAS(cublasLtMatmulDescCreate(&desc_, lc.compute, scale));
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &lc.epilogue,
+                                              sizeof lc.epilogue));
+    if (lc.epilogue & CUBLASLT_EPILOGUE_BIAS)
+      CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_,
+                                                sizeof bias_));
+    alpha_ = kScalars.alpha(lc.compute);
+    beta_ = kScalars.beta(lc.compute);
+    if (lc.device_scalars) {
+      const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+      CHECK_BLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+                                                sizeof pm));
+      const size_t es = sizeOf(scale);
+      CHECK_CUDA(cudaMalloc(&scalars_dev_, 2 * es));
+      CHECK_CUDA(cudaMemcpy(scalars_dev_, alpha_, es, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(static_cast<char*>(scalars_dev_) + es, beta_, es,
+                            cudaMemcpyHostToDevice));
+      alpha_ = scalars_dev_;
+      beta_ = static_cast<char*>(scalars_dev_) + es;
+    }
+    la_ = ltLayout(t, ar, ac, lda, lc.order, lc.batch, sa);
+    lb_ = ltLayout(t, br, bc, ldb, lc.order, lc.batch, sb);
+    lc_layout_ = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc_);
+    ld_ = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc_);
+    const auto tn = [](cublasOperation_t o) { return o == CUBLAS_OP_N ? 'N' : 'T'; };
+    name_ = std::string(label) + " " + tn(ta) + tn(tb) + (row ? " row" : " col") + " ep" +
+            std::to_string(static_cast<int>(lc.epilogue)) + " " + typeName(t) + " batch" +
+            std::to_string(lc.batch);
   }
-  cublasLtMatrixLayout_t la = ltLayout(t, ar, ac, lda, lc.order, lc.batch, sa);
-  cublasLtMatrixLayout_t lb = ltLayout(t, br, bc, ldb, lc.order, lc.batch, sb);
-  cublasLtMatrixLayout_t lcl = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
-  cublasLtMatrixLayout_t ld = ltLayout(t, m, n, ldc, lc.order, lc.batch, sc);
+
   // Not every combination runs on hardware (an H200's cuBLASLt declines a bias epilogue on
   // row-major layouts): the program says so and goes on, with or without libfumi alike.
-  const cublasStatus_t st = cublasLtMatmul(lt, desc, alpha, A, la, B, lb, beta, C, lcl, D, ld,
-                                           nullptr, nullptr, 0, stream);
-  if (st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_BLAS(st);
-  // The program may destroy its descriptors right away: fumi must have kept what it needs.
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(lcl);
-  cublasLtMatrixLayoutDestroy(ld);
-  cublasLtMatmulDescDestroy(desc);
-  const auto tn = [](cublasOperation_t o) { return o == CUBLAS_OP_N ? 'N' : 'T'; };
-  const std::string name = std::string(label) + " " + tn(ta) + tn(tb) + (row ? " row" : " col") +
-                           " ep" + std::to_string(static_cast<int>(lc.epilogue)) + " " +
-                           typeName(t) + " batch" + std::to_string(lc.batch);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) std::printf("%s not supported\n", name.c_str());
-  else printHash(name, D, static_cast<size_t>(sc * lc.batch) * sizeOf(t));
-  for (void* p : {A, B, C, D, bias, scalars_dev}) cudaFree(p);
+  void run(cublasLtHandle_t lt, cudaStream_t stream) {
+    st_ = cublasLtMatmul(lt, desc_, alpha_, A_, la_, B_, lb_, beta_, C_, lc_layout_, D_, ld_,
+                         nullptr, nullptr, 0, stream);
+    if (st_ != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_BLAS(st_);
+    // The program may destroy its descriptors right away: fumi must have kept what it needs.
+    cublasLtMatrixLayoutDestroy(la_);
+    cublasLtMatrixLayoutDestroy(lb_);
+    cublasLtMatrixLayoutDestroy(lc_layout_);
+    cublasLtMatrixLayoutDestroy(ld_);
+    cublasLtMatmulDescDestroy(desc_);
+  }
+
+  void finish() {
+    if (st_ == CUBLAS_STATUS_NOT_SUPPORTED) std::printf("%s not supported\n", name_.c_str());
+    else printHash(name_, D_, static_cast<size_t>(sc_ * lc_.batch) * sizeOf(lc_.type));
+    for (void* p : {A_, B_, C_, D_, bias_, scalars_dev_}) cudaFree(p);
+  }
+
+ private:
+  LtCase lc_;
+  long long sc_ = 0;
+  void *A_ = nullptr, *B_ = nullptr, *C_ = nullptr, *D_ = nullptr, *bias_ = nullptr,
+       *scalars_dev_ = nullptr;
+  const void* alpha_ = nullptr;
+  const void* beta_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_layout_ = nullptr, ld_ = nullptr;
+  cublasStatus_t st_ = CUBLAS_STATUS_SUCCESS;
+  std::string name_;
+};
+
+void ltMatmul(cublasLtHandle_t lt, const LtCase& lc, cublasOperation_t ta, cublasOperation_t tb,
+              int m, int n, int k, cudaStream_t stream, const char* label) {
+  LtMatmul mm(lc, ta, tb, m, n, k, label);
+  mm.run(lt, stream);
+  mm.finish();
 }
 
 const cublasOperation_t kOps[] = {CUBLAS_OP_N, CUBLAS_OP_T};
@@ -518,6 +560,56 @@ int large() {
     sgemm(h, g, t == CUBLAS_OP_N ? "cublasSgemm_v2 NN" : "cublasSgemm_v2 TT");
     g.release();
   }
+  cublasDestroy(h);
+  return 0;
+}
+
+std::atomic<bool> g_release{false};
+
+void CUDART_CB holdStream(void*) {
+  while (!g_release.load()) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+}
+
+int poolRace() {
+  cudaStream_t held = nullptr, free_stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&held, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&free_stream, cudaStreamNonBlocking));
+  cublasHandle_t h = nullptr;
+  CHECK_BLAS(cublasCreate(&h));
+  CHECK_BLAS(cublasSetStream(h, held));
+  cublasLtHandle_t lt = nullptr;
+  CHECK_BLAS(cublasLtCreate(&lt));
+  // Everything is set up (allocations and uploads synchronise) before the stream is held.
+  Gemm first, last;
+  first.allocate();
+  last.allocate();
+  LtCase rows, cols;
+  rows.order = CUBLASLT_ORDER_ROW;
+  rows.epilogue = cols.epilogue = CUBLASLT_EPILOGUE_BIAS;
+  rows.salt = 3;  // operands unlike the checked matmul's
+  LtMatmul declined(rows, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, "cublasLtMatmul");
+  LtMatmul checked(cols, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, "cublasLtMatmul");
+  CHECK_CUDA(cudaLaunchHostFunc(held, holdStream, nullptr));
+  const float fa = 1, fb = 0.5f;
+  for (Gemm* g : {&first, &last}) {
+    CHECK_BLAS(cublasSgemm(h, g->ta, g->tb, g->m, g->n, g->k, &fa, (const float*)g->A, g->lda(),
+                           (const float*)g->B, g->ldb(), &fb, (float*)g->C, g->ldc()));
+    if (g == &first) declined.run(lt, held);
+  }
+  checked.run(lt, free_stream);
+  CHECK_CUDA(cudaStreamSynchronize(free_stream));  // its snapshots taken, release the held work
+  g_release = true;
+  CHECK_CUDA(cudaDeviceSynchronize());
+  first.print("cublasSgemm_v2 first");
+  declined.finish();
+  last.print("cublasSgemm_v2 last");
+  checked.finish();
+  first.release();
+  last.release();
+  cublasLtDestroy(lt);
   cublasDestroy(h);
   return 0;
 }
@@ -710,10 +802,12 @@ int main(int argc, char** argv) {
   if (mode == "device-scalars") return deviceScalars();
   if (mode == "capture") return capture();
   if (mode == "errors") return errors();
+  if (mode == "poolrace") return poolRace();
   if (mode == "exit") return exitEarly();
   if (mode == "profiler") return profiler();
   std::fprintf(stderr,
-               "usage: %s sweep|tf32|accum16|fault|large|device-scalars|capture|errors|exit|profiler\n",
+               "usage: %s sweep|tf32|accum16|fault|large|device-scalars|capture|errors|poolrace|"
+               "exit|profiler\n",
                argv[0]);
   return 64;
 }

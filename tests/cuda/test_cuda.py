@@ -432,6 +432,20 @@ class Safety(unittest.TestCase):
         lt = r.op("cublasLtMatmul")  # sampled, its descriptors not modelled: skipped
         self.assertEqual((lt["calls"], lt["checked"], lt["skipped"]), (1, 0, 1))
 
+    def test_declined_call_keeps_its_pool_blocks_until_its_copies_ran(self):
+        # A call that fails after fumi queued its snapshot copies (on a stream held back by
+        # the program) must not hand its blocks to the next checks before those copies ran:
+        # they would overwrite the snapshots of a matmul checked on another stream, whose
+        # check then flags a correct call (determinism 4096 ulps, checksum 1.3, when the
+        # blocks went back at once).
+        policy = every_call("{ plugin: determinism }", "{ plugin: checksum }")
+        r = cuda("poolrace", policy=policy)
+        self.assertEqual(lines(cuda("poolrace", preload=False).stdout), lines(r.stdout))
+        self.assertEqual(r.of("violation"), [])
+        lt = r.op("cublasLtMatmul")
+        self.assertEqual((lt["calls"], lt["checked"], lt["skipped"]), (2, 1, 1))
+        self.assertEqual(r.op("cublasSgemm_v2")["checked"], 2)
+
     def test_sync_mode_same_verdicts(self):
         env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5", "FUMI_CUDA_MODE": "sync"}
         r = cuda("fault", policy=HIGHPREC, env=env)
