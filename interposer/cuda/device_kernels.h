@@ -67,53 +67,62 @@ FUMI_HD double load(const void* data, int32_t dtype, int64_t i) {
 // out[(o * total + first + s) * inner + q] = sum_i vectors[s * len + i] * view[o, i, q]
 // for s < count (the launch's vectors, `first` of `total`), the view read as outer x len x
 // inner around its contracted axis (stride `sl`); `kept` lists outer's and inner's dimensions
-// (inner's last, `inner` their size), `outputs` = outer * inner. Grid: x over the outputs,
-// y over `chunks` chunks of `chunk` contracted elements; the partial sums go to
-// partial[(y * outputs + p) * count + s], and the second kernel adds the chunks in order.
+// (inner's last, `inner` their size), `outputs` = outer * inner. Grid: x over the outputs
+// times `lanes`, y over `chunks` chunks of `chunk` contracted elements: with one lane a thread
+// sums its output's chunk; with kLanes (a contracted axis of unit stride, its outputs far
+// apart in memory: a column-major matrix's columns), the kLanes threads of an output take
+// every kLanes-th element of the chunk, so that a warp reads consecutive elements. The
+// partial sums go to partial[((y * lanes + lane) * outputs + o) * count + s], and the second
+// kernel adds them in that order.
 struct ContractParams {
   const void* data = nullptr;
   int32_t dtype = 0;
   int32_t count = 0, first = 0, total = 0;
   Dims kept;
-  int64_t outputs = 0, inner = 1, len = 0, sl = 0, chunk = 0, chunks = 0;
+  int64_t outputs = 0, inner = 1, len = 0, sl = 0, chunk = 0, chunks = 0, lanes = 1;
   const double* vectors = nullptr;  // device memory, count x len
-  double* partial = nullptr;        // device memory, chunks x outputs x count
+  double* partial = nullptr;        // device memory, chunks x lanes x outputs x count
   double* out = nullptr;            // device memory, outer x total x inner
 };
 
+constexpr int64_t kLanes = 32;  // a warp
+
 template <int32_t kDtype>
-FUMI_HD void contractChunk(const ContractParams& p, int64_t out_index, int64_t chunk) {
+FUMI_HD void contractChunk(const ContractParams& p, int64_t out_index, int64_t chunk,
+                           int64_t lane) {
   double acc[kMaxVectors] = {};
   const int64_t base = offsetOf(p.kept, out_index);
   const int64_t begin = chunk * p.chunk;
   const int64_t end = begin + p.chunk < p.len ? begin + p.chunk : p.len;
-  for (int64_t i = begin; i < end; ++i) {
+  for (int64_t i = begin + lane; i < end; i += p.lanes) {
     const double x = load(p.data, kDtype, base + i * p.sl);
     FUMI_UNROLL
     for (int s = 0; s < kMaxVectors; ++s)
       if (s < p.count) acc[s] += x * p.vectors[s * p.len + i];
   }
-  double* dst = p.partial + (chunk * p.outputs + out_index) * p.count;
+  double* dst = p.partial + ((chunk * p.lanes + lane) * p.outputs + out_index) * p.count;
   for (int s = 0; s < p.count; ++s) dst[s] = acc[s];
 }
 
-// First kernel: thread `t` of the grid's row `chunk`.
+// First kernel: thread `t` of the grid's row `chunk` (output t / lanes, lane t % lanes).
 FUMI_HD void contractPartialBody(const ContractParams& p, int64_t t, int64_t chunk) {
-  if (t >= p.outputs || chunk >= p.chunks) return;
+  if (t >= p.outputs * p.lanes || chunk >= p.chunks) return;
+  const int64_t o = t / p.lanes, lane = t % p.lanes;
   switch (p.dtype) {
-    case kF64: contractChunk<kF64>(p, t, chunk); break;
-    case kF32: contractChunk<kF32>(p, t, chunk); break;
-    case kF16: contractChunk<kF16>(p, t, chunk); break;
-    default: contractChunk<kBF16>(p, t, chunk); break;
+    case kF64: contractChunk<kF64>(p, o, chunk, lane); break;
+    case kF32: contractChunk<kF32>(p, o, chunk, lane); break;
+    case kF16: contractChunk<kF16>(p, o, chunk, lane); break;
+    default: contractChunk<kBF16>(p, o, chunk, lane); break;
   }
 }
 
-// Second kernel: thread t = output * count + s adds its chunks in order.
+// Second kernel: thread t = output * count + s adds its chunks' lanes in order.
 FUMI_HD void contractReduceBody(const ContractParams& p, int64_t t) {
   if (t >= p.outputs * p.count) return;
   const int64_t o = t / p.count, s = t % p.count;
   double sum = 0;
-  for (int64_t c = 0; c < p.chunks; ++c) sum += p.partial[(c * p.outputs + o) * p.count + s];
+  for (int64_t c = 0; c < p.chunks * p.lanes; ++c)
+    sum += p.partial[(c * p.outputs + o) * p.count + s];
   const int64_t outer = o / p.inner, q = o % p.inner;
   p.out[(outer * p.total + p.first + s) * p.inner + q] = sum;
 }
@@ -465,8 +474,9 @@ inline unsigned blocksFor(int64_t threads) {
   return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
 }
 
-// p's shape for a view (n dimensions) contracted along `dim`: kept, outputs, inner, len, sl and
-// the chunks (enough threads to fill a device, at least 32 elements each, at most 65535).
+// p's shape for a view (n dimensions) contracted along `dim`: kept, outputs, inner, len, sl, the
+// lanes (kLanes where the contracted axis has unit stride and the outputs do not) and the
+// chunks (enough threads to fill a device, at least 32 elements each, at most 65535).
 inline bool planContract(int32_t n, const int64_t* shape, const int64_t* stride, int32_t dim,
                          ContractParams& p) {
   if (dim < 0 || dim >= n || stride[dim] < 0 || !collapseDims(n, shape, stride, dim, p.kept))
@@ -479,9 +489,13 @@ inline bool planContract(int32_t n, const int64_t* shape, const int64_t* stride,
     }
   p.len = shape[dim];
   p.sl = stride[dim];
-  int64_t chunks = p.outputs > 0 ? (int64_t{1} << 17) / p.outputs : 1;
+  const bool outputs_apart = p.kept.ndim == 0 || p.kept.stride[p.kept.ndim - 1] != 1;
+  p.lanes = p.sl == 1 && outputs_apart && p.len >= 2 * kLanes ? kLanes : 1;
+  const int64_t threads = p.outputs * p.lanes, per_chunk = 32 * p.lanes;
+  int64_t chunks = threads > 0 ? (int64_t{1} << 17) / threads : 1;
   chunks = chunks < 1 ? 1 : chunks;
-  chunks = chunks > (p.len + 31) / 32 ? (p.len + 31) / 32 : chunks;
+  chunks = chunks > (p.len + per_chunk - 1) / per_chunk ? (p.len + per_chunk - 1) / per_chunk
+                                                          : chunks;
   chunks = chunks > 65535 ? 65535 : chunks < 1 ? 1 : chunks;
   p.chunk = p.len > 0 ? (p.len + chunks - 1) / chunks : 1;
   p.chunks = p.len > 0 ? (p.len + p.chunk - 1) / p.chunk : 1;
@@ -497,7 +511,7 @@ bool launchContraction(ContractParams p, const double* vectors, Launch launch) {
     p.first = first;
     p.count = p.total - first < kMaxVectors ? p.total - first : kMaxVectors;
     p.vectors = vectors + static_cast<int64_t>(first) * p.len;
-    if (!launch(true, blocksFor(p.outputs), static_cast<unsigned>(p.chunks), p) ||
+    if (!launch(true, blocksFor(p.outputs * p.lanes), static_cast<unsigned>(p.chunks), p) ||
         !launch(false, blocksFor(p.outputs * p.count), 1u, p))
       return false;
   }

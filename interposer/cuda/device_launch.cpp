@@ -156,7 +156,8 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
   }
   const int32_t group = std::min(count, kn::kMaxVectors);
   DeviceScratch mem(ck, {static_cast<size_t>(count * len) * sizeof(double),
-                         static_cast<size_t>(p.chunks * outputs * group) * sizeof(double),
+                         static_cast<size_t>(p.chunks * p.lanes * outputs * group) *
+                             sizeof(double),
                          results * sizeof(double)});
   if (!mem) return FUMI_UNSUPPORTED;
   if (!ck.copy(mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double),

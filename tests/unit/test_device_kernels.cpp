@@ -42,7 +42,8 @@ bool contractOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
                     int32_t count, const double* vectors, double* out) {
   kn::ContractParams p;
   if (!kn::planContract(t.ndim, t.shape, t.strides, dim, p)) return false;
-  std::vector<double> partial(static_cast<size_t>(p.chunks * p.outputs * kn::kMaxVectors));
+  std::vector<double> partial(
+      static_cast<size_t>(p.chunks * p.lanes * p.outputs * kn::kMaxVectors));
   p.data = data;
   p.dtype = dtype;
   p.total = count;
@@ -158,6 +159,20 @@ TEST(DeviceKernels, LongContractionsSplitIntoChunksAddUp) {
       contractTensor(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), 1.0, false, want.data()));
   ASSERT_TRUE(contractOnGrid(ft, x.data(), FUMI_DTYPE_F32, 1, 1, v.data(), got.data()));
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * (1 + std::fabs(want[i])));
+  // The same elements as three columns of unit stride (a column-major matrix's row side): a
+  // warp's lanes per output, reading consecutive elements, in chunks.
+  fumi_tensor cols = makeTensor({100000, 3}, {1, 100000});
+  cols.dtype = FUMI_DTYPE_F32;
+  ASSERT_TRUE(kn::planContract(cols.ndim, cols.shape, cols.strides, 0, plan));
+  EXPECT_EQ(plan.lanes, kn::kLanes);
+  EXPECT_GT(plan.chunks, 10);
+  ASSERT_TRUE(
+      contractTensor(cols, x.data(), FUMI_DTYPE_F32, 0, 1, v.data(), 1.0, false, want.data()));
+  ASSERT_TRUE(contractOnGrid(cols, x.data(), FUMI_DTYPE_F32, 0, 1, v.data(), got.data()));
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * (1 + std::fabs(want[i])));
+  // A strided contracted axis whose outputs are adjacent (the first case) keeps one lane.
+  ASSERT_TRUE(kn::planContract(t.ndim, t.shape, t.strides, 1, plan));
+  EXPECT_EQ(plan.lanes, 1);
 }
 
 // deviceConvolve's launches (device_launch.cpp) on the host.
