@@ -80,7 +80,7 @@ if [[ $have_cuda == 1 ]]; then
   # libcuda.so.1: the driver stand-in that runs fumi's own kernels (docs/cuda.md).
   preload="$sim/libcudart.so.13:$sim/libcublasLt.so.13:$sim/libcublas.so.13:$sim/libcupti.so.13"
   preload+=":$sim/libcuda.so.1"
-  for mode in sweep tf32 fault large device-scalars capture errors exit profiler; do
+  for mode in sweep tf32 fault large device-scalars capture errors poolrace exit profiler; do
     run "cuda_gemm $mode" "$work/policy-cublas.yaml" "$preload" "$dir/bin/cuda_gemm" "$mode"
   done
   FUMI_CUDA_MODE=sync run "cuda_gemm sweep (sync)" "$work/policy-cublas.yaml" "$preload" \
