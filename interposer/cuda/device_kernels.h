@@ -173,34 +173,27 @@ FUMI_HD double convPartial(const ConvParams& p, int64_t t, int64_t chunk) {
     return p.host[(((h0 * hs[1] + h1) * hs[2] + i[0]) * hs[3] + i[1]) * hs[4] + i[2]];
   };
   double acc = 0;
-  if (p.direction == 0) {  // a = n, b = q, pos = o
-    for (int64_t c = 0; c < ds[1]; ++c)
+  if (p.direction != 2) {  // a = n, b = q; pos = o (forward) or i (backward data)
+    const bool forward = p.direction == 0;
+    for (int64_t ch = 0; ch < ds[1]; ++ch)  // c (forward) or k (backward data)
       for (int64_t t0 = 0; t0 < hs[2]; ++t0)
         for (int64_t t1 = 0; t1 < hs[3]; ++t1)
           for (int64_t t2 = 0; t2 < hs[4]; ++t2) {
             const int64_t tap[3] = {t0, t1, t2};
-            int64_t i[3];
+            int64_t from[3];  // the position read: i = o*s - p + t*d, or o with that i
             bool in = true;
             for (int e = 0; e < 3; ++e) {
-              i[e] = pos[e] * p.stride[e] - p.pad[e] + tap[e] * p.dil[e];
-              in = in && i[e] >= 0 && i[e] < ds[2 + e];
+              if (forward) {
+                from[e] = pos[e] * p.stride[e] - p.pad[e] + tap[e] * p.dil[e];
+                in = in && from[e] >= 0;
+              } else {
+                const int64_t num = pos[e] + p.pad[e] - tap[e] * p.dil[e];
+                from[e] = num >= 0 ? num / p.stride[e] : -1;
+                in = in && num >= 0 && num % p.stride[e] == 0;
+              }
+              in = in && from[e] < ds[2 + e];
             }
-            if (in) acc += at(a, c, i) * host(b, c, tap);
-          }
-  } else if (p.direction == 1) {  // a = n, b = q, pos = i
-    for (int64_t k = 0; k < ds[1]; ++k)
-      for (int64_t t0 = 0; t0 < hs[2]; ++t0)
-        for (int64_t t1 = 0; t1 < hs[3]; ++t1)
-          for (int64_t t2 = 0; t2 < hs[4]; ++t2) {
-            const int64_t tap[3] = {t0, t1, t2};
-            int64_t o[3];
-            bool in = true;
-            for (int e = 0; e < 3; ++e) {
-              const int64_t num = pos[e] + p.pad[e] - tap[e] * p.dil[e];
-              o[e] = num >= 0 ? num / p.stride[e] : -1;
-              in = in && num >= 0 && num % p.stride[e] == 0 && o[e] < ds[2 + e];
-            }
-            if (in) acc += at(a, k, o) * host(k, b, tap);
+            if (in) acc += at(a, ch, from) * (forward ? host(b, ch, tap) : host(ch, b, tap));
           }
   } else {  // a = q, b = c, pos = tap; images [chunk * p.chunk, ...)
     const int64_t first = chunk * p.chunk;

@@ -1231,6 +1231,17 @@ class KernelRecords(unittest.TestCase):
         self.assertIn("kernel records off: ", r.stderr)
 
 
+def on_device_and_host(test, program, mode, policy):
+    """MODE of `program` (cuda or conv) on the GPU under POLICY with fumi's kernels and with
+    host copies: the kernels loaded, the program's output the same. Returns both runs."""
+    env = {"FUMI_LOG_LEVEL": "info"}
+    device = program(mode, policy=policy, env=env, gpu=True)
+    host = program(mode, policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
+    test.assertIn("device kernels loaded", device.stderr)
+    test.assertEqual(lines(device.stdout), lines(host.stdout))
+    return device, host
+
+
 @unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
 class OnGpu(unittest.TestCase):
     """The real libraries on real hardware: results unchanged, every call checked, exact data
@@ -1256,11 +1267,7 @@ class OnGpu(unittest.TestCase):
         policy = every_call("{ plugin: checksum }", "{ plugin: nan_inf }",
                             "{ plugin: highprec, tolerance: 1e-4 }", "{ plugin: determinism }",
                             "{ plugin: perturb, trials: 2, tolerance: 1 }")
-        env = {"FUMI_LOG_LEVEL": "info"}
-        device = cuda("large", policy=policy, env=env, gpu=True)
-        host = cuda("large", policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
-        self.assertIn("device kernels loaded", device.stderr)
-        self.assertEqual(lines(device.stdout), lines(host.stdout))
+        device, host = on_device_and_host(self, cuda, "large", policy)
         for r in (device, host):
             assert_checksum_quiet(self, r, 1)
         got, want = (sorted((c["check"], c["value"]) for c in r.of("check"))
@@ -1281,12 +1288,7 @@ class OnGpu(unittest.TestCase):
         if not CUDA_CONV:
             self.skipTest("cuda_conv not built")
         policy = every_conv("{ plugin: checksum }", "{ plugin: nan_inf }")
-        env = {"FUMI_LOG_LEVEL": "info"}
-        device = conv("large", policy=policy, env=env, gpu=True)
-        host = conv("large", policy=policy, env={**env, "FUMI_DEVICE_KERNELS": "0"}, gpu=True)
-        self.assertIn("device kernels loaded", device.stderr)
-        self.assertEqual(lines(device.stdout), lines(host.stdout))
-        for r in (device, host):
+        for r in on_device_and_host(self, conv, "large", policy):
             self.assertEqual(len(assert_checksum_quiet(self, r, 3)), 4)
 
     def test_tf32(self):
