@@ -1379,15 +1379,55 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
 // result with as_strided before filling it), and whatever bytes such memory held from its last
 // use — a NaN pattern now and then — would start a search for a NaN no op made. The op that
 // writes the memory is watched when it returns.
+// Where a watched op's non-finite output came from, judged from the inputs it did not write
+// (outputs written in place hold their new values when it returns): all finite (the op made
+// it: the origin, found without a search, unless it also wrote an input in place, whose old
+// value is gone), non-finite only in constants the program passed (floating scalar arguments
+// and 0-dim tensors: `x != inf`, torch.isfinite, print() of a tensor, a -inf mask value), or
+// in tensors (a NaN from elsewhere: search for its origin).
+enum class NonFiniteSource { kNone, kConstants, kTensors };
+NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
+                                const std::vector<c10::IValue>& outputs) {
+  const auto aliasesOutput = [&](const at::Tensor& t) {
+    bool alias = false;
+    for (const c10::IValue& o : outputs)
+      forEachTensor(o, [&](const at::Tensor& out, int) { alias = alias || t.is_alias_of(out); });
+    return alias;
+  };
+  bool constants = false, tensors = false, written = false;
+  for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn)) {
+    if (v.isDouble()) {
+      constants = constants || !std::isfinite(v.toDouble());
+      continue;
+    }
+    forEachTensor(v, [&](const at::Tensor& t, int) {
+      if (tensors) return;
+      if (aliasesOutput(t)) written = true;
+      else if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
+    });
+    if (tensors) return NonFiniteSource::kTensors;
+  }
+  if (constants) return NonFiniteSource::kConstants;
+  return written ? NonFiniteSource::kTensors : NonFiniteSource::kNone;
+}
+
 void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
                   void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
-    if (scanTensor(t).any() && !undefinedOutput(fumi::torch_compat::opName(fn))) {
-      g_api->nonfinite_seen(site, index);
-      return;
+    const NonFinite bad = scanTensor(t);
+    if (!bad.any() || undefinedOutput(fumi::torch_compat::opName(fn))) continue;
+    switch (nonFiniteSource(fn, outputs)) {
+      case NonFiniteSource::kConstants: return;  // the program's own inf, passed along
+      case NonFiniteSource::kNone: {  // made here: the origin, at this op and Python line
+        g_api->nonfinite_seen(site, index);
+        const NonFinite out = scanValues(outputs);
+        g_api->nan_origin(site, index, "appeared", out.nan, out.inf);
+        return;
+      }
+      case NonFiniteSource::kTensors: g_api->nonfinite_seen(site, index); return;
     }
   }
 }

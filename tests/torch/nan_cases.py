@@ -8,6 +8,11 @@
              int32 view, as memory holds stale bytes from its last use), is looked at through
              one-element float views (select, as_strided), then overwritten before use, the way
              kernels view fresh output memory before filling it: healthy.
+  finite_checks  each step the job checks its weights and inputs for non-finite values
+             (torch.isfinite, torch.isinf, != inf) and prints a tensor: comparisons against a
+             Python inf make one-element tensors holding it, which no op computed: healthy.
+  one_off    at step 2 only, a metric's log of a one-element value below zero makes NaN from
+             finite inputs (the origin, on the line marked ONE-OFF) and is never made again.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -50,4 +55,12 @@ for step in range(4):
             p = torch.relu(out.softmax(-1) - 0.3)
             logp = torch.log(p)  # ORIGIN
             entropy = (p * logp).sum()
+    if mode == "finite_checks":
+        w = model[0].weight
+        assert torch.isfinite(w).all() and not torch.isinf(x).any()
+        assert bool(w.ne(float("inf")).all())
+        print(loss.detach().reshape(1), file=sys.stderr)
+    if mode == "one_off" and step == 2:
+        with torch.no_grad():
+            metric = torch.log(loss.detach() - 1e3)  # ONE-OFF
     print(f"step {step} loss {loss.item():.9g}")
