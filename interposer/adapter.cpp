@@ -261,7 +261,7 @@ const fumi_adapter_api kAdapterApi = {
     apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
-    apiRecordMetric,          apiAutocastBound};
+    apiRecordMetric,          apiAutocastBound,         setSharedProbe};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -22,8 +22,9 @@ extern "C" {
 #endif
 
 /* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan).
- * 6: contract and convolve (checksum's projections of device ops on the device). */
-#define FUMI_ADAPTER_ABI_VERSION 6u
+ * 6: contract and convolve (checksum's projections of device ops on the device).
+ * 7: set_shared_probe (library calls inside a framework op reading shared memory). */
+#define FUMI_ADAPTER_ABI_VERSION 7u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -178,6 +179,12 @@ typedef struct fumi_adapter_api {
                         double value, double bound);
   /* The policy's bound on autocast.normwise (NaN: data only). */
   double (*autocast_bound)(void);
+  /* ABI 7 — the adapter's answer to "does a framework op running on the calling thread read
+   * memory another process may write while it runs?" (torch: inputs in shared memory, as
+   * Hogwild training shares its weights): a library call made inside such an op (sgemm_ under
+   * aten::mm) is then not checked, as its operands may change between the call and its check.
+   * Called only for sampled library calls made inside a framework op. */
+  void (*set_shared_probe)(int (*probe)(void));
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

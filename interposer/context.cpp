@@ -2,6 +2,7 @@
 // stored, so pushes and pops always pair up).
 #include "context.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "loss_scaling.h"
@@ -35,6 +36,18 @@ std::vector<ContextEntry> currentContext(const OpSite* self, uint64_t self_index
   for (int i = 0; i < n; ++i)
     if (t_stack[i].site) out.push_back(t_stack[i]);  // null: an op the adapter could not name
   return out;
+}
+
+namespace {
+std::atomic<int (*)()> g_shared_probe{nullptr};
+}  // namespace
+
+void setSharedProbe(int (*probe)()) { g_shared_probe.store(probe, std::memory_order_release); }
+
+bool contextReadsSharedMemory() {
+  if (t_depth == 0) return false;
+  int (*probe)() = g_shared_probe.load(std::memory_order_acquire);
+  return probe && probe() != 0;
 }
 
 const char* currentPhase() {

@@ -23,6 +23,12 @@ void popContext();
 // `self` (site, index) itself — a framework op's own check — it is left out.
 std::vector<ContextEntry> currentContext(const OpSite* self = nullptr, uint64_t self_index = 0);
 
+// Whether a framework op running on this thread reads memory another process may write (the
+// adapter's probe, adapter_api.h set_shared_probe): a library call inside it is not checked.
+// False outside framework ops and without a probe.
+void setSharedProbe(int (*probe)());
+bool contextReadsSharedMemory();
+
 // Training phase of the current thread's framework ops: "backward" inside an autograd node,
 // "optimizer" inside an optimizer step, "forward" otherwise; "" outside any framework op.
 const char* currentPhase();

@@ -6,6 +6,8 @@
 // the op again through the dispatcher on fresh copies (checks: perturb, highprec, determinism...).
 // Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h; every
 // torch-version difference is in torch_compat.h.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +25,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MapAllocator.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
 
@@ -659,14 +662,31 @@ bool writtenArgument(const c10::Argument& a) {
   return a.name() == "running_mean" || a.name() == "running_var";
 }
 
-// The bytes of the tensors a check copies before the op runs (writtenArgument).
+// Whether `t` lives in memory shared between processes (share_memory_(), tensors received
+// through torch.multiprocessing: Hogwild training shares its weights so), which another
+// process may write while an op reads it: storage of ATen's map allocators (the
+// file_descriptor strategy) or of libshm's (file_system).
+bool sharedStorage(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || !t.device().is_cpu()) return false;
+  const at::DataPtr& p = t.storage().data_ptr();
+  if (at::MapAllocator::fromDataPtr(p) || at::RefcountedMapAllocator::fromDataPtr(p)) return true;
+  Dl_info info{};
+  const auto deleter = reinterpret_cast<void*>(p.get_deleter());
+  return deleter && dladdr(deleter, &info) && info.dli_fname &&
+         std::strstr(info.dli_fname, "libshm") != nullptr;
+}
+
+// The bytes of the tensors a check copies before the op runs (writtenArgument, sharedStorage).
 template <class Inputs>
 uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs) {
   const auto& args = op.schema().arguments();
   uint64_t bytes = 0;
-  for (size_t i = 0; i < inputs.size() && i < args.size(); ++i)
-    if (writtenArgument(args[i]))
-      forEachTensor(inputs[i], [&](const at::Tensor& t, int) { bytes += t.nbytes(); });
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool written = i < args.size() && writtenArgument(args[i]);
+    forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
+      if (written || sharedStorage(t)) bytes += t.nbytes();
+    });
+  }
   return bytes;
 }
 
@@ -676,9 +696,10 @@ class CapturedCall final : public at::ObserverContext {
                const Facts& facts, fumi_dtype autocast)
       : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast) {}
 
-  // Before the op runs: copies of the tensor inputs the op may write (writtenArgument); the
-  // others are kept as they are. The check runs when the op returns, on this thread, before the
-  // program can touch them again, and reruns never write them.
+  // Before the op runs: copies of the tensor inputs the op may write (writtenArgument) and of
+  // those in shared memory (sharedStorage: another process may write them); the others are
+  // kept as they are. The check runs when the op returns, on this thread, before the program
+  // can touch them again, and reruns never write them.
   template <class Inputs>
   void capture(const Inputs& inputs) {
     QuietScope quiet;
@@ -688,14 +709,29 @@ class CapturedCall final : public at::ObserverContext {
       const bool written = i < args.size() && writtenArgument(args[i]);
       inputs_.push_back(mapTensors(inputs[i], [&](const at::Tensor& t, int) {
         input_keys_.push_back(TensorKey::of(t));
+        const bool shared = !written && sharedStorage(t);
         written_.push_back(written);
-        return written ? t.clone(at::MemoryFormat::Preserve) : t;
+        if (!written && !shared) return t;
+        at::Tensor copy = t.clone(at::MemoryFormat::Preserve);
+        if (shared) shared_.emplace_back(t, copy);
+        return copy;
       }));
     }
   }
 
-  // After the op ran: describe it to libfumi and let the policy's checks run.
+  // After the op ran: describe it to libfumi and let the policy's checks run. An input in
+  // shared memory that no longer equals its copy was written by another process while the op
+  // ran: what the op read is unknown, and the call is not checked.
   void check(const std::vector<c10::IValue>& outputs) {
+    for (const auto& [program, copy] : shared_) {
+      QuietScope quiet;
+      if (!at::equal(program, copy)) {
+        g_api->skip(site_, token_,
+                    "an input in shared memory changed while the op ran (another process "
+                    "writes it, as Hogwild training does)");
+        return;
+      }
+    }
     {
       QuietScope quiet;
       describe(outputs);
@@ -1222,7 +1258,8 @@ class CapturedCall final : public at::ObserverContext {
   fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
   std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
                                       // it may write
-  std::vector<bool> written_;         // per tensor of inputs_, in walk order: a copy (see capture)
+  std::vector<bool> written_;         // per tensor of inputs_, in walk order: the op writes it
+  std::vector<std::pair<at::Tensor, at::Tensor>> shared_;  // inputs in shared memory, copies
   std::vector<int> input_slots_;      // per tensor of inputs_, in walk order: index in tensors_
   std::vector<int> output_slots_;     // per tensor of the outputs, likewise
   std::vector<fumi_tensor> tensors_;  // what libfumi sees
@@ -1441,6 +1478,25 @@ struct Running {
 thread_local std::vector<Running> t_running;
 
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
+
+// The operator calls running on this thread with their inputs recorded, innermost last, for
+// libfumi's shared-memory probe (adapter_api.h set_shared_probe).
+thread_local std::vector<const at::RecordFunction*> t_with_inputs;
+
+// Whether an operator running on this thread reads an input in shared memory.
+int readsSharedMemory() {
+  try {
+    for (auto it = t_with_inputs.rbegin(); it != t_with_inputs.rend(); ++it) {
+      if (!(*it)->operator_name()) continue;
+      bool shared = false;
+      for (const c10::IValue& v : fumi::torch_compat::inputsOf(**it))
+        forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
+      if (shared) return 1;
+    }
+  } catch (...) {
+  }
+  return 0;
+}
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
 // only the outermost sampled call is checked.
 thread_local int t_checked_depth = 0;
@@ -1500,6 +1556,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   g_api->push_context(site, index);
   if (!g_sentinels && !g_capture) return nullptr;
   try {
+    t_with_inputs.push_back(&fn);
     if (g_sentinels) t_running.push_back(Running{site, index, view});
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -1525,6 +1582,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
+  if (!t_with_inputs.empty() && t_with_inputs.back() == &fn) t_with_inputs.pop_back();
   if (obs && obs->checked) {
     --t_checked_depth;
     try {
@@ -1565,6 +1623,7 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   // rule can check torch ops.
   g_capture = api->backend_checked(kBackend) != 0;
   g_sentinels = api->nan_sentinels() != 0;
+  if (g_capture || g_sentinels) api->set_shared_probe(&readsSharedMemory);
   try {
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)
                               .needsInputs(g_capture || g_sentinels)

@@ -76,6 +76,7 @@ RESNET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_resnet.
 
 TRANSFORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_transformer.py")
 MULTIPROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiproc.py")
+HOGWILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hogwild.py")
 OPS_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_demo.py")
 
 
@@ -671,6 +672,40 @@ class AtenChecks(unittest.TestCase):
         ops = torch_summary(r)
         self.assertEqual(ops["aten::mm"]["checked"], ops["aten::mm"]["calls"])  # all backward
         self.assertEqual(ops["aten::addmm"]["checked"], 0)  # forward only
+
+
+class SharedMemory(unittest.TestCase):
+    """Ops reading tensors in shared memory that another process writes (Hogwild training)."""
+
+    POLICY = """
+        version: 1
+        rules:
+          - match: { op: [aten::mm, sgemm_] }
+            sample: { every: 1 }
+            checks: [ { plugin: highprec }, { plugin: perturb }, { plugin: checksum } ]
+        """
+
+    def test_weights_another_process_writes_raise_nothing(self):
+        # Before, checks reread the weight after the writer had changed it: violations of
+        # highprec, perturb and checksum on correct products (aten::mm and its sgemm_).
+        r = run([PYTHON, HOGWILD, "write"], policy=self.POLICY)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        mm, sgemm = r.op("aten::mm"), r.op("sgemm_")
+        self.assertEqual(mm["calls"], 200)
+        self.assertGreater(mm["skipped"], 0)  # the weight changed while the op ran
+        self.assertEqual((sgemm["checked"], sgemm["skipped"]), (0, 200))  # inside such an op
+
+    def test_shared_inputs_checked_on_copies_when_unchanged(self):
+        # The same shared weight, never written: every aten::mm is checked, on a copy taken
+        # before it ran and found equal to the weight after; the sgemm_ under it is not (a
+        # library call cannot tell).
+        r = run([PYTHON, HOGWILD, "quiet"], policy=self.POLICY)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        mm, sgemm = r.op("aten::mm"), r.op("sgemm_")
+        self.assertEqual((mm["calls"], mm["checked"]), (200, 200))
+        self.assertEqual((sgemm["checked"], sgemm["skipped"]), (0, 200))
 
 
 class TorchAdapter(unittest.TestCase):
