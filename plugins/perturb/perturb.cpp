@@ -141,7 +141,7 @@ class PerturbCheck {
     }
     const double perturbed_fraction =
         static_cast<double>(changed) / (static_cast<double>(in_total) * trials_);
-    if (changed == 0) warnIneffective(ctx, shift, storage);
+    if (changed == 0 && anyNonzero(ctx, inputs)) warnIneffective(ctx, shift, storage);
 
     Verdict v = normwise_primary_ ? Verdict("normwise", normwise, tolerance)
                                   : Verdict("fumi_ratio", ratio, tolerance);
@@ -189,6 +189,18 @@ class PerturbCheck {
     const double table = fumi::metrics::dtypeInfo(precision)->perturb_shift;
     const double last_bit = std::ldexp(1.0, -fumi::metrics::dtypeInfo(storage)->mantissa_bits);
     return std::max(table, last_bit);
+  }
+
+  // Whether any input holds a nonzero finite element: zeros (an accuracy count with nothing
+  // right, a head initialised to zero) stay zeros whatever the shift, so all-zero inputs do not
+  // make the shift ineffective.
+  static bool anyNonzero(Context& ctx, const std::vector<int32_t>& inputs) {
+    for (int32_t t : inputs) {
+      fumi_scan sc{};
+      sc.struct_size = sizeof sc;
+      if (ctx.scan(t, nullptr, FUMI_DTYPE_UNKNOWN, &sc) != FUMI_OK || sc.max_abs > 0) return true;
+    }
+    return false;
   }
 
   // Once per policy entry: the verdicts carry perturbed_fraction = 0 for every call anyway.

@@ -483,6 +483,25 @@ class AtenChecks(unittest.TestCase):
             self.assertLess(ops[op]["worst"]["highprec.normwise_rel"], 1e-6, op)
         self.assertEqual(r.of("violation"), [])
 
+    def test_perturb_warns_of_an_ineffective_shift_only_where_one_could_move(self):
+        # All-zero inputs stay zeros whatever the shift: no advice to raise it (before, an
+        # accuracy count with nothing right or a zero-initialised head drew it); a shift below
+        # half an ulp of nonzero inputs still says so.
+        def warned(code, shift=""):
+            r = run([PYTHON, "-c", "import torch\n" + code], policy=f"""
+                version: 1
+                rules:
+                  - match: {{ op: aten::sum }}
+                    sample: {{ every: 1 }}
+                    checks: [ {{ plugin: perturb {shift} }} ]
+                """)
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.op("aten::sum")["checked"], 1)
+            return "changes no input" in r.stderr
+        self.assertFalse(warned("torch.zeros(1000).sum()"))
+        self.assertFalse(warned("torch.ones(1000).sum()"))
+        self.assertTrue(warned("torch.ones(1000).sum()", ", shift: 1e-12"))
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
