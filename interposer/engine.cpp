@@ -713,7 +713,8 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
                          const std::string& metric, double value, double tolerance,
                          const nlohmann::json& more) {
   const char* phase = currentPhase();
-  const bool held = lossScalingHolds(metric, phase);
+  const bool held = lossScalingHolds(
+      metric, phase, more.is_object() ? more.value("detail", std::string()) : std::string());
   site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held);
   Reporter* rep = activeReporter();
   if (!rep) return;

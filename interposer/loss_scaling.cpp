@@ -52,7 +52,10 @@ void resolve(bool raised, const char* why) {
   held.swap(*g_held);
   OpSite* last = held.back().site;
   for (Held& h : held) {
-    if (raised) writeRaised(h, why);
+    // The scaled loss overflowing in the forward pass reaches no gradient (the backward pass
+    // takes the scale, not the product): an optimizer step after it is no error of its own.
+    const bool scaled = h.event.value("detail", std::string()) == "scaled_overflow";
+    if (raised && !(scaled && std::strcmp(why, "reached_optimizer") == 0)) writeRaised(h, why);
     else h.site->addHandledOverflow();
   }
   if (raised) return;
@@ -80,10 +83,10 @@ ScalerMarker scalerMarkerOf(const char* name) {
   return ScalerMarker::kNone;
 }
 
-bool lossScalingHolds(const std::string& metric, const char* phase) {
+bool lossScalingHolds(const std::string& metric, const char* phase, const std::string& detail) {
   const LossScalingSettings* cfg = settings();
-  return metric == "nonfinite" && cfg && cfg->enabled && phase &&
-         std::strcmp(phase, "backward") == 0;
+  return metric == "nonfinite" && cfg && cfg->enabled &&
+         ((phase && std::strcmp(phase, "backward") == 0) || detail == "scaled_overflow");
 }
 
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev) {

@@ -11,7 +11,8 @@
 //             `loss_scaling.overflow_steps`;
 //   raised    an optimizer step (Optimizer.step range) begins first: the non-finite gradients
 //             reach the parameters; every held finding becomes its violation, "loss_scaling":
-//             "reached_optimizer";
+//             "reached_optimizer" (but the scaled loss's own overflow, "scaled_overflow": the
+//             backward pass takes the scale, not the overflowed product; counted handled);
 //   collapse  more than `max_consecutive` handled overflows in a row without a clean optimizer
 //             step between them (the scale keeps dropping, training stalls): one violation of
 //             check `loss_scaling`, metric `consecutive_overflows`;
@@ -37,8 +38,10 @@ enum class ScalerMarker : uint8_t { kNone = 0, kZeroGrad, kStep, kUnscale };
 ScalerMarker scalerMarkerOf(const char* site_name);
 
 // Whether a violation of `metric` by a call in `phase` is held instead of written: NaN/Inf
-// findings ("nonfinite", of nan_inf checks and NaN origins) of the backward pass.
-bool lossScalingHolds(const std::string& metric, const char* phase);
+// findings ("nonfinite", of nan_inf checks and NaN origins) of the backward pass, and in any
+// phase the origin `detail` "scaled_overflow" (Inf from multiplying finite values by a
+// one-element factor above 1: the forward pass's loss times its scale).
+bool lossScalingHolds(const std::string& metric, const char* phase, const std::string& detail = "");
 // Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 // A marked range or op began on this thread (context.cpp).

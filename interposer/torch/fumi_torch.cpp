@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MapAllocator.h>
+#include <c10/core/CPUAllocator.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
 
@@ -669,6 +670,12 @@ bool writtenArgument(const c10::Argument& a) {
 bool sharedStorage(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage() || !t.device().is_cpu()) return false;
   const at::DataPtr& p = t.storage().data_ptr();
+  // Most tensors come from the CPU allocator: one comparison of their deleter.
+  static const c10::DeleterFnPtr plain = [] {
+    const at::DataPtr probe = c10::GetCPUAllocator()->allocate(1);
+    return probe.get_deleter();
+  }();
+  if (p.get_deleter() == plain) return false;
   if (at::MapAllocator::fromDataPtr(p) || at::RefcountedMapAllocator::fromDataPtr(p)) return true;
   Dl_info info{};
   const auto deleter = reinterpret_cast<void*>(p.get_deleter());
@@ -1365,6 +1372,7 @@ class OpObservation final : public at::ObserverContext {
   NonFinite inputs_bad;
   std::string bad_input;  // name of the first non-finite input
   bool uninitialised = false;  // its outputs are fresh memory (empty_like): whatever they hold
+  bool scaling = false;  // a multiplication by a one-element factor above 1 (a loss scale)
 
   void* site() const { return site_; }
   uint64_t index() const { return index_; }
@@ -1392,6 +1400,16 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   size_t first_bad = 0;
   obs.inputs_bad = scanValues(inputs, &first_bad);
   if (obs.inputs_bad.any()) obs.bad_input = argName(fn, first_bad);
+  // Loss scaling's forward step: the loss times the scale (a Python float, or GradScaler's
+  // one-element tensor).
+  if (std::strncmp(fumi::torch_compat::opName(fn), "aten::mul", 9) == 0)
+    for (const c10::IValue& v : inputs) {
+      if (v.isDouble()) obs.scaling = obs.scaling || std::fabs(v.toDouble()) > 1;
+      forEachTensor(v, [&](const at::Tensor& t, int) {
+        if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu())
+          obs.scaling = obs.scaling || std::fabs(t.item<double>()) > 1;
+      });
+    }
 }
 
 // After the op ran, during a search: an origin, a propagation, or nothing.
@@ -1400,12 +1418,42 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
-    g_api->nan_origin(obs.site(), obs.index(), "appeared", out.nan, out.inf);
+    // An overflow of the scaled loss is the loss scaler's to handle (loss_scaling.h).
+    const bool scaled = obs.scaling && out.nan == 0;
+    g_api->nan_origin(obs.site(), obs.index(), scaled ? "scaled_overflow" : "appeared", out.nan,
+                      out.inf);
   } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
     g_api->nan_origin(obs.site(), obs.index(), "nan_from_inf", out.nan, out.inf);
   } else {
     g_api->nan_propagated(obs.site(), obs.bad_input.c_str());
   }
+}
+
+// Whether a watched op's non-finite output came only from constants the program passed it:
+// floating scalar arguments and 0-dim tensors (`x != inf`, torch.isfinite, print() of a
+// tensor, a -inf mask value), judged from the inputs the op did not write (outputs written in
+// place hold their new values when it returns). Not a NaN any op made: no search.
+bool fromConstantsOnly(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs) {
+  const auto aliasesOutput = [&](const at::Tensor& t) {
+    bool alias = false;
+    for (const c10::IValue& o : outputs)
+      forEachTensor(o, [&](const at::Tensor& out, int) { alias = alias || t.is_alias_of(out); });
+    return alias;
+  };
+  bool constants = false, tensors = false;
+  for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn)) {
+    if (v.isDouble()) {
+      constants = constants || !std::isfinite(v.toDouble());
+      continue;
+    }
+    forEachTensor(v, [&](const at::Tensor& t, int) {
+      if (tensors) return;
+      if (aliasesOutput(t)) return;
+      if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
+    });
+    if (tensors) return false;
+  }
+  return constants;
 }
 
 // Sentinel, on every op that computes its outputs: a single-element CPU output (a loss, a norm,
@@ -1416,56 +1464,15 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
 // result with as_strided before filling it), and whatever bytes such memory held from its last
 // use — a NaN pattern now and then — would start a search for a NaN no op made. The op that
 // writes the memory is watched when it returns.
-// Where a watched op's non-finite output came from, judged from the inputs it did not write
-// (outputs written in place hold their new values when it returns): all finite (the op made
-// it: the origin, found without a search, unless it also wrote an input in place, whose old
-// value is gone), non-finite only in constants the program passed (floating scalar arguments
-// and 0-dim tensors: `x != inf`, torch.isfinite, print() of a tensor, a -inf mask value), or
-// in tensors (a NaN from elsewhere: search for its origin).
-enum class NonFiniteSource { kNone, kConstants, kTensors };
-NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
-                                const std::vector<c10::IValue>& outputs) {
-  const auto aliasesOutput = [&](const at::Tensor& t) {
-    bool alias = false;
-    for (const c10::IValue& o : outputs)
-      forEachTensor(o, [&](const at::Tensor& out, int) { alias = alias || t.is_alias_of(out); });
-    return alias;
-  };
-  bool constants = false, tensors = false, written = false;
-  for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn)) {
-    if (v.isDouble()) {
-      constants = constants || !std::isfinite(v.toDouble());
-      continue;
-    }
-    forEachTensor(v, [&](const at::Tensor& t, int) {
-      if (tensors) return;
-      if (aliasesOutput(t)) written = true;
-      else if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
-    });
-    if (tensors) return NonFiniteSource::kTensors;
-  }
-  if (constants) return NonFiniteSource::kConstants;
-  return written ? NonFiniteSource::kTensors : NonFiniteSource::kNone;
-}
-
 void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
                   void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
-    const NonFinite bad = scanTensor(t);
-    if (!bad.any() || undefinedOutput(fumi::torch_compat::opName(fn))) continue;
-    switch (nonFiniteSource(fn, outputs)) {
-      case NonFiniteSource::kConstants: return;  // the program's own inf, passed along
-      case NonFiniteSource::kNone: {  // made here: the origin, at this op and Python line
-        g_api->nonfinite_seen(site, index);
-        const NonFinite out = scanValues(outputs);
-        g_api->nan_origin(site, index, "appeared", out.nan, out.inf);
-        return;
-      }
-      case NonFiniteSource::kTensors: g_api->nonfinite_seen(site, index); return;
-    }
+    if (!scanTensor(t).any() || undefinedOutput(fumi::torch_compat::opName(fn))) continue;
+    if (!fromConstantsOnly(fn, outputs)) g_api->nonfinite_seen(site, index);
+    return;
   }
 }
 
@@ -1479,22 +1486,35 @@ thread_local std::vector<Running> t_running;
 
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
 
-// The operator calls running on this thread with their inputs recorded, innermost last, for
-// libfumi's shared-memory probe (adapter_api.h set_shared_probe).
-thread_local std::vector<const at::RecordFunction*> t_with_inputs;
+// The operator calls running on this thread with their inputs recorded, innermost last, and
+// whether each reads an input in shared memory, for libfumi's probe (adapter_api.h
+// set_shared_probe). The RecordFunction is only a key: a call whose end this thread never sees
+// (a range ended elsewhere) is dropped when a call below it ends.
+struct SharedEntry {
+  const at::RecordFunction* fn;
+  bool shared;
+};
+thread_local std::vector<SharedEntry> t_shared;
 
-// Whether an operator running on this thread reads an input in shared memory.
-int readsSharedMemory() {
-  try {
-    for (auto it = t_with_inputs.rbegin(); it != t_with_inputs.rend(); ++it) {
-      if (!(*it)->operator_name()) continue;
-      bool shared = false;
-      for (const c10::IValue& v : fumi::torch_compat::inputsOf(**it))
-        forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
-      if (shared) return 1;
+void pushShared(const at::RecordFunction& fn) {
+  bool shared = false;
+  if (fn.operator_name())
+    for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn))
+      forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
+  t_shared.push_back(SharedEntry{&fn, shared});
+}
+
+void popShared(const at::RecordFunction& fn) {
+  for (size_t i = t_shared.size(); i-- > 0;)
+    if (t_shared[i].fn == &fn) {
+      t_shared.resize(i);
+      return;
     }
-  } catch (...) {
-  }
+}
+
+int readsSharedMemory() {
+  for (const SharedEntry& e : t_shared)
+    if (e.shared) return 1;
   return 0;
 }
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
@@ -1556,7 +1576,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   g_api->push_context(site, index);
   if (!g_sentinels && !g_capture) return nullptr;
   try {
-    t_with_inputs.push_back(&fn);
+    pushShared(fn);
     if (g_sentinels) t_running.push_back(Running{site, index, view});
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -1582,7 +1602,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
-  if (!t_with_inputs.empty() && t_with_inputs.back() == &fn) t_with_inputs.pop_back();
+  if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
     --t_checked_depth;
     try {

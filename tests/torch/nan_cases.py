@@ -11,8 +11,6 @@
   finite_checks  each step the job checks its weights and inputs for non-finite values
              (torch.isfinite, torch.isinf, != inf) and prints a tensor: comparisons against a
              Python inf make one-element tensors holding it, which no op computed: healthy.
-  one_off    at step 2 only, a metric's log of a one-element value below zero makes NaN from
-             finite inputs (the origin, on the line marked ONE-OFF) and is never made again.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -60,7 +58,4 @@ for step in range(4):
         assert torch.isfinite(w).all() and not torch.isinf(x).any()
         assert bool(w.ne(float("inf")).all())
         print(loss.detach().reshape(1), file=sys.stderr)
-    if mode == "one_off" and step == 2:
-        with torch.no_grad():
-            metric = torch.log(loss.detach() - 1e3)  # ONE-OFF
     print(f"step {step} loss {loss.item():.9g}")
