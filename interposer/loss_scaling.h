@@ -39,8 +39,8 @@ ScalerMarker scalerMarkerOf(const char* site_name);
 
 // Whether a violation of `metric` by a call in `phase` is held instead of written: NaN/Inf
 // findings ("nonfinite", of nan_inf checks and NaN origins) of the backward pass, and in any
-// phase the origin `detail` "scaled_overflow" (Inf from multiplying finite values by a
-// one-element factor above 1: the forward pass's loss times its scale).
+// phase the origin `detail` "scaled_overflow" (a one-element Inf from multiplying finite values
+// by a one-element factor above 1: the forward pass's loss times its scale).
 bool lossScalingHolds(const std::string& metric, const char* phase, const std::string& detail = "");
 // Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);

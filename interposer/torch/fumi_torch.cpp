@@ -1418,8 +1418,12 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
-    // An overflow of the scaled loss is the loss scaler's to handle (loss_scaling.h).
-    const bool scaled = obs.scaling && out.nan == 0;
+    // An overflow of the scaled loss (one element) is the loss scaler's to handle
+    // (loss_scaling.h).
+    bool scalar = true;
+    for (const c10::IValue& v : outputs)
+      forEachTensor(v, [&](const at::Tensor& t, int) { scalar = scalar && t.numel() == 1; });
+    const bool scaled = obs.scaling && scalar && out.nan == 0;
     g_api->nan_origin(obs.site(), obs.index(), scaled ? "scaled_overflow" : "appeared", out.nan,
                       out.inf);
   } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
@@ -1501,6 +1505,9 @@ void pushShared(const at::RecordFunction& fn) {
   if (fn.operator_name())
     for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn))
       forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
+  // Calls whose ends this thread never sees, with no call below them to end, would stay: a
+  // stack this deep holds them, and the oldest go.
+  if (t_shared.size() >= 4096) t_shared.erase(t_shared.begin(), t_shared.begin() + 2048);
   t_shared.push_back(SharedEntry{&fn, shared});
 }
 
