@@ -1501,10 +1501,9 @@ struct SharedEntry {
 thread_local std::vector<SharedEntry> t_shared;
 
 void pushShared(const at::RecordFunction& fn) {
-  bool shared = false;
-  if (fn.operator_name())
-    for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn))
-      forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
+  bool shared = false;  // ranges (autograd nodes, optimizer steps) have no inputs
+  for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn))
+    forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
   // Calls whose ends this thread never sees, with no call below them to end, would stay: a
   // stack this deep holds them, and the oldest go.
   if (t_shared.size() >= 4096) t_shared.erase(t_shared.begin(), t_shared.begin() + 2048);

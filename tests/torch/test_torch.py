@@ -698,6 +698,7 @@ class SharedMemory(unittest.TestCase):
 
     POLICY = """
         version: 1
+        tolerances: { sensitivity: { f32: 0.1 } }  # the default policy's
         rules:
           - match: { op: [aten::mm, sgemm_] }
             sample: { every: 1 }
