@@ -675,12 +675,20 @@ bool sharedStorage(const at::Tensor& t) {
     const at::DataPtr probe = c10::GetCPUAllocator()->allocate(1);
     return probe.get_deleter();
   }();
-  if (p.get_deleter() == plain) return false;
+  const c10::DeleterFnPtr deleter = p.get_deleter();
+  if (deleter == plain) return false;
   if (at::MapAllocator::fromDataPtr(p) || at::RefcountedMapAllocator::fromDataPtr(p)) return true;
+  // Other owners (numpy arrays, from_blob): which library the deleter is in, remembered for the
+  // last few seen (dladdr costs about a microsecond).
+  thread_local std::pair<c10::DeleterFnPtr, bool> seen[4] = {};
+  thread_local size_t next = 0;
+  for (const auto& [d, shm] : seen)
+    if (d == deleter) return shm;
   Dl_info info{};
-  const auto deleter = reinterpret_cast<void*>(p.get_deleter());
-  return deleter && dladdr(deleter, &info) && info.dli_fname &&
-         std::strstr(info.dli_fname, "libshm") != nullptr;
+  const bool shm = deleter && dladdr(reinterpret_cast<void*>(deleter), &info) && info.dli_fname &&
+                   std::strstr(info.dli_fname, "libshm") != nullptr;
+  seen[next++ % 4] = {deleter, shm};
+  return shm;
 }
 
 // The bytes of the tensors a check copies before the op runs (writtenArgument, sharedStorage).
