@@ -161,7 +161,9 @@ typedef struct fumi_adapter_api {
    * report them with nonfinite_seen. nan_search: whether a search runs now; while it does, the
    * adapter scans every op, calls nan_search_op once per op (0: the search just ended), and
    * reports the first op making non-finite outputs from finite inputs with nan_origin
-   * ("appeared" / "nan_from_inf"), or an op receiving them with nan_propagated.
+   * ("appeared" / "nan_from_inf" / "scaled_overflow"), or an op receiving them with
+   * nan_propagated. A watched op whose inputs were finite is its own origin: the adapter may
+   * call nan_origin at once, with no search running (it counts as one).
    * optimizer_step: a training step began (the search counts steps). */
   int (*nan_sentinels)(void);
   void (*nonfinite_seen)(void* site, uint64_t index);

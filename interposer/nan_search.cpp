@@ -126,14 +126,26 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
   nlohmann::json sentinel;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+    const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
     if (!s.origins.insert(site->name).second) {
       ++s.repeats;  // the same origin again: already reported
-      endSearch(s, nullptr, "");
+      if (searching) endSearch(s, nullptr, "");
       return;
     }
-    sentinel = sentinelJson(s);
-    endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
+    if (searching) {
+      sentinel = sentinelJson(s);
+      endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
+    } else {
+      // A sentinel that is its own origin (its inputs were finite): no search is needed, but
+      // it counts as one against max_searches.
+      const NanOriginSettings* cfg = settings();
+      if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) {
+        s.origins.erase(site->name);
+        return;
+      }
+      ++s.searches;
+      sentinel = {{"op", site->name}, {"call_index", index}};
+    }
   }
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0,

@@ -4,6 +4,8 @@
 // by sentinels and only then looks everywhere:
 //   sentinel   something cheap saw a non-finite value: a sampled nan_inf check (any backend), or
 //              the torch adapter's scan of single-element outputs (losses, norms) on every op.
+//              Where that op's inputs were all finite (0/0 in a metric), it is the origin at
+//              once: reported without a search (a one-off would never show to one).
 //   search     every framework op's outputs are scanned; the first op whose outputs hold NaN or
 //              Inf while its inputs (tensors and scalar arguments, outputs it writes in place
 //              excepted) are finite is the origin: one `violation` event with "origin": true,
@@ -34,8 +36,9 @@ void nanSentinel(const OpSite* site, uint64_t index);
 void nanSearchStep();
 // One more op scanned by the search; false once the search has ended (max_ops reached).
 bool nanSearchOp();
-// The search found non-finite outputs of `site`'s call `index` made from finite inputs.
-// `detail`: "appeared" or "nan_from_inf". Captures the calling thread's stacks.
+// Non-finite outputs of `site`'s call `index` made from finite inputs: found by the search, or
+// a sentinel that is its own origin (no search running; counted against max_searches).
+// `detail`: "appeared", "nan_from_inf" or "scaled_overflow". Captures the calling thread's stacks.
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf);
 // The search saw `site`'s call receive non-finite values through input `input`.

@@ -1399,6 +1399,22 @@ std::string argName(const at::RecordFunction& fn, size_t i) {
   return "arg" + std::to_string(i);
 }
 
+// Loss scaling's forward step: a multiplication of the loss by the scale (a Python float, or
+// GradScaler's one-element tensor) above 1.
+template <class Values>
+bool scalesUp(const at::RecordFunction& fn, const Values& inputs) {
+  if (std::strncmp(fumi::torch_compat::opName(fn), "aten::mul", 9) != 0) return false;
+  bool scaling = false;
+  for (const c10::IValue& v : inputs) {
+    if (v.isDouble()) scaling = scaling || std::fabs(v.toDouble()) > 1;
+    forEachTensor(v, [&](const at::Tensor& t, int) {
+      if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu())
+        scaling = scaling || std::fabs(t.item<double>()) > 1;
+    });
+  }
+  return scaling;
+}
+
 // During a search, before the op runs: are its inputs finite?
 void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   obs.searching = true;
@@ -1408,16 +1424,19 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   size_t first_bad = 0;
   obs.inputs_bad = scanValues(inputs, &first_bad);
   if (obs.inputs_bad.any()) obs.bad_input = argName(fn, first_bad);
-  // Loss scaling's forward step: the loss times the scale (a Python float, or GradScaler's
-  // one-element tensor).
-  if (std::strncmp(fumi::torch_compat::opName(fn), "aten::mul", 9) == 0)
-    for (const c10::IValue& v : inputs) {
-      if (v.isDouble()) obs.scaling = obs.scaling || std::fabs(v.toDouble()) > 1;
-      forEachTensor(v, [&](const at::Tensor& t, int) {
-        if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu())
-          obs.scaling = obs.scaling || std::fabs(t.item<double>()) > 1;
-      });
-    }
+  obs.scaling = scalesUp(fn, inputs);
+}
+
+// Reports the op as where non-finite outputs `out` appeared from finite inputs. An overflow of
+// the scaled loss (one element, Inf only, from a multiplication by a factor above 1) is the
+// loss scaler's to handle (loss_scaling.h): detail "scaled_overflow".
+void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
+                  const NonFinite& out, bool scaling) {
+  bool scalar = true;
+  for (const c10::IValue& v : outputs)
+    forEachTensor(v, [&](const at::Tensor& t, int) { scalar = scalar && t.numel() == 1; });
+  const bool scaled = scaling && scalar && out.nan == 0;
+  g_api->nan_origin(site, index, scaled ? "scaled_overflow" : "appeared", out.nan, out.inf);
 }
 
 // After the op ran, during a search: an origin, a propagation, or nothing.
@@ -1426,14 +1445,7 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
-    // An overflow of the scaled loss (one element) is the loss scaler's to handle
-    // (loss_scaling.h).
-    bool scalar = true;
-    for (const c10::IValue& v : outputs)
-      forEachTensor(v, [&](const at::Tensor& t, int) { scalar = scalar && t.numel() == 1; });
-    const bool scaled = obs.scaling && scalar && out.nan == 0;
-    g_api->nan_origin(obs.site(), obs.index(), scaled ? "scaled_overflow" : "appeared", out.nan,
-                      out.inf);
+    reportOrigin(obs.site(), obs.index(), outputs, out, obs.scaling);
   } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
     g_api->nan_origin(obs.site(), obs.index(), "nan_from_inf", out.nan, out.inf);
   } else {
@@ -1441,31 +1453,45 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
   }
 }
 
-// Whether a watched op's non-finite output came only from constants the program passed it:
-// floating scalar arguments and 0-dim tensors (`x != inf`, torch.isfinite, print() of a
-// tensor, a -inf mask value), judged from the inputs the op did not write (outputs written in
-// place hold their new values when it returns). Not a NaN any op made: no search.
-bool fromConstantsOnly(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs) {
+// Where a watched op's non-finite output came from, judged from the inputs it did not write
+// (outputs written in place hold their new values when it returns):
+//   kConstants     only the program's constants hold non-finite values: floating scalar
+//                  arguments and 0-dim tensors (`x != inf`, torch.isfinite, print() of a tensor, a
+//                  -inf mask value). Not a NaN any op made: no search.
+//   kFiniteInputs  every input is finite and none is written in place: this op made them (the
+//                  origin, known at once: a one-off NaN, say 0/0 in a metric, never recurs for a
+//                  search to find).
+//   kUnknown       a non-finite input tensor, an input written in place, or no inputs recorded:
+//                  a search follows them back.
+enum class NonFiniteSource { kConstants, kFiniteInputs, kUnknown };
+
+NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
+                                const std::vector<c10::IValue>& outputs) {
   const auto aliasesOutput = [&](const at::Tensor& t) {
     bool alias = false;
     for (const c10::IValue& o : outputs)
       forEachTensor(o, [&](const at::Tensor& out, int) { alias = alias || t.is_alias_of(out); });
     return alias;
   };
-  bool constants = false, tensors = false;
-  for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn)) {
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  bool constants = false, tensors = false, written = inputs.empty();
+  for (const c10::IValue& v : inputs) {
     if (v.isDouble()) {
       constants = constants || !std::isfinite(v.toDouble());
       continue;
     }
     forEachTensor(v, [&](const at::Tensor& t, int) {
       if (tensors) return;
-      if (aliasesOutput(t)) return;
+      if (aliasesOutput(t)) {
+        written = true;
+        return;
+      }
       if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
     });
-    if (tensors) return false;
+    if (tensors) return NonFiniteSource::kUnknown;
   }
-  return constants;
+  if (constants) return NonFiniteSource::kConstants;
+  return written ? NonFiniteSource::kUnknown : NonFiniteSource::kFiniteInputs;
 }
 
 // Sentinel, on every op that computes its outputs: a single-element CPU output (a loss, a norm,
@@ -1483,7 +1509,14 @@ void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& 
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
     if (!scanTensor(t).any() || undefinedOutput(fumi::torch_compat::opName(fn))) continue;
-    if (!fromConstantsOnly(fn, outputs)) g_api->nonfinite_seen(site, index);
+    switch (nonFiniteSource(fn, outputs)) {
+      case NonFiniteSource::kConstants: break;
+      case NonFiniteSource::kFiniteInputs:
+        reportOrigin(site, index, outputs, scanValues(outputs),
+                     scalesUp(fn, fumi::torch_compat::inputsOf(fn)));
+        break;
+      case NonFiniteSource::kUnknown: g_api->nonfinite_seen(site, index); break;
+    }
     return;
   }
 }

@@ -820,6 +820,21 @@ class NanOrigin(unittest.TestCase):
         # mul turns log's -inf into NaN: propagated (counted), never a violation of its own.
         self.assertEqual([v["op"] for v in r.of("violation")], ["aten::log"])
 
+    def test_one_off_nan_from_finite_inputs_reported_at_once(self):
+        # 0/0 in a metric on one step: the sentinel's op had finite inputs, so it is the origin
+        # (before, a search ran for the following steps and, the NaN never recurring, ended
+        # "not_found").
+        r = self.case("oneoff")
+        with open(NAN_CASES) as f:
+            line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# ONEOFF"))
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["check"], o["detail"]), ("aten::div.Tensor", "nan_inf", "appeared"))
+        self.assertEqual((o["extra"]["nan"], o["extra"]["inf"]), (1, 0))
+        self.assertEqual(o["sentinel"]["op"], "aten::div.Tensor")
+        self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
+        self.assertEqual(r.of("nan_search"), [])  # no search was needed
+        self.assertNotIn("searching every op", r.stderr)
+
     def test_nan_already_in_the_parameters_is_not_an_origin(self):
         r = self.case("param_nan")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
