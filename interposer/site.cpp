@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "loss_scaling.h"
+#include "report.h"
 
 namespace fumi {
 __thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -85,6 +86,11 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.checked += checked_delta;
   stats.skipped += skipped_delta;
   stats.check_seconds += seconds;
+}
+
+void OpSite::countSkipped(const char* why) {
+  addStats(0, 1);
+  logMessage(FUMI_LOG_DEBUG, std::string(name) + ": call not checked: " + why);
 }
 
 void OpSite::addHeldViolation(const std::string& key) {

@@ -41,11 +41,6 @@ inline auto forwardReal(F f, A... a) {
 namespace fumi::cuda {
 
 // A sampled call that runs unchecked: counted `skipped`, with the reason in the debug log.
-inline void countSkipped(OpSite& site, const char* why) {
-  site.addStats(0, 1);
-  logMessage(FUMI_LOG_DEBUG, fmt::format("{}: call not checked: {}", site.name, why));
-}
-
 inline std::string formatScalar(double v) { return fmt::format("{:.17g}", v); }
 
 // Scalars in `type` for a host-pointer-mode rerun.
@@ -140,7 +135,7 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
     ck = Checker::get();
   }
   if (!ck) {
-    countSkipped(cs.site, "CUDA checks unavailable");
+    cs.site.countSkipped("CUDA checks unavailable");
     return forward();
   }
   const CudaApi& api = ck->api();
@@ -172,18 +167,18 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (api.cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
         capture != cudaStreamCaptureStatusNone) {
-      countSkipped(cs.site, "stream is capturing a graph");
+      cs.site.countSkipped("stream is capturing a graph");
       return forward();
     }
     pending->ready = ck->takeEvent();
     if (!pending->ready) {
-      countSkipped(cs.site, "check queue full");
+      cs.site.countSkipped("check queue full");
       return forward();
     }
     const char* why = before(*ck, snaps);
     if (!why && !snaps.ok()) why = "no pool memory for snapshots";
     if (why) {
-      countSkipped(cs.site, why);
+      cs.site.countSkipped(why);
       abandon(pending->ready);
       return forward();
     }
@@ -205,7 +200,7 @@ Status checkedDeviceCall(const CallSite& cs, RuleSampler* sampler, cudaStream_t 
     if (!ok) {
       // Not checked: the program's call failed (its status is returned as is) or a snapshot
       // could not be taken (pool share used up).
-      countSkipped(cs.site, status != success ? "the call failed" : "no pool memory for snapshots");
+      cs.site.countSkipped(status != success ? "the call failed" : "no pool memory for snapshots");
       abandon(pending->ready);
       return status;
     }

@@ -172,10 +172,7 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
   // change the operands between the call and its check, and the check would flag a correct
   // call. The op itself is checked by its adapter on copies it can verify.
   if (contextReadsSharedMemory()) {
-    cs.site.addStats(0, 1);
-    logMessage(FUMI_LOG_DEBUG, std::string(cs.site.name) +
-                                   ": call not checked: its framework op reads shared memory "
-                                   "another process may write");
+    cs.site.countSkipped("its framework op reads shared memory another process may write");
     forward();
     return;
   }

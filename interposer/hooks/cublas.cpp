@@ -55,7 +55,6 @@ namespace {
 
 using cuda::BlasApi;
 using cuda::Checker;
-using cuda::countSkipped;
 using cuda::HostScalars;
 using cuda::Snapshots;
 
@@ -912,7 +911,7 @@ cublasStatus_t ltMatmul(const CallSite& cs, Real real, cublasLtHandle_t lh,
     if (!api || !md.read(*api, desc) || !md.supported() || !l[0].read(*api, Adesc) ||
         !l[1].read(*api, Bdesc) || !l[2].read(*api, Cdesc) || !l[3].read(*api, Ddesc)) {
       // A layout order, epilogue or pointer mode fumi does not model: the call runs unchecked.
-      countSkipped(cs.site, "descriptor attributes not supported");
+      cs.site.countSkipped("descriptor attributes not supported");
       return forward();
     }
   }

@@ -107,7 +107,6 @@ Launch legacyConvLaunch(Direction dir) {
 
 namespace {
 
-using cuda::countSkipped;
 using cuda::HostScalars;
 using cuda::Snapshots;
 
@@ -152,7 +151,7 @@ cudnnStatus_t convHook(const CallSite& cs, ConvProblem& p, cudnnHandle_t h,
     if (!why) why = more(*api);
   }
   if (why) {
-    countSkipped(cs.site, why);
+    cs.site.countSkipped(why);
     return forward();
   }
   const fumi_dtype scale = scaleOf(p.x.type);

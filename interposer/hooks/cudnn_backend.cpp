@@ -53,7 +53,6 @@ namespace fumi::hooks {
 
 namespace {
 
-using cuda::countSkipped;
 
 // ---- shadows ---------------------------------------------------------------------------------
 
@@ -1724,7 +1723,7 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
     if (api->cudnnGetStream(h, &p.stream) != CUDNN_STATUS_SUCCESS) why = "handle unreadable";
   }
   if (why) {
-    countSkipped(cs.site, why);
+    cs.site.countSkipped(why);
     return forward();
   }
   auto more = [&](DeviceConvCall& call) {
@@ -1745,7 +1744,7 @@ template <class Real>
 cudnnStatus_t backendPopulateGraph(const CallSite& cs, Real real, cudnnHandle_t h, void* plan,
                                    void* pack, cudaGraph_t graph) {
   if (cs.decision.select(CallFacts{1, FUMI_DTYPE_UNKNOWN, "cuda"}, cs.call_index))
-    countSkipped(cs.site, "recorded into a CUDA graph (never checked)");
+    cs.site.countSkipped("recorded into a CUDA graph (never checked)");
   return forwardReal(real, h, plan, pack, graph);
 }
 

@@ -38,7 +38,6 @@ namespace fumi::hooks {
 
 namespace {
 
-using cuda::countSkipped;
 using cuda::HostScalars;
 using cuda::Snapshots;
 using Phase = NormSpec::Phase;
@@ -372,7 +371,7 @@ cudnnStatus_t bnHook(const CallSite& cs, BnProblem& p, cudnnHandle_t h, cudnnTen
   }
   if (!why && (!scalars[0] || !scalars[1])) why = "scalars missing";
   if (why) {
-    countSkipped(cs.site, why);
+    cs.site.countSkipped(why);
     return forward();
   }
   const fumi_dtype scale = scaleOf(p.x.type);
