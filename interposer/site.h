@@ -39,6 +39,7 @@ struct MetricStats {
   uint64_t count = 0;
   uint64_t violations = 0;
   uint64_t nan = 0;  // metrics that could not be computed (NaN): in count, not in the bins
+  uint64_t log_lines = 0;  // violations offered to the text log (report.log_violations)
   double max = 0;
   std::vector<uint32_t> bins;  // kBins, allocated on the first value
 
@@ -127,6 +128,9 @@ struct OpSite {
   void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);
+  // A violation of `key` ("check.metric") for the text log: `line` is written for the first
+  // `limit` of them, then one line saying the rest are in the events file only.
+  void logViolation(const std::string& key, const std::string& line, int limit);
   void addHandledOverflow();
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);

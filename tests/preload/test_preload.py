@@ -374,6 +374,27 @@ class Actions(unittest.TestCase):
         self.assertEqual(r.rc, -signal.SIGABRT)
         self.assertEqual(len(r.of("violation")), 1)
 
+    def test_text_log_keeps_the_first_violations_of_each_metric(self):
+        # Every call violates (a tolerance below any rounding): all 12 are events, the text
+        # log has report.log_violations lines of them and one line saying where the rest went.
+        r = run([BLAS_DEMO, "loop", "12"], policy="""
+            version: 1
+            report: { log_violations: 3 }
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec, tolerance: 1e-30 } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(r.of("violation")), 12)
+        self.assertEqual(r.op("sgemm_")["violations"], 12)
+        lines = [l for l in r.stderr.splitlines() if "violation: sgemm_" in l]
+        self.assertEqual(len(lines), 3, r.stderr)
+        self.assertIn("#0 highprec.normwise_rel", lines[0])
+        more = [l for l in r.stderr.splitlines() if "more than 3 violations" in l]
+        self.assertEqual(len(more), 1, r.stderr)
+        self.assertIn("sgemm_ highprec.normwise_rel", more[0])
+
     def test_dump_writes_case(self):
         r = run([BLAS_DEMO, "ill"], policy="""
             version: 1
