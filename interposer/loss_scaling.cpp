@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -119,6 +120,13 @@ void lossScalingAtExit() {
   } else {
     resolve(/*raised=*/true, "no_optimizer_step");
   }
+}
+
+void lossScalingAfterFork() {
+  new (&g_mu) std::mutex();  // another thread may have held it at the fork
+  g_held = new std::vector<Held>;  // the parent's findings stay the parent's to resolve
+  g_consecutive = g_overflow_steps = g_optimizer_steps = 0;
+  g_collapse_reported = g_training = false;
 }
 
 nlohmann::json lossScalingSummary() {

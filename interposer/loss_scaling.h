@@ -48,6 +48,9 @@ void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 void scalerMarker(ScalerMarker m);
 // At exit: resolve what is still held.
 void lossScalingAtExit();
+// In a forked child (a DataLoader worker): a process of its own that has trained nothing yet.
+// The parent's held findings are not the child's (they would be written twice).
+void lossScalingAfterFork();
 // For the summary, in a training process (null otherwise): optimizer steps taken and steps whose
 // overflow a scaler handled (skipped steps).
 nlohmann::json lossScalingSummary();

@@ -32,10 +32,9 @@ struct SearchState {
   std::set<std::string> origins;  // ops already reported as origins
 };
 
-SearchState& state() {
-  static auto* s = new SearchState;  // immortal: used by the exit summary
-  return *s;
-}
+SearchState* g_search = new SearchState;  // immortal: used by the exit summary
+
+SearchState& state() { return *g_search; }
 
 nlohmann::json sentinelJson(const SearchState& s) {
   return {{"op", s.sentinel_op}, {"call_index", s.sentinel_index}};
@@ -154,6 +153,11 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                        {"sentinel", std::move(sentinel)},
                        {"rule", "nan_origin"},
                        {"extra", {{"nan", nan}, {"inf", inf}}}});
+}
+
+void nanSearchAfterFork() {
+  g_nan_search_active.store(0, std::memory_order_relaxed);
+  g_search = new SearchState;  // the parent's may be locked by a thread that did not fork
 }
 
 void nanSearchAtExit() {

@@ -43,6 +43,9 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                uint64_t inf);
 // The search saw `site`'s call receive non-finite values through input `input`.
 void nanPropagated(const OpSite* site, const char* input);
+// In a forked child (a DataLoader worker): no search runs and none has; the parent's search
+// stays the parent's (a worker would end it "not_found" at its exit).
+void nanSearchAfterFork();
 // At exit: a search still running ends "not_found".
 void nanSearchAtExit();
 

@@ -135,6 +135,8 @@ void afterForkInChild() {
     s->stats = OpStats{};
   }
   g_engine->resetSamplingAfterFork();
+  lossScalingAfterFork();
+  nanSearchAfterFork();
   g_reporter->reopenInChild();
 }
 

@@ -76,6 +76,7 @@ RESNET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_resnet.
 
 TRANSFORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_transformer.py")
 MULTIPROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiproc.py")
+LOADER_WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_workers.py")
 HOGWILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hogwild.py")
 OPS_DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_demo.py")
 
@@ -675,6 +676,27 @@ class AtenChecks(unittest.TestCase):
                 checked = sum(o["checked"] for s in summaries for o in s["ops"]
                               if o["op"] == "aten::mm")
                 self.assertEqual(checked, 3)  # each torch.mm, in whichever process ran it
+
+    def test_forked_workers_start_with_their_own_state(self):
+        # A DataLoader forks a worker per epoch after the parent has trained and while its NaN
+        # search runs: the worker must neither count the parent's optimizer steps nor end the
+        # parent's search (before, each worker wrote optimizer_steps 3 and a "not_found" search
+        # at its exit).
+        plain = run([PYTHON, LOADER_WORKERS], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, LOADER_WORKERS])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        parent = r.of("start")[0]["pid"]
+        summaries = {s["pid"]: s for s in r.of("summary")}
+        self.assertEqual(len(summaries), 3, list(summaries))  # the parent and two workers
+        self.assertEqual(summaries[parent]["loss_scaling"]["optimizer_steps"], 6)
+        for pid, s in summaries.items():
+            if pid != parent:
+                self.assertIsNone(s.get("loss_scaling"), s)
+        searches = r.of("nan_search")
+        self.assertEqual([e["pid"] for e in searches], [parent], searches)
+        self.assertEqual(searches[0]["result"], "not_found")
 
     def test_phase_and_dtype_matched_per_call(self):
         r = run([PYTHON, TRAIN, "--steps", "2"], policy="""
