@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -141,6 +144,33 @@ pid_t spawn(const std::vector<std::string>& command, int& exec_errno) {
   return pid;
 }
 
+// Whether `pid` is a process that has not ended (a zombie has: it only waits to be reaped).
+bool running(int64_t pid) {
+  if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
+// The events of the command's processes. Processes it left behind may still be ending when it
+// exits (multiprocessing's resource tracker exits when the parent's pipe closes, a moment
+// later): those without a summary that still run are waited for up to `grace`, so that their
+// summaries are read rather than counted incomplete. Returns how many still run after it.
+report::Report readWhenEnded(const std::string& out, size_t* nfiles, size_t* still_running,
+                             std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    report::Report rep = report::readDirectory(out, nfiles);
+    *still_running = 0;
+    for (const report::ProcessInfo& p : rep.processes)
+      if (p.incomplete && running(p.pid)) ++*still_running;
+    if (*still_running == 0 || std::chrono::steady_clock::now() >= deadline) return rep;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 int waitChild(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -225,8 +255,13 @@ int runCommand(const RunOptions& options) {
   restoreDefaults();
 
   // 6. Summary of what libfumi wrote.
-  size_t nfiles = 0;
-  report::Report rep = report::readDirectory(out, &nfiles);
+  size_t nfiles = 0, still_running = 0;
+  report::Report rep = readWhenEnded(out, &nfiles, &still_running, std::chrono::seconds(5));
+  if (still_running)
+    std::cerr << "fumi: " << still_running << " process" << (still_running == 1 ? "" : "es")
+              << " the command started still running 5 s after it ended: counted as incomplete "
+                 "(`fumi report "
+              << out << "` reads them again)\n";
   if (nfiles == 0) {
     std::cerr << "fumi: no event files were written to " << out
               << " (libfumi was not loaded: static or setuid programs ignore LD_PRELOAD)\n";

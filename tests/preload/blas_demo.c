@@ -14,6 +14,8 @@
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
  *   blas_demo fork_exit  the same, the child ending with _exit() (no destructors run)
+ *   blas_demo linger MS  one sgemm_, then MS milliseconds of sleep before it exits (a process
+ *                      that outlives the command that started it)
  *   blas_demo vfork    one sgemm_, then vfork() a child whose exec fails and which calls
  *                      _exit() on the parent's memory, then one more sgemm_ in the parent
  * Results are printed with %a so that any difference in any bit shows. */
@@ -254,6 +256,11 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "fork")) return forked(0);
   if (!strcmp(argv[1], "fork_exit")) return forked(1);
   if (!strcmp(argv[1], "vfork")) return vforked();
+  if (!strcmp(argv[1], "linger") && argc > 2) {
+    loop(1);
+    usleep((useconds_t)atoi(argv[2]) * 1000u);
+    return 0;
+  }
   if (!strcmp(argv[1], "overflow")) return overflow();
   if (!strcmp(argv[1], "checksum")) return checksum();
   if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);

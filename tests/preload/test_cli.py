@@ -53,6 +53,16 @@ class Run(unittest.TestCase):
         self.assertEqual(op["violations"], 2)
         self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
 
+    def test_processes_left_running_are_waited_for(self):
+        # The command ends while a process it started still runs (multiprocessing's resource
+        # tracker ends a moment after its parent): its summary is read, not "incomplete".
+        out = tempfile.mkdtemp(prefix="fumi-cli-")
+        r = fumi("run", "--out", out, "--", "sh", "-c",
+                 f"{BLAS_DEMO} linger 1500 >/dev/null & {BLAS_DEMO} loop 2 >/dev/null")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("fumi: 2 processes, 3 calls intercepted", r.stderr)
+        self.assertNotIn("incomplete", r.stderr)
+
     def test_exit_code_kept(self):
         out = tempfile.mkdtemp(prefix="fumi-cli-")
         self.assertEqual(fumi("run", "--out", out, "--", "sh", "-c", "exit 7").returncode, 7)
