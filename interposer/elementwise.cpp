@@ -15,7 +15,6 @@ namespace fumi {
 namespace {
 
 using namespace element_types;
-using metrics::Rng;
 
 // Whether t's elements fill [data, data + numel) exactly with non-negative strides: then
 // element j of memory is element j of FUMI_ORDER_STORAGE, and buffers laid out like t are flat
@@ -124,13 +123,24 @@ FUMI_WIDE size_t mapFlat(const typename L::T* src, typename S::T* dst, size_t n,
       break;
     case FUMI_MAP_PERTURB: {
       const double shift = spec.shift;
-      const uint64_t seed = spec.seed, first = spec.first;
-      // x + x·δu: 1 + δu would round δ away in fp64 for fp64 inputs. Zeros keep their sign.
-      for (size_t j = 0; j < n; ++j) {
-        const double x = L::load(src[j]);
-        const double u = Rng::uniformSymAt(seed, first + j);
-        dst[j] = S::store(x == 0.0 ? x : x + x * (shift * u));
-        changed += sameBits<L, S>(x, src[j], dst[j]) ? 0 : 1;
+      // In chunks whose draws share their index's high half, so that the loop runs on 32-bit
+      // lanes (counter_draw.h): one chunk but for tensors crossing a multiple of 2^32 draws.
+      for (size_t start = 0; start < n;) {
+        const uint64_t index = spec.first + start;
+        const size_t len = static_cast<size_t>(
+            std::min<uint64_t>(n - start, (uint64_t{1} << 32) - (index & 0xffffffffu)));
+        const uint32_t base = metrics::noiseBase(spec.seed, index);
+        const uint32_t low = static_cast<uint32_t>(index);
+        const typename L::T* s = src + start;
+        typename S::T* d = dst + start;
+        // x + x·δu: 1 + δu would round δ away in fp64 for fp64 inputs. Zeros keep their sign.
+        for (size_t j = 0; j < len; ++j) {
+          const double x = L::load(s[j]);
+          const double u = metrics::noiseDraw(base, low + static_cast<uint32_t>(j));
+          d[j] = S::store(x == 0.0 ? x : x + x * (shift * u));
+          changed += sameBits<L, S>(x, s[j], d[j]) ? 0 : 1;
+        }
+        start += len;
       }
       break;
     }

@@ -449,8 +449,19 @@ at::Tensor shiftRight(const at::Tensor& x, int s) {
   return at::bitwise_and(x.__rshift__(s), word(~uint64_t{0} >> s));
 }
 
-// Draws first + j of the stream `seed` (Rng::uniformSymAt) for each element of a tensor of
-// `shape` on `device`, j = sum_d i_d * order[d] (its position in FUMI_ORDER_STORAGE).
+// uint32 words held in int64 tensors: the low 32 bits of an int64 product are those of the
+// uint32 product (aten's int64 multiply wraps).
+at::Tensor low32(const at::Tensor& x) { return at::bitwise_and(x, int64_t{0xffffffff}); }
+
+// counter_draw.h's noiseMix on uint32 words held in int64.
+at::Tensor noiseMix(at::Tensor z) {
+  z = low32(at::bitwise_xor(z, z.__rshift__(16)).mul(int64_t{fumi::metrics::kNoiseMix1}));
+  z = low32(at::bitwise_xor(z, z.__rshift__(15)).mul(int64_t{fumi::metrics::kNoiseMix2}));
+  return at::bitwise_xor(z, z.__rshift__(16));
+}
+
+// Draws first + j of perturb's noise stream `seed` (Rng::uniformSymAt) for each element of a
+// tensor of `shape` on `device`, j = sum_d i_d * order[d] (its position in FUMI_ORDER_STORAGE).
 at::Tensor noise(c10::IntArrayRef shape, const int64_t* order, uint64_t seed, uint64_t first,
                  c10::Device device) {
   const auto words = at::TensorOptions().dtype(at::kLong);
@@ -461,11 +472,16 @@ at::Tensor noise(c10::IntArrayRef shape, const int64_t* order, uint64_t seed, ui
     // Positions along one dimension: a vector per dimension crosses to the device.
     j = j + at::arange(shape[d], words).mul_(order[d]).view(along).to(device);
   }
-  at::Tensor z = (j + word(first + 1)).mul(word(Rng::kGolden)).add(word(seed));
-  z = at::bitwise_xor(z, shiftRight(z, 30)).mul(word(Rng::kMix1));
-  z = at::bitwise_xor(z, shiftRight(z, 27)).mul(word(Rng::kMix2));
-  z = at::bitwise_xor(z, shiftRight(z, 31));
-  return shiftRight(z, 11).to(at::kDouble).mul(0x1.0p-53).mul(2.0).sub(1.0);
+  // noiseDraw(noiseBase(seed, i), low half of i) for i = first + j.
+  const at::Tensor i = j + word(first);
+  const int64_t key = fumi::metrics::noiseBase(seed, 0);
+  at::Tensor z = low32(low32(i).mul(int64_t{fumi::metrics::kNoiseStep})
+                           .add(shiftRight(i, 32).mul(int64_t{fumi::metrics::kNoiseHigh}))
+                           .add(key));
+  z = noiseMix(z);
+  // As int32: the words from 2^31 up are negative.
+  z = z.sub(z.__rshift__(31).mul(int64_t{1} << 32));
+  return z.to(at::kDouble).mul(0x1.0p-31);
 }
 
 fumi_status deviceMap(const at::Tensor& src, at::Tensor dst, const int64_t* order,

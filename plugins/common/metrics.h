@@ -568,7 +568,7 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
 
-  uint64_t next() { return drawMix(state_ += kGolden); }
+  uint64_t next() { return drawMix(state_ += kDrawGolden); }
 
   // Uniform in [0, 1), 53 random bits.
   double uniform01() { return drawUnit(next()); }
@@ -576,19 +576,14 @@ class Rng {
   // Uniform in [-1, 1).
   double uniformSym() { return 2.0 * uniform01() - 1.0; }
 
-  // Draw number `index` (0-based) of Rng(seed)'s uniformSym stream, on its own: the generator
-  // is counter-based, so a loop can draw element i without the draws before it (and vectorise).
+  // Draw number `index` (0-based) of perturb's noise stream `seed`, on its own (not this
+  // generator's sequence: a counter-based one in 32-bit arithmetic, counter_draw.h), so a loop
+  // draws element i without the draws before it and vectorises. The torch adapter draws the
+  // same numbers with integer ops on a device (noiseMix's constants); fumi's CUDA kernels call
+  // uniformSymDraw.
   static double uniformSymAt(uint64_t seed, uint64_t index) {
     return uniformSymDraw(seed, index);
   }
-
-  // The stream's constants, public for code that draws the same numbers elsewhere (the torch
-  // adapter draws them with integer ops on a device; fumi's CUDA kernels call uniformSymDraw):
-  // draw i is 2 * (mix(seed + (i + 1) * kGolden) >> 11) * 2^-53 - 1, mix multiplying by kMix1
-  // and kMix2 (counter_draw.h).
-  static constexpr uint64_t kGolden = kDrawGolden;
-  static constexpr uint64_t kMix1 = kDrawMix1;
-  static constexpr uint64_t kMix2 = kDrawMix2;
 
  private:
   uint64_t state_;

@@ -286,10 +286,41 @@ TEST(MetricsRng, UniformSymInRangeAndCentred) {
   EXPECT_GT(hi, 0.99);
 }
 
-TEST(MetricsRng, CounterBasedDrawsAreTheStream) {
-  // perturb draws element j on its own (vectorised): the same numbers as the sequential stream.
-  fm::Rng rng(0xfeedULL);
-  for (uint64_t i = 0; i < 1000; ++i) EXPECT_EQ(fm::Rng::uniformSymAt(0xfeedULL, i), rng.uniformSym());
+TEST(MetricsRng, CounterBasedDrawsAreUniformAndIndependent) {
+  // perturb draws element i on its own (vectorised, 32-bit lanes): the draws must look like
+  // independent uniforms on [-1, 1) whatever the seed and wherever the index, also across a
+  // multiple of 2^32 (where the index's high half enters).
+  for (const uint64_t first : {uint64_t{0}, (uint64_t{1} << 32) - 50000, uint64_t{7} << 40}) {
+    for (const uint64_t seed : {uint64_t{0}, uint64_t{0xfeed}, ~uint64_t{0}}) {
+      const int n = 100000, bins = 20;
+      std::vector<int> hist(bins, 0);
+      double sum = 0, lag = 0, cross = 0, prev = 0;
+      for (int k = 0; k < n; ++k) {
+        const double u = fm::Rng::uniformSymAt(seed, first + k);
+        ASSERT_GE(u, -1.0);
+        ASSERT_LT(u, 1.0);
+        ++hist[static_cast<int>((u + 1) / 2 * bins)];
+        sum += u;
+        lag += u * prev;
+        prev = u;
+        cross += u * fm::Rng::uniformSymAt(seed + 1, first + k);  // a neighbouring seed
+      }
+      // Mean 0 and correlations 0, each with standard error ~1/sqrt(3n) and 1/(3 sqrt(n)).
+      EXPECT_NEAR(sum / n, 0.0, 0.01) << seed << " " << first;
+      EXPECT_NEAR(lag / n, 0.0, 0.006) << seed << " " << first;
+      EXPECT_NEAR(cross / n, 0.0, 0.006) << seed << " " << first;
+      double chi2 = 0;  // 19 degrees of freedom: P(chi2 > 45) < 1e-3
+      for (int c : hist) chi2 += (c - n / bins) * double(c - n / bins) / (n / bins);
+      EXPECT_LT(chi2, 45.0) << seed << " " << first;
+    }
+  }
+  // The draw is a function of (seed, index): the same on its own as in a run of draws, and the
+  // streams of indices 2^32 apart differ.
+  EXPECT_EQ(fm::Rng::uniformSymAt(3, 12345), fm::uniformSymDraw(3, 12345));
+  int same = 0;
+  for (uint64_t k = 0; k < 1000; ++k)
+    same += fm::Rng::uniformSymAt(3, k) == fm::Rng::uniformSymAt(3, k + (uint64_t{1} << 32));
+  EXPECT_LT(same, 3);
 }
 
 TEST(MetricsFumiRatio, BothRatiosFromOnePassAgreeWithTheSingleForms) {
