@@ -11,15 +11,21 @@
 
 namespace fumi::metrics {
 
+// The finaliser both hashes share: two rounds of xor-shift and multiply, then a last xor-shift.
+template <class Word>
+FUMI_HOST_DEVICE inline Word xorShiftMultiply(Word z, int a, Word m1, int b, Word m2, int c) {
+  z = (z ^ (z >> a)) * m1;
+  z = (z ^ (z >> b)) * m2;
+  return z ^ (z >> c);
+}
+
 // splitmix64's constants: the stream's step and its two mixing multipliers.
 constexpr uint64_t kDrawGolden = 0x9e3779b97f4a7c15ULL;
 constexpr uint64_t kDrawMix1 = 0xbf58476d1ce4e5b9ULL;
 constexpr uint64_t kDrawMix2 = 0x94d049bb133111ebULL;
 
 FUMI_HOST_DEVICE inline uint64_t drawMix(uint64_t z) {
-  z = (z ^ (z >> 30)) * kDrawMix1;
-  z = (z ^ (z >> 27)) * kDrawMix2;
-  return z ^ (z >> 31);
+  return xorShiftMultiply<uint64_t>(z, 30, kDrawMix1, 27, kDrawMix2, 31);
 }
 
 // 53 random bits as a double in [0, 1) (signed: converts without a branch).
@@ -39,9 +45,7 @@ constexpr uint32_t kNoiseMix1 = 0x7feb352du;
 constexpr uint32_t kNoiseMix2 = 0x846ca68bu;
 
 FUMI_HOST_DEVICE inline uint32_t noiseMix(uint32_t z) {
-  z = (z ^ (z >> 16)) * kNoiseMix1;
-  z = (z ^ (z >> 15)) * kNoiseMix2;
-  return z ^ (z >> 16);
+  return xorShiftMultiply<uint32_t>(z, 16, kNoiseMix1, 15, kNoiseMix2, 16);
 }
 
 // What draws `index` .. the next multiple of 2^32 share: the seed's key and the index's high
