@@ -330,7 +330,8 @@ struct TensorKey {
 
   static TensorKey of(const at::Tensor& t) {
     TensorKey k;
-    if (!t.defined() || !t.has_storage()) return k;
+    // Inference tensors (torch.inference_mode) keep no version counter: no key, no attribution.
+    if (!t.defined() || !t.has_storage() || t.is_inference()) return k;
     k.storage = t.storage().data();
     k.offset = t.storage_offset();
     k.sizes = t.sizes().vec();

@@ -1,6 +1,6 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv"""
+Usage: ops_demo.py inplace|random|gemmconv|inference"""
 import sys
 
 import torch
@@ -66,5 +66,18 @@ def gemmconv():
     show("grad_bias", bias.grad)
 
 
+def inference():
+    # torch.inference_mode(): outputs are inference tensors, which keep no version counter.
+    torch.manual_seed(4)  # the layer's initial weights
+    g = torch.Generator().manual_seed(4)
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16, generator=g)
+    with torch.inference_mode():
+        y = lin(x)  # normal inputs, an inference output
+        z = lin(y)  # an inference tensor in
+        print("inference", [v.hex() for v in z.flatten().tolist()], flush=True)
+
+
 if __name__ == "__main__":
-    {"inplace": inplace, "random": random, "gemmconv": gemmconv}[sys.argv[1]]()
+    {"inplace": inplace, "random": random, "gemmconv": gemmconv,
+     "inference": inference}[sys.argv[1]]()

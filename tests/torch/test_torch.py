@@ -462,6 +462,24 @@ class Transformer(unittest.TestCase):
 
 
 class AtenChecks(unittest.TestCase):
+    def test_inference_mode_calls_checked_quietly(self):
+        # Inference tensors keep no version counter: reading it threw in the adapter, which
+        # logged an error with a backtrace for each call and dropped the check.
+        plain = run([PYTHON, OPS_DEMO, "inference"], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, OPS_DEMO, "inference"], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::addmm }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertNotIn("error", r.stderr)
+        addmm = torch_summary(r)["aten::addmm"]
+        self.assertEqual((addmm["calls"], addmm["checked"], addmm["skipped"]), (2, 2, 0))
+
     def test_inplace_and_out_ops_checked_on_their_inputs_before_the_call(self):
         plain = run([PYTHON, OPS_DEMO, "inplace"], preload=False)
         self.assertEqual(plain.rc, 0, plain.stderr)
