@@ -347,13 +347,15 @@ inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
 // magnitudes are the op rerun on |x| (exact for sums and products: GEMM, convolution and
 // their backwards give |A||B|; elsewhere a guess, and a small op(|x|) marks nothing). Output k
 // is noise when ||y_k|| <= kNoiseRoundoffs * u * ||op(|x|)_k||, u the unit roundoff of its
-// dtype — unless every output of the call is (see below). Costs one rerun at `precision`;
-// checks call it only for a verdict over tolerance.
+// dtype or `resolution` if larger (perturb: its shift, the inputs' own last bit — a bf16
+// input's noise reaches an f32 output such as batch norm's saved mean) — unless every output of
+// the call is (see below). Costs one rerun at `precision`; checks call it only for a verdict
+// over tolerance.
 constexpr double kNoiseRoundoffs = 4;
 
 inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs,
                                 const std::vector<int32_t>& outputs, fumi_dtype precision,
-                                std::vector<bool>* noise) {
+                                std::vector<bool>* noise, double resolution = 0) {
   noise->assign(outputs.size(), false);
   std::vector<void*> buffers;
   FUMI_RETURN_IF_NOT_OK(rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers));
@@ -366,7 +368,7 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
                                       metrics::compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0,
                                                            FUMI_COMPARE_NORMS),
                                       &c));
-    const double u = metrics::unitRoundoff(ctx.tensor(o).dtype);
+    const double u = std::max(metrics::unitRoundoff(ctx.tensor(o).dtype), resolution);
     (*noise)[k] = c.norm_ratio <= kNoiseRoundoffs * u;
   }
   // A call whose every output is at that level is a cancellation to report (a GEMM whose

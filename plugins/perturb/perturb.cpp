@@ -128,10 +128,11 @@ class PerturbCheck {
            normwise = worst(normwise_k, nullptr);
     size_t noise_count = 0;
     if (!((normwise_primary_ ? normwise : ratio) <= tolerance)) {
-      // Over tolerance: outputs that are rounding noise of their terms do not count.
+      // Over tolerance: outputs that are rounding noise of their terms do not count, at the
+      // resolution the inputs were perturbed at (an f32 output of bf16 inputs: their 2^-8).
       std::vector<bool> noise;
       FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, ctx.floating(FUMI_ROLE_INPUT), outputs,
-                                                        storage, &noise));
+                                                        storage, &noise, shift));
       for (bool b : noise) noise_count += b ? 1 : 0;
       if (noise_count) {
         ratio = worst(ratio_k, &noise);

@@ -1,6 +1,6 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16"""
 import sys
 
 import torch
@@ -78,6 +78,18 @@ def inference():
         print("inference", [v.hex() for v in z.flatten().tolist()], flush=True)
 
 
+def bn_bf16():
+    # Batch norm in training mode on bf16 channels centred to ~1e-4 of their spread (a
+    # bias-free bf16 convolution before it): the f32 saved mean cancels, and a last-bit bf16
+    # shift of x moves it by most of itself; y moves by a last bit.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 72, 32, 32, generator=g)
+    x = (x - x.mean((0, 2, 3), keepdim=True)).bfloat16()
+    y = torch.nn.functional.batch_norm(x, torch.zeros(72), torch.ones(72), torch.ones(72),
+                                       torch.zeros(72), training=True, momentum=0.01, eps=1e-3)
+    print("bn_bf16", y.float().abs().sum().item().hex(), flush=True)
+
+
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv,
-     "inference": inference}[sys.argv[1]]()
+     "inference": inference, "bn_bf16": bn_bf16}[sys.argv[1]]()

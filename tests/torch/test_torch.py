@@ -462,6 +462,27 @@ class Transformer(unittest.TestCase):
 
 
 class AtenChecks(unittest.TestCase):
+    def test_bf16_batch_norm_saved_mean_is_noise_at_the_inputs_resolution(self):
+        # The f32 saved mean of bf16 channels centred to ~1e-4 of their spread is the rounding
+        # noise of its bf16 terms: perturb moved it by 2-5x its size and raised a violation
+        # (public programs, lraspp under bf16 autocast); it is now left out as noise, y judged.
+        plain = run([PYTHON, OPS_DEMO, "bn_bf16"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "bn_bf16"], policy="""
+            version: 1
+            report: { all_checks: true }
+            tolerances: { sensitivity: { bf16: 1.0 } }  # the default policy's
+            rules:
+              - match: { op: aten::native_batch_norm }
+                sample: { every: 1 }
+                checks: [ { plugin: perturb } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertEqual(r.of("violation"), [])
+        [check] = [c for c in r.of("check") if c["check"] == "perturb"]
+        self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
+        self.assertLess(check["value"], 1.0)  # y, at bf16's last bit
+
     def test_inference_mode_calls_checked_quietly(self):
         # Inference tensors keep no version counter: reading it threw in the adapter, which
         # logged an error with a backtrace for each call and dropped the check.
