@@ -97,7 +97,7 @@ void OpSite::logViolation(const std::string& key, const std::string& line, int l
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(stats_mu);
-    n = ++stats.metrics[key].log_lines;
+    n = ++stats.log_lines[key];
   }
   const uint64_t cap = static_cast<uint64_t>(std::max(limit, 0));
   if (n <= cap)

@@ -39,7 +39,6 @@ struct MetricStats {
   uint64_t count = 0;
   uint64_t violations = 0;
   uint64_t nan = 0;  // metrics that could not be computed (NaN): in count, not in the bins
-  uint64_t log_lines = 0;  // violations offered to the text log (report.log_violations)
   double max = 0;
   std::vector<uint32_t> bins;  // kBins, allocated on the first value
 
@@ -73,6 +72,9 @@ struct OpStats {
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
   std::map<std::string, CheckCounts> checks;   // check name -> its runs
+  // "check.metric" -> violations offered to the text log (report.log_violations); apart from
+  // `metrics`, which the summary writes out.
+  std::map<std::string, uint64_t> log_lines;
 };
 
 struct OpSite {
