@@ -180,7 +180,11 @@ const void* resolveBuffer(const fumi_tensor& t, const void* buffer, fumi_dtype* 
     buffer = t.data;
     *dtype = t.dtype;
   }
-  return dtypeBytes(*dtype) == 0 ? nullptr : buffer;
+  if (dtypeBytes(*dtype) == 0) return nullptr;
+  // An empty tensor may own no memory (eval-mode batch norm's saved statistics): nothing is
+  // read there, but a null source would decline the whole call.
+  static const double kNothing = 0;
+  return buffer == nullptr && tensorNumel(t) == 0 ? &kNothing : buffer;
 }
 
 const void* tensorHostData(const fumi_tensor& t, const void* buffer, fumi_dtype* dtype,

@@ -1,6 +1,6 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval"""
 import sys
 
 import torch
@@ -90,6 +90,14 @@ def bn_bf16():
     print("bn_bf16", y.float().abs().sum().item().hex(), flush=True)
 
 
+def bn_eval():
+    # Batch norm in eval mode: its saved mean and inverse deviation come back empty (no memory).
+    torch.manual_seed(6)
+    bn = torch.nn.BatchNorm2d(16).eval()
+    with torch.no_grad():
+        show("bn_eval", bn(torch.randn(2, 16, 4, 4)))
+
+
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv,
-     "inference": inference, "bn_bf16": bn_bf16}[sys.argv[1]]()
+     "inference": inference, "bn_bf16": bn_bf16, "bn_eval": bn_eval}[sys.argv[1]]()

@@ -483,6 +483,25 @@ class AtenChecks(unittest.TestCase):
         self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
         self.assertLess(check["value"], 1.0)  # y, at bf16's last bit
 
+    def test_eval_mode_batch_norm_checked(self):
+        # Its empty saved statistics own no memory: every check declined the call
+        # ("unsupported") until an empty tensor's missing data stopped counting as unreadable.
+        plain = run([PYTHON, OPS_DEMO, "bn_eval"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "bn_eval"], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::native_batch_norm }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf }, { plugin: highprec }, { plugin: perturb } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        bn = torch_summary(r)["aten::native_batch_norm"]
+        self.assertEqual((bn["checked"], bn["skipped"]), (1, 0))
+        self.assertEqual(sorted(c["check"] for c in r.of("check")),
+                         ["highprec", "nan_inf", "perturb"])
+
     def test_inference_mode_calls_checked_quietly(self):
         # Inference tensors keep no version counter: reading it threw in the adapter, which
         # logged an error with a backtrace for each call and dropped the check.
