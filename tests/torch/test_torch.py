@@ -462,12 +462,20 @@ class Transformer(unittest.TestCase):
 
 
 class AtenChecks(unittest.TestCase):
+    def demo(self, mode, policy):
+        """ops_demo.py `mode` plain and under `policy`: same output; returns the fumi run."""
+        plain = run([PYTHON, OPS_DEMO, mode], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, OPS_DEMO, mode], policy=policy)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        return r
+
     def test_bf16_batch_norm_saved_mean_is_noise_at_the_inputs_resolution(self):
         # The f32 saved mean of bf16 channels centred to ~1e-4 of their spread is the rounding
         # noise of its bf16 terms: perturb moved it by 2-5x its size and raised a violation
         # (public programs, lraspp under bf16 autocast); it is now left out as noise, y judged.
-        plain = run([PYTHON, OPS_DEMO, "bn_bf16"], preload=False)
-        r = run([PYTHON, OPS_DEMO, "bn_bf16"], policy="""
+        r = self.demo("bn_bf16", """
             version: 1
             report: { all_checks: true }
             tolerances: { sensitivity: { bf16: 1.0 } }  # the default policy's
@@ -476,8 +484,6 @@ class AtenChecks(unittest.TestCase):
                 sample: { every: 1 }
                 checks: [ { plugin: perturb } ]
             """)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
         self.assertEqual(r.of("violation"), [])
         [check] = [c for c in r.of("check") if c["check"] == "perturb"]
         self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
@@ -486,8 +492,7 @@ class AtenChecks(unittest.TestCase):
     def test_eval_mode_batch_norm_checked(self):
         # Its empty saved statistics own no memory: every check declined the call
         # ("unsupported") until an empty tensor's missing data stopped counting as unreadable.
-        plain = run([PYTHON, OPS_DEMO, "bn_eval"], preload=False)
-        r = run([PYTHON, OPS_DEMO, "bn_eval"], policy="""
+        r = self.demo("bn_eval", """
             version: 1
             report: { all_checks: true }
             rules:
@@ -495,8 +500,6 @@ class AtenChecks(unittest.TestCase):
                 sample: { every: 1 }
                 checks: [ { plugin: nan_inf }, { plugin: highprec }, { plugin: perturb } ]
             """)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
         bn = torch_summary(r)["aten::native_batch_norm"]
         self.assertEqual((bn["checked"], bn["skipped"]), (1, 0))
         self.assertEqual(sorted(c["check"] for c in r.of("check")),
@@ -505,34 +508,26 @@ class AtenChecks(unittest.TestCase):
     def test_inference_mode_calls_checked_quietly(self):
         # Inference tensors keep no version counter: reading it threw in the adapter, which
         # logged an error with a backtrace for each call and dropped the check.
-        plain = run([PYTHON, OPS_DEMO, "inference"], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, OPS_DEMO, "inference"], policy="""
+        r = self.demo("inference", """
             version: 1
             rules:
               - match: { op: aten::addmm }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec }, { plugin: perturb } ]
             """)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
         self.assertNotIn("error", r.stderr)
         addmm = torch_summary(r)["aten::addmm"]
         self.assertEqual((addmm["calls"], addmm["checked"], addmm["skipped"]), (2, 2, 0))
 
     def test_inplace_and_out_ops_checked_on_their_inputs_before_the_call(self):
-        plain = run([PYTHON, OPS_DEMO, "inplace"], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, OPS_DEMO, "inplace"], policy="""
+        r = self.demo("inplace", """
             version: 1
             rules:
               - match: { op: [aten::add_, aten::mul.out, aten::addmm_, aten::native_batch_norm] }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec }, { plugin: determinism } ]
             """)
-        self.assertEqual(r.rc, 0, r.stderr)
-        # Results, version counters and batch-norm running statistics as without fumi.
-        self.assertEqual(r.stdout, plain.stdout)
+        # Results, version counters and batch-norm running statistics as without fumi (demo).
         ops = torch_summary(r)
         for op in ("aten::add_.Tensor", "aten::mul.out", "aten::addmm_",
                    "aten::native_batch_norm"):
