@@ -57,8 +57,11 @@ class Run(unittest.TestCase):
         # The command ends while a process it started still runs (multiprocessing's resource
         # tracker ends a moment after its parent): its summary is read, not "incomplete".
         out = tempfile.mkdtemp(prefix="fumi-cli-")
+        # The lingering process has written its first events before the command goes on.
         r = fumi("run", "--out", out, "--", "sh", "-c",
-                 f"{BLAS_DEMO} linger 1500 >/dev/null & {BLAS_DEMO} loop 2 >/dev/null")
+                 f"{BLAS_DEMO} linger 1500 >/dev/null & "
+                 f"until ls {out}/events-*.jsonl >/dev/null 2>&1; do sleep 0.05; done; "
+                 f"{BLAS_DEMO} loop 2 >/dev/null")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("fumi: 2 processes, 3 calls intercepted", r.stderr)
         self.assertNotIn("incomplete", r.stderr)
