@@ -654,12 +654,10 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
       holdViolation(call.site(), check + "." + metric, std::move(ev));
       return;
     }
-    call.site().logViolation(
-        check + "." + metric,
-        fmt::format("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
-                    call.info().op, call.info().call_index, check, metric, v->value,
-                    v->tolerance, dtypeName(call.info().dtype), c->rule->name),
-        rep.settings().log_violations);
+    if (call.site().logsViolation(check + "." + metric))
+      rep.log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g} (dtype {}, rule {})",
+                     call.info().op, call.info().call_index, check, metric, v->value,
+                     v->tolerance, dtypeName(call.info().dtype), c->rule->name);
     if (c->rule->action == Action::kDump) dumpCase(c, rep.dir(), ev);
   }
   rep.event(std::move(ev));
@@ -744,10 +742,9 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
     holdViolation(site, check + "." + metric, std::move(ev));
     return;
   }
-  site.logViolation(check + "." + metric,
-                    fmt::format("violation: {} #{} {}.{} = {:.3g} > {:.3g}", site.name, index,
-                                check, metric, value, tolerance),
-                    rep->settings().log_violations);
+  if (site.logsViolation(check + "." + metric))
+    rep->log().warn("violation: {} #{} {}.{} = {:.3g} > {:.3g}", site.name, index, check, metric,
+                    value, tolerance);
   rep->event(std::move(ev));
 }
 

@@ -42,8 +42,8 @@ void writeRaised(Held& h, const char* why) {
   Reporter* rep = activeReporter();
   if (!rep) return;
   h.event["loss_scaling"] = why;
-  h.site->logViolation(h.key, fmt::format("violation: {} {} (NaN/Inf {})", h.site->name, h.key, why),
-                       rep->settings().log_violations);
+  if (h.site->logsViolation(h.key))
+    rep->log().warn("violation: {} {} (NaN/Inf {})", h.site->name, h.key, why);
   rep->event(std::move(h.event));
 }
 

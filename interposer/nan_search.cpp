@@ -126,7 +126,7 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
   {
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    if (!s.origins.insert(site->name).second) {
+    if (s.origins.count(site->name)) {
       ++s.repeats;  // the same origin again: already reported
       if (searching) endSearch(s, nullptr, "");
       return;
@@ -138,13 +138,11 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
       // A sentinel that is its own origin (its inputs were finite): no search is needed, but
       // it counts as one against max_searches.
       const NanOriginSettings* cfg = settings();
-      if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) {
-        s.origins.erase(site->name);
-        return;
-      }
+      if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return;
       ++s.searches;
       sentinel = {{"op", site->name}, {"call_index", index}};
     }
+    s.origins.insert(site->name);
   }
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0,

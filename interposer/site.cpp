@@ -93,20 +93,21 @@ void OpSite::countSkipped(const char* why) {
   logMessage(FUMI_LOG_DEBUG, std::string(name) + ": call not checked: " + why);
 }
 
-void OpSite::logViolation(const std::string& key, const std::string& line, int limit) {
+bool OpSite::logsViolation(const std::string& key) {
+  const Reporter* rep = activeReporter();
+  if (!rep) return false;
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(stats_mu);
     n = ++stats.log_lines[key];
   }
-  const uint64_t cap = static_cast<uint64_t>(std::max(limit, 0));
-  if (n <= cap)
-    logMessage(FUMI_LOG_WARN, line);
-  else if (n == cap + 1)
+  const uint64_t cap = static_cast<uint64_t>(std::max(rep->settings().log_violations, 0));
+  if (n == cap + 1)
     logMessage(FUMI_LOG_WARN, std::string(name) + " " + key + ": more than " +
                                   std::to_string(cap) +
                                   " violations; the rest are in the events file and the summary "
                                   "only (report.log_violations)");
+  return n <= cap;
 }
 
 void OpSite::addHeldViolation(const std::string& key) {

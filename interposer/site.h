@@ -130,9 +130,10 @@ struct OpSite {
   void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);
-  // A violation of `key` ("check.metric") for the text log: `line` is written for the first
-  // `limit` of them, then one line saying the rest are in the events file only.
-  void logViolation(const std::string& key, const std::string& line, int limit);
+  // Counts a violation of `key` ("check.metric") for the text log: true for the first
+  // report.log_violations of them (the caller writes its line); the next one writes a line
+  // saying the rest are in the events file only.
+  bool logsViolation(const std::string& key);
   void addHandledOverflow();
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);

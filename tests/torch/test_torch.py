@@ -903,7 +903,8 @@ class NanOrigin(unittest.TestCase):
         with open(NAN_CASES) as f:
             line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# ONEOFF"))
         [o] = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual((o["op"], o["check"], o["detail"]), ("aten::div.Tensor", "nan_inf", "appeared"))
+        self.assertEqual((o["op"], o["check"], o["detail"]),
+                         ("aten::div.Tensor", "nan_inf", "appeared"))
         self.assertEqual((o["extra"]["nan"], o["extra"]["inf"]), (1, 0))
         self.assertEqual(o["sentinel"]["op"], "aten::div.Tensor")
         self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
