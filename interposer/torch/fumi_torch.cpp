@@ -786,7 +786,8 @@ class CapturedCall final : public at::ObserverContext {
     c.self = this;
     c.reference = &CapturedCall::referenceThunk;
     c.autocast = autocast_;
-    c.compute = computedIn();
+    cast_by_autocast_ = castByAutocast();
+    c.compute = cast_by_autocast_ ? autocast_ : facts_.dtype;
     c.alloc_device = &CapturedCall::allocThunk;
     c.release_device = &CapturedCall::releaseThunk;
     c.to_host = &CapturedCall::toHostThunk;
@@ -800,7 +801,7 @@ class CapturedCall final : public at::ObserverContext {
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
     CpuRngGuard rng;
-    if (castByAutocast()) precisionCost();
+    if (cast_by_autocast_) precisionCost();
     if (violated) attribute();
     offerOutputs(outputs);
   }
@@ -1114,7 +1115,8 @@ class CapturedCall final : public at::ObserverContext {
           if (k < 0) return written ? t.clone(at::MemoryFormat::Preserve) : t;
           // At the call's own precision each tensor keeps its dtype; a wider rerun widens all.
           const c10::ScalarType dtype = own_dtype ? t.scalar_type() : wide;
-          const at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], precision) : t;
+          at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], precision) : t;
+          if (!own_dtype) src = asAutocastGave(t, src);
           if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
@@ -1139,10 +1141,9 @@ class CapturedCall final : public at::ObserverContext {
     }
   }
 
-  // The precision the call computed in: autocast casts f32 inputs of the ops on its list down
-  // to its dtype, and such a call's outputs come out in it (recorded at the autocast level,
-  // the call's inputs are the values before the cast).
-  fumi_dtype computedIn() const { return castByAutocast() ? autocast_ : facts_.dtype; }
+  // Whether autocast cast this call down, so that it computed in the autocast dtype: it casts
+  // f32 inputs of the ops on its list down, and such a call's outputs come out in that dtype
+  // (recorded at the autocast level, the call's inputs are the values before the cast).
   bool castByAutocast() const {
     if (autocast_ == FUMI_DTYPE_UNKNOWN) return false;
     bool wide_in = false, cast_out = false;
@@ -1154,16 +1155,53 @@ class CapturedCall final : public at::ObserverContext {
     return wide_in && cast_out;
   }
 
+  // `value` (input `original`, or what a check made of it) as autocast handed it to the kernel:
+  // rounded to the autocast dtype where autocast casts it (a call it cast down: every floating
+  // tensor but fp64 ones). Wider reruns and the reference start from these values, so that
+  // their verdicts judge the kernel; what the cast itself cost is precisionCost()'s.
+  at::Tensor asAutocastGave(const at::Tensor& original, const at::Tensor& value) const {
+    if (!cast_by_autocast_ || !at::isFloatingType(original.scalar_type()) ||
+        original.scalar_type() == at::kDouble)
+      return value;
+    return value.to(fromFumi(autocast_)).to(value.scalar_type());
+  }
+
+  // The call's op in the wider precision of the first wider rerun, on its inputs as `source`
+  // (t, walk index) gives them (exclusive of autocast, which would cast them down): the
+  // outputs by slot.
+  template <class F>
+  std::vector<at::Tensor> wideOn(F&& source) const {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    size_t w = 0;
+    torch::jit::Stack stack;
+    for (const c10::IValue& v : inputs_)
+      stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
+        const at::Tensor src = source(t, w++);
+        if (!at::isFloatingType(t.scalar_type())) return t.clone(at::MemoryFormat::Preserve);
+        return src.to(t.device(), wide_dtype_, /*non_blocking=*/false, /*copy=*/true);
+      }));
+    callWide(stack);
+    std::vector<at::Tensor> outs(output_slots_.size());
+    forEachOutput(stack, [&](size_t s, int, const at::Tensor& r) { outs[s] = r; });
+    return outs;
+  }
+
   // What autocast cost this call: its outputs against the same op on the values before the
-  // cast, run in the wider precision (highprec's rerun, which autocast leaves alone: it never
-  // casts f64). Data for the summary's per-op table, a violation only above autocast.bound.
+  // cast, in the wider precision (the checks' reruns start from the cast values instead).
+  // Data for the summary's per-op table, a violation only above autocast.bound.
   void precisionCost() {
-    double cost = 0;
-    for (size_t s = 0; s < wide_.size(); ++s)
-      if (wide_[s].defined() && output_slots_[s] >= 0)
-        cost = std::max(cost, normwiseRel(held_[static_cast<size_t>(output_slots_[s])], wide_[s]));
-    g_api->record_metric(site_, index_, "autocast.normwise", FUMI_KIND_PRECISION_COST, cost,
-                         g_api->autocast_bound());
+    try {
+      const std::vector<at::Tensor> exact = wideOn([](const at::Tensor& t, size_t) { return t; });
+      double cost = 0;
+      for (size_t s = 0; s < exact.size(); ++s)
+        if (exact[s].defined() && output_slots_[s] >= 0)
+          cost = std::max(cost, normwiseRel(held_[static_cast<size_t>(output_slots_[s])], exact[s]));
+      g_api->record_metric(site_, index_, "autocast.normwise", FUMI_KIND_PRECISION_COST, cost,
+                           g_api->autocast_bound());
+    } catch (const std::exception& e) {
+      noteRerunFailure(op_.schema().name().c_str(), "rerun on the values before autocast's cast",
+                       e.what());
+    }
   }
 
   // This call violated an error check: how much of its error came with its inputs?
@@ -1177,22 +1215,16 @@ class CapturedCall final : public at::ObserverContext {
         any = any || has[w];
       }
       if (!any) return;
-      size_t w = 0;
-      torch::jit::Stack stack;
-      for (const c10::IValue& v : inputs_)
-        stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
-          const size_t me = w++;
-          const at::Tensor& src = has[me] ? fed[me].reference : t;
-          if (!at::isFloatingType(t.scalar_type())) return t.clone(at::MemoryFormat::Preserve);
-          return src.to(t.device(), wide_dtype_, /*non_blocking=*/false, /*copy=*/true);
-        }));
-      callWide(stack);
-      double generated = 0, amplified = 0;
-      forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
-        if (!wide_[s].defined()) return;
-        generated = std::max(generated, normwiseRel(held_[static_cast<size_t>(k)], wide_[s]));
-        amplified = std::max(amplified, normwiseRel(wide_[s], r));
+      const std::vector<at::Tensor> fed_out = wideOn([&](const at::Tensor& t, size_t me) {
+        return asAutocastGave(t, has[me] ? fed[me].reference : t);
       });
+      double generated = 0, amplified = 0;
+      for (size_t s = 0; s < fed_out.size(); ++s) {
+        if (!wide_[s].defined() || !fed_out[s].defined() || output_slots_[s] < 0) continue;
+        const at::Tensor& got = held_[static_cast<size_t>(output_slots_[s])];
+        generated = std::max(generated, normwiseRel(got, wide_[s]));
+        amplified = std::max(amplified, normwiseRel(wide_[s], fed_out[s]));
+      }
       std::ostringstream fields;
       fields.precision(6);
       fields << "{\"generated\":" << generated << ",\"amplified\":" << amplified
@@ -1265,10 +1297,10 @@ class CapturedCall final : public at::ObserverContext {
           stack.emplace_back(c10::Device(c10::kCPU));
           continue;
         }
-        stack.push_back(mapTensors(v, [](const at::Tensor& t, int) {
+        stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
           const bool floating = at::isFloatingType(t.scalar_type());
-          return t.to(at::kCPU, floating ? at::kDouble : t.scalar_type(), /*non_blocking=*/false,
-                      /*copy=*/true);
+          return asAutocastGave(t, t).to(at::kCPU, floating ? at::kDouble : t.scalar_type(),
+                                         /*non_blocking=*/false, /*copy=*/true);
         }));
       }
       op_.callBoxed(&stack);
@@ -1288,6 +1320,7 @@ class CapturedCall final : public at::ObserverContext {
   c10::OperatorHandle op_;
   Facts facts_;
   fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
+  bool cast_by_autocast_ = false;  // castByAutocast(), set when the check starts
   std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
                                       // it may write
   std::vector<bool> written_;         // per tensor of inputs_, in walk order: the op writes it
