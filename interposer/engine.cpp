@@ -1021,8 +1021,14 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     call.site().recordCheck(ci.name, st, handle.violated,
                             monotonicSeconds() - check_started);
   }
-  const double seconds = monotonicSeconds() - started;
+  const double ended = monotonicSeconds();
+  const double seconds = ended - started;
   budget_.charge(seconds);
+  // Scratch stays for the next checks only while they come often (scratch_arena.h).
+  thread_local double previous_end = -INFINITY;
+  ScratchArena::local().trim(scratchToKeep(started - previous_end, seconds,
+                                           static_cast<size_t>(policy_.scratch_budget)));
+  previous_end = ended;
   // A call whose every check sampled itself out was not checked, nor skipped.
   call.site().addStats(checked ? 1 : 0, !checked && attempted ? 1 : 0, seconds);
   if (violated && rule.action == Action::kAbort) {

@@ -1,6 +1,8 @@
 // scratch_arena.cpp — ScratchArena (scratch_arena.h).
 #include "scratch_arena.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -17,9 +19,16 @@ ScratchArena& ScratchArena::local() {
   return arena;
 }
 
-ScratchArena::~ScratchArena() {
-  for (Block& b : blocks_) std::free(b.data);
+namespace {
+// Blocks are whole mappings (page-aligned, so 64-byte aligned): munmap returns them to the
+// system at once, where free() may keep a block below malloc's mmap threshold in its heap.
+char* mapBlock(size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
 }
+}  // namespace
+
+ScratchArena::~ScratchArena() { trim(0); }
 
 void* ScratchArena::take(size_t bytes) {
   if (bytes > SIZE_MAX - kAlign) return nullptr;
@@ -31,9 +40,9 @@ void* ScratchArena::take(size_t bytes) {
     // A new block, growing geometrically so a steady stream of checks settles on a few blocks.
     const size_t last = blocks_.empty() ? 0 : blocks_.back().size;
     const size_t size = std::max({bytes, kMinBlock, 2 * last});
-    void* p = nullptr;
-    if (posix_memalign(&p, kAlign, size) != 0) return nullptr;
-    blocks_.push_back(Block{static_cast<char*>(p), size, 0});
+    char* p = mapBlock(size);
+    if (!p) return nullptr;
+    blocks_.push_back(Block{p, size, 0});
     current_ = blocks_.size() - 1;
   }
   Block& b = blocks_[current_];
@@ -47,7 +56,11 @@ void ScratchArena::rewind(Mark m, size_t keep_bytes) {
   for (size_t i = m.block + 1; i < blocks_.size(); ++i) blocks_[i].used = 0;
   blocks_[m.block].used = m.used;
   current_ = m.block;
-  if (m.block != 0 || m.used != 0) return;
+  trim(keep_bytes);
+}
+
+void ScratchArena::trim(size_t keep_bytes) {
+  if (blocks_.empty() || current_ != 0 || blocks_[0].used != 0) return;
   // Nothing is in use: keep the newest (largest) blocks up to keep_bytes, free the rest.
   size_t kept = 0;
   std::vector<Block> keep;
@@ -56,7 +69,7 @@ void ScratchArena::rewind(Mark m, size_t keep_bytes) {
       kept += blocks_[i].size;
       keep.push_back(blocks_[i]);
     } else {
-      std::free(blocks_[i].data);
+      munmap(blocks_[i].data, blocks_[i].size);
     }
   }
   std::reverse(keep.begin(), keep.end());
@@ -115,6 +128,11 @@ void chargeScratch(size_t bytes) {
   if (!t_scratch_active) return;
   if (bytes > t_scratch_left) throw NoScratch();
   t_scratch_left -= bytes;
+}
+
+size_t scratchToKeep(double gap, double took, size_t budget) {
+  const bool dense = took >= kDenseChecks * (std::max(gap, 0.0) + took);
+  return dense ? budget : std::min(budget, kIdleScratch);
 }
 
 }  // namespace fumi

@@ -5,7 +5,9 @@
 // and rewound when it ends frees exactly its allocations. The contents of scratch are unspecified
 // (plugin.h). What stays allocated between checks is bounded: the largest check's use, at most
 // the `keep` bytes rewind() is given (the policy's scratch budget: a check within the budget
-// never pays fresh pages twice).
+// never pays fresh pages twice), and trim() gives back what checks that come seldom would keep
+// for nothing (the engine's call, scratchToKeep()). Blocks are mapped pages of their own, so
+// what is freed leaves the process's resident set at once.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,8 @@ class ScratchArena {
   // Frees everything taken since `m`; at the bottom, the newest blocks up to `keep` bytes stay
   // for the next check and the others go back to the system.
   void rewind(Mark m, size_t keep = kKeptBytes);
+  // When nothing is in use: the newest blocks up to `keep` bytes stay, the others are freed.
+  void trim(size_t keep);
   size_t capacity() const;
 
  private:
@@ -88,6 +92,15 @@ class ScratchLimit {
   size_t limit_;
 };
 void chargeScratch(size_t bytes);
+
+// How much of a thread's arena to keep after a call's checks: all the scratch budget allows
+// while checks take at least kDenseChecks of the thread's time (a check every call: fresh pages
+// per check would cost more than many checks themselves), else kIdleScratch (sampled checks, and
+// the last of them: hundreds of MiB kept for a check that may never come). `gap`: seconds from
+// the end of the thread's previous checks to the start of these, `took` their seconds.
+constexpr double kDenseChecks = 0.1;
+constexpr size_t kIdleScratch = size_t{16} << 20;
+size_t scratchToKeep(double gap, double took, size_t budget);
 // What chargeScratch may still take on this thread (SIZE_MAX outside a ScratchLimit).
 size_t scratchLeft();
 

@@ -187,6 +187,33 @@ rules:
   EXPECT_EQ(rule(8, FUMI_DTYPE_F32, "cpu"), "");
 }
 
+// The thread's scratch stays between checks that follow each other closely and goes back to the
+// system after a check that came long after the previous one (scratch_arena.h scratchToKeep).
+TEST_F(EngineFixture, ScratchStaysWhileChecksComeOftenAndGoesWhenTheyAreRare) {
+  OpSite site("unit_op_scratch", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+rules:
+  - match: { op: unit_op_scratch }
+    sample: { every: 1 }
+    checks: [ { plugin: highprec } ]
+)");
+  e->compileSite(site);
+  std::vector<float> x(size_t{3} << 19, 1.5f), y(x.size(), 3.0f);  // fp64 copies: 2 x 12 MiB
+  DoubleCall call(site, x, y);
+  auto check = [&](uint64_t i) {
+    RuleSampler* s = site.decision.load()->select(CallFacts{static_cast<int64_t>(x.size())}, i);
+    ASSERT_NE(s, nullptr);
+    e->runChecks(call, *s);
+  };
+  check(0);
+  check(1);  // right after the first: its scratch stays
+  EXPECT_GT(ScratchArena::local().capacity(), kIdleScratch);
+  usleep(1500 * 1000);  // a second and a half later: checks are rare
+  check(2);
+  EXPECT_LE(ScratchArena::local().capacity(), kIdleScratch);
+  EXPECT_EQ(call.reruns, 3);
+}
+
 TEST_F(EngineFixture, OverheadBudgetSkipsSampledCallsOnceSpent) {
   OpSite site("unit_op_i", "unit", FUMI_DTYPE_F32);
   auto e = make(R"(version: 1

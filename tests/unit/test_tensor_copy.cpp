@@ -1,8 +1,11 @@
 // The host's element copies (tensor_copy.h: gather and scatter in logical and storage order)
 // against the element-by-element definition of dtype.hpp, and the per-thread scratch arena.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <set>
@@ -309,6 +312,47 @@ TEST(ScratchArena, KeepsABoundedAmountBetweenChecks) {
   EXPECT_EQ(arena.capacity(), used);
   arena.rewind(bottom, 0);
   EXPECT_EQ(arena.capacity(), 0u);
+}
+
+// Pages of the process's resident set (/proc/self/statm), in bytes.
+size_t residentBytes() {
+  size_t pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f) {
+    if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST(ScratchArena, TrimsOnlyWhatNoCheckUsesAndGivesItBackToTheSystem) {
+  ScratchArena arena;
+  const ScratchArena::Mark bottom = arena.mark();
+  ASSERT_NE(arena.take(1000), nullptr);
+  void* big = arena.take(size_t{96} << 20);
+  ASSERT_NE(big, nullptr);
+  std::memset(big, 1, size_t{96} << 20);
+  const size_t with = arena.capacity();
+  arena.trim(0);  // in use: nothing happens
+  EXPECT_EQ(arena.capacity(), with);
+  arena.rewind(bottom, SIZE_MAX);
+  EXPECT_EQ(arena.capacity(), with);
+  const size_t resident = residentBytes();
+  arena.trim(size_t{16} << 20);
+  EXPECT_LE(arena.capacity(), size_t{16} << 20);
+  EXPECT_GT(arena.capacity(), 0u);  // the small first block stays
+  EXPECT_GE(resident - residentBytes(), size_t{90} << 20);  // the pages left the process
+}
+
+// Checks that take a tenth of the thread's time or more keep what the budget allows; rarer
+// ones keep kIdleScratch at most.
+TEST(ScratchArena, KeepsScratchWhileChecksComeOften) {
+  const size_t budget = size_t{256} << 20;
+  EXPECT_EQ(scratchToKeep(0.0, 0.001, budget), budget);       // back to back
+  EXPECT_EQ(scratchToKeep(0.009, 0.001, budget), budget);     // 10% of the time
+  EXPECT_EQ(scratchToKeep(0.02, 0.001, budget), kIdleScratch);  // 5%
+  EXPECT_EQ(scratchToKeep(INFINITY, 0.5, budget), kIdleScratch);  // the thread's first
+  EXPECT_EQ(scratchToKeep(10.0, 0.001, size_t{1} << 20), size_t{1} << 20);  // never above
 }
 
 // The host's own copies inside a reference or a projection are charged against what the
