@@ -60,7 +60,8 @@ void ScratchArena::rewind(Mark m, size_t keep_bytes) {
 }
 
 void ScratchArena::trim(size_t keep_bytes) {
-  if (blocks_.empty() || current_ != 0 || blocks_[0].used != 0) return;
+  if (blocks_.empty() || current_ != 0 || blocks_[0].used != 0 || capacity() <= keep_bytes)
+    return;
   // Nothing is in use: keep the newest (largest) blocks up to keep_bytes, free the rest.
   size_t kept = 0;
   std::vector<Block> keep;

@@ -83,7 +83,7 @@ def gemms():
     import numpy
     a64, b64, c64 = (t.cpu().double().numpy() for t in (a, b, c))
     exact = numpy.einsum("ik,kj->ij", a64, b64)
-    print("bf16_error", numpy.linalg.norm(c64 - exact) / numpy.linalg.norm(exact))
+    print("kernel_error", numpy.linalg.norm(c64 - exact) / numpy.linalg.norm(exact))
 
 
 def convs():
