@@ -3,6 +3,7 @@
 // scratch budget — on a small fake Call (y = 2x) so each behaviour is observable directly.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -206,9 +207,12 @@ rules:
     e->runChecks(call, *s);
   };
   check(0);
+  const double started = monotonicSeconds();
   check(1);  // right after the first: its scratch stays
+  const double took = monotonicSeconds() - started;
   EXPECT_GT(ScratchArena::local().capacity(), kIdleScratch);
-  usleep(1500 * 1000);  // a second and a half later: checks are rare
+  // Later by 30 times what a check takes here (sanitizers and load slow checks down): rare.
+  usleep(static_cast<useconds_t>(std::max(0.5, 30 * took) * 1e6));
   check(2);
   EXPECT_LE(ScratchArena::local().capacity(), kIdleScratch);
   EXPECT_EQ(call.reruns, 3);
