@@ -106,11 +106,13 @@ std::string displayName(const c10::OperatorName& op) {
   return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
 }
 
-// Does the op only return views of its inputs (as_strided, select, t, expand, ...)? Looked up
-// once per overload, when its slot is filled.
+// Does the op compute no values: it only returns views of its inputs (as_strided, select, t,
+// expand, ...) or only changes their metadata in place (as_strided_, unsqueeze_, resize_, ...)?
+// Looked up once per overload, when its slot is filled.
 bool returnsView(const c10::OperatorName& name) {
   const auto op = c10::Dispatcher::singleton().findOp(name);
-  return op && fumi::torch_compat::returnsView(op->schema());
+  return op && (fumi::torch_compat::returnsView(op->schema()) ||
+                fumi::torch_compat::changesOnlyMetadata(*op));
 }
 
 // The op's site; *view says whether the op returns views of its inputs (false for ranges).
@@ -1546,12 +1548,14 @@ NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
 
 // Sentinel, on every op that computes its outputs: a single-element CPU output (a loss, a norm,
 // a count) that is not finite. Costs a few loads per output; larger outputs are left to sampled
-// nan_inf checks. Ops returning views of their inputs (as_strided, select, expand, ...) compute
-// nothing and are not watched, nor scanned during a search: kernels take views of the fresh,
-// uninitialised memory they are about to write (a reduction restrides its empty one-element
-// result with as_strided before filling it), and whatever bytes such memory held from its last
-// use — a NaN pattern now and then — would start a search for a NaN no op made. The op that
-// writes the memory is watched when it returns.
+// nan_inf checks. Ops returning views of their inputs (as_strided, select, expand, ...) or
+// changing only their metadata in place (as_strided_, unsqueeze_, resize_, ...) compute nothing
+// and are not watched, nor scanned during a search: kernels take views of the fresh,
+// uninitialised memory they are about to write, or restride it in place (a reduction restrides
+// its empty one-element result with as_strided before filling it; max.dim its results with
+// unsqueeze_), and whatever bytes such memory held from its last use — a NaN pattern now and
+// then — would start a search for a NaN no op made. The op that writes the memory is watched
+// when it returns.
 void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
                   void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {

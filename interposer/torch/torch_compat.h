@@ -47,6 +47,19 @@ inline bool returnsView(const c10::FunctionSchema& schema) {
   return true;
 }
 
+// Ops that change only a tensor's metadata in place (tag inplace_view: as_strided_, resize_,
+// unsqueeze_, squeeze_, t_, transpose_, detach_, ...): like views, they compute no values.
+// Kernels restride or resize the fresh, unwritten memory of their results with them (max.dim's
+// unsqueeze_ -> as_strided_) before filling it. Torch releases without the tag: none known.
+inline bool changesOnlyMetadata(const c10::OperatorHandle& op) {
+#if TORCH_VERSION_MAJOR >= 2 || TORCH_VERSION_MINOR >= 13
+  return op.hasTag(at::Tag::inplace_view);
+#else
+  (void)op;
+  return false;
+#endif
+}
+
 // Ops whose result depends on the random generator (dropout, bernoulli, randn, ...): a rerun
 // cannot reproduce them, so they are never checked.
 inline bool randomised(const c10::OperatorHandle& op) {

@@ -6,8 +6,9 @@
   mask       causal attention with an additive -inf mask (baddbmm + softmax): healthy.
   stale      each step a buffer holds NaN bytes that no floating op made (written through an
              int32 view, as memory holds stale bytes from its last use), is looked at through
-             one-element float views (select, as_strided), then overwritten before use, the way
-             kernels view fresh output memory before filling it: healthy.
+             one-element float views (select, as_strided) restrided in place (unsqueeze_,
+             as_strided_), then overwritten before use, the way kernels view and restride fresh
+             output memory before filling it (torch.max(x, dim)): healthy.
   finite_checks  each step the job checks its weights and inputs for non-finite values
              (torch.isfinite, torch.isinf, != inf) and prints a tensor: comparisons against a
              Python inf make one-element tensors holding it, which no op computed: healthy.
@@ -41,6 +42,8 @@ for step in range(4):
     if mode == "stale":
         buf.view(torch.int32).fill_(0x7FC00000)  # quiet-NaN bytes, made by no floating op
         first, last = buf[0], buf.as_strided((1,), (1,), 3)
+        first.unsqueeze_(0)
+        last.as_strided_((1, 1), (1, 1), 3)
         buf.zero_()
         inputs = x + buf.sum()
     if mode == "mask":
