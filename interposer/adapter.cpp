@@ -255,13 +255,19 @@ double apiAutocastBound() {
   return e ? e->policy().autocast_bound : NAN;
 }
 
+int apiQuiet(int on) {
+  const bool previous = t_inside_fumi;
+  t_inside_fumi = on != 0;
+  return previous ? 1 : 0;
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
     apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
-    apiRecordMetric,          apiAutocastBound,         setSharedProbe};
+    apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

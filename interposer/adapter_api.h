@@ -23,8 +23,9 @@ extern "C" {
 
 /* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan).
  * 6: contract and convolve (checksum's projections of device ops on the device).
- * 7: set_shared_probe (library calls inside a framework op reading shared memory). */
-#define FUMI_ADAPTER_ABI_VERSION 7u
+ * 7: set_shared_probe (library calls inside a framework op reading shared memory).
+ * 8: quiet (the adapter's own computations outside check(): library calls pass through). */
+#define FUMI_ADAPTER_ABI_VERSION 8u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -187,6 +188,11 @@ typedef struct fumi_adapter_api {
    * aten::mm) is then not checked, as its operands may change between the call and its check.
    * Called only for sampled library calls made inside a framework op. */
   void (*set_shared_probe)(int (*probe)(void));
+  /* ABI 8 — library calls the calling thread makes are fumi's own until quiet(previous) with
+   * what quiet(1) returned: they pass through the hooks, neither counted nor checked (inside
+   * check() they already are). For the adapter's reruns after a check (autocast's precision
+   * cost, error attribution): a rerun in f64 calls dgemm_, which is not the program's. */
+  int (*quiet)(int on);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -259,11 +259,13 @@ Facts factsOf(const Inputs& inputs) {
 // fumi's own tensor work never reaches this observer, autograd, or the program's RNG stream.
 class QuietScope {
  public:
-  QuietScope() = default;
+  QuietScope() : fumi_was_(g_api->quiet(1)) {}
+  ~QuietScope() { g_api->quiet(fumi_was_); }
   QuietScope(const QuietScope&) = delete;
   QuietScope& operator=(const QuietScope&) = delete;
 
  private:
+  int fumi_was_;  // libfumi's own hooks pass library calls through (adapter_api.h quiet)
   at::DisableRecordFunctionGuard no_observers_;
   c10::InferenceMode no_autograd_;
 };

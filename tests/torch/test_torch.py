@@ -1175,6 +1175,26 @@ class Autocast(unittest.TestCase):
         self.assertEqual(cost["count"], 2)
         self.assertLess(abs(math.log2(cost["max"] / printed(r.stdout, "bf16_error"))), 0.1)
 
+    def test_reruns_after_the_check_are_not_the_programs_library_calls(self):
+        # The precision cost's f64 rerun (and attribution's) runs after the check returns: its
+        # dgemm_ went through the BLAS hook as a program call, counted and checked (4 dgemm_
+        # calls here before). The program's own: sgemm_ for the f32 linear, and two dgemm_
+        # for the exact products it prints its errors against.
+        r = run([PYTHON, "-c", AUTOCAST_MM], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::linear, autocast: bf16 }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+              - match: { backend: blas, op: "*gemm*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.op("aten::linear")["metrics"]["autocast.normwise"]["count"], 2)
+        self.assertGreaterEqual(r.op("sgemm_")["checked"], 2)
+        self.assertEqual(r.op("dgemm_")["calls"], 2)
+
     def test_policy_bound_turns_the_cost_into_a_violation(self):
         r = run([PYTHON, "-c", AUTOCAST_MM], policy="""
             version: 1
