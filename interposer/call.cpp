@@ -1,6 +1,8 @@
 // call.cpp — Call model bookkeeping.
 #include "call.h"
 
+#include "context.h"
+
 #include "site.h"
 
 namespace fumi {
@@ -44,6 +46,7 @@ int Call::addTensor(const fumi_tensor& t) {
 const fumi_call_info& Call::info() {
   info_.ntensors = static_cast<int32_t>(tensors_.size());
   info_.tensors = tensors_.data();
+  info_.phase = currentPhase();
   return info_;
 }
 

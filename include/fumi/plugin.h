@@ -146,6 +146,10 @@ typedef struct fumi_call_info {
    * C_in/groups times the filter's elements; an elementwise op: 1), where the host knows the
    * operation's shape; 0 when it does not. Read it only when struct_size covers it. */
   int64_t reduction_length;
+  /* Appended: the training phase the call ran in, "forward", "backward" (inside an autograd
+   * node), "optimizer" (inside an optimizer's step), or "" where the host cannot tell (no
+   * framework). Read it only when struct_size covers it. */
+  const char* phase;
 } fumi_call_info;
 
 typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checked */

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
@@ -63,6 +64,14 @@ inline double toleranceFor(const metrics::Tolerance& t, fumi_dtype precision) {
 inline int64_t reductionLength(const fumi_call_info& info) {
   if (info.struct_size < offsetof(fumi_call_info, reduction_length) + sizeof(int64_t)) return 0;
   return info.reduction_length;
+}
+
+// The call's training phase ("forward", "backward", "optimizer"; "" unknown, and from hosts
+// older than the field).
+inline const char* phaseOf(const fumi_call_info& info) {
+  if (info.struct_size < offsetof(fumi_call_info, phase) + sizeof(const char*) || !info.phase)
+    return "";
+  return info.phase;
 }
 
 // The tolerance of an error check on the call `info`: as toleranceFor, with the policy's error
@@ -373,8 +382,13 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
   }
   // A call whose every output is at that level is a cancellation to report (a GEMM whose
   // exact result is 1 from terms of 1e8): only auxiliary outputs beside meaningful ones are
-  // left out.
-  if (std::all_of(noise->begin(), noise->end(), [](bool is_noise) { return is_noise; }))
+  // left out. Not in the backward pass: there such a call is a gradient that is zero to within
+  // its terms' rounding — a bias before a normalisation (batch norm takes out what the bias
+  // adds, so its gradient is exactly 0), a parameter at its optimum — whose rounding is all
+  // the op can produce; convolution_backward's grad_bias is the same output beside others.
+  const bool gradient = std::strcmp(phaseOf(ctx.info()), "backward") == 0;
+  if (!gradient &&
+      std::all_of(noise->begin(), noise->end(), [](bool is_noise) { return is_noise; }))
     noise->assign(outputs.size(), false);
   return FUMI_OK;
 }

@@ -1,6 +1,6 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|bias_bn"""
 import sys
 
 import torch
@@ -98,6 +98,23 @@ def bn_eval():
         show("bn_eval", bn(torch.randn(2, 16, 4, 4)))
 
 
+def bias_bn():
+    # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
+    # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
+    # 0 but for the rounding of its terms. Then the same cancellation in the forward pass: the
+    # column sums of centred activations, a result a program would use.
+    torch.manual_seed(7)
+    lin, bn = torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64)
+    x = torch.randn(128, 32)
+    for _ in range(2):
+        lin.zero_grad()
+        h = lin(x)
+        bn(h).pow(3).sum().backward()
+        show("bias_grad", lin.bias.grad)
+    with torch.no_grad():
+        show("centred_sum", (h - h.mean(0)).sum(0))
+
+
 if __name__ == "__main__":
-    {"inplace": inplace, "random": random, "gemmconv": gemmconv,
-     "inference": inference, "bn_bf16": bn_bf16, "bn_eval": bn_eval}[sys.argv[1]]()
+    {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
+     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "bias_bn": bias_bn}[sys.argv[1]]()

@@ -489,6 +489,28 @@ class AtenChecks(unittest.TestCase):
         self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
         self.assertLess(check["value"], 1.0)  # y, at bf16's last bit
 
+    def test_gradient_zero_to_within_its_rounding_is_no_violation(self):
+        # The bias gradient of a Linear before batch norm is exactly 0 but for the rounding of
+        # its terms: highprec (0.05-0.6) and perturb (3-79) flagged every such sum (public
+        # programs, wgan_gp; a fit at its optimum likewise). In the backward pass an output
+        # that is all rounding noise is left out; the same cancellation in the forward pass, a
+        # result the program uses, is still reported.
+        r = self.demo("bias_bn", """
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: "aten::sum*" }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb } ]
+            """)
+        checks = r.of("check") + r.of("violation")
+        backward = [c for c in checks if c["phase"] == "backward"]
+        self.assertEqual(sorted({c["check"] for c in backward}), ["highprec", "perturb"])
+        self.assertGreaterEqual(min(c["extra"].get("noise_outputs", 0) for c in backward), 1)
+        self.assertEqual([c for c in r.of("violation") if c["phase"] == "backward"], [])
+        forward = {(v["op"], v["check"]) for v in r.of("violation") if v["phase"] == "forward"}
+        self.assertIn(("aten::sum.dim_IntList", "highprec"), forward)
+
     def test_eval_mode_batch_norm_checked(self):
         # Its empty saved statistics own no memory: every check declined the call
         # ("unsupported") until an empty tensor's missing data stopped counting as unreadable.
