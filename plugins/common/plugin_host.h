@@ -358,20 +358,24 @@ inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
 // is noise when ||y_k|| <= kNoiseRoundoffs * u * ||op(|x|)_k||, u the unit roundoff of its
 // dtype or `resolution` if larger (perturb: its shift, the inputs' own last bit — a bf16
 // input's noise reaches an f32 output such as batch norm's saved mean) — unless every output of
-// the call is (see below). Costs one rerun at `precision`; checks call it only for a verdict
-// over tolerance.
+// the call is (see below). y_k is the exact value where the check has it (`exact`: highprec's
+// wider rerun, at `precision`), else the call's own output: an output the op got wrong — all
+// zeros, values flushed below the dtype's normals — is no noise when its exact value is not.
+// Costs one rerun at `precision`; checks call it only for a verdict over tolerance.
 constexpr double kNoiseRoundoffs = 4;
 
 inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs,
                                 const std::vector<int32_t>& outputs, fumi_dtype precision,
-                                std::vector<bool>* noise, double resolution = 0) {
+                                std::vector<bool>* noise, double resolution = 0,
+                                const std::vector<void*>* exact = nullptr) {
   noise->assign(outputs.size(), false);
   std::vector<void*> buffers;
   FUMI_RETURN_IF_NOT_OK(rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int32_t o = outputs[k];
     fumi_comparison c;
-    FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
+    const void* y = exact ? (*exact)[static_cast<size_t>(o)] : nullptr;
+    FUMI_RETURN_IF_NOT_OK(ctx.compare(o, y, ctx.bufferDtype(o, precision),
                                       buffers[static_cast<size_t>(o)],
                                       ctx.bufferDtype(o, precision),
                                       metrics::compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0,

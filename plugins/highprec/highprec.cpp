@@ -88,7 +88,8 @@ class HighprecCheck {
     if (errors_.violates(ctx, sums) && outputs.size() > 0) {
       // Over tolerance: outputs that are rounding noise of their terms do not count.
       std::vector<bool> noise;
-      FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, inputs, outputs, wider, &noise));
+      FUMI_RETURN_IF_NOT_OK(
+          fumi::plugin::noiseOutputs(ctx, inputs, outputs, wider, &noise, 0, &buffers));
       ReferenceErrors::Sums kept;
       for (size_t k = 0; k < outputs.size(); ++k) {
         if (noise[k]) ++noise_count;
