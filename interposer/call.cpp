@@ -1,8 +1,6 @@
 // call.cpp — Call model bookkeeping.
 #include "call.h"
 
-#include "context.h"
-
 #include "site.h"
 
 namespace fumi {
@@ -46,7 +44,6 @@ int Call::addTensor(const fumi_tensor& t) {
 const fumi_call_info& Call::info() {
   info_.ntensors = static_cast<int32_t>(tensors_.size());
   info_.tensors = tensors_.data();
-  info_.phase = currentPhase();
   return info_;
 }
 

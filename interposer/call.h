@@ -82,6 +82,8 @@ class Call {
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }
+  // The training phase the call ran in (fumi_call_info.phase; the engine's, when it checks).
+  void setPhase(const char* phase) { info_.phase = phase; }
 
   // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
   void setAutocast(fumi_dtype d) { autocast_ = d; }

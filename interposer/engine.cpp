@@ -966,6 +966,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
+  // Where the call was made, not where it is checked (a checker thread has no framework ops).
+  call.setPhase(origin ? origin->phase : currentPhase());
   uint64_t checked = 0, attempted = 0;
   bool violated = false, error_violated = false;
   for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
