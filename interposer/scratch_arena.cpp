@@ -28,7 +28,9 @@ char* mapBlock(size_t size) {
 }
 }  // namespace
 
-ScratchArena::~ScratchArena() { trim(0); }
+ScratchArena::~ScratchArena() {
+  for (Block& b : blocks_) munmap(b.data, b.size);
+}
 
 void* ScratchArena::take(size_t bytes) {
   if (bytes > SIZE_MAX - kAlign) return nullptr;
