@@ -142,7 +142,8 @@ class PerturbCheck {
     }
     const double perturbed_fraction =
         static_cast<double>(changed) / (static_cast<double>(in_total) * trials_);
-    if (changed == 0 && anyNonzero(ctx, inputs)) warnIneffective(ctx, shift, storage);
+    if (changed == 0 && shiftIsToBlame(shift, storage, in_total) && anyNonzero(ctx, inputs))
+      warnIneffective(ctx, shift, storage);
 
     Verdict v = normwise_primary_ ? Verdict("normwise", normwise, tolerance)
                                   : Verdict("fumi_ratio", ratio, tolerance);
@@ -188,9 +189,25 @@ class PerturbCheck {
   // An explicit `shift` is taken literally.
   static double defaultShift(fumi_dtype precision, fumi_dtype storage) {
     const double table = fumi::metrics::dtypeInfo(precision)->perturb_shift;
-    const double last_bit = std::ldexp(1.0, -fumi::metrics::dtypeInfo(storage)->mantissa_bits);
-    return std::max(table, last_bit);
+    return std::max(table, lastBit(storage));
   }
+
+  // 2^-p of a dtype with p mantissa bits: the relative size of its last bit.
+  static double lastBit(fumi_dtype storage) {
+    return std::ldexp(1.0, -fumi::metrics::dtypeInfo(storage)->mantissa_bits);
+  }
+
+  // Whether "no input moved" says the shift is too small rather than that a few elements drew
+  // small noise. At a shift of at least 2^-p of the storage dtype, every nonzero normal element
+  // moves with probability 1/2 or more, so a handful of them (a sum over a loss's five scores)
+  // all stay put now and then by chance; past kChanceElements draws that no longer happens
+  // (2^-kChanceElements). A shift below 2^-p is a configuration that moves few elements at
+  // best: said whatever the size.
+  bool shiftIsToBlame(double shift, fumi_dtype storage, size_t in_total) const {
+    return shift < lastBit(storage) ||
+           static_cast<double>(in_total) * trials_ >= static_cast<double>(kChanceElements);
+  }
+  static constexpr int kChanceElements = 32;
 
   // Whether any input holds a nonzero finite element: zeros (an accuracy count with nothing
   // right, a head initialised to zero) stay zeros whatever the shift, so all-zero inputs do not

@@ -561,8 +561,9 @@ class AtenChecks(unittest.TestCase):
 
     def test_perturb_warns_of_an_ineffective_shift_only_where_one_could_move(self):
         # All-zero inputs stay zeros whatever the shift: no advice to raise it (before, an
-        # accuracy count with nothing right or a zero-initialised head drew it); a shift below
-        # half an ulp of nonzero inputs still says so.
+        # accuracy count with nothing right or a zero-initialised head drew it), nor where a few
+        # elements' draws left them in place by chance (sums over a handful of scores); a shift
+        # below half an ulp of nonzero inputs still says so.
         def warned(code, shift=""):
             r = run([PYTHON, "-c", "import torch\n" + code], policy=f"""
                 version: 1
@@ -577,6 +578,10 @@ class AtenChecks(unittest.TestCase):
         self.assertFalse(warned("torch.zeros(1000).sum()"))
         self.assertFalse(warned("torch.ones(1000).sum()"))
         self.assertTrue(warned("torch.ones(1000).sum()", ", shift: 1e-12"))
+        # One element at the default shift stays put by chance (its draw for this call does:
+        # the warning showed before); a tiny shift is still said on one element.
+        self.assertFalse(warned("torch.tensor([1.25]).sum()", ", trials: 1"))
+        self.assertTrue(warned("torch.tensor([1.25]).sum()", ", shift: 1e-12"))
 
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
