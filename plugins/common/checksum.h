@@ -69,12 +69,18 @@ FUMI_WIDE void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* out) {
   for (int j = 0; j < n; ++j) open[j] = j;
   for (uint64_t a = 0; m > 0; ++a) {
     const uint64_t stream = a == 0 ? seed : metrics::mixSeed(seed, ~a);
+    // (u, v) uniform in [-1, 1)^2: draws 2p and 2p + 1 of the stream, perturb's counter-based
+    // draws (32-bit arithmetic, vectorised on AVX2 too, where 64-bit hashes ran scalar; 32
+    // random bits each: the deviates' resolution is far below anything the estimate sees).
+    // A run of pairs shares one high half of the index (kPairs divides 2^31), so one base
+    // serves the loop.
+    const uint32_t base = metrics::noiseBase(stream, 2 * p0);
+    const uint32_t low0 = static_cast<uint32_t>(2 * p0);
     FUMI_SIMD()
-    for (int j = 0; j < m; ++j) {  // (u, v) uniform in [-1, 1)^2
-      const uint64_t p = p0 + static_cast<uint64_t>(open[j]);
-      const uint64_t h1 = metrics::mixSeed(stream, 2 * p), h2 = metrics::mixSeed(stream, 2 * p + 1);
-      u[j] = static_cast<double>(static_cast<int64_t>(h1 >> 11)) * 0x1.0p-52 - 1.0;
-      v[j] = static_cast<double>(static_cast<int64_t>(h2 >> 11)) * 0x1.0p-52 - 1.0;
+    for (int j = 0; j < m; ++j) {
+      const uint32_t low = low0 + 2 * static_cast<uint32_t>(open[j]);
+      u[j] = metrics::noiseDraw(base, low);
+      v[j] = metrics::noiseDraw(base, low + 1);
     }
     FUMI_SIMD()
     for (int j = 0; j < m; ++j) {  // f = 0 marks a point outside the unit disc (or its centre)
