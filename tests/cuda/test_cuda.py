@@ -1344,6 +1344,59 @@ class OnGpu(unittest.TestCase):
         self.assertTrue(all(c["args"]["notes"] for c in r.of("check")))
 
 
+@unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
+class DefaultPolicy(unittest.TestCase):
+    """The embedded default policy (what `fumi run` uses without --policy) samples the GPU
+    libraries' calls as it does CPU BLAS: each op's first three, then one in a hundred."""
+
+    def sampled(self, r, plain, ops):
+        """Results as without fumi, no violation on exact results, and each op in `ops` with
+        its first calls checked (up to 3) and nothing skipped. The ops' summary entries."""
+        self.assertEqual(lines(plain.stdout), lines(r.stdout))
+        self.assertEqual(r.of("violation"), [])
+        seen = {}
+        for op in ops:
+            s = r.op(op)
+            self.assertIsNotNone(s, f"{op} not seen")
+            self.assertGreaterEqual(s["calls"], 1, op)
+            self.assertEqual(s["checked"] + s["skipped"], min(3, s["calls"]) + max(
+                0, (s["calls"] - 1) // 100), op)
+            seen[op] = s
+        return seen
+
+    def test_cublas_calls_checked(self):
+        r = cuda("sweep", env={"FUMI_CUDA_QUEUE": "1024"})
+        seen = self.sampled(r, cuda("sweep", preload=False),
+                            ["cublasSgemm_v2", "cublasDgemm_v2", "cublasHgemm", "cublasGemmEx",
+                             "cublasGemmStridedBatchedEx", "cublasLtMatmul"])
+        self.assertEqual(seen["cublasSgemm_v2"]["skipped"], 0)
+        ran = {c["check"] for c in r.of("check") if c["op"] == "cublasSgemm_v2"}
+        self.assertEqual(ran, set(), "passing checks are not written by the default policy")
+        checks = seen["cublasSgemm_v2"]["checks"]
+        self.assertEqual(set(checks), {"nan_inf", "highprec", "perturb"})
+        self.assertTrue(all(c["runs"] == 3 for c in checks.values()), checks)
+
+    def test_wrong_cublas_result_flagged(self):
+        env = {"FUMI_SIM_FAULTS": "wrong:f32:7x6x5,wrong:f32:9x3x4"}
+        r = cuda("fault", env=env)
+        self.assertEqual(lines(cuda("fault", preload=False, env=env).stdout), lines(r.stdout))
+        flagged = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(flagged, {("cublasSgemm_v2", "highprec"), ("cublasLtMatmul", "highprec")})
+
+    @unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+    def test_cudnn_calls_checked(self):
+        r = conv("sweep", env={"FUMI_CUDA_QUEUE": "1024"})
+        self.sampled(r, conv("sweep", preload=False), CONV_OPS)
+
+    @unittest.skipUnless(CUDA_CONV and SIM_CUDNN, "cuda_conv or the cuDNN stand-in not built")
+    def test_fp16_accumulating_convolution_flagged(self):
+        env = {"FUMI_SIMCUDNN_FAULTS": "accum16"}
+        r = conv("accum16", env=env)
+        self.assertEqual(lines(conv("accum16", preload=False, env=env).stdout), lines(r.stdout))
+        flagged = [(v["op"], v["check"], v["args"]["compute"]) for v in r.of("violation")]
+        self.assertEqual(flagged, [("cudnnConvolutionForward", "highprec", "f16")])
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--gpu"]:  # ctest cuda_gpu
         if not (CUDA_GEMM and gpu_present()):
