@@ -170,9 +170,18 @@ fumi_dtype autocastFor(const std::string& device) {
   return FUMI_DTYPE_UNKNOWN;
 }
 
-// A tensor fumi can describe: dense, defined, floating.
+// A tensor whose elements fumi can read: strided, over a storage. Sparse, mkldnn and nested
+// tensors are not strided; functorch's transforms (vmap's batched tensors, grad's wrappers)
+// and other wrapper subclasses have no storage and no data pointer (asking throws, and a
+// c10::Error builds a symbolised backtrace: thousands of them made a vmap job 70x slower).
+// The op their transform runs underneath, on the physical tensors, is observed in its turn.
+bool readable(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && t.has_storage();
+}
+
+// A tensor fumi can describe: readable, defined, floating.
 bool describable(const at::Tensor& t) {
-  return t.defined() && t.layout() == c10::kStrided && toFumi(t.scalar_type()) != FUMI_DTYPE_UNKNOWN;
+  return t.defined() && readable(t) && toFumi(t.scalar_type()) != FUMI_DTYPE_UNKNOWN;
 }
 
 // Calls f(tensor, label_suffix) for every defined tensor held by `v` (a Tensor, a Tensor[] or a
@@ -234,7 +243,7 @@ struct Facts {
   fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // of the first floating input
   int64_t size = 0;                       // elements of the largest floating input
   std::string device = "cpu";
-  bool dense = true;    // every tensor input is strided (no sparse, mkldnn, nested tensors)
+  bool dense = true;    // every tensor input is readable (strided, with a storage)
 };
 
 template <class Inputs>
@@ -242,7 +251,7 @@ Facts factsOf(const Inputs& inputs) {
   Facts f;
   for (size_t i = 0; i < inputs.size(); ++i)
     forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
-      if (t.layout() != c10::kStrided) {
+      if (!readable(t)) {
         f.dense = false;  // never sampled: nothing more to learn
         return;
       }
@@ -300,16 +309,18 @@ class CpuRngGuard {
 // are logged once per op and kind of rerun ("rerun in Double", "CPU reference"); the check
 // counts as skipped.
 void noteRerunFailure(const char* op, const std::string& rerun, const char* what,
-                      const char* then = "such checks are skipped") {
+                      const char* then = "such checks are skipped",
+                      fumi_log_level level = FUMI_LOG_INFO) {
   static std::mutex mu;
   static auto* seen = new std::set<std::pair<std::string, std::string>>;  // immortal: used at exit
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen->emplace(op, rerun).second) return;
   }
+  // The first line: a c10::Error's message goes on with a C++ backtrace.
   std::string first_line(what);
   first_line = first_line.substr(0, first_line.find('\n'));
-  g_api->log(FUMI_LOG_INFO,
+  g_api->log(level,
              (std::string(op) + ": " + rerun + " failed (" + first_line + "); " + then).c_str());
 }
 
@@ -1092,6 +1103,22 @@ class CapturedCall final : public at::ObserverContext {
     if (!fumi::wide_conv::run(op_, stack)) op_.callBoxed(&stack);
   }
 
+  // A dtype argument (sum's and mean's `dtype=`, softmax's, to()'s) naming a floating type
+  // narrower than `wide` is widened with the tensors: left as it was, it made the "wider" rerun
+  // compute in the call's own precision (a reference equal to the call), or fail against a
+  // widened out= tensor (sum.IntList_out, as functorch's batching rules call it).
+  void widenDtypeArguments(torch::jit::Stack& stack, c10::ScalarType wide) const {
+    const auto& args = op_.schema().arguments();
+    for (size_t i = 0; i < stack.size() && i < args.size(); ++i) {
+      c10::TypePtr type = args[i].real_type();  // type() says int: how the stack holds it
+      if (const auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+      if (type->kind() != c10::TypeKind::ScalarTypeType || !stack[i].isInt()) continue;
+      const auto named = static_cast<c10::ScalarType>(stack[i].toInt());
+      if (at::isFloatingType(named) && c10::elementSize(named) < c10::elementSize(wide))
+        stack[i] = static_cast<int64_t>(wide);
+    }
+  }
+
   static fumi_status rerunThunk(void* self, fumi_dtype precision, void* const* buffers) {
     return static_cast<CapturedCall*>(self)->rerun(precision, buffers);
   }
@@ -1124,8 +1151,12 @@ class CapturedCall final : public at::ObserverContext {
           if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
-      if (own_dtype) op_.callBoxed(&stack);
-      else callWide(stack);
+      if (own_dtype) {
+        op_.callBoxed(&stack);
+      } else {
+        widenDtypeArguments(stack, wide);
+        callWide(stack);
+      }
       // The first wider rerun is the reference (highprec's); later ones run on other inputs
       // (highprec's rerun on |x| to size the terms).
       const bool keep = !own_dtype && wide_.empty();
@@ -1381,8 +1412,7 @@ NonFinite scanRaw(const T* p, int64_t n) {
 // NaN and Inf counts of a floating tensor: a plain loop over contiguous CPU memory, ATen
 // reductions elsewhere (device memory, strided views).
 NonFinite scanTensor(const at::Tensor& t) {
-  if (!t.defined() || !at::isFloatingType(t.scalar_type()) || t.numel() == 0 ||
-      t.layout() != c10::kStrided)
+  if (!t.defined() || !at::isFloatingType(t.scalar_type()) || t.numel() == 0 || !readable(t))
     return {};
   if (t.device().is_cpu() && t.is_contiguous()) {
     switch (t.scalar_type()) {
@@ -1462,7 +1492,7 @@ bool scalesUp(const at::RecordFunction& fn, const Values& inputs) {
   for (const c10::IValue& v : inputs) {
     if (v.isDouble()) scaling = scaling || std::fabs(v.toDouble()) > 1;
     forEachTensor(v, [&](const at::Tensor& t, int) {
-      if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu())
+      if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu() && readable(t))
         scaling = scaling || std::fabs(t.item<double>()) > 1;
     });
   }
@@ -1710,8 +1740,9 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     --t_checked_depth;
     try {
       obs->checked->check(fumi::torch_compat::outputsOf(fn));
-    } catch (const std::exception& e) {
-      g_api->log(FUMI_LOG_ERROR, (std::string("torch adapter: ") + e.what()).c_str());
+    } catch (const std::exception& e) {  // once per op, without c10's backtrace
+      noteRerunFailure(fumi::torch_compat::opName(fn), "torch adapter: its check", e.what(),
+                       "its checks are skipped", FUMI_LOG_ERROR);
     } catch (...) {
     }
   }

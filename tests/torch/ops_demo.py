@@ -1,6 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|bias_bn"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|bias_bn|sum_dtype|
+       functorch_ensemble"""
 import sys
 
 import torch
@@ -115,6 +116,37 @@ def bias_bn():
         show("centred_sum", (h - h.mean(0)).sum(0))
 
 
+def sum_dtype():
+    # Reductions told their dtype (dtype=float32 on f32 data), with and without out=: the
+    # wider rerun must widen that argument too. Long rows of large values: f32's rounding shows.
+    torch.manual_seed(8)
+    x = torch.randn(16, 4096) * 1000 + 0.5
+    show("sum_dtype", torch.sum(x, 1, dtype=torch.float32))
+    out = torch.empty(16)
+    torch.sum(x, 1, dtype=torch.float32, out=out)
+    show("sum_dtype_out", out)
+
+
+def functorch_ensemble():
+    # functorch's transforms, as its model-ensembling and per-sample-gradient examples use them:
+    # vmap over stacked parameters of four MLPs and grad inside it, 20 SGD steps. The ops see
+    # batched and gradient-wrapper tensors, which have no storage.
+    from functorch import combine_state_for_ensemble, grad, vmap
+    torch.manual_seed(9)
+    models = [torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 2)) for _ in range(4)]
+    fmodel, params, buffers = combine_state_for_ensemble(models)
+    x, y = torch.randn(32, 8), torch.randint(0, 2, (32,))
+
+    def loss(p, b):
+        return torch.nn.functional.cross_entropy(fmodel(p, b, x), y)
+    for _ in range(20):
+        g = vmap(grad(loss))(params, buffers)
+        params = tuple(p - 0.1 * gp for p, gp in zip(params, g))
+    show("ensemble_loss", vmap(loss)(params, buffers))
+
+
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
-     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "bias_bn": bias_bn}[sys.argv[1]]()
+     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "bias_bn": bias_bn, "sum_dtype": sum_dtype,
+     "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

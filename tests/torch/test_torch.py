@@ -583,6 +583,42 @@ class AtenChecks(unittest.TestCase):
         self.assertFalse(warned("torch.tensor([1.25]).sum()", ", trials: 1"))
         self.assertTrue(warned("torch.tensor([1.25]).sum()", ", shift: 1e-12"))
 
+    def test_wider_rerun_widens_dtype_arguments(self):
+        """sum(x, dim, dtype=float32) of f32 data, with and without out=: highprec's f64 rerun
+        widens the dtype argument with the tensors (left as it was, the rerun computed in f32,
+        a reference equal to the call, and the out= form failed against its widened out)."""
+        plain = run([PYTHON, OPS_DEMO, "sum_dtype"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "sum_dtype"], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::sum }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec, tolerance: 1 } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertNotIn("failed", r.stderr)
+        values = {c["op"]: c["value"] for c in r.of("check")}
+        for op in ("aten::sum.dim_IntList", "aten::sum.IntList_out"):
+            self.assertIn(op, values)
+            self.assertGreater(values[op], 1e-9, op)  # f32's rounding against an f64 sum
+            self.assertLess(values[op], 1e-5, op)
+
+    def test_functorch_transforms_checked_underneath(self):
+        """vmap and grad (functorch's ensembling): the ops on batched and gradient-wrapper
+        tensors, which have no storage, are passed over (asking for their data threw: an error
+        with a C++ backtrace per sampled call, and a symbolised backtrace built per op made the
+        job 70x slower); the ops the transforms run underneath, on the physical tensors, are
+        checked."""
+        plain = run([PYTHON, OPS_DEMO, "functorch_ensemble"], preload=False)
+        r = run([PYTHON, OPS_DEMO, "functorch_ensemble"], policy=EVERY_LEAF)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertNotIn("torch adapter:", r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        self.assertGreater(torch_summary(r)["aten::bmm"]["checked"], 0)  # the batched layers
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
