@@ -15,6 +15,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -189,11 +191,23 @@ int apiCheck(void* site, void* token, uint64_t index, const fumi_adapter_call* c
              : 0;
 }
 
+// A sampled call the adapter cannot check: counted skipped, and why said once per op and
+// reason at info level (the summary has only the count), every time at debug level.
 void apiSkip(void* site, void*, const char* why) {
   if (!site) return;
   OpSite& s = *static_cast<OpSite*>(site);
   s.addStats(0, 1);
-  if (why) logMessage(FUMI_LOG_DEBUG, std::string(s.name) + ": not checked: " + why);
+  if (!why) return;
+  static std::mutex mu;
+  static auto* said = new std::set<std::pair<const OpSite*, std::string>>;  // immortal: at exit
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = said->emplace(&s, why).second;
+  }
+  logMessage(first ? FUMI_LOG_INFO : FUMI_LOG_DEBUG,
+             std::string(s.name) + ": not checked: " + why +
+                 (first ? " (said once per op and reason)" : ""));
 }
 
 void apiPush(void* site, uint64_t index) { pushContext(static_cast<OpSite*>(site), index); }

@@ -619,6 +619,28 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         self.assertGreater(torch_summary(r)["aten::bmm"]["checked"], 0)  # the batched layers
 
+    def test_complex_calls_counted_skipped_with_the_reason(self):
+        """Complex tensors (an FNO's einsum products, torch.fft): fumi's checks read real types,
+        so a rule that selects such a call counts it skipped and says why once (before, the
+        calls went unchecked, neither checked nor skipped: an every-call rule on bmm had
+        checked a fifth of an FNO's calls, silently)."""
+        code = ("import torch\n"
+                "a = torch.randn(4, 5, 6, dtype=torch.cfloat)\n"
+                "b = torch.randn(4, 6, 5, dtype=torch.cfloat)\n"
+                "for _ in range(3): torch.bmm(a, b)\n"
+                "torch.bmm(a.real.contiguous(), b.real.contiguous())\n")
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::bmm }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        bmm = torch_summary(r)["aten::bmm"]
+        self.assertEqual((bmm["calls"], bmm["checked"], bmm["skipped"]), (4, 1, 3))
+        self.assertEqual(r.stderr.count("aten::bmm: not checked: complex tensors"), 1, r.stderr)
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
