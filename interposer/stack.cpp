@@ -5,6 +5,8 @@
 
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #define BOOST_STACKTRACE_USE_BACKTRACE
@@ -63,20 +65,51 @@ std::vector<const void*> captureFrames(int depth) {
   return frames;
 }
 
+namespace {
+
+// " in function at file:line" (or " (object)") of a return address: libbacktrace reads the
+// object's debug information for each, milliseconds a frame, so a job whose op violates on
+// every call spent 16 ms a violation here (1000 violating bf16 matmuls: 0.5 s plain, 16.5 s).
+// Addresses repeat from step to step: each is resolved once and kept (at most kMaxSymbols).
+constexpr size_t kMaxSymbols = 1 << 16;
+
+std::string describeAddress(const void* address) {
+  const boost::stacktrace::frame f(address);
+  std::ostringstream text;
+  const std::string name = f.name();
+  if (!name.empty()) text << " in " << name;
+  const std::string file = f.source_file();
+  if (!file.empty()) {
+    text << " at " << file << ":" << f.source_line();
+  } else {
+    Dl_info info{};
+    if (dladdr(address, &info) && info.dli_fname) text << " (" << info.dli_fname << ")";
+  }
+  return text.str();
+}
+
+std::string symbolOf(const void* address) {
+  static std::mutex mu;
+  static auto* known = new std::unordered_map<const void*, std::string>;  // immortal: at exit
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = known->find(address);
+    if (it != known->end()) return it->second;
+  }
+  std::string text = describeAddress(address);
+  std::lock_guard<std::mutex> lock(mu);
+  if (known->size() >= kMaxSymbols) known->clear();
+  known->emplace(address, text);
+  return text;
+}
+
+}  // namespace
+
 std::vector<std::string> symbolize(const std::vector<const void*>& addresses) {
   std::vector<std::string> frames;
   for (const void* address : addresses) {
-    const boost::stacktrace::frame f(address);
     std::ostringstream line;
-    line << "#" << frames.size() << " " << f.address();
-    const std::string name = f.name();
-    if (!name.empty()) line << " in " << name;
-    const std::string file = f.source_file();
-    if (!file.empty()) line << " at " << file << ":" << f.source_line();
-    else {
-      Dl_info info{};
-      if (dladdr(f.address(), &info) && info.dli_fname) line << " (" << info.dli_fname << ")";
-    }
+    line << "#" << frames.size() << " " << address << symbolOf(address);
     frames.push_back(line.str());
   }
   return frames;
