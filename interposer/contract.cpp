@@ -212,10 +212,8 @@ FUMI_KERNEL void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_
 // VL's S vectors run over l (kept k: sums into the rows of tmp, S x K, as axpyKernel), VK's S
 // vectors over k (kept l: outL[l * S + s], as dotKernel); with kScan, the squares and the
 // magnitudes of M as well (unmasked, as scanValues' first pass; the C runs' squares summed and
-// their magnitudes compared first, so each iteration adds one add and one max to *sq and *mx:
-// chains of C would wait on the latencies). C runs
-// (columns l) at a time; each run's W elements are used as soon as they are loaded, so what
-// stays in registers is the C x S column sums, a row of tmp and of VK and the scan's sums.
+// their magnitudes compared first, so each iteration adds one add and one max to *sq and *mx).
+// C runs (columns l) at a time.
 template <int W, class E, int S, bool kScan, int C>
 FUMI_KERNEL void twoSidedRuns(const typename E::T* m, int64_t K, int64_t l, int64_t sl,
                               const double* VL, int64_t ldvl, const double* VK, int64_t ldvk,
