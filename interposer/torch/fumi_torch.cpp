@@ -1109,18 +1109,18 @@ class CapturedCall final : public at::ObserverContext {
     if (!fumi::wide_conv::run(op_, stack)) op_.callBoxed(&stack);
   }
 
-  // A dtype argument (sum's and mean's `dtype=`, softmax's, to()'s) naming a floating type
-  // narrower than `wide` is widened with the tensors: left as it was, it made the "wider" rerun
-  // compute in the call's own precision (a reference equal to the call), or fail against a
-  // widened out= tensor (sum.IntList_out, as functorch's batching rules call it).
+  // A dtype argument (sum's and mean's `dtype=`) naming the call's own dtype is widened with
+  // the tensors: left as it was, it made the "wider" rerun compute in the call's precision (a
+  // reference equal to the call), or fail against a widened out= tensor (sum.IntList_out, as
+  // functorch's batching rules call it). One naming another dtype stays: a cast (to(), which
+  // makes that dtype by definition) or a reduction asked to compute in it.
   void widenDtypeArguments(torch::jit::Stack& stack, c10::ScalarType wide) const {
     const auto& args = op_.schema().arguments();
     for (size_t i = 0; i < stack.size() && i < args.size(); ++i) {
       c10::TypePtr type = args[i].real_type();  // type() says int: how the stack holds it
       if (const auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
       if (type->kind() != c10::TypeKind::ScalarTypeType || !stack[i].isInt()) continue;
-      const auto named = static_cast<c10::ScalarType>(stack[i].toInt());
-      if (at::isFloatingType(named) && c10::elementSize(named) < c10::elementSize(wide))
+      if (toFumi(static_cast<c10::ScalarType>(stack[i].toInt())) == facts_.dtype)
         stack[i] = static_cast<int64_t>(wide);
     }
   }

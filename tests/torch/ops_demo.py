@@ -125,6 +125,7 @@ def sum_dtype():
     out = torch.empty(16)
     torch.sum(x, 1, dtype=torch.float32, out=out)
     show("sum_dtype_out", out)
+    show("cast_f16", x[:2].to(torch.float16))  # a cast makes its dtype: nothing to widen
 
 
 def functorch_ensemble():

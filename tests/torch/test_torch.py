@@ -586,13 +586,14 @@ class AtenChecks(unittest.TestCase):
     def test_wider_rerun_widens_dtype_arguments(self):
         """sum(x, dim, dtype=float32) of f32 data, with and without out=: highprec's f64 rerun
         widens the dtype argument with the tensors (left as it was, the rerun computed in f32,
-        a reference equal to the call, and the out= form failed against its widened out)."""
+        a reference equal to the call, and the out= form failed against its widened out). A
+        cast's dtype names another type and stays: x.to(float16) is exact by definition."""
         plain = run([PYTHON, OPS_DEMO, "sum_dtype"], preload=False)
         r = run([PYTHON, OPS_DEMO, "sum_dtype"], policy="""
             version: 1
             report: { all_checks: true }
             rules:
-              - match: { op: aten::sum }
+              - match: { op: [aten::sum, aten::to] }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec, tolerance: 1 } ]
             """)
@@ -604,6 +605,7 @@ class AtenChecks(unittest.TestCase):
             self.assertIn(op, values)
             self.assertGreater(values[op], 1e-9, op)  # f32's rounding against an f64 sum
             self.assertLess(values[op], 1e-5, op)
+        self.assertEqual(values["aten::to.dtype"], 0)
 
     def test_functorch_transforms_checked_underneath(self):
         """vmap and grad (functorch's ensembling): the ops on batched and gradient-wrapper
