@@ -311,10 +311,10 @@ class CpuRngGuard {
 
 // ---- one sampled call -----------------------------------------------------------------------
 
-// Reruns that fail (an op without a kernel for the wider dtype, e.g. oneDNN convolution in f64)
-// are logged once per op and kind of rerun ("rerun in Double", "CPU reference"); the check
-// counts as skipped.
-void noteRerunFailure(const char* op, const std::string& rerun, const char* what,
+// Reruns that fail (an op without a kernel for the wider dtype, e.g. oneDNN convolution in f64),
+// and checks the adapter could not run, are logged once per op and kind ("rerun in Double",
+// "CPU reference", "torch adapter: its check"); the check counts as skipped.
+void noteFailureOnce(const char* op, const std::string& rerun, const char* what,
                       const char* then = "such checks are skipped",
                       fumi_log_level level = FUMI_LOG_INFO) {
   static std::mutex mu;
@@ -1018,7 +1018,7 @@ class CapturedCall final : public at::ObserverContext {
       QuietScope quiet;
       return f();
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(), std::string("device ") + what, e.what(),
+      noteFailureOnce(op_.schema().name().c_str(), std::string("device ") + what, e.what(),
                        "it is staged through the host");
       return FUMI_UNSUPPORTED;
     }
@@ -1176,7 +1176,7 @@ class CapturedCall final : public at::ObserverContext {
       });
       return FUMI_OK;
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(),
+      noteFailureOnce(op_.schema().name().c_str(),
                        std::string("rerun in ") + c10::toString(wide), e.what());
       return FUMI_UNSUPPORTED;
     }
@@ -1240,7 +1240,7 @@ class CapturedCall final : public at::ObserverContext {
       g_api->record_metric(site_, index_, "autocast.normwise", FUMI_KIND_PRECISION_COST, cost,
                            g_api->autocast_bound());
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(), "rerun on the values before autocast's cast",
+      noteFailureOnce(op_.schema().name().c_str(), "rerun on the values before autocast's cast",
                        e.what());
     }
   }
@@ -1281,7 +1281,7 @@ class CapturedCall final : public at::ObserverContext {
       fields << "]}";
       g_api->attribution(site_, index_, fields.str().c_str());
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(), "attribution rerun", e.what());
+      noteFailureOnce(op_.schema().name().c_str(), "attribution rerun", e.what());
     }
   }
 
@@ -1351,7 +1351,7 @@ class CapturedCall final : public at::ObserverContext {
       });
       reference_ = std::move(refs);
     } catch (const std::exception& e) {
-      noteRerunFailure(op_.schema().name().c_str(), "CPU reference", e.what());
+      noteFailureOnce(op_.schema().name().c_str(), "CPU reference", e.what());
     }
   }
 
@@ -1756,7 +1756,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       obs->checked->check(fumi::torch_compat::outputsOf(fn));
     } catch (const std::exception& e) {  // once per op, without c10's backtrace
-      noteRerunFailure(fumi::torch_compat::opName(fn), "torch adapter: its check", e.what(),
+      noteFailureOnce(fumi::torch_compat::opName(fn), "torch adapter: its check", e.what(),
                        "its checks are skipped", FUMI_LOG_ERROR);
     } catch (...) {
     }

@@ -193,9 +193,7 @@ class PerturbCheck {
   }
 
   // 2^-p of a dtype with p mantissa bits: the relative size of its last bit.
-  static double lastBit(fumi_dtype storage) {
-    return std::ldexp(1.0, -fumi::metrics::dtypeInfo(storage)->mantissa_bits);
-  }
+  static double lastBit(fumi_dtype storage) { return 2 * fumi::metrics::unitRoundoff(storage); }
 
   // Whether "no input moved" says the shift is too small rather than that a few elements drew
   // small noise. At a shift of at least 2^-p of the storage dtype, every nonzero normal element

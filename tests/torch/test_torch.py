@@ -588,8 +588,7 @@ class AtenChecks(unittest.TestCase):
         widens the dtype argument with the tensors (left as it was, the rerun computed in f32,
         a reference equal to the call, and the out= form failed against its widened out). A
         cast's dtype names another type and stays: x.to(float16) is exact by definition."""
-        plain = run([PYTHON, OPS_DEMO, "sum_dtype"], preload=False)
-        r = run([PYTHON, OPS_DEMO, "sum_dtype"], policy="""
+        r = self.demo("sum_dtype", """
             version: 1
             report: { all_checks: true }
             rules:
@@ -597,8 +596,6 @@ class AtenChecks(unittest.TestCase):
                 sample: { every: 1 }
                 checks: [ { plugin: highprec, tolerance: 1 } ]
             """)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
         self.assertNotIn("failed", r.stderr)
         values = {c["op"]: c["value"] for c in r.of("check")}
         for op in ("aten::sum.dim_IntList", "aten::sum.IntList_out"):
@@ -613,10 +610,7 @@ class AtenChecks(unittest.TestCase):
         with a C++ backtrace per sampled call, and a symbolised backtrace built per op made the
         job 70x slower); the ops the transforms run underneath, on the physical tensors, are
         checked."""
-        plain = run([PYTHON, OPS_DEMO, "functorch_ensemble"], preload=False)
-        r = run([PYTHON, OPS_DEMO, "functorch_ensemble"], policy=EVERY_LEAF)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.demo("functorch_ensemble", EVERY_LEAF)
         self.assertNotIn("torch adapter:", r.stderr)
         self.assertEqual(r.of("violation"), [])
         self.assertGreater(torch_summary(r)["aten::bmm"]["checked"], 0)  # the batched layers
