@@ -16,7 +16,6 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -191,27 +190,9 @@ int apiCheck(void* site, void* token, uint64_t index, const fumi_adapter_call* c
              : 0;
 }
 
-// A sampled call the adapter cannot check: counted skipped, and why said once per op and
-// reason at info level (the summary has only the count), every time at debug level. The
-// reason's first line only: an exception's message may go on with a C++ backtrace.
+// A sampled call the adapter cannot check: counted skipped, and why said (OpSite::countSkipped).
 void apiSkip(void* site, void*, const char* why) {
-  if (!site) return;
-  OpSite& s = *static_cast<OpSite*>(site);
-  s.addStats(0, 1);
-  if (!why) return;
-  std::string reason(why);
-  reason = reason.substr(0, reason.find('\n'));
-  static constexpr size_t kMaxReasons = 4096;  // past it, every reason at debug level
-  static std::mutex mu;
-  static auto* said = new std::set<std::pair<const OpSite*, std::string>>;  // immortal: at exit
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (said->size() < kMaxReasons) first = said->emplace(&s, reason).second;
-  }
-  logMessage(first ? FUMI_LOG_INFO : FUMI_LOG_DEBUG,
-             std::string(s.name) + ": not checked: " + reason +
-                 (first ? " (said once per op and reason)" : ""));
+  if (site) static_cast<OpSite*>(site)->countSkipped(why);
 }
 
 void apiPush(void* site, uint64_t index) { pushContext(static_cast<OpSite*>(site), index); }

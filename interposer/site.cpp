@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -88,9 +90,25 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.check_seconds += seconds;
 }
 
+// Why is said once per op and reason at info level (the summary has only the count), every
+// time at debug level; its first line only (an exception's message may go on with a C++
+// backtrace).
 void OpSite::countSkipped(const char* why) {
   addStats(0, 1);
-  logMessage(FUMI_LOG_DEBUG, std::string(name) + ": call not checked: " + why);
+  if (!why) return;
+  std::string reason(why);
+  reason = reason.substr(0, reason.find('\n'));
+  static constexpr size_t kMaxReasons = 4096;  // past it, every reason at debug level
+  static std::mutex mu;
+  static auto* said = new std::set<std::pair<const OpSite*, std::string>>;  // immortal: at exit
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (said->size() < kMaxReasons) first = said->emplace(this, reason).second;
+  }
+  logMessage(first ? FUMI_LOG_INFO : FUMI_LOG_DEBUG,
+             std::string(name) + ": not checked: " + reason +
+                 (first ? " (said once per op and reason)" : ""));
 }
 
 bool OpSite::logsViolation(const std::string& key) {

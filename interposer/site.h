@@ -125,7 +125,8 @@ struct OpSite {
   OpStats stats;  // guarded by stats_mu (slow path only)
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
-  // A sampled call that will not be checked: counted skipped, with a debug line saying why.
+  // A sampled call that will not be checked: counted skipped; why is logged (info once per op
+  // and reason, debug every time).
   void countSkipped(const char* why);
   void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.

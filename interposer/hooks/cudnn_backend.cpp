@@ -92,11 +92,18 @@ size_t elementBytes(cudnnBackendAttributeType_t t) {
   }
 }
 
+struct Shadow;
+
 // One SetAttribute, kept raw. `bytes` is empty when the type's element size is unknown.
+// A descriptor-typed one also holds the shadows its descriptors had when it was set: cuDNN
+// copies a finalized descriptor into the one it is set on, and programs destroy the original
+// right after (cudnn-frontend's convolution descriptors, under PyTorch 2.x), or cuDNN hands its
+// address to a new descriptor.
 struct Attr {
   cudnnBackendAttributeType_t type{};
   int64_t count = 0;
   std::vector<unsigned char> bytes;
+  std::vector<std::shared_ptr<Shadow>> targets;  // by element; null: unknown to fumi
 
   template <class T>
   bool read(cudnnBackendAttributeType_t want, int64_t i, T* out) const {
@@ -108,6 +115,11 @@ struct Attr {
   void* descriptor(int64_t i = 0) const {
     void* d = nullptr;
     return read(CUDNN_TYPE_BACKEND_DESCRIPTOR, i, &d) ? d : nullptr;
+  }
+  // The shadow of element i as it was when set; nullptr when unknown.
+  Shadow* target(int64_t i = 0) const {
+    return i >= 0 && static_cast<size_t>(i) < targets.size() ? targets[static_cast<size_t>(i)].get()
+                                                             : nullptr;
   }
   bool int64s(std::vector<int64_t>* out) const {
     out->resize(static_cast<size_t>(count));
@@ -147,7 +159,7 @@ struct Shadow {
   cudnnBackendDescriptorType_t type{};
   std::unordered_map<int, Attr> attrs;  // by attribute name
   // ENGINECFG / ENGINE filled by cuDNN: the operation graph it was derived from.
-  void* graph = nullptr;
+  std::shared_ptr<Shadow> graph;
   std::shared_ptr<PlanModel> plan;  // EXECUTION_PLAN, once finalized
   std::unique_ptr<PackUse> use;     // VARIANT_PACK, once executed
 
@@ -155,9 +167,10 @@ struct Shadow {
     auto it = attrs.find(static_cast<int>(name));
     return it == attrs.end() ? nullptr : &it->second;
   }
-  void* descriptor(cudnnBackendAttributeName_t name, int64_t i = 0) const {
+  // The shadow of the descriptor set as attribute `name` (element i); nullptr when unknown.
+  Shadow* child(cudnnBackendAttributeName_t name, int64_t i = 0) const {
     const Attr* a = attr(name);
-    return a ? a->descriptor(i) : nullptr;
+    return a ? a->target(i) : nullptr;
   }
 };
 
@@ -207,11 +220,11 @@ struct PlanModel : std::enable_shared_from_this<PlanModel> {
 class Registry {
  public:
   std::mutex mu;
-  std::unordered_map<void*, Shadow> shadows;
+  std::unordered_map<void*, std::shared_ptr<Shadow>> shadows;  // the live descriptors
 
   Shadow* find(void* d) {
     auto it = shadows.find(d);
-    return it == shadows.end() ? nullptr : &it->second;
+    return it == shadows.end() ? nullptr : it->second.get();
   }
 };
 
@@ -250,6 +263,8 @@ const char* opName(cudnnBackendDescriptorType_t t) {
     case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR: return "norm_bwd";
     case CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR: return "sdpa_fwd";
     case CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR: return "sdpa_bwd";
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return "reshape";
+    case CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR: return "rng";
     default: return "op";
   }
 }
@@ -299,14 +314,14 @@ bool convAttrs(cudnnBackendDescriptorType_t t, Direction* dir, ConvAttrs* a) {
 }
 
 // The convolution operation `op` into `m` (tensors and parameters); nullptr or why not.
-const char* convModel(Registry& reg, const Shadow& op, PlanModel& m) {
+const char* convModel(const Shadow& op, PlanModel& m) {
   ConvAttrs a{};
   if (!convAttrs(op.type, &m.conv.dir, &a)) return "operation not modelled";
   const Attr* alpha = op.attr(a.alpha);
   const Attr* beta = op.attr(a.beta);
   if ((alpha && !alpha->scalar(&m.conv.alpha)) || (beta && !beta->scalar(&m.conv.beta)))
     return "scalars not readable";
-  const Shadow* conv = reg.find(op.descriptor(a.conv));
+  const Shadow* conv = op.child(a.conv);
   if (!conv || conv->type != CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR) return "convolution unknown";
   const Attr* comp = conv->attr(CUDNN_ATTR_CONVOLUTION_COMP_TYPE);
   const Attr* mode = conv->attr(CUDNN_ATTR_CONVOLUTION_CONV_MODE);
@@ -323,7 +338,7 @@ const char* convModel(Registry& reg, const Shadow& op, PlanModel& m) {
   const cudnnBackendAttributeName_t roles[3] = {a.x, a.w, a.y};
   int64_t* uids[3] = {&m.conv.x, &m.conv.w, &m.conv.y};
   for (int i = 0; i < 3; ++i) {
-    const Shadow* t = reg.find(op.descriptor(roles[i]));
+    const Shadow* t = op.child(roles[i]);
     TensorModel tm;
     if (!t || !tensorModel(*t, uids[i], &tm)) return "tensors not readable";
     if (tm.is_virtual || tm.by_value) return "virtual or by-value convolution operands";
@@ -333,11 +348,11 @@ const char* convModel(Registry& reg, const Shadow& op, PlanModel& m) {
 }
 
 // The operation graph behind an engine config (set by the program, or derived by cuDNN).
-void* graphOf(Registry& reg, void* cfg) {
-  const Shadow* c = reg.find(cfg);
+std::shared_ptr<Shadow> graphOf(const Shadow* c) {
   if (!c) return nullptr;
-  if (const Shadow* e = reg.find(c->descriptor(CUDNN_ATTR_ENGINECFG_ENGINE))) {
-    if (void* g = e->descriptor(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)) return g;
+  if (const Shadow* e = c->child(CUDNN_ATTR_ENGINECFG_ENGINE)) {
+    if (const Attr* g = e->attr(CUDNN_ATTR_ENGINE_OPERATION_GRAPH); g && !g->targets.empty())
+      return g->targets[0];
     if (e->graph) return e->graph;
   }
   return c->graph;
@@ -530,10 +545,9 @@ struct GraphModel {
 
 // Copies descriptor `d` and everything it references into g.descs; its index, -1 when a
 // descriptor is unknown or an attribute cannot be replayed.
-int captureDesc(Registry& reg, void* d, GraphModel& g, std::unordered_map<void*, int>& seen) {
-  if (auto it = seen.find(d); it != seen.end()) return it->second;
-  const Shadow* s = reg.find(d);
+int captureDesc(const Shadow* s, GraphModel& g, std::unordered_map<const Shadow*, int>& seen) {
   if (!s) return -1;
+  if (auto it = seen.find(s); it != seen.end()) return it->second;
   RawDesc raw;
   raw.type = s->type;
   for (const auto& [name, a] : s->attrs) {
@@ -545,7 +559,7 @@ int captureDesc(Registry& reg, void* d, GraphModel& g, std::unordered_map<void*,
     }
     std::vector<int> r;
     for (int64_t i = 0; i < a.count; ++i) {
-      const int child = captureDesc(reg, a.descriptor(i), g, seen);
+      const int child = captureDesc(a.target(i), g, seen);
       if (child < 0) return -1;
       r.push_back(child);
     }
@@ -553,16 +567,16 @@ int captureDesc(Registry& reg, void* d, GraphModel& g, std::unordered_map<void*,
   }
   g.descs.push_back(std::move(raw));
   const int index = static_cast<int>(g.descs.size()) - 1;
-  seen[d] = index;
+  seen[s] = index;
   return index;
 }
 
 // The graph of `ops` into m.graph; nullptr or why it is not modelled.
-const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const Shadow*>& ops,
+const char* graphModel(const Shadow* graph_desc, const std::vector<const Shadow*>& ops,
                        PlanModel& m) {
   auto g = std::make_shared<GraphModel>();
-  std::unordered_map<void*, int> seen;
-  g->graph = captureDesc(reg, graph_desc, *g, seen);
+  std::unordered_map<const Shadow*, int> seen;
+  g->graph = captureDesc(graph_desc, *g, seen);
   if (g->graph < 0) return "graph attributes not readable";
   std::vector<int> op_descs;  // the operations' RawDescs, in the graph's order
   for (const auto& [name, r] : g->descs[static_cast<size_t>(g->graph)].refs)
@@ -591,7 +605,7 @@ const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const 
       if (beta != 0) return "convolution with beta in a graph not modelled";
     }
     for (const Role& r : *roles) {
-      const Shadow* t = reg.find(op->descriptor(r.attr));
+      const Shadow* t = op->child(r.attr);
       if (!t) continue;  // optional operand not given
       int64_t uid = 0;
       TensorModel tm;
@@ -680,11 +694,10 @@ const char* graphModel(Registry& reg, void* graph_desc, const std::vector<const 
 }
 
 // The model of a plan being finalized (the registry locked by the caller).
-std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s) {
+std::shared_ptr<PlanModel> buildPlan(void* plan, const Shadow& s) {
   auto m = std::make_shared<PlanModel>();
   m->life = std::make_shared<PlanLife>(plan);
-  void* graph_desc = graphOf(reg, s.descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG));
-  const Shadow* graph = reg.find(graph_desc);
+  const std::shared_ptr<Shadow> graph = graphOf(s.child(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG));
   const Attr* ops = graph ? graph->attr(CUDNN_ATTR_OPERATIONGRAPH_OPS) : nullptr;
   if (!ops) {
     m->unmodelled = "operation graph unknown (plan built from a serialized form or before fumi)";
@@ -692,21 +705,23 @@ std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s)
   }
   std::vector<const Shadow*> list;
   for (int64_t i = 0; i < ops->count; ++i) {
-    const Shadow* op = reg.find(ops->descriptor(i));
+    const Shadow* op = ops->target(i);
     if (!op) {
       m->unmodelled = "operation unknown";
       return m;
     }
     list.push_back(op);
-    m->ops += (m->ops.empty() ? "" : "+") + std::string(opName(op->type));
+    std::string name = opName(op->type);
+    if (name == "op") name += std::to_string(static_cast<int>(op->type));  // the descriptor type
+    m->ops += (m->ops.empty() ? "" : "+") + name;
   }
   Direction dir{};
   ConvAttrs ca{};
   if (list.size() != 1 || !convAttrs(list[0]->type, &dir, &ca)) {
-    m->unmodelled = graphModel(reg, graph_desc, list, *m);
+    m->unmodelled = graphModel(graph.get(), list, *m);
     return m;
   }
-  m->unmodelled = convModel(reg, *list[0], *m);
+  m->unmodelled = convModel(*list[0], *m);
   if (m->unmodelled) return m;
   const TensorModel& y = m->tensors[m->conv.y];
   const TensorModel& w = m->tensors[m->conv.w];
@@ -723,8 +738,8 @@ std::shared_ptr<PlanModel> buildPlan(Registry& reg, void* plan, const Shadow& s)
 void onCreate(cudnnBackendDescriptorType_t type, void* d) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  Shadow s;
-  s.type = type;
+  auto s = std::make_shared<Shadow>();
+  s->type = type;
   reg.shadows[d] = std::move(s);
 }
 
@@ -740,8 +755,12 @@ bool onDestroy(void* d) {
     g_generation.fetch_add(1, std::memory_order_acq_rel);
     auto it = reg.shadows.find(d);
     if (it == reg.shadows.end()) return true;
-    if (it->second.plan) life = it->second.plan->life;
-    if (it->second.use) settled = std::move(it->second.use->held);
+    // Descriptors it was set on may keep its shadow: they need only its type and attributes.
+    Shadow& s = *it->second;
+    if (s.plan) life = s.plan->life;
+    if (s.use) settled = std::move(s.use->held);
+    s.plan.reset();
+    s.use.reset();
     reg.shadows.erase(it);
   }
   if (settled) {
@@ -765,6 +784,11 @@ void onSet(void* d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
   }
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
+  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
+    for (int64_t i = 0; i < count; ++i) {
+      auto it = reg.shadows.find(a.descriptor(i));
+      a.targets.push_back(it == reg.shadows.end() ? nullptr : it->second);
+    }
   if (Shadow* s = reg.find(d)) s->attrs[static_cast<int>(name)] = std::move(a);
 }
 
@@ -776,13 +800,16 @@ void onGet(void* d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
   std::lock_guard<std::mutex> lock(reg.mu);
   const Shadow* s = reg.find(d);
   if (!s) return;
-  void* graph = nullptr;
-  if (name == CUDNN_ATTR_ENGINEHEUR_RESULTS)
-    graph = s->descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
-  else if (name == CUDNN_ATTR_ENGINECFG_ENGINE || name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
+  std::shared_ptr<Shadow> graph;
+  if (name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
+    if (const Attr* g = s->attr(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH); g && !g->targets.empty())
+      graph = g->targets[0];
+  } else if (name == CUDNN_ATTR_ENGINECFG_ENGINE ||
+             name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) {
     graph = s->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
-                ? graphOf(reg, s->descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG))
-                : graphOf(reg, d);
+                ? graphOf(s->child(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG))
+                : graphOf(s);
+  }
   if (!graph) return;
   auto* out = static_cast<void* const*>(elements);
   for (int64_t i = 0; i < count; ++i)
@@ -796,7 +823,7 @@ void onFinalize(void* d) {
     std::lock_guard<std::mutex> lock(reg.mu);
     Shadow* s = reg.find(d);
     if (!s || s->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) return;
-    m = buildPlan(reg, d, *s);
+    m = buildPlan(d, *s);
   }
   engineFacts(d, *m);  // cuDNN calls outside the lock
   std::lock_guard<std::mutex> lock(reg.mu);
@@ -961,9 +988,9 @@ void submitHeldChecks() {
   {
     std::lock_guard<std::mutex> lock(reg.mu);
     for (auto& [d, s] : reg.shadows)
-      if (s.use && s.use->held) {
-        s.use->settled = true;
-        held.push_back(std::move(s.use->held));
+      if (s->use && s->use->held) {
+        s->use->settled = true;
+        held.push_back(std::move(s->use->held));
       }
   }
   InsideScope inside;
@@ -1723,7 +1750,10 @@ cudnnStatus_t backendExecute(const CallSite& cs, Real real, cudnnHandle_t h, voi
     if (api->cudnnGetStream(h, &p.stream) != CUDNN_STATUS_SUCCESS) why = "handle unreadable";
   }
   if (why) {
-    cs.site.countSkipped(why);
+    // The graph's operations with the reason: which graphs a program runs that fumi does not
+    // check (an SDPA, a fused convolution) is what a user asks next.
+    cs.site.countSkipped(m && !m->ops.empty() ? (std::string(why) + " (graph " + m->ops + ")").c_str()
+                                              : why);
     return forward();
   }
   auto more = [&](DeviceConvCall& call) {

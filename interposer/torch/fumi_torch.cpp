@@ -106,6 +106,24 @@ std::string displayName(const c10::OperatorName& op) {
   return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
 }
 
+// Which of torch's TF32 settings governs the op on a CUDA device: convolutions and RNNs run
+// through cuDNN (cudnn.allow_tf32 / fp32_precision of "conv" and "rnn"), matmuls through cuBLAS
+// (matmul precision). Composite ops count with the op they are made of (linear -> addmm).
+fumi::torch_compat::Tf32Family tf32Family(const std::string& name) {
+  using F = fumi::torch_compat::Tf32Family;
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (starts("aten::conv") || starts("aten::_conv") || starts("aten::cudnn_conv")) return F::kConv;
+  if (starts("aten::_cudnn_rnn") || name == "aten::lstm" || name == "aten::gru" ||
+      name == "aten::rnn_tanh" || name == "aten::rnn_relu")
+    return F::kRnn;
+  static const std::set<std::string> matmuls = {
+      "aten::mm",      "aten::bmm",       "aten::addmm",     "aten::baddbmm",
+      "aten::addbmm",  "aten::matmul",    "aten::linear",    "aten::_addmm_activation",
+      "aten::einsum",  "aten::tensordot", "aten::bilinear",  "aten::linalg_multi_dot",
+      "aten::chain_matmul", "aten::_trilinear"};
+  return matmuls.count(name) ? F::kMatmul : F::kNone;
+}
+
 // Does the op compute no values: it only returns views of its inputs (as_strided, select, t,
 // expand, ...) or only changes their metadata in place (as_strided_, unsqueeze_, resize_, ...)?
 // Looked up once per overload, when its slot is filled.
@@ -161,13 +179,13 @@ c10::ScalarType fromFumi(fumi_dtype d) {
 
 // The autocast dtype of the calling thread's region for ops on `device`; UNKNOWN outside one.
 fumi_dtype autocastFor(const std::string& device) {
-  if (device == "cpu")
-    return at::autocast::is_cpu_enabled() ? toFumi(at::autocast::get_autocast_cpu_dtype())
-                                          : FUMI_DTYPE_UNKNOWN;
-  if (device.rfind("cuda", 0) == 0)
-    return at::autocast::is_enabled() ? toFumi(at::autocast::get_autocast_gpu_dtype())
-                                      : FUMI_DTYPE_UNKNOWN;
-  return FUMI_DTYPE_UNKNOWN;
+  const c10::DeviceType type = device == "cpu"                 ? c10::DeviceType::CPU
+                               : device.rfind("cuda", 0) == 0 ? c10::DeviceType::CUDA
+                                                               : c10::DeviceType::Meta;
+  c10::ScalarType dtype{};
+  if (type == c10::DeviceType::Meta || !fumi::torch_compat::autocastDtype(type, &dtype))
+    return FUMI_DTYPE_UNKNOWN;
+  return toFumi(dtype);
 }
 
 // A tensor whose elements fumi can read: strided, over a storage. Sparse, mkldnn and nested
@@ -808,7 +826,7 @@ class CapturedCall final : public at::ObserverContext {
     c.reference = &CapturedCall::referenceThunk;
     c.autocast = autocast_;
     cast_by_autocast_ = castByAutocast();
-    c.compute = cast_by_autocast_ ? autocast_ : facts_.dtype;
+    c.compute = cast_by_autocast_ ? autocast_ : tf32Math() ? FUMI_DTYPE_TF32 : facts_.dtype;
     c.alloc_device = &CapturedCall::allocThunk;
     c.release_device = &CapturedCall::releaseThunk;
     c.to_host = &CapturedCall::toHostThunk;
@@ -1185,6 +1203,13 @@ class CapturedCall final : public at::ObserverContext {
   // Whether autocast cast this call down, so that it computed in the autocast dtype: it casts
   // f32 inputs of the ops on its list down, and such a call's outputs come out in that dtype
   // (recorded at the autocast level, the call's inputs are the values before the cast).
+  // An f32 call on a CUDA device that torch lets compute in TF32 (f32 convolutions by default):
+  // judged at that precision, as a cuBLAS call in TF32 math mode is.
+  bool tf32Math() const {
+    return facts_.dtype == FUMI_DTYPE_F32 && device_ && device_->is_cuda() &&
+           fumi::torch_compat::allowsTF32(tf32Family(op_.operator_name().name));
+  }
+
   bool castByAutocast() const {
     if (autocast_ == FUMI_DTYPE_UNKNOWN) return false;
     bool wide_in = false, cast_out = false;

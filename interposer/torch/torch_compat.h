@@ -9,8 +9,18 @@
 //   InferenceMode              >= 1.9.
 //   Argument::alias_info()     older: const c10::optional<AliasInfo>&; newer: const AliasInfo*.
 //                              Both test and dereference alike: returnsView() uses either.
+//   TF32 settings              <= 2.8: allowTF32CuDNN(), allowTF32CuBLAS(); 2.9: float32Precision
+//                              ("cuda", op) strings; newer: Float32Backend/Float32Op enums (the
+//                              old getters may warn or throw there). FUMI_TORCH_FP32_API (0, 1,
+//                              2) says which, read from ATen/Context.h by CMake: allowsTF32().
+//   autocast state             <= 2.3: is_cpu_enabled(), is_enabled() (CUDA), their dtypes;
+//                              newer: is_autocast_enabled(device type), get_autocast_dtype(),
+//                              the old ones deprecated (a Python warning in the program's
+//                              output). FUMI_TORCH_AUTOCAST_API (0, 1), from ATen/autocast_mode.h.
 #pragma once
 
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
@@ -20,7 +30,57 @@
 #error "the fumi PyTorch adapter needs torch >= 1.10"
 #endif
 
+#ifndef FUMI_TORCH_FP32_API
+#define FUMI_TORCH_FP32_API 0
+#endif
+#ifndef FUMI_TORCH_AUTOCAST_API
+#define FUMI_TORCH_AUTOCAST_API 0
+#endif
+
 namespace fumi::torch_compat {
+
+// Whether the calling thread is in an autocast region for ops on `device` (CPU or CUDA), and
+// its dtype.
+inline bool autocastDtype(c10::DeviceType device, c10::ScalarType* dtype) {
+#if FUMI_TORCH_AUTOCAST_API == 1
+  if (!at::autocast::is_autocast_enabled(device)) return false;
+  *dtype = at::autocast::get_autocast_dtype(device);
+  return true;
+#else
+  if (device == c10::DeviceType::CPU && at::autocast::is_cpu_enabled()) {
+    *dtype = at::autocast::get_autocast_cpu_dtype();
+    return true;
+  }
+  if (device == c10::DeviceType::CUDA && at::autocast::is_enabled()) {
+    *dtype = at::autocast::get_autocast_gpu_dtype();
+    return true;
+  }
+  return false;
+#endif
+}
+
+// Families of CUDA ops that torch lets compute f32 in TF32, each with its own setting.
+enum class Tf32Family { kNone, kConv, kMatmul, kRnn };
+
+// Whether torch's settings let f32 ops of `family` on a CUDA device compute in TF32 (its
+// defaults: convolutions and RNNs yes, matmuls no).
+inline bool allowsTF32(Tf32Family family) {
+  if (family == Tf32Family::kNone) return false;
+  at::Context& ctx = at::globalContext();
+#if FUMI_TORCH_FP32_API == 2
+  const at::Float32Op op = family == Tf32Family::kConv     ? at::Float32Op::CONV
+                           : family == Tf32Family::kMatmul ? at::Float32Op::MATMUL
+                                                           : at::Float32Op::RNN;
+  return ctx.float32Precision(at::Float32Backend::CUDA, op) == at::Float32Precision::TF32;
+#elif FUMI_TORCH_FP32_API == 1
+  const char* op = family == Tf32Family::kConv     ? "conv"
+                   : family == Tf32Family::kMatmul ? "matmul"
+                                                   : "rnn";
+  return ctx.float32Precision("cuda", op) == "tf32";
+#else
+  return family == Tf32Family::kMatmul ? ctx.allowTF32CuBLAS() : ctx.allowTF32CuDNN();
+#endif
+}
 
 // The op's name as users know it ("aten::addmm", "Optimizer.step#SGD.step").
 inline const char* opName(const at::RecordFunction& fn) { return fn.name(); }

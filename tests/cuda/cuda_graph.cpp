@@ -5,9 +5,11 @@
 // output's bytes (runs with and without libfumi compare bit for bit).
 //
 // Built against the real cuDNN 9 headers and linked against the REAL libcudnn.so.9; without a
-// GPU the tests preload the simulated device's stand-ins. Every descriptor but the plan is
-// destroyed as soon as the plan is finalized, and the plan and the variant pack right after
-// Execute returns, before the stream ran: fumi must keep what it needs.
+// GPU the tests preload the simulated device's stand-ins. A convolution descriptor is destroyed
+// as soon as its operation is finalized (cudnn-frontend's, under PyTorch 2.x: before the graph
+// exists), every other descriptor but the plan as soon as the plan is finalized, and the plan
+// and the variant pack right after Execute returns, before the stream ran: fumi must keep what
+// it needs.
 // Scenarios (argv[1]):
 //   sweep    forward, backward data, backward filter x f32, f16, bf16, f64 x NCHW/NHWC x
 //            engine 0 chosen by index / the heuristics' first config, beta 0; plus beta 1/2.
@@ -155,7 +157,6 @@ Built build(cudnnHandle_t h, const Case& cs) {
   set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, one, 2);
   set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, one, 2);
   CHECK_DNN(cudnnBackendFinalize(conv));
-  garbage.push_back(conv);
 
   const bool f64 = cs.type == CUDNN_DATA_DOUBLE;
   const double alpha = 1, beta = cs.beta;
@@ -194,6 +195,7 @@ Built build(cudnnHandle_t h, const Case& cs) {
       break;
   }
   CHECK_DNN(cudnnBackendFinalize(op));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(conv));  // the operation holds a copy
   garbage.push_back(op);
   std::vector<Desc> ops = {op};
   if (cs.relu) {  // relu(virtual conv output) -> y

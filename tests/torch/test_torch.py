@@ -11,7 +11,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
 from fumitest import FUMI, read_events, run  # noqa: E402
 
-PYTHON = "/usr/bin/python3"
+# The python that holds torch (a GPU machine's may be another than Debian's).
+PYTHON = os.environ.get("FUMI_TEST_PYTHON", "/usr/bin/python3")
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
                      "train_mlp.py")
 STEPS = ["--steps", "30", "--log-every", "1"]
@@ -1291,6 +1292,55 @@ class Autocast(unittest.TestCase):
         self.assertEqual(sorted((e["check"], e["metric"], e["kind"]) for e in v),
                          [("autocast", "normwise", "precision_cost")] * 2
                          + [("highprec", "normwise_rel", "error")] * 2 * lossy)
+
+
+
+CUDA_TF32 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_tf32.py")
+
+
+class OnCuda(unittest.TestCase):
+    """The adapter on a real CUDA device: skipped where torch sees none (run on a GPU machine
+    with the adapter built against that machine's torch; docs/cuda.md)."""
+
+    @classmethod
+    def setUpClass(cls):
+        probe = subprocess.run([PYTHON, "-c", "import torch, sys; "
+                                "sys.exit(0 if torch.cuda.is_available() else 1)"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            raise unittest.SkipTest("torch sees no CUDA device")
+
+    def test_tf32_settings_set_the_precision_ops_are_judged_at(self):
+        # f32 convolutions compute in TF32 by torch's default (cudnn.allow_tf32): judged at
+        # f32's tolerance, every one was a false alarm (a DCGAN's transposed convolution,
+        # normwise 2.9e-4). Each setting decides its family: conv for convolutions, matmul for
+        # linear; with both off, the same ops are f32-accurate.
+        policy = """
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: [aten::convolution, aten::convolution_backward, aten::linear] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """
+        for conv, matmul in (("1", "0"), ("0", "1"), ("0", "0")):
+            plain = run([PYTHON, CUDA_TF32, conv, matmul], preload=False)
+            r = run([PYTHON, CUDA_TF32, conv, matmul], policy=policy)
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.stdout, plain.stdout)
+            # no warning of the program's own from fumi (deprecated torch APIs warn in Python)
+            warnings = [[line for line in p.stderr.splitlines() if "Warning" in line]
+                        for p in (plain, r)]
+            self.assertEqual(warnings[1], warnings[0])
+            self.assertEqual(r.of("violation"), [], (conv, matmul))
+            checks = r.of("check")
+            for c in checks:
+                tf32 = matmul if c["op"] == "aten::linear" else conv
+                self.assertEqual(c.get("compute"), "tf32" if tf32 == "1" else "f32", c)
+                if tf32 == "0":
+                    self.assertLess(c["value"], 1e-5, c)
+            self.assertEqual({c["op"] for c in checks},
+                             {"aten::convolution", "aten::convolution_backward", "aten::linear"})
 
 
 if __name__ == "__main__":
