@@ -262,7 +262,7 @@ class Parser {
   // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
   // check's own default, FuMi's dtype table), `precision` (error only: derived per call from
   // its precision and shape), `max` (error only, the default: the larger of the two where the
-  // shape is known) or a map of dtype -> number.
+  // shape is known) or a map of dtype -> number (sensitivity: over defaultSensitivity()).
   void tolerances(const YAML::Node& n, Policy* p) {
     forMap(n, "tolerances", {"error", "sensitivity"},
            [&](const std::string& key, const YAML::Node& v) {
@@ -275,6 +275,7 @@ class Parser {
                                           " or a map of dtype to number";
              if (v.IsScalar() && v.Scalar() == "fumi") {
                if (error_kind) p->error_model = FUMI_TOLERANCE_TABLE;
+               else t = unsetTolerances();
                return;
              }
              if (v.IsScalar() && (v.Scalar() == "precision" || v.Scalar() == "max")) {

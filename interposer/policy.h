@@ -108,6 +108,20 @@ inline KindTolerances unsetTolerances() {
   return t;
 }
 
+// Sensitivity bounds of every policy that sets none (`tolerances: { sensitivity: fumi }`: the
+// checks' own default, FuMi's error table): a perturb ratio above them is raised. Calibrated on
+// healthy public training programs (docs/policy.md, "The sensitivity bounds"): FuMi's error
+// table (f32 1e-4, bf16 1e-2) flagged nearly every healthy f32 attention or bf16 GEMM.
+inline KindTolerances defaultSensitivity() {
+  KindTolerances t = unsetTolerances();
+  t[FUMI_DTYPE_F64] = 2e-11;
+  t[FUMI_DTYPE_F32] = 0.1;
+  t[FUMI_DTYPE_TF32] = 0.08;
+  t[FUMI_DTYPE_F16] = 1.0;
+  t[FUMI_DTYPE_BF16] = 1.0;
+  return t;
+}
+
 // `nan_origin:` — the sentinel-and-search for where NaN/Inf first appear (nan_search.h).
 struct NanOriginSettings {
   bool enabled = true;
@@ -145,7 +159,7 @@ struct Policy {
   // smallest normal (gradient.underflow) above X is a violation; NaN: measured only.
   double underflow_bound = NAN;
   // `tolerances:` by fumi_kind (error, sensitivity).
-  std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), unsetTolerances()};
+  std::array<KindTolerances, 2> kind_tolerances = {unsetTolerances(), defaultSensitivity()};
   // `tolerances: { error: ... }` for error tolerances no number sets: `fumi` FuMi's dtype table,
   // `precision` derived per call from its precision and reduction length, `max` (the default)
   // the larger of the two.

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -571,6 +572,16 @@ int captureDesc(const Shadow* s, GraphModel& g, std::unordered_map<const Shadow*
   return index;
 }
 
+// "data type N of <role> not supported", kept for the process (a plan's reason is a C string).
+const char* unsupportedType(cudnnDataType_t type, const char* role) {
+  static std::mutex mu;
+  static auto* said = new std::set<std::string>;  // immortal: read at exit
+  std::lock_guard<std::mutex> lock(mu);
+  return said->insert("data type " + std::to_string(static_cast<int>(type)) + " of " + role +
+                      " not supported")
+      .first->c_str();
+}
+
 // The graph of `ops` into m.graph; nullptr or why it is not modelled.
 const char* graphModel(const Shadow* graph_desc, const std::vector<const Shadow*>& ops,
                        PlanModel& m) {
@@ -614,7 +625,7 @@ const char* graphModel(const Shadow* graph_desc, const std::vector<const Shadow*
                          r.attr == CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC;
       const bool output = r.output && !(stats && inference);
       if (!tm.by_value && dtypeOfCudnn(tm.type) == FUMI_DTYPE_UNKNOWN)
-        return "data types not supported";
+        return unsupportedType(tm.type, r.name);
       if (tm.dims.empty() || tm.dims.size() > FUMI_MAX_DIMS) return "tensor rank not supported";
       m.tensors[uid] = tm;
       n.operands.push_back({r.name, uid, output});

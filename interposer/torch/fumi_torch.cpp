@@ -34,6 +34,7 @@
 #include "fumi/dtype.hpp"
 #include "metrics.h"
 #include "torch_compat.h"
+#include "torch_version.h"
 #include "wide_conv.h"
 
 namespace {
@@ -1811,6 +1812,22 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
       api->struct_size < sizeof(fumi_adapter_api)) {
     std::snprintf(err, err_len, "adapter API version mismatch");
     return 1;
+  }
+  // The torch this process runs must be the one the adapter was built against: another's
+  // classes (RecordFunction, IValue) may differ in layout, and reading them would crash.
+  Dl_info where{};
+  if (dladdr(reinterpret_cast<const void*>(&at::addGlobalCallback), &where) && where.dli_fname) {
+    const fumi::torch_version::Version running =
+        fumi::torch_version::ofLibrary(where.dli_fname);
+    if (running.known() &&
+        (running.major != TORCH_VERSION_MAJOR || running.minor != TORCH_VERSION_MINOR)) {
+      std::snprintf(err, err_len,
+                    "built against torch %d.%d, but this process runs torch %s (%s): torch ops "
+                    "are not checked (library calls still are); rebuild fumi against this torch",
+                    TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, running.str().c_str(),
+                    where.dli_fname);
+      return 1;
+    }
   }
   g_api = api;
   // Inputs and outputs cost every op a copy of its argument list: ask for them only when some

@@ -34,8 +34,23 @@ nan_origin: { steps: 3, max_ops: 500 }
   const KindTolerances& sens = p.kind_tolerances[FUMI_KIND_SENSITIVITY];
   EXPECT_DOUBLE_EQ(sens[FUMI_DTYPE_F32], 1e-2);
   EXPECT_DOUBLE_EQ(sens[FUMI_DTYPE_BF16], 0.25);
-  EXPECT_TRUE(std::isnan(sens[FUMI_DTYPE_F64]));
+  EXPECT_DOUBLE_EQ(sens[FUMI_DTYPE_F64], 2e-11);  // a map sets what it names, over the default
   for (double t : p.kind_tolerances[FUMI_KIND_ERROR]) EXPECT_DOUBLE_EQ(t, 1e-3);
+  // Every policy has the calibrated sensitivity bounds (FuMi's error table, f32 1e-4 and bf16
+  // 1e-2, flagged 113 of 115 healthy bf16 GEMMs of a nanoGPT run); `fumi` asks for that table.
+  const PolicyResult plain = parsePolicyText("version: 1\nrules: []\n", "t.yaml");
+  ASSERT_TRUE(plain.ok());
+  const KindTolerances& dflt = plain.policy->kind_tolerances[FUMI_KIND_SENSITIVITY];
+  EXPECT_DOUBLE_EQ(dflt[FUMI_DTYPE_F32], 0.1);
+  EXPECT_DOUBLE_EQ(dflt[FUMI_DTYPE_BF16], 1.0);
+  EXPECT_DOUBLE_EQ(dflt[FUMI_DTYPE_F16], 1.0);
+  EXPECT_DOUBLE_EQ(dflt[FUMI_DTYPE_TF32], 0.08);
+  EXPECT_DOUBLE_EQ(dflt[FUMI_DTYPE_F64], 2e-11);
+  for (double t : plain.policy->kind_tolerances[FUMI_KIND_ERROR]) EXPECT_TRUE(std::isnan(t));
+  const PolicyResult table =
+      parsePolicyText("version: 1\nrules: []\ntolerances: { sensitivity: fumi }\n", "t.yaml");
+  ASSERT_TRUE(table.ok());
+  for (double t : table.policy->kind_tolerances[FUMI_KIND_SENSITIVITY]) EXPECT_TRUE(std::isnan(t));
   EXPECT_TRUE(p.nan_origin.enabled);
   EXPECT_EQ(p.nan_origin.steps, 3);
   EXPECT_EQ(p.nan_origin.max_ops, 500);
