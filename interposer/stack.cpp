@@ -2,7 +2,9 @@
 #include "stack.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <cstdint>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -12,46 +14,77 @@
 #define BOOST_STACKTRACE_USE_BACKTRACE
 #include <boost/stacktrace.hpp>
 
-#include "resolve.h"
 
 namespace fumi {
 namespace {
 
+// Where fumi's own objects (libfumi, its plugins, the adapter) lie: their loaded segments.
+// Looked up by address range, not dladdr: dladdr scans the symbol table of the object an
+// address is in, and the first frame past fumi's is a big library's (0.6 ms in libtorch_cpu,
+// on every sampled call).
+struct Span {
+  uintptr_t lo, hi;
+};
 std::mutex g_mu;
-std::vector<const void*>& ownBases() {
-  static std::vector<const void*> bases;
-  return bases;
+std::vector<Span>& ownSpans() {  // guarded by g_mu
+  static std::vector<Span> spans;
+  return spans;
 }
 
-const void* objectBase(const void* address) {
-  Dl_info info{};
-  if (dladdr(address, &info) == 0) return nullptr;
-  return info.dli_fbase;
+struct FindSpans {
+  uintptr_t address;
+  std::vector<Span> spans;
+};
+
+int spansOf(struct dl_phdr_info* info, size_t, void* data) {
+  auto* f = static_cast<FindSpans*>(data);
+  std::vector<Span> spans;
+  bool inside = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    spans.push_back({lo, lo + ph.p_memsz});
+    inside = inside || (f->address >= lo && f->address < lo + ph.p_memsz);
+  }
+  if (!inside) return 0;
+  f->spans = std::move(spans);
+  return 1;
+}
+
+void addSpansLocked(const void* address_inside) {
+  FindSpans f{reinterpret_cast<uintptr_t>(address_inside), {}};
+  dl_iterate_phdr(spansOf, &f);
+  ownSpans().insert(ownSpans().end(), f.spans.begin(), f.spans.end());
 }
 
 bool isOwn(const void* address) {
-  const void* base = objectBase(address);
-  if (!base) return false;
-  if (base == selfBase()) return true;
+  const auto a = reinterpret_cast<uintptr_t>(address);
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const void* b : ownBases())
-    if (b == base) return true;
+  static bool self = false;
+  if (!self) {
+    addSpansLocked(reinterpret_cast<const void*>(&captureFrames));
+    self = true;
+  }
+  for (const Span& s : ownSpans())
+    if (a >= s.lo && a < s.hi) return true;
   return false;
 }
 
 }  // namespace
 
 void addOwnObject(const void* address_inside) {
-  const void* base = objectBase(address_inside);
-  if (!base) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  ownBases().push_back(base);
+  addSpansLocked(address_inside);
 }
 
 std::vector<const void*> captureFrames(int depth) {
   std::vector<const void*> frames;
   if (depth <= 0) return frames;
-  boost::stacktrace::stacktrace st;
+  // fumi's own frames come first (a plugin, the engine, the adapter: a dozen or two): no need
+  // to unwind a deep Python stack whole.
+  constexpr int kOwnFramesMax = 32;
+  boost::stacktrace::stacktrace st(0, static_cast<std::size_t>(depth + kOwnFramesMax));
   bool in_user = false;
   for (const boost::stacktrace::frame& f : st) {
     // Frames up to and including the hook wrapper belong to fumi; the caller's start after.
