@@ -643,6 +643,9 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   if (FUMI_VERDICT_HAS(v, detail) && v->detail) ev["detail"] = v->detail;
   if (v->violated) {
     c->violated = !held;  // a held finding is no violation (yet): no abort, no attribution
+    // Past report.violation_events of this op and metric: counted in the summary (above), no
+    // event, no stacks, no dump — a job violating on every call writes a bounded file.
+    if (!held && !call.site().writesViolationEvent(check + "." + metric)) return;
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";

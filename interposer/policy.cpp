@@ -489,7 +489,7 @@ class Parser {
   void report(const YAML::Node& n, ReportSettings* r) {
     forMap(n, "report",
            {"dir", "stack_depth", "log_level", "all_checks", "snapshot_every", "prometheus",
-            "log_violations"},
+            "log_violations", "violation_events"},
            [&](const std::string& key, const YAML::Node& v) {
              int64_t i = 0;
              if (key == "dir") scalar(v, key, &r->dir);
@@ -504,6 +504,8 @@ class Parser {
              if (key == "stack_depth" && integer(v, key, 0, &i)) r->stack_depth = static_cast<int>(i);
              if (key == "log_violations" && integer(v, key, 0, &i))
                r->log_violations = static_cast<int>(std::min<int64_t>(i, INT32_MAX));
+             if (key == "violation_events" && integer(v, key, 0, &i))
+               r->violation_events = static_cast<int>(std::min<int64_t>(i, INT32_MAX));
              if (key == "all_checks") boolean(v, key, &r->all_checks);
              if (key == "log_level") {
                std::string lvl;

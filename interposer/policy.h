@@ -97,6 +97,7 @@ struct ReportSettings {
   double snapshot_every = 60;  // seconds between `snapshot` events (0: none but the signal/exec ones)
   std::string prometheus;      // textfile-collector file rewritten at each snapshot ("": none)
   int log_violations = 10;     // text-log lines per op and check.metric (then events file only)
+  int violation_events = 1000;  // violation events per op and check.metric (then counts only)
 };
 
 // Tolerances per precision (indexed by fumi_dtype) for the checks of one kind of finding;

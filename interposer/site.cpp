@@ -111,21 +111,32 @@ void OpSite::countSkipped(const char* why) {
                  (first ? " (said once per op and reason)" : ""));
 }
 
-bool OpSite::logsViolation(const std::string& key) {
-  const Reporter* rep = activeReporter();
-  if (!rep) return false;
+// Counts one more violation of `key` in `counts`: true while within `cap`; the first one past
+// it logs that the rest go to `rest` only.
+bool OpSite::withinCap(std::map<std::string, uint64_t> OpStats::*counts, const std::string& key,
+                       int cap_setting, const char* rest) {
   uint64_t n;
   {
     std::lock_guard<std::mutex> lock(stats_mu);
-    n = ++stats.log_lines[key];
+    n = ++(stats.*counts)[key];
   }
-  const uint64_t cap = static_cast<uint64_t>(std::max(rep->settings().log_violations, 0));
+  const uint64_t cap = static_cast<uint64_t>(std::max(cap_setting, 0));
   if (n == cap + 1)
     logMessage(FUMI_LOG_WARN, std::string(name) + " " + key + ": more than " +
-                                  std::to_string(cap) +
-                                  " violations; the rest are in the events file and the summary "
-                                  "only (report.log_violations)");
+                                  std::to_string(cap) + " violations; the rest are in " + rest);
   return n <= cap;
+}
+
+bool OpSite::logsViolation(const std::string& key) {
+  const Reporter* rep = activeReporter();
+  return rep && withinCap(&OpStats::log_lines, key, rep->settings().log_violations,
+                          "the events file and the summary only (report.log_violations)");
+}
+
+bool OpSite::writesViolationEvent(const std::string& key) {
+  const Reporter* rep = activeReporter();
+  return rep && withinCap(&OpStats::event_lines, key, rep->settings().violation_events,
+                          "the summary's counts only (report.violation_events)");
 }
 
 void OpSite::addHeldViolation(const std::string& key) {

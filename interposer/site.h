@@ -72,9 +72,9 @@ struct OpStats {
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
   std::map<std::string, CheckCounts> checks;   // check name -> its runs
-  // "check.metric" -> violations offered to the text log (report.log_violations); apart from
-  // `metrics`, which the summary writes out.
-  std::map<std::string, uint64_t> log_lines;
+  // "check.metric" -> violations offered to the text log (report.log_violations) and to the
+  // events file (report.violation_events); apart from `metrics`, which the summary writes out.
+  std::map<std::string, uint64_t> log_lines, event_lines;
 };
 
 struct OpSite {
@@ -135,12 +135,19 @@ struct OpSite {
   // report.log_violations of them (the caller writes its line); the next one writes a line
   // saying the rest are in the events file only.
   bool logsViolation(const std::string& key);
+  // The same for the events file (report.violation_events): false past the cap, whose first
+  // crossing logs a line saying the rest are counted in the summary only.
+  bool writesViolationEvent(const std::string& key);
   void addHandledOverflow();
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                     bool counted_nonfinite = false);
   OpStats statsSnapshot();
+
+ private:
+  bool withinCap(std::map<std::string, uint64_t> OpStats::*counts, const std::string& key,
+                 int cap_setting, const char* rest);
 };
 
 // All sites: static ones register at load time, interned ones when first seen.

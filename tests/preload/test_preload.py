@@ -395,6 +395,26 @@ class Actions(unittest.TestCase):
         self.assertEqual(len(more), 1, r.stderr)
         self.assertIn("sgemm_ highprec.normwise_rel", more[0])
 
+    def test_violation_events_capped_per_metric_counted_in_full(self):
+        # A job violating on every call writes report.violation_events events per op and
+        # metric (no stacks past them), and the summary still counts every violation.
+        r = run([BLAS_DEMO, "loop", "12"], policy="""
+            version: 1
+            report: { violation_events: 5 }
+            rules:
+              - match: { op: sgemm_ }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec, tolerance: 1e-30 } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        events = r.of("violation")
+        self.assertEqual([e["call_index"] for e in events], [0, 1, 2, 3, 4])
+        self.assertTrue(all(e["stack"] for e in events))
+        self.assertEqual(r.op("sgemm_")["violations"], 12)
+        more = [l for l in r.stderr.splitlines() if "more than 5 violations" in l]
+        self.assertEqual(len(more), 1, r.stderr)
+        self.assertIn("summary's counts only (report.violation_events)", more[0])
+
     def test_dump_writes_case(self):
         r = run([BLAS_DEMO, "ill"], policy="""
             version: 1

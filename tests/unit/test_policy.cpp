@@ -123,7 +123,8 @@ on_error: abort
 scratch_budget: 64MiB
 overhead_budget: 0.02
 plugin_dirs: [/opt/a, /opt/b]
-report: { dir: out, stack_depth: 8, log_level: debug, all_checks: true, log_violations: 4 }
+report: { dir: out, stack_depth: 8, log_level: debug, all_checks: true, log_violations: 4,
+          violation_events: 7 }
 defaults:
   sample: { first: 2, every: 50 }
   action: dump
@@ -148,6 +149,7 @@ rules:
   EXPECT_EQ(p.report.dir, "out");
   EXPECT_EQ(p.report.stack_depth, 8);
   EXPECT_EQ(p.report.log_violations, 4);
+  EXPECT_EQ(p.report.violation_events, 7);
   EXPECT_EQ(p.report.log_level, "debug");
   EXPECT_TRUE(p.report.all_checks);
   const Rule& big = p.rules[0];
