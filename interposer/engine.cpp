@@ -645,7 +645,9 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
     c->violated = !held;  // a held finding is no violation (yet): no abort, no attribution
     // Past report.violation_events of this op and metric: counted in the summary (above), no
     // event, no stacks, no dump — a job violating on every call writes a bounded file.
-    if (!held && !call.site().writesViolationEvent(check + "." + metric)) return;
+    if (!held &&
+        !call.site().writesViolationEvent(check + "." + metric, rep.settings().violation_events))
+      return;
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";

@@ -133,10 +133,9 @@ bool OpSite::logsViolation(const std::string& key) {
                           "the events file and the summary only (report.log_violations)");
 }
 
-bool OpSite::writesViolationEvent(const std::string& key) {
-  const Reporter* rep = activeReporter();
-  return rep && withinCap(&OpStats::event_lines, key, rep->settings().violation_events,
-                          "the summary's counts only (report.violation_events)");
+bool OpSite::writesViolationEvent(const std::string& key, int cap) {
+  return withinCap(&OpStats::event_lines, key, cap,
+                   "the summary's counts only (report.violation_events)");
 }
 
 void OpSite::addHeldViolation(const std::string& key) {

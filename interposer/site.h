@@ -135,9 +135,9 @@ struct OpSite {
   // report.log_violations of them (the caller writes its line); the next one writes a line
   // saying the rest are in the events file only.
   bool logsViolation(const std::string& key);
-  // The same for the events file (report.violation_events): false past the cap, whose first
-  // crossing logs a line saying the rest are counted in the summary only.
-  bool writesViolationEvent(const std::string& key);
+  // The same for the events file (`cap`: the reporter's report.violation_events): false past
+  // the cap, whose first crossing logs a line saying the rest are counted in the summary only.
+  bool writesViolationEvent(const std::string& key, int cap);
   void addHandledOverflow();
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);
