@@ -324,7 +324,7 @@ void onLibraryLoaded() {
   }
   auto attach = reinterpret_cast<fumi_adapter_attach_fn>(dlsym(handle, FUMI_TORCH_ATTACH_SYMBOL));
   if (attach) addOwnObject(reinterpret_cast<const void*>(attach));  // trimmed from stacks
-  char err[256] = "";
+  char err[512] = "";
   if (!attach) {
     internalError("torch adapter", (path + " has no " FUMI_TORCH_ATTACH_SYMBOL).c_str());
   } else if (attach(&kAdapterApi, err, sizeof err) != 0) {

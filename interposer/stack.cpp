@@ -14,7 +14,6 @@
 #define BOOST_STACKTRACE_USE_BACKTRACE
 #include <boost/stacktrace.hpp>
 
-
 namespace fumi {
 namespace {
 

@@ -1201,9 +1201,6 @@ class CapturedCall final : public at::ObserverContext {
     }
   }
 
-  // Whether autocast cast this call down, so that it computed in the autocast dtype: it casts
-  // f32 inputs of the ops on its list down, and such a call's outputs come out in that dtype
-  // (recorded at the autocast level, the call's inputs are the values before the cast).
   // An f32 call on a CUDA device that torch lets compute in TF32 (f32 convolutions by default):
   // judged at that precision, as a cuBLAS call in TF32 math mode is.
   bool tf32Math() const {
@@ -1211,6 +1208,9 @@ class CapturedCall final : public at::ObserverContext {
            fumi::torch_compat::allowsTF32(tf32Family(op_.operator_name().name));
   }
 
+  // Whether autocast cast this call down, so that it computed in the autocast dtype: it casts
+  // f32 inputs of the ops on its list down, and such a call's outputs come out in that dtype
+  // (recorded at the autocast level, the call's inputs are the values before the cast).
   bool castByAutocast() const {
     if (autocast_ == FUMI_DTYPE_UNKNOWN) return false;
     bool wide_in = false, cast_out = false;
