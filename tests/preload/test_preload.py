@@ -374,18 +374,24 @@ class Actions(unittest.TestCase):
         self.assertEqual(r.rc, -signal.SIGABRT)
         self.assertEqual(len(r.of("violation")), 1)
 
-    def test_text_log_keeps_the_first_violations_of_each_metric(self):
-        # Every call violates (a tolerance below any rounding): all 12 are events, the text
-        # log has report.log_violations lines of them and one line saying where the rest went.
+    def violating_loop(self, report):
+        """blas_demo's 12 sgemm_ calls, every one violating (a tolerance below any rounding),
+        under the report settings `report`."""
         r = run([BLAS_DEMO, "loop", "12"], policy="""
             version: 1
-            report: { log_violations: 3 }
+            report: { %s }
             rules:
               - match: { op: sgemm_ }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec, tolerance: 1e-30 } ]
-            """)
+            """ % report)
         self.assertEqual(r.rc, 0, r.stderr)
+        return r
+
+    def test_text_log_keeps_the_first_violations_of_each_metric(self):
+        # All 12 are events, the text log has report.log_violations lines of them and one line
+        # saying where the rest went.
+        r = self.violating_loop("log_violations: 3")
         self.assertEqual(len(r.of("violation")), 12)
         self.assertEqual(r.op("sgemm_")["violations"], 12)
         lines = [l for l in r.stderr.splitlines() if "violation: sgemm_" in l]
@@ -398,15 +404,7 @@ class Actions(unittest.TestCase):
     def test_violation_events_capped_per_metric_counted_in_full(self):
         # A job violating on every call writes report.violation_events events per op and
         # metric (no stacks past them), and the summary still counts every violation.
-        r = run([BLAS_DEMO, "loop", "12"], policy="""
-            version: 1
-            report: { violation_events: 5 }
-            rules:
-              - match: { op: sgemm_ }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec, tolerance: 1e-30 } ]
-            """)
-        self.assertEqual(r.rc, 0, r.stderr)
+        r = self.violating_loop("violation_events: 5")
         events = r.of("violation")
         self.assertEqual([e["call_index"] for e in events], [0, 1, 2, 3, 4])
         self.assertTrue(all(e["stack"] for e in events))
