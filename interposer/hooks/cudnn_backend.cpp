@@ -118,10 +118,12 @@ struct Attr {
     return read(CUDNN_TYPE_BACKEND_DESCRIPTOR, i, &d) ? d : nullptr;
   }
   // The shadow of element i as it was when set; nullptr when unknown.
-  Shadow* target(int64_t i = 0) const {
-    return i >= 0 && static_cast<size_t>(i) < targets.size() ? targets[static_cast<size_t>(i)].get()
-                                                             : nullptr;
+  const std::shared_ptr<Shadow>& targetRef(int64_t i = 0) const {
+    static const std::shared_ptr<Shadow> none;
+    return i >= 0 && static_cast<size_t>(i) < targets.size() ? targets[static_cast<size_t>(i)]
+                                                             : none;
   }
+  Shadow* target(int64_t i = 0) const { return targetRef(i).get(); }
   bool int64s(std::vector<int64_t>* out) const {
     out->resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i)
@@ -168,7 +170,11 @@ struct Shadow {
     auto it = attrs.find(static_cast<int>(name));
     return it == attrs.end() ? nullptr : &it->second;
   }
-  // The shadow of the descriptor set as attribute `name` (element i); nullptr when unknown.
+  // The shadow of the descriptor set as attribute `name` (element i); null when unknown.
+  std::shared_ptr<Shadow> childRef(cudnnBackendAttributeName_t name, int64_t i = 0) const {
+    const Attr* a = attr(name);
+    return a ? a->targetRef(i) : nullptr;
+  }
   Shadow* child(cudnnBackendAttributeName_t name, int64_t i = 0) const {
     const Attr* a = attr(name);
     return a ? a->target(i) : nullptr;
@@ -252,7 +258,7 @@ PlanLife::~PlanLife() {
     api->cudnnBackendDestroyDescriptor(plan);
 }
 
-const char* opName(cudnnBackendDescriptorType_t t) {
+std::string opName(cudnnBackendDescriptorType_t t) {
   switch (t) {
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return "conv_fwd";
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR: return "conv_bwd_data";
@@ -266,7 +272,7 @@ const char* opName(cudnnBackendDescriptorType_t t) {
     case CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR: return "sdpa_bwd";
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return "reshape";
     case CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR: return "rng";
-    default: return "op";
+    default: return "op" + std::to_string(static_cast<int>(t));  // the descriptor type
   }
 }
 
@@ -352,8 +358,8 @@ const char* convModel(const Shadow& op, PlanModel& m) {
 std::shared_ptr<Shadow> graphOf(const Shadow* c) {
   if (!c) return nullptr;
   if (const Shadow* e = c->child(CUDNN_ATTR_ENGINECFG_ENGINE)) {
-    if (const Attr* g = e->attr(CUDNN_ATTR_ENGINE_OPERATION_GRAPH); g && !g->targets.empty())
-      return g->targets[0];
+    if (const Attr* g = e->attr(CUDNN_ATTR_ENGINE_OPERATION_GRAPH); g && g->count > 0)
+      return e->childRef(CUDNN_ATTR_ENGINE_OPERATION_GRAPH);
     if (e->graph) return e->graph;
   }
   return c->graph;
@@ -722,9 +728,7 @@ std::shared_ptr<PlanModel> buildPlan(void* plan, const Shadow& s) {
       return m;
     }
     list.push_back(op);
-    std::string name = opName(op->type);
-    if (name == "op") name += std::to_string(static_cast<int>(op->type));  // the descriptor type
-    m->ops += (m->ops.empty() ? "" : "+") + name;
+    m->ops += (m->ops.empty() ? "" : "+") + opName(op->type);
   }
   Direction dir{};
   ConvAttrs ca{};
@@ -813,8 +817,7 @@ void onGet(void* d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
   if (!s) return;
   std::shared_ptr<Shadow> graph;
   if (name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
-    if (const Attr* g = s->attr(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH); g && !g->targets.empty())
-      graph = g->targets[0];
+    graph = s->childRef(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
   } else if (name == CUDNN_ATTR_ENGINECFG_ENGINE ||
              name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) {
     graph = s->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR

@@ -180,13 +180,11 @@ c10::ScalarType fromFumi(fumi_dtype d) {
 
 // The autocast dtype of the calling thread's region for ops on `device`; UNKNOWN outside one.
 fumi_dtype autocastFor(const std::string& device) {
-  const c10::DeviceType type = device == "cpu"                 ? c10::DeviceType::CPU
-                               : device.rfind("cuda", 0) == 0 ? c10::DeviceType::CUDA
-                                                               : c10::DeviceType::Meta;
+  c10::DeviceType type = c10::DeviceType::CPU;
+  if (device.rfind("cuda", 0) == 0) type = c10::DeviceType::CUDA;
+  else if (device != "cpu") return FUMI_DTYPE_UNKNOWN;
   c10::ScalarType dtype{};
-  if (type == c10::DeviceType::Meta || !fumi::torch_compat::autocastDtype(type, &dtype))
-    return FUMI_DTYPE_UNKNOWN;
-  return toFumi(dtype);
+  return fumi::torch_compat::autocastDtype(type, &dtype) ? toFumi(dtype) : FUMI_DTYPE_UNKNOWN;
 }
 
 // A tensor whose elements fumi can read: strided, over a storage. Sparse, mkldnn and nested

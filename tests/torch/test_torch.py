@@ -1325,7 +1325,6 @@ class Autocast(unittest.TestCase):
                          + [("highprec", "normwise_rel", "error")] * 2 * lossy)
 
 
-
 CUDA_TF32 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_tf32.py")
 
 
