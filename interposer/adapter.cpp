@@ -255,7 +255,8 @@ double apiAutocastBound() {
 
 int apiQuiet(int on) {
   const bool previous = t_inside_fumi;
-  t_inside_fumi = on != 0;
+  if (on) t_inside_fumi = true;
+  else leaveFumi(false);
   return previous ? 1 : 0;
 }
 

@@ -5,9 +5,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 
@@ -37,6 +39,38 @@ namespace fumi {
 
 std::atomic<int> g_state{kUninit};
 __thread bool t_inside_fumi __attribute__((tls_model("initial-exec"))) = false;
+__thread int t_deferred_signal __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+__thread siginfo_t t_deferred_info __attribute__((tls_model("initial-exec")));
+}
+
+void deferSignal(int signal, const siginfo_t* info) {
+  if (info) t_deferred_info = *info;
+  else t_deferred_info = siginfo_t{};
+  t_deferred_info.si_signo = signal;
+  t_deferred_signal = signal;
+}
+
+void redeliverSignal() {
+  const int sig = t_deferred_signal;
+  const int saved_errno = errno;  // the hook's real call may have set it for the program
+  t_deferred_signal = 0;
+  // To this thread, as it came (sender, code); the kernel lets a thread queue any siginfo to
+  // itself. The handler runs before the call returns (the signal is not blocked here).
+  if (::syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, &t_deferred_info) != 0)
+    ::raise(sig);
+  errno = saved_errno;
+}
+
+SignalsBlocked::SignalsBlocked() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_);
+}
+SignalsBlocked::~SignalsBlocked() {
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
 namespace {
 
@@ -90,24 +124,20 @@ void snapshotLoop(double every) {
   }
 }
 
-// A thread that never receives the program's asynchronous signals (they go to the program's
-// own threads, as without fumi): created with every signal blocked.
+// A thread that never receives the program's asynchronous signals (SignalsBlocked).
 void startSnapshotThread(double every) {
   g_wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (g_wake_fd < 0) {
     g_reporter->log().warn("no eventfd ({}): no snapshots", std::strerror(errno));
     return;
   }
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  SignalsBlocked blocked;
   try {
     std::thread(snapshotLoop, every).detach();
     g_snapshot_pid = getpid();
   } catch (const std::exception& e) {
     g_reporter->log().warn("no snapshot thread ({}): no snapshots", e.what());
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 std::string builtinPluginDir() {

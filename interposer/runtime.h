@@ -6,6 +6,8 @@
 // function. A thread arriving while another initialises waits for it (bounded, runtime.cpp).
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 
 namespace fumi {
@@ -20,6 +22,20 @@ enum RuntimeState : int {
 extern std::atomic<int> g_state;
 // __thread rather than thread_local: no TLS wrapper call on the hot path.
 extern __thread bool t_inside_fumi;
+// A watched signal (SIGTERM/SIGINT/SIGHUP) that arrived while this thread was inside fumi: its
+// handling waits until the thread leaves (the snapshot it asks for needs locks this thread may
+// hold; the program's own handler, or dying of it, follows the snapshot). 0: none.
+extern __thread int t_deferred_signal;
+// From the signal handler: keep the signal (with its siginfo) for when the thread leaves fumi.
+void deferSignal(int signal, const siginfo_t* info);
+// Sends the deferred signal again to this thread, with its original siginfo.
+void redeliverSignal();
+
+// Leaving fumi (the outermost scope ends): a signal deferred meanwhile is handled now.
+inline void leaveFumi(bool previous) {
+  t_inside_fumi = previous;
+  if (!previous && __builtin_expect(t_deferred_signal != 0, 0)) redeliverSignal();
+}
 
 bool initSlow();
 
@@ -35,12 +51,26 @@ inline bool enter() {
 class InsideScope {
  public:
   InsideScope() : prev_(t_inside_fumi) { t_inside_fumi = true; }
-  ~InsideScope() { t_inside_fumi = prev_; }
+  ~InsideScope() { leaveFumi(prev_); }
   InsideScope(const InsideScope&) = delete;
   InsideScope& operator=(const InsideScope&) = delete;
 
  private:
   bool prev_;
+};
+
+// Threads fumi starts (snapshot writer, CUDA checker) run inside fumi for their whole life and
+// must never take the program's asynchronous signals: create them in this scope, which blocks
+// every signal in the creating thread (the new thread inherits the mask) and restores it after.
+class SignalsBlocked {
+ public:
+  SignalsBlocked();
+  ~SignalsBlocked();
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
 };
 
 // The process is ending (exit, return from main, _exit): write the summary once and pass

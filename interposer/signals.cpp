@@ -3,6 +3,8 @@
 // SIGTERM, SIGINT and SIGHUP: fumi's handler asks the snapshot thread for a snapshot (bounded
 // wait, runtime.cpp), then does what the program's own disposition says: its handler runs (with
 // its siginfo, mask and flags), or the default action ends the process by the same signal.
+// A signal that interrupts a thread inside fumi (which may hold the locks the snapshot needs)
+// waits until the thread leaves fumi, and is then sent to it again with its siginfo.
 // The program keeps seeing its own handlers: sigaction() and signal() for these signals record
 // and return the program's disposition while fumi's handler stays in the kernel. A signal the
 // program ignores (SIG_IGN, e.g. under nohup) is left alone, so it stays ignored across exec.
@@ -72,6 +74,12 @@ void installHandler(int sig, const struct sigaction& program) {
 }
 
 void onSignal(int sig, siginfo_t* info, void* ucontext) {
+  if (fumi::t_inside_fumi) {
+    // Interrupted inside fumi, perhaps holding the locks the snapshot needs: handled (snapshot,
+    // then the program's disposition) when this thread leaves fumi (runtime.h leaveFumi).
+    fumi::deferSignal(sig, info);
+    return;
+  }
   const int saved_errno = errno;
   fumi::snapshotForSignal(sig);
   Watched& w = g_watch[sig];

@@ -18,11 +18,14 @@
  *                      that outlives the command that started it)
  *   blas_demo vfork    one sgemm_, then vfork() a child whose exec fails and which calls
  *                      _exit() on the parent's memory, then one more sgemm_ in the parent
+ *   blas_demo sigterm exit|default  10 small sgemm_ calls, printing each one's number; with
+ *                      "exit" a SIGTERM handler prints the calls done and calls exit(3)
  * Results are printed with %a so that any difference in any bit shows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +177,31 @@ static int loop(int iters) {
   return 0;
 }
 
+static volatile sig_atomic_t g_calls_done = 0;
+
+static void exit_on_sigterm(int sig) {
+  (void)sig;
+  printf("SIGTERM after %d calls\n", (int)g_calls_done);
+  exit(3);
+}
+
+static int sigterm(const char* disposition) {
+  setvbuf(stdout, NULL, _IOLBF, 0);  /* what was printed survives dying of the signal */
+  if (!strcmp(disposition, "exit")) signal(SIGTERM, exit_on_sigterm);
+  enum { S = 8 };
+  float a[S * S], b[S * S], c[S * S];
+  fill_f(a, S * S);
+  fill_f(b, S * S);
+  const int s = S;
+  const float one = 1.0f, zero = 0.0f;
+  for (int i = 0; i < 10; ++i) {
+    sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
+    g_calls_done = i + 1;
+    printf("call %d\n", i + 1);
+  }
+  return 0;
+}
+
 static void* thread_main(void* arg) {
   const int iters = *(const int*)arg;
   enum { S = 8 };
@@ -264,6 +292,7 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "overflow")) return overflow();
   if (!strcmp(argv[1], "checksum")) return checksum();
   if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);
+  if (!strcmp(argv[1], "sigterm") && argc > 2) return sigterm(argv[2]);
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;
 }

@@ -362,6 +362,37 @@ class Processes(unittest.TestCase):
         self.assertEqual((py.rc, py.stdout), (0, "1.0\n"), py.stderr)
 
 
+class Signals(unittest.TestCase):
+    """A signal that arrives while the program's thread is inside fumi (the signalling test
+    plugin raises SIGTERM in its third check) is handled when the thread leaves fumi: the
+    snapshot is written, then the program's own disposition happens outside fumi."""
+    POLICY = """
+        version: 1
+        report: { snapshot_every: 0 }
+        rules:
+          - match: { op: sgemm_ }
+            checks:
+              - { plugin: signalling }
+        """
+
+    def test_program_handler_runs_outside_fumi(self):
+        r = run([BLAS_DEMO, "sigterm", "exit"], policy=self.POLICY)
+        # The handler ran once the third call had returned into the program's code, and its
+        # exit() wrote fumi's summary (inside fumi, exit would have skipped it).
+        self.assertEqual(r.rc, 3, r.stderr)
+        self.assertEqual(r.stdout, "call 1\ncall 2\nSIGTERM after 2 calls\n")
+        self.assertEqual([e["reason"] for e in r.of("snapshot")], ["SIGTERM"])
+        self.assertEqual((r.op("sgemm_")["calls"], r.op("sgemm_")["checked"]), (3, 3))
+
+    def test_default_disposition_dies_of_it_after_the_snapshot(self):
+        r = run([BLAS_DEMO, "sigterm", "default"], policy=self.POLICY)
+        self.assertEqual(r.rc, -signal.SIGTERM, r.stderr)
+        self.assertEqual(r.stdout, "call 1\ncall 2\n")
+        snaps = r.of("snapshot")
+        self.assertEqual([e["reason"] for e in snaps], ["SIGTERM"])
+        self.assertEqual(snaps[0]["totals"]["checked"], 3)
+
+
 class Actions(unittest.TestCase):
     def test_abort_on_violation(self):
         r = run([BLAS_DEMO, "ill"], policy="""
