@@ -1033,7 +1033,8 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   budget_.charge(seconds);
   // Scratch stays for the next checks only while they come often (scratch_arena.h).
   thread_local double previous_end = -INFINITY;
-  ScratchArena::local().trim(scratchToKeep(started - previous_end, seconds,
+  thread_local CheckDuty duty;
+  ScratchArena::local().trim(scratchToKeep(duty.add(started - previous_end, seconds),
                                            static_cast<size_t>(policy_.scratch_budget)));
   previous_end = ended;
   // A call whose every check sampled itself out was not checked, nor skipped.

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -133,9 +134,23 @@ void chargeScratch(size_t bytes) {
   t_scratch_left -= bytes;
 }
 
-size_t scratchToKeep(double gap, double took, size_t budget) {
-  const bool dense = took >= kDenseChecks * (std::max(gap, 0.0) + took);
-  return dense ? budget : std::min(budget, kIdleScratch);
+double CheckDuty::add(double gap, double took) {
+  took = std::max(took, 0.0);
+  if (!started_ || !(gap < kDutyWindow * 50)) {  // first, or long after: a window of idle
+    started_ = true;
+    busy_ = took;
+    all_ = kDutyWindow + took;
+    return busy_ / all_;
+  }
+  const double span = std::max(gap, 0.0) + took;
+  const double kept = std::exp(-span / kDutyWindow);
+  busy_ = busy_ * kept + took;
+  all_ = all_ * kept + span;
+  return all_ > 0 ? busy_ / all_ : 0.0;
+}
+
+size_t scratchToKeep(double duty, size_t budget) {
+  return duty >= kDenseChecks ? budget : std::min(budget, kIdleScratch);
 }
 
 }  // namespace fumi

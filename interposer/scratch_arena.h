@@ -93,14 +93,31 @@ class ScratchLimit {
 };
 void chargeScratch(size_t bytes);
 
+// The share of a thread's recent time that its checks took, recent seconds weighing most (an
+// exponential window of kDutyWindow seconds). A thread's first checks count as coming after a
+// window of idle time.
+constexpr double kDutyWindow = 2.0;
+class CheckDuty {
+ public:
+  // A call's checks took `took` seconds, starting `gap` seconds after the end of the thread's
+  // previous ones (infinite: none before); the share after them.
+  double add(double gap, double took);
+
+ private:
+  double busy_ = 0, all_ = 0;
+  bool started_ = false;
+};
+
 // How much of a thread's arena to keep after a call's checks: all the scratch budget allows
-// while checks take at least kDenseChecks of the thread's time (a check every call: fresh pages
-// per check would cost more than many checks themselves), else kIdleScratch (sampled checks, and
-// the last of them: hundreds of MiB kept for a check that may never come). `gap`: seconds from
-// the end of the thread's previous checks to the start of these, `took` their seconds.
+// while checks take at least kDenseChecks of the thread's recent time (`duty`, CheckDuty: a
+// check every call, or every call of a forward pass: fresh pages per check would cost more than
+// many checks themselves), else kIdleScratch (sampled checks, and the last of them: hundreds of
+// MiB kept for a check that may never come). A window rather than the last gap: the first
+// check of each forward pass comes after the backward's gap, and keeping only kIdleScratch
+// there had the largest checks of every step map and fault their pages afresh.
 constexpr double kDenseChecks = 0.1;
 constexpr size_t kIdleScratch = size_t{16} << 20;
-size_t scratchToKeep(double gap, double took, size_t budget);
+size_t scratchToKeep(double duty, size_t budget);
 // What chargeScratch may still take on this thread (SIZE_MAX outside a ScratchLimit).
 size_t scratchLeft();
 

@@ -344,15 +344,44 @@ TEST(ScratchArena, TrimsOnlyWhatNoCheckUsesAndGivesItBackToTheSystem) {
   EXPECT_GE(resident - residentBytes(), size_t{90} << 20);  // the pages left the process
 }
 
-// Checks that take a tenth of the thread's time or more keep what the budget allows; rarer
-// ones keep kIdleScratch at most.
+// Checks that take a tenth of the thread's recent time or more keep what the budget allows;
+// rarer ones keep kIdleScratch at most.
 TEST(ScratchArena, KeepsScratchWhileChecksComeOften) {
   const size_t budget = size_t{256} << 20;
-  EXPECT_EQ(scratchToKeep(0.0, 0.001, budget), budget);       // back to back
-  EXPECT_EQ(scratchToKeep(0.009, 0.001, budget), budget);     // 10% of the time
-  EXPECT_EQ(scratchToKeep(0.02, 0.001, budget), kIdleScratch);  // 5%
-  EXPECT_EQ(scratchToKeep(INFINITY, 0.5, budget), kIdleScratch);  // the thread's first
-  EXPECT_EQ(scratchToKeep(10.0, 0.001, size_t{1} << 20), size_t{1} << 20);  // never above
+  EXPECT_EQ(scratchToKeep(0.5, budget), budget);
+  EXPECT_EQ(scratchToKeep(kDenseChecks, budget), budget);
+  EXPECT_EQ(scratchToKeep(0.05, budget), kIdleScratch);
+  EXPECT_EQ(scratchToKeep(1.0, size_t{1} << 20), size_t{1} << 20);  // never above the budget
+  // Run `count` calls whose checks take `took` seconds each, `gap` apart; the last share.
+  auto stream = [](CheckDuty& d, int count, double gap, double took) {
+    double share = 0;
+    for (int i = 0; i < count; ++i) share = d.add(gap, took);
+    return share;
+  };
+  CheckDuty first;
+  EXPECT_LT(first.add(INFINITY, 0.05), kDenseChecks);  // the thread's first: idle
+  CheckDuty back_to_back;
+  back_to_back.add(INFINITY, 0.001);
+  EXPECT_LT(stream(back_to_back, 10, 0.0, 0.001), kDenseChecks);  // 10 ms: not yet
+  EXPECT_GE(stream(back_to_back, 1000, 0.0, 0.001), kDenseChecks);  // a second of them
+  EXPECT_GE(stream(back_to_back, 10000, 0.0, 0.001), 0.9);  // the idle start forgotten
+  CheckDuty fifth, twentieth;
+  EXPECT_NEAR(stream(fifth, 5000, 0.004, 0.001), 0.2, 0.01);  // settles on the share
+  EXPECT_NEAR(stream(twentieth, 5000, 0.019, 0.001), 0.05, 0.01);
+  // Training steps: a forward pass checked on every call (60 checks of 3 ms, 1 ms apart), then
+  // the backward pass's 300 ms without checks. The first check of each forward pass comes
+  // 300 ms after the last: dense all the same (the last gap alone said idle there).
+  CheckDuty steps;
+  for (int step = 0; step < 20; ++step) {
+    const double share = steps.add(0.3, 0.003);
+    if (step >= 3) {
+      EXPECT_GE(share, kDenseChecks) << "step " << step;
+    }
+    stream(steps, 59, 0.001, 0.003);
+  }
+  // Then checks stop for ten seconds: the next one finds the thread idle.
+  EXPECT_LT(steps.add(10.0, 0.003), kDenseChecks);
+  EXPECT_LT(steps.add(INFINITY, 0.003), kDenseChecks);
 }
 
 // The host's own copies inside a reference or a projection are charged against what the

@@ -57,6 +57,26 @@ class WideConv(unittest.TestCase):
             cases += 1
         self.assertGreater(cases, 200)
 
+    def test_many_filters_over_few_outputs(self):
+        # Fewer im2col rows per GEMM than twice the filters: the rows are built in the filter's
+        # own order from channels-first x (no transposed filter); x channels-last, or the
+        # batch split down to one image per GEMM, takes the other order. All agree with aten.
+        g = torch.Generator().manual_seed(13)
+        for (n, c, k, hw, rs), stride, padding, dilation, bias in itertools.product(
+                [(2, 16, 40, (3, 3), (3, 3)), (3, 5, 24, (4, 5), (2, 3)), (1, 7, 9, (5, 5), (3, 1))],
+                [(1, 1), (2, 2)], [(0, 0), (1, 1)], [(1, 1), (2, 1)], [False, True]):
+            h_eff = (rs[0] - 1) * dilation[0] + 1
+            w_eff = (rs[1] - 1) * dilation[1] + 1
+            if hw[0] + 2 * padding[0] < h_eff or hw[1] + 2 * padding[1] < w_eff:
+                continue
+            x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c, *rs, dtype=torch.float64, generator=g)
+            b = torch.randn(k, dtype=torch.float64, generator=g) if bias else None
+            self.check(x, w, b, stride, padding, dilation, 1)
+            self.check(x, w, b, stride, padding, dilation, 1, 1)
+            self.check(x.contiguous(memory_format=torch.channels_last), w, b, stride, padding,
+                       dilation, 1)
+
     def test_depthwise_and_many_groups(self):
         g = torch.Generator().manual_seed(3)
         x = torch.randn(4, 12, 10, 10, dtype=torch.float64, generator=g)
