@@ -241,33 +241,48 @@ at::Tensor channelsLast(const at::Tensor& x, int spatial) {
   return lift(x, spatial).contiguous(at::MemoryFormat::ChannelsLast3d);
 }
 
+// dst (cols × rows) = the transpose of src (rows × cols), both contiguous, in tiles of eight
+// rows: a cache line of each destination row at a time (a row at a time, the destination rows'
+// writes, often 4 KiB apart, fought over the same L1 sets; aten's strided copy went through
+// memory: a 512x512x3x3 filter took 12 ms, this 4, about the time its bytes take).
+void transposeInto(const double* src, int64_t rows, int64_t cols, double* dst) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+    const int64_t r1 = std::min(rows, r0 + 8);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+  }
+}
+
 // The filter (K, C/groups, spatial...) as the (K, taps) matrix of im2col's row order: each
 // filter's (C/groups, positions) block transposed. A view where w is stored that way already
-// (channels-last); from a contiguous w, a loop per filter whose block stays in the cache (aten's
-// strided copy of the permuted view: a 512x512x3x3 filter 12 ms; this loop 4, about the time
-// its bytes take through memory).
+// (channels-last).
 at::Tensor filterMatrix(const at::Tensor& w, const Shape& d) {
   const at::Tensor permuted = lift(w, d.spatial).permute({0, 2, 3, 4, 1});
   if (permuted.is_contiguous()) return permuted.view({d.k, d.taps()});
   if (!w.is_contiguous()) return permuted.contiguous().view({d.k, d.taps()});
   at::Tensor m = at::empty({d.k, d.taps()}, w.options());
-  const int64_t cg = d.cg, positions = d.filter[0] * d.filter[1] * d.filter[2];
+  const int64_t positions = d.filter[0] * d.filter[1] * d.filter[2], block = d.cg * positions;
   const double* src = w.data_ptr<double>();
   double* dst = m.data_ptr<double>();
   at::parallel_for(0, d.k, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const double* from = src + k * cg * positions;  // (C/groups, positions)
-      double* to = dst + k * cg * positions;          // (positions, C/groups)
-      // Eight channels at a time: a cache line of each destination row per position (one
-      // channel at a time, the rows' writes 4 KiB apart fought over the same L1 sets).
-      for (int64_t c0 = 0; c0 < cg; c0 += 8) {
-        const int64_t c1 = std::min(cg, c0 + 8);
-        for (int64_t p = 0; p < positions; ++p)
-          for (int64_t c = c0; c < c1; ++c) to[p * cg + c] = from[c * positions + p];
-      }
-    }
+    for (int64_t k = k0; k < k1; ++k)
+      transposeInto(src + k * block, d.cg, positions, dst + k * block);
   });
   return m;
+}
+
+// forward()'s (N·O, K) result rows as the (N, K, spatial...) tensor in channels-first memory:
+// each image's (O, K) block transposed.
+at::Tensor channelsFirst(const at::Tensor& rows, const Shape& d) {
+  at::Tensor y = at::empty({d.n, d.k, d.out[0], d.out[1], d.out[2]}, rows.options());
+  const int64_t block = d.outputs() * d.k;
+  const double* src = rows.data_ptr<double>();
+  double* dst = y.data_ptr<double>();
+  at::parallel_for(0, d.n, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      transposeInto(src + n * block, d.outputs(), d.k, dst + n * block);
+  });
+  return lower(y, d.spatial);
 }
 
 // A channels-last (N, D, H, W, C) buffer as the call's (N, C, spatial...) tensor.
@@ -341,6 +356,9 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
     forwardTapsOrder(x, w, d, column_bytes, out);
   }
   if (bias.defined()) out.add_(bias.view({1, d.k}));
+  // In x's memory format, as aten's result: a channels-first program's output buffer then takes
+  // it in one contiguous copy (a strided copy of the channels-last rows cost as much as them).
+  if (x.is_contiguous()) return channelsFirst(out, d);
   return fromChannelsLast(out.view({d.n, d.out[0], d.out[1], d.out[2], d.k}), d.spatial);
 }
 

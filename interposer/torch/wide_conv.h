@@ -33,8 +33,10 @@ constexpr int64_t kColumnBytes = int64_t{32} << 20;
 
 // The convolution of x (N, C, spatial...) with w (K, C/groups, filter...), plus bias (K) when
 // defined; undefined when the arguments are outside what this file computes. The result is
-// (N, K, output...) in channels-last memory format. column_bytes bounds the im2col buffer
-// (tests make it small to run the batch in several GEMMs).
+// (N, K, output...), channels-first where x is contiguous, else channels-last. When the GEMM has
+// fewer im2col rows than twice the filters (resnet's later layers), the rows follow the filter's
+// own order, read from channels-first x, and the filter is not transposed. column_bytes bounds
+// the im2col buffer (tests make it small to run the batch in several GEMMs).
 at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                    int64_t groups, int64_t column_bytes = kColumnBytes);
