@@ -161,7 +161,9 @@ static int exec_self(const char* self) {
   return 1;
 }
 
-static int loop(int iters) {
+/* `iters` small sgemm_ calls, `after_call` (if any) told after each how many are done; the sum of
+ * one element of each result. */
+static float small_sgemms(int iters, void (*after_call)(int done)) {
   enum { S = 8 };
   float a[S * S], b[S * S], c[S * S];
   fill_f(a, S * S);
@@ -172,8 +174,13 @@ static int loop(int iters) {
   for (int i = 0; i < iters; ++i) {
     sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
     sum += c[i % (S * S)];
+    if (after_call) after_call(i + 1);
   }
-  printf("loop %d %a\n", iters, (double)sum);
+  return sum;
+}
+
+static int loop(int iters) {
+  printf("loop %d %a\n", iters, (double)small_sgemms(iters, NULL));
   return 0;
 }
 
@@ -185,20 +192,15 @@ static void exit_on_sigterm(int sig) {
   exit(3);
 }
 
+static void print_call(int done) {
+  g_calls_done = done;
+  printf("call %d\n", done);
+}
+
 static int sigterm(const char* disposition) {
   setvbuf(stdout, NULL, _IOLBF, 0);  /* what was printed survives dying of the signal */
   if (!strcmp(disposition, "exit")) signal(SIGTERM, exit_on_sigterm);
-  enum { S = 8 };
-  float a[S * S], b[S * S], c[S * S];
-  fill_f(a, S * S);
-  fill_f(b, S * S);
-  const int s = S;
-  const float one = 1.0f, zero = 0.0f;
-  for (int i = 0; i < 10; ++i) {
-    sgemm_("N", "N", &s, &s, &s, &one, a, &s, b, &s, &zero, c, &s);
-    g_calls_done = i + 1;
-    printf("call %d\n", i + 1);
-  }
+  small_sgemms(10, print_call);
   return 0;
 }
 
