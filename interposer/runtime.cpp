@@ -40,6 +40,7 @@ namespace fumi {
 std::atomic<int> g_state{kUninit};
 __thread bool t_inside_fumi __attribute__((tls_model("initial-exec"))) = false;
 __thread int t_deferred_signal __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_signals_prompt __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 __thread siginfo_t t_deferred_info __attribute__((tls_model("initial-exec")));

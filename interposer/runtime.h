@@ -31,6 +31,18 @@ void deferSignal(int signal, const siginfo_t* info);
 // Sends the deferred signal again to this thread, with its original siginfo.
 void redeliverSignal();
 
+// Inside a PromptSignals scope (a count) watched signals are handled at once though the thread
+// is inside fumi: long waits that hold nothing the snapshot needs (the CUDA checker's queue at
+// exit, up to FUMI_EXIT_WAIT), which a job's SIGTERM must not wait out.
+extern __thread int t_signals_prompt;
+class PromptSignals {
+ public:
+  PromptSignals() { ++t_signals_prompt; }
+  ~PromptSignals() { --t_signals_prompt; }
+  PromptSignals(const PromptSignals&) = delete;
+  PromptSignals& operator=(const PromptSignals&) = delete;
+};
+
 // Leaving fumi (the outermost scope ends): a signal deferred meanwhile is handled now.
 inline void leaveFumi(bool previous) {
   t_inside_fumi = previous;

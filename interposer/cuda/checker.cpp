@@ -285,6 +285,7 @@ void Checker::drain() {
   for (void (*fn)() : before) fn();
   size_t dropped = 0;
   {
+    const PromptSignals prompt;  // a SIGTERM now ends the job, as without fumi
     std::unique_lock<std::mutex> lock(st->mu);
     const auto wait = std::chrono::duration<double>(st->exit_wait_s);
     if (!st->cv.wait_for(lock, wait, [&] { return st->work.empty() && st->running == 0; })) {

@@ -9,12 +9,13 @@ import ctypes
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
-from fumitest import FUMI, LIBFUMI, run  # noqa: E402
+from fumitest import FUMI, LIBFUMI, preload_env, read_events, run  # noqa: E402
 
 CUDA_GEMM = os.environ.get("CUDA_GEMM", "")
 SIM = [p for p in os.environ.get("FUMI_SIM_PRELOAD", "").split(":") if p]
@@ -208,6 +209,27 @@ class ExitOrder(unittest.TestCase):
                  env={"FUMI_CUDA_QUEUE": "1024"})
         self.assertNotIn("dropped", r.stderr)
         self.assertEqual(r.op("cublasSgemm_v2")["checked"], 12)
+
+    def test_sigterm_while_checks_drain_at_exit_ends_the_job(self):
+        # Seconds of queued checks at exit, and the job's SIGTERM meanwhile: fumi's wait for
+        # the queue takes the signal at once (a snapshot, then death by SIGTERM) instead of
+        # finishing the checks first, as a signal inside fumi otherwise waits for.
+        full_env, out = preload_env(every_call("{ plugin: perturb, trials: 400, tolerance: 1e9 }"),
+                                    env={"FUMI_CUDA_QUEUE": "1024"})
+        full_env["LD_PRELOAD"] = ":".join([LIBFUMI] + SIM)
+        p = subprocess.Popen([CUDA_GEMM, "exit"], env=full_env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            p.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        self.assertIsNone(p.returncode, "the checks were meant to take seconds")
+        p.send_signal(signal.SIGTERM)
+        _, stderr = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGTERM, stderr[-2000:])
+        snaps = [e for e in read_events(out) if e.get("event") == "snapshot"]
+        self.assertEqual([e["reason"] for e in snaps], ["SIGTERM"], stderr[-2000:])
+        self.assertLess(snaps[0]["totals"]["checked"], 12)  # not waited out
 
 
 @unittest.skipUnless(CUDA_GEMM, "cuda_gemm not built (no CUDA toolkit)")
