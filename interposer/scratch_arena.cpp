@@ -136,11 +136,11 @@ void chargeScratch(size_t bytes) {
 
 double CheckDuty::add(double gap, double took) {
   took = std::max(took, 0.0);
-  if (!started_ || !(gap < kDutyWindow * 50)) {  // first, or long after: a window of idle
-    started_ = true;
+  if (!started_ || !(gap < kDutyWindow * 50)) {  // first, or long after: idle, and the window
+    started_ = true;                               // starts with a window of idle time
     busy_ = took;
     all_ = kDutyWindow + took;
-    return busy_ / all_;
+    return 0.0;
   }
   const double span = std::max(gap, 0.0) + took;
   const double kept = std::exp(-span / kDutyWindow);

@@ -94,8 +94,8 @@ class ScratchLimit {
 void chargeScratch(size_t bytes);
 
 // The share of a thread's recent time that its checks took, recent seconds weighing most (an
-// exponential window of kDutyWindow seconds). A thread's first checks count as coming after a
-// window of idle time.
+// exponential window of kDutyWindow seconds). A thread's first check (or the first after a long
+// pause) counts as idle, and the window then starts with a window of idle time.
 constexpr double kDutyWindow = 2.0;
 class CheckDuty {
  public:

@@ -213,12 +213,15 @@ rules:
   while (ScratchArena::local().capacity() <= kIdleScratch && monotonicSeconds() - started < 5);
   EXPECT_GT(ScratchArena::local().capacity(), kIdleScratch);
   EXPECT_GT(index, 1u);  // the thread's first check left it idle
+  const double before = monotonicSeconds();
   check(index++);
+  const double took = monotonicSeconds() - before;
   EXPECT_GT(ScratchArena::local().capacity(), kIdleScratch);
-  // Then half a second apart: rare, and it goes back to the system within a few of them.
+  // Then 20 checks' time apart, half a second at least (sanitizers and load slow checks down):
+  // rare, and it goes back to the system within a few of them.
   int rare = 0;
   while (ScratchArena::local().capacity() > kIdleScratch && rare < 20) {
-    usleep(500000);
+    usleep(static_cast<useconds_t>(std::max(0.5, 20 * took) * 1e6));
     check(index++);
     ++rare;
   }
