@@ -3,7 +3,9 @@
 # (issue 13 item 5, issue 15): the forward calls of the seven functional ops FuMi wraps on
 # resnet18 (conv2d, batch_norm, relu, max_pool2d, adaptive_avg_pool2d, linear, cross_entropy:
 # 61 calls a step), every call checked, one perturbed rerun or one f64 rerun. Prints a markdown
-# table: median step, added ms per step, checked calls per step and added ms per checked call.
+# table: median step, added ms per step, checked calls per step and added ms per checked call;
+# then fumi's added time per checked call over FuMi's within each round (a round runs every mode
+# once, in turn, so the machine's drift between rounds cancels).
 # Not a test: it never fails on a slow number, it reports it.
 # Then, where the simulated torch device is built (tests/torch/simdevice), one more table: the
 # bytes a check of a device op copies from the device to the host (tests/torch/device_ops.py
@@ -181,6 +183,27 @@ for m in modes:
     in_checks = (f"{1000 * check_s[m] / checks[m]:.2f}" if check_s[m] and checks[m] else "—")
     print(f"| {label[m]} | {1000 * med[m]:.1f} | {med[m] / base:.2f} | "
           f"{checks[m]:.1f} | {per_call} | {above} | {in_checks} | {same} |")
+
+# Within one round every mode runs once, in turn: the ratio of fumi's added time per checked
+# call to FuMi's, round by round, is not moved by the machine drifting between rounds.
+pairs = [("fumi_highprec", "fumipy_f64"), ("fumi_perturb_first", "fumipy_perturb"),
+         ("fumi_perturb", "fumipy_perturb")]
+if rounds > 1 and all(a in modes and b in modes and checks[a] and checks[b] for a, b in pairs):
+    def added(m, r):
+        def round_median(mode):
+            return statistics.median(timed[mode][(r - 1) * steps:r * steps])
+        return (round_median(m) - round_median("baseline")) / checks[m]
+    print()
+    print("fumi's added time per checked call over FuMi's, within each round:")
+    print()
+    print("| fumi mode / FuMi's | " + " | ".join(f"round {r}" for r in range(1, rounds + 1)) +
+          " | median |")
+    print("|---|" + "---:|" * (rounds + 1))
+    for a, b in pairs:
+        ratios = [added(a, r) / added(b, r) if added(b, r) > 0 else float("nan")
+                  for r in range(1, rounds + 1)]
+        print(f"| {label[a]} / {label[b]} | " + " | ".join(f"{x:.2f}" for x in ratios) +
+              f" | {statistics.median(ratios):.2f} |")
 EOF
 
 SIMTORCH=$BUILD/tests/torch/simdevice/libfumi_simtorch.so
