@@ -117,18 +117,18 @@ void im2colFilterOrder(const double* x, const Shape& d, int64_t n0, int64_t coun
   const int64_t image = d.in[0] * d.in[1] * d.in[2], outputs = d.outputs(),
                 first = n0 * outputs;
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> at(static_cast<size_t>(positions));  // offset in a channel, or -1
+    std::vector<int64_t> where(static_cast<size_t>(positions));  // in a channel, or -1
     for (int64_t i = begin; i < end; ++i) {
       const int64_t n = (first + i) / outputs;
       forEachTap(d, first + i, [&](int64_t run, int64_t offset) {
         // forEachTap's offsets are channels-last: (n, z, y, x) times C. Here the position alone.
-        at[static_cast<size_t>(run)] = offset < 0 ? -1 : offset / d.c - n * image;
+        where[static_cast<size_t>(run)] = offset < 0 ? -1 : offset / d.c - n * image;
       });
       double* dst = cols + i * row;
       const double* channel = x + n * d.c * image;
       for (int64_t c = 0; c < d.c; ++c, channel += image, dst += positions)
         for (int64_t p = 0; p < positions; ++p) {
-          const int64_t a = at[static_cast<size_t>(p)];
+          const int64_t a = where[static_cast<size_t>(p)];
           dst[p] = a < 0 ? 0.0 : channel[a];
         }
     }
