@@ -166,7 +166,10 @@ report::Report readWhenEnded(const std::string& out, size_t* nfiles, size_t* sti
     *still_running = 0;
     for (const report::ProcessInfo& p : rep.processes)
       if (p.incomplete && running(p.pid)) ++*still_running;
-    if (*still_running == 0 || std::chrono::steady_clock::now() >= deadline) return rep;
+    // A process that ended between the read and the check wrote its summary before it ended:
+    // read once more (it was counted incomplete when its summary landed just after the read).
+    if (*still_running == 0) return report::readDirectory(out, nfiles);
+    if (std::chrono::steady_clock::now() >= deadline) return rep;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

@@ -18,6 +18,7 @@
 #include "plugin_loader.h"
 #include "prometheus.h"
 #include "rank.h"
+#include "runtime.h"
 #include "site.h"
 
 namespace fumi {
@@ -138,7 +139,7 @@ void Reporter::event(nlohmann::json ev) {
   if (const RankInfo& r = rankInfo(); r.rank) ev["rank"] = *r.rank;
   ev["time"] = isoNow();
   const std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::lock_guard<std::mutex> lock(mu_);
+  const InsideLock<std::mutex> lock(mu_);
   if (!events_) return;
   std::fwrite(line.data(), 1, line.size(), events_);
   std::fputc('\n', events_);
@@ -167,7 +168,7 @@ std::vector<SiteState> collectSiteStates() {
 
 Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
                                            bool if_changed) {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  const InsideLock<std::mutex> lock(state_mu_);
   const std::vector<SiteState> sites = collectSiteStates();
   uint64_t calls = 0, checked = 0, skipped = 0, violations = 0;
   double check_s = 0;

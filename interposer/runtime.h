@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <mutex>
 
 namespace fumi {
 
@@ -69,6 +70,19 @@ class InsideScope {
 
  private:
   bool prev_;
+};
+
+// A lock the snapshot also takes (a site's statistics, the reporter's files), held with the
+// thread marked inside fumi: a signal that lands meanwhile is handled once it is released,
+// instead of waiting for a snapshot that needs it.
+template <class Mutex>
+class InsideLock {
+ public:
+  explicit InsideLock(Mutex& m) : lock_(m) {}
+
+ private:
+  InsideScope inside_;  // first: entered before locking, left after unlocking
+  std::lock_guard<Mutex> lock_;
 };
 
 // Threads fumi starts (snapshot writer, CUDA checker) run inside fumi for their whole life and

@@ -11,6 +11,7 @@
 
 #include "loss_scaling.h"
 #include "report.h"
+#include "runtime.h"
 
 namespace fumi {
 __thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -84,7 +85,7 @@ OpSite& internSite(const std::string& name, const char* backend, fumi_dtype dtyp
 }
 
 void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double seconds) {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   stats.checked += checked_delta;
   stats.skipped += skipped_delta;
   stats.check_seconds += seconds;
@@ -94,6 +95,7 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
 // time at debug level; its first line only (an exception's message may go on with a C++
 // backtrace).
 void OpSite::countSkipped(const char* why) {
+  const InsideScope inside;  // hooks count skips outside their checks: see InsideLock
   addStats(0, 1);
   if (!why) return;
   std::string reason(why);
@@ -117,7 +119,7 @@ bool OpSite::withinCap(std::map<std::string, uint64_t> OpStats::*counts, const s
                        int cap_setting, const char* rest) {
   uint64_t n;
   {
-    std::lock_guard<std::mutex> lock(stats_mu);
+    const InsideLock<std::mutex> lock(stats_mu);
     n = ++(stats.*counts)[key];
   }
   const uint64_t cap = static_cast<uint64_t>(std::max(cap_setting, 0));
@@ -139,25 +141,25 @@ bool OpSite::writesViolationEvent(const std::string& key, int cap) {
 }
 
 void OpSite::addHeldViolation(const std::string& key) {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   ++stats.violations;
   ++stats.metrics[key].violations;
 }
 
 void OpSite::addHandledOverflow() {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   ++stats.handled_overflow;
 }
 
 void OpSite::retractAutotuning(uint64_t n) {
   calls.fetch_sub(n, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   stats.autotuning += n;
 }
 
 void OpSite::recordCheck(const std::string& check, fumi_status status, bool violated,
                          double seconds) {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   CheckCounts& c = stats.checks[check];
   switch (status) {
     case FUMI_OK: ++c.runs; break;
@@ -206,7 +208,7 @@ double MetricStats::quantile(double q) const {
 
 void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                           bool counted_nonfinite) {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   if (violated) ++stats.violations;
   if (counted_nonfinite) ++stats.nonfinite_propagated;
   auto [it, inserted] = stats.worst.emplace(key, value);
@@ -218,7 +220,7 @@ void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, 
 }
 
 OpStats OpSite::statsSnapshot() {
-  std::lock_guard<std::mutex> lock(stats_mu);
+  const InsideLock<std::mutex> lock(stats_mu);
   return stats;
 }
 
