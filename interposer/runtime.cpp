@@ -125,16 +125,15 @@ void snapshotLoop(double every) {
   }
 }
 
-// A thread that never receives the program's asynchronous signals (SignalsBlocked).
+// A thread that never receives the program's asynchronous signals (fumiThread).
 void startSnapshotThread(double every) {
   g_wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (g_wake_fd < 0) {
     g_reporter->log().warn("no eventfd ({}): no snapshots", std::strerror(errno));
     return;
   }
-  SignalsBlocked blocked;
   try {
-    std::thread(snapshotLoop, every).detach();
+    fumiThread([every] { snapshotLoop(every); }).detach();
     g_snapshot_pid = getpid();
   } catch (const std::exception& e) {
     g_reporter->log().warn("no snapshot thread ({}): no snapshots", e.what());

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <mutex>
+#include <thread>
+#include <utility>
 
 namespace fumi {
 
@@ -85,9 +87,7 @@ class InsideLock {
   std::lock_guard<Mutex> lock_;
 };
 
-// Threads fumi starts (snapshot writer, CUDA checker) run inside fumi for their whole life and
-// must never take the program's asynchronous signals: create them in this scope, which blocks
-// every signal in the creating thread (the new thread inherits the mask) and restores it after.
+// Every signal blocked in the calling thread for the scope's lifetime (the mask restored after).
 class SignalsBlocked {
  public:
   SignalsBlocked();
@@ -98,6 +98,15 @@ class SignalsBlocked {
  private:
   sigset_t old_;
 };
+
+// A thread of fumi's own (snapshot writer, CUDA checker): inside fumi for its whole life, it
+// must never take the program's asynchronous signals, so it starts with all of them blocked
+// (a new thread inherits its creator's mask).
+template <class F>
+std::thread fumiThread(F&& fn) {
+  const SignalsBlocked blocked;
+  return std::thread(std::forward<F>(fn));
+}
 
 // The process is ending (exit, return from main, _exit): write the summary once and pass
 // everything through from now on.

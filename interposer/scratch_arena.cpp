@@ -136,9 +136,8 @@ void chargeScratch(size_t bytes) {
 
 double CheckDuty::add(double gap, double took) {
   took = std::max(took, 0.0);
-  if (!started_ || !(gap < kDutyWindow * 50)) {  // first, or long after: idle, and the window
-    started_ = true;                               // starts with a window of idle time
-    busy_ = took;
+  if (all_ == 0 || !(gap < kDutyWindow * 50)) {  // first, or long after: idle, and the window
+    busy_ = took;                                  // starts with a window of idle time
     all_ = kDutyWindow + took;
     return 0.0;
   }

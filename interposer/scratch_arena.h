@@ -104,8 +104,7 @@ class CheckDuty {
   double add(double gap, double took);
 
  private:
-  double busy_ = 0, all_ = 0;
-  bool started_ = false;
+  double busy_ = 0, all_ = 0;  // all_ is 0 until the first check, at least kDutyWindow after
 };
 
 // How much of a thread's arena to keep after a call's checks: all the scratch budget allows

@@ -12,7 +12,6 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -207,8 +206,7 @@ Checker* Checker::get() {
   std::mutex ready_mu;
   std::condition_variable ready_cv;
   const size_t pool = eng->policy().scratch_budget;
-  std::optional<SignalsBlocked> blocked(std::in_place);  // the program's signals go elsewhere
-  st->thread = std::thread([&, checker, st] {
+  st->thread = fumiThread([&, checker, st] {
     InsideScope inside;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     api->cudaThreadExchangeStreamCaptureMode(&mode);
@@ -235,7 +233,6 @@ Checker* Checker::get() {
     }
     if (e == cudaSuccess) checkerLoop(*st);
   });
-  blocked.reset();
   {
     std::unique_lock<std::mutex> l(ready_mu);
     ready_cv.wait(l, [&] { return ready; });
