@@ -54,6 +54,11 @@ double number(const Args& args, const char* name, double fallback) {
   return v.empty() ? fallback : v[0];
 }
 
+// Whether the adapter described the call's complex tensors as real views (argument "complex"):
+// the op's shapes then read one dimension more, and its arithmetic is not the real one (a
+// complex product is four real ones and two sums), so nothing here applies.
+bool complexViews(const Args& args) { return number(args, "complex", 0.0) != 0.0; }
+
 // `t` seen with `ndim` dimensions of `shape` under broadcasting (dimensions aligned at the end;
 // missing or size-1 ones repeat with stride 0). False when the shapes do not broadcast.
 bool broadcastTo(const fumi_tensor& t, const int64_t* shape, int ndim, fumi_tensor* out) {
@@ -370,7 +375,7 @@ constexpr const char* kReductions[] = {"aten::sum",  "aten::nansum", "aten::mean
 
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& ts,
                                  const Args& args) {
-  if (!op) return 0;
+  if (!op || complexViews(args)) return 0;
   const std::string name = baseName(op, /*inplace=*/true);
   auto dim = [&](const char* tensor, int d) -> int64_t {  // d < 0 counts from the end
     const int i = find(ts, tensor);
@@ -425,7 +430,7 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
 fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& ts,
                                 const Args& args, int32_t output,
                                 const std::vector<Projection>& p, const DeviceOps* device) {
-  if (!op) return FUMI_UNSUPPORTED;
+  if (!op || complexViews(args)) return FUMI_UNSUPPORTED;
   const char* dot = std::strchr(op, '.');
   const std::string name = dot ? std::string(op, dot) : std::string(op);
   // (a, b, self) of each op of the GEMM family

@@ -67,7 +67,9 @@ DeviceOps deviceOpsOf(Call& call);
 // elements), convolution_backward (the larger of grad_input's C_out/groups * filter elements
 // and grad_weight's N * output elements), elementwise ops that round once (add/sub with
 // alpha 1, mul, div, neg, abs, relu, ...: 1) and reductions (sum, mean, norm, logsumexp: the
-// input elements per output element). 0 for every other op (not known).
+// input elements per output element). 0 for every other op (not known) and for calls on
+// complex tensors (argument "complex": their real views), whose projections are
+// FUMI_UNSUPPORTED too.
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& tensors,
                                  const std::vector<std::pair<const char*, std::string>>& args);
 

@@ -196,9 +196,45 @@ bool readable(const at::Tensor& t) {
   return t.layout() == c10::kStrided && t.has_storage();
 }
 
-// A tensor fumi can describe: readable, defined, floating.
+// Complex tensors (complex64 and complex128: torch.fft's, a complex einsum's) are described to
+// libfumi as their real views (view_as_real: a trailing dimension of 2, the real and imaginary
+// parts), so that every check reads, perturbs, widens and compares them part by part; reruns
+// view the checks' buffers as complex again (complexOf). complex32 is not read.
+bool complexChecked(c10::ScalarType t) {
+  return t == c10::ScalarType::ComplexFloat || t == c10::ScalarType::ComplexDouble;
+}
+
+// The dtype fumi reads t's elements in: its own, or a checked complex type's parts'.
+fumi_dtype partDtype(const at::Tensor& t) {
+  const c10::ScalarType s = t.scalar_type();
+  return toFumi(complexChecked(s) ? c10::toRealValueType(s) : s);
+}
+
+// Whether t holds values a check compares: floating, or complex of a checked type.
+bool checkedValues(const at::Tensor& t) {
+  return at::isFloatingType(t.scalar_type()) || complexChecked(t.scalar_type());
+}
+
+// t as libfumi sees it: a checked complex tensor's real view (conjugate and negative views
+// resolved first: view_as_real refuses them), any other tensor as it is.
+at::Tensor realView(const at::Tensor& t) {
+  if (!t.defined() || !complexChecked(t.scalar_type())) return t;
+  return at::view_as_real(t.resolve_conj().resolve_neg());
+}
+
+// A buffer laid out like a real view, as the complex tensor it stands for when `complex`.
+at::Tensor complexOf(const at::Tensor& real, bool complex) {
+  return complex ? at::view_as_complex(real) : real;
+}
+
+// The dtype a rerun in `wide` (a real type) gives t: `wide`, or its complex type for complex t.
+c10::ScalarType widened(const at::Tensor& t, c10::ScalarType wide) {
+  return complexChecked(t.scalar_type()) ? c10::toComplexType(wide) : wide;
+}
+
+// A tensor fumi can describe: readable, defined, floating or complex of a checked type.
 bool describable(const at::Tensor& t) {
-  return t.defined() && readable(t) && toFumi(t.scalar_type()) != FUMI_DTYPE_UNKNOWN;
+  return t.defined() && readable(t) && partDtype(t) != FUMI_DTYPE_UNKNOWN;
 }
 
 // Calls f(tensor, label_suffix) for every defined tensor held by `v` (a Tensor, a Tensor[] or a
@@ -261,7 +297,7 @@ struct Facts {
   int64_t size = 0;                       // elements of the largest floating input
   std::string device = "cpu";
   bool dense = true;    // every tensor input is readable (strided, with a storage)
-  bool complex = false; // a complex input (complex64/128: torch.fft's, complex einsum's)
+  bool complex = false; // a complex input (torch.fft's, a complex einsum's)
 };
 
 template <class Inputs>
@@ -280,7 +316,7 @@ Facts factsOf(const Inputs& inputs) {
       }
       if (!describable(t)) return;
       if (f.dtype == FUMI_DTYPE_UNKNOWN) {
-        f.dtype = toFumi(t.scalar_type());
+        f.dtype = partDtype(t);
         if (!t.device().is_cpu()) f.device = t.device().str();
       }
       f.size = std::max<int64_t>(f.size, t.numel());
@@ -457,7 +493,7 @@ at::Tensor total(const at::Tensor& t) {
 
 // ||a - b|| / ||b|| in f64 (0 when both are zero), computed on a's device.
 double normwiseRel(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor x = a.to(at::kDouble), y = b.to(a.device(), at::kDouble);
+  const at::Tensor x = realView(a).to(at::kDouble), y = realView(b).to(a.device(), at::kDouble);
   const std::vector<double> norms = scalars({(x - y).norm(), y.norm()});
   const double diff = norms[0], ref = norms[1];
   return ref > 0 ? diff / ref : (diff > 0 ? INFINITY : 0.0);
@@ -746,15 +782,42 @@ bool sharedStorage(const at::Tensor& t) {
   return shm;
 }
 
-// The bytes of the tensors a check copies before the op runs (writtenArgument, sharedStorage).
+// The memory of the arguments an op may write (writtenArgument): an input over it reads, in a
+// rerun, what the op wrote (mul(x, y, out=x); x.narrow(...).mul_(2) dispatched as
+// mul.out(self, 2, out=self)), so it is copied before the op runs like them.
+class WrittenMemory {
+ public:
+  template <class Inputs>
+  WrittenMemory(const c10::OperatorHandle& op, const Inputs& inputs) {
+    const auto& args = op.schema().arguments();
+    for (size_t i = 0; i < inputs.size() && i < args.size(); ++i)
+      if (writtenArgument(args[i]))
+        forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
+          if (t.has_storage()) storages_.push_back(t.storage());
+        });
+  }
+  bool covers(const at::Tensor& t) const {
+    if (storages_.empty() || !t.has_storage()) return false;
+    for (const c10::Storage& s : storages_)
+      if (s.is_alias_of(t.storage())) return true;
+    return false;
+  }
+
+ private:
+  std::vector<c10::Storage> storages_;
+};
+
+// The bytes of the tensors a check copies before the op runs (writtenArgument, WrittenMemory,
+// sharedStorage).
 template <class Inputs>
 uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs) {
   const auto& args = op.schema().arguments();
+  const WrittenMemory written_memory(op, inputs);
   uint64_t bytes = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const bool written = i < args.size() && writtenArgument(args[i]);
     forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
-      if (written || sharedStorage(t)) bytes += t.nbytes();
+      if (written || written_memory.covers(t) || sharedStorage(t)) bytes += t.nbytes();
     });
   }
   return bytes;
@@ -766,14 +829,16 @@ class CapturedCall final : public at::ObserverContext {
                const Facts& facts, fumi_dtype autocast)
       : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast) {}
 
-  // Before the op runs: copies of the tensor inputs the op may write (writtenArgument) and of
-  // those in shared memory (sharedStorage: another process may write them); the others are
-  // kept as they are. The check runs when the op returns, on this thread, before the program
-  // can touch them again, and reruns never write them.
+  // Before the op runs: copies of the tensor inputs the op may write (writtenArgument), of
+  // those over their memory (WrittenMemory) and of those in shared memory (sharedStorage:
+  // another process may write them); the others are kept as they are. The check runs when the
+  // op returns, on this thread, before the program can touch them again, and reruns never
+  // write them.
   template <class Inputs>
   void capture(const Inputs& inputs) {
     QuietScope quiet;
     const auto& args = op_.schema().arguments();
+    const WrittenMemory written_memory(op_, inputs);
     inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const bool written = i < args.size() && writtenArgument(args[i]);
@@ -781,7 +846,7 @@ class CapturedCall final : public at::ObserverContext {
         input_keys_.push_back(TensorKey::of(t));
         const bool shared = !written && sharedStorage(t);
         written_.push_back(written);
-        if (!written && !shared) return t;
+        if (!written && !shared && !written_memory.covers(t)) return t;
         at::Tensor copy = t.clone(at::MemoryFormat::Preserve);
         if (shared) shared_.emplace_back(t, copy);
         return copy;
@@ -806,6 +871,10 @@ class CapturedCall final : public at::ObserverContext {
       QuietScope quiet;
       describe(outputs);
     }
+    // Complex tensors are described as real views: the host's readings of the op's shapes
+    // (a GEMM's reduction length, checksum's projections) do not apply to them.
+    if (std::find(complex_.begin(), complex_.end(), true) != complex_.end())
+      args_.emplace_back("complex", "1");
     fumi_adapter_call c{};
     c.struct_size = sizeof(c);
     c.dtype = facts_.dtype;
@@ -886,11 +955,14 @@ class CapturedCall final : public at::ObserverContext {
   // Lists `t` for fumi when it is describable; returns its index there, or -1. A device tensor
   // is described where it lives (FUMI_MEMORY_DEVICE, its own memory): checks reach it through
   // the device primitives below, and nothing is copied to the host unless one asks.
-  int add(const at::Tensor& t, std::string name, fumi_role role) {
-    if (!describable(t) || t.dim() > FUMI_MAX_DIMS) return -1;
+  int add(const at::Tensor& original, std::string name, fumi_role role) {
+    if (!describable(original)) return -1;
+    const at::Tensor t = realView(original);
+    if (t.dim() > FUMI_MAX_DIMS) return -1;
     const bool device = !t.device().is_cpu();
     if (device && !t.has_storage()) return -1;
     if (device && !device_) device_ = t.device();
+    complex_.push_back(complexChecked(original.scalar_type()));
     held_.push_back(t);
     names_.push_back(std::move(name));
     fumi_tensor d{};
@@ -910,7 +982,8 @@ class CapturedCall final : public at::ObserverContext {
   }
 
   // A tensor over fumi scratch laid out like tensor k: a rerun buffer for `precision`, which
-  // holds `precision`, or at the call's own dtype tensor k's own dtype (plugin.h).
+  // holds `precision`, or at the call's own dtype tensor k's own dtype (plugin.h). A real view,
+  // as libfumi sees tensor k.
   at::Tensor scratchTensor(int k, void* buffer, fumi_dtype precision) const {
     const fumi_tensor& d = tensors_[static_cast<size_t>(k)];
     return bufferView(k, buffer, precision == facts_.dtype ? d.dtype : precision);
@@ -1113,7 +1186,7 @@ class CapturedCall final : public at::ObserverContext {
     for (size_t s = 0; match && s < results.size(); ++s) {
       const int k = output_slots_[s];
       const fumi_tensor* d = k < 0 ? nullptr : &tensors_[static_cast<size_t>(k)];
-      match = !d || results[s].sizes() == c10::IntArrayRef(d->shape, d->ndim);
+      match = !d || realView(results[s]).sizes() == c10::IntArrayRef(d->shape, d->ndim);
     }
     if (!match) throw std::runtime_error("the rerun's outputs differ in number or shape");
     for (size_t s = 0; s < results.size(); ++s)
@@ -1168,8 +1241,10 @@ class CapturedCall final : public at::ObserverContext {
           const int k = input_slots_[slot++];
           if (k < 0) return written ? t.clone(at::MemoryFormat::Preserve) : t;
           // At the call's own precision each tensor keeps its dtype; a wider rerun widens all.
-          const c10::ScalarType dtype = own_dtype ? t.scalar_type() : wide;
-          at::Tensor src = buffers[k] ? scratchTensor(k, buffers[k], precision) : t;
+          const c10::ScalarType dtype = own_dtype ? t.scalar_type() : widened(t, wide);
+          at::Tensor src = buffers[k] ? complexOf(scratchTensor(k, buffers[k], precision),
+                                                  complex_[static_cast<size_t>(k)])
+                                      : t;
           if (!own_dtype) src = asAutocastGave(t, src);
           if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
@@ -1188,7 +1263,7 @@ class CapturedCall final : public at::ObserverContext {
         wide_dtype_ = wide;
       }
       forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
-        scratchTensor(k, buffers[k], precision).copy_(r);
+        scratchTensor(k, buffers[k], precision).copy_(realView(r));
         if (keep) wide_[s] = r;
       });
       return FUMI_OK;
@@ -1242,8 +1317,8 @@ class CapturedCall final : public at::ObserverContext {
     for (const c10::IValue& v : inputs_)
       stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
         const at::Tensor src = source(t, w++);
-        if (!at::isFloatingType(t.scalar_type())) return t.clone(at::MemoryFormat::Preserve);
-        return src.to(t.device(), wide_dtype_, /*non_blocking=*/false, /*copy=*/true);
+        if (!checkedValues(t)) return t.clone(at::MemoryFormat::Preserve);
+        return src.to(t.device(), widened(t, wide_dtype_), /*non_blocking=*/false, /*copy=*/true);
       }));
     callWide(stack);
     std::vector<at::Tensor> outs(output_slots_.size());
@@ -1363,15 +1438,15 @@ class CapturedCall final : public at::ObserverContext {
           continue;
         }
         stack.push_back(mapTensors(v, [&](const at::Tensor& t, int) {
-          const bool floating = at::isFloatingType(t.scalar_type());
-          return asAutocastGave(t, t).to(at::kCPU, floating ? at::kDouble : t.scalar_type(),
-                                         /*non_blocking=*/false, /*copy=*/true);
+          return asAutocastGave(t, t).to(
+              at::kCPU, checkedValues(t) ? widened(t, at::kDouble) : t.scalar_type(),
+              /*non_blocking=*/false, /*copy=*/true);
         }));
       }
       op_.callBoxed(&stack);
       std::vector<at::Tensor> refs(output_slots_.size());
       forEachOutput(stack, [&](size_t s, int, const at::Tensor& r) {
-        refs[s] = r.to(at::kCPU, at::kDouble).contiguous();
+        refs[s] = realView(r.to(at::kCPU, widened(r, at::kDouble))).contiguous();
       });
       reference_ = std::move(refs);
     } catch (const std::exception& e) {
@@ -1395,6 +1470,7 @@ class CapturedCall final : public at::ObserverContext {
   std::vector<fumi_tensor> tensors_;  // what libfumi sees
   std::deque<std::string> names_;     // storage of tensors_[i].name
   std::vector<at::Tensor> held_;      // tensors_[i] itself: keeps its data alive
+  std::vector<bool> complex_;         // per tensors_[i]: the real view of a complex tensor
   c10::optional<c10::Device> device_;  // where the device tensors live (none: a CPU call)
   std::vector<at::Tensor> scratch_;    // device scratch libfumi holds (allocThunk)
   std::vector<std::pair<std::string, std::string>> args_;
@@ -1694,12 +1770,12 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
   if (!facts.dense) return nullptr;
   const fumi_dtype autocast = autocastFor(facts.device);
   if (facts.dtype == FUMI_DTYPE_UNKNOWN) {
-    // Complex only: sampled like any call, so that a rule that selects it says why it went
+    // complex32 only: sampled like any call, so that a rule that selects it says why it went
     // unchecked (an every-call rule on bmm had checked a fifth of an FNO's calls, silently).
     if (!facts.complex) return nullptr;
     if (void* token = g_api->sample(site, index, facts.size, FUMI_DTYPE_UNKNOWN,
                                     facts.device.c_str(), autocast))
-      g_api->skip(site, token, "complex tensors (fumi's checks read real floating types)");
+      g_api->skip(site, token, "complex32 tensors (fumi reads complex64 and complex128)");
     return nullptr;
   }
   void* token =

@@ -617,27 +617,91 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         self.assertGreater(torch_summary(r)["aten::bmm"]["checked"], 0)  # the batched layers
 
-    def test_complex_calls_counted_skipped_with_the_reason(self):
-        """Complex tensors (an FNO's einsum products, torch.fft): fumi's checks read real types,
-        so a rule that selects such a call counts it skipped and says why once (before, the
-        calls went unchecked, neither checked nor skipped: an every-call rule on bmm had
-        checked a fifth of an FNO's calls, silently)."""
-        code = ("import torch\n"
-                "a = torch.randn(4, 5, 6, dtype=torch.cfloat)\n"
-                "b = torch.randn(4, 6, 5, dtype=torch.cfloat)\n"
-                "for _ in range(3): torch.bmm(a, b)\n"
-                "torch.bmm(a.real.contiguous(), b.real.contiguous())\n")
+    def test_complex_calls_checked_part_by_part(self):
+        """Complex tensors (an FNO's einsum products, torch.fft) are checked through their real
+        views: highprec's figure for a complex64 bmm is the normwise error against the
+        complex128 product computed without fumi; a sum that cancels in f32 is an error, a
+        division by zero made a NaN, and the program's results are bit-identical (before, such
+        calls were counted skipped: fumi's checks read real types only). checksum's
+        projections do not apply (skipped), and the reduction length of a complex product is
+        not read from the real views' shapes (the dtype table's tolerance applies)."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            a = torch.randn(4, 5, 24, dtype=torch.cfloat, generator=g)
+            b = torch.randn(4, 24, 5, dtype=torch.cfloat, generator=g)
+            c = torch.bmm(a, b)
+            exact = torch.bmm(a.to(torch.cdouble), b.to(torch.cdouble))
+            print("bmm_error", ((c.to(torch.cdouble) - exact).norm() / exact.norm()).item())
+            f = torch.fft.fft(a[0, 0])
+            cancel = torch.tensor([1e8, 1.0, -1e8], dtype=torch.cfloat).sum()
+            nan = torch.tensor([1 + 1j], dtype=torch.cfloat) / torch.zeros(1, dtype=torch.cfloat)
+            print([x.tolist() for x in (c.sum(), f.sum(), cancel, nan)])
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: [aten::bmm, aten::_fft_c2c, aten::sum, aten::div.Tensor] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb }, { plugin: nan_inf },
+                          { plugin: determinism }, { plugin: checksum } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertNotIn("complex", r.stderr)
+        want = float(plain.stdout.split()[1])
+        self.assertGreater(want, 1e-8)
+        ops = torch_summary(r)
+        bmm = ops["aten::bmm"]
+        # The program's own complex128 bmm too (highprec has no wider type for it).
+        self.assertEqual((bmm["calls"], bmm["checked"]), (2, 2))
+        highprec = [e for e in by_check(r, "highprec", "aten::bmm")]
+        self.assertEqual(len(highprec), 1)
+        self.assertAlmostEqual(highprec[0]["value"] / want, 1.0, delta=1e-6)
+        for op in ("aten::bmm", "aten::_fft_c2c"):
+            self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
+            self.assertLess(ops[op]["worst"]["perturb.fumi_ratio"], 1e-3, op)
+            self.assertLess(ops[op].get("worst", {}).get("highprec.normwise_rel", 1), 1e-6, op)
+        self.assertEqual(by_check(r, "checksum"), [])  # not projected: no estimate, no error
+        violated = {(v["op"], v["check"]) for v in r.of("violation")}
+        self.assertEqual(violated, {("aten::sum", "highprec"), ("aten::sum", "perturb"),
+                                    ("aten::div.Tensor", "nan_inf")}, r.of("violation"))
+        cancel = [v for v in r.of("violation") if v["op"] == "aten::sum"][0]
+        self.assertEqual(cancel["value"], 1.0)  # 0 computed for 1: all of it lost
+
+    def test_input_over_the_memory_of_an_out_argument(self):
+        """mul(x, y, out=x), add(y, x, out=y) and the mul.out(self, 2, out=self) that an FFT's
+        backward makes of narrow(...).mul_(2): the inputs over the out= argument's memory are
+        copied before the op runs like the out= argument itself. Kept as they were, the reruns
+        read what the op had written (highprec 0.5 and a determinism mismatch on every element
+        of an FNO's backward: false alarms)."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            x, y = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+            torch.mul(x, y, out=x)
+            torch.add(y, x, alpha=0.5, out=y)
+            z = torch.randn(8, 33, dtype=torch.cfloat, generator=g)
+            z.narrow(1, 1, 31).mul_(2)
+            print(x.sum().item(), y.sum().item(), z.sum().item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
         r = run([PYTHON, "-c", code], policy="""
             version: 1
             rules:
-              - match: { op: aten::bmm }
+              - match: { op: [aten::mul.out, aten::add.out, aten::mul_.Tensor] }
                 sample: { every: 1 }
-                checks: [ { plugin: highprec } ]
+                checks: [ { plugin: highprec }, { plugin: perturb }, { plugin: determinism } ]
             """)
         self.assertEqual(r.rc, 0, r.stderr)
-        bmm = torch_summary(r)["aten::bmm"]
-        self.assertEqual((bmm["calls"], bmm["checked"], bmm["skipped"]), (4, 1, 3))
-        self.assertEqual(r.stderr.count("aten::bmm: not checked: complex tensors"), 1, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::mul.out"]["checked"], 1)
+        self.assertEqual(ops["aten::add.out"]["checked"], 1)
+        self.assertEqual(r.of("violation"), [])
 
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
