@@ -826,8 +826,9 @@ uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs) {
 class CapturedCall final : public at::ObserverContext {
  public:
   CapturedCall(void* site, void* token, uint64_t index, const c10::OperatorHandle& op,
-               const Facts& facts, fumi_dtype autocast)
-      : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast) {}
+               const Facts& facts, fumi_dtype autocast, bool view)
+      : site_(site), token_(token), index_(index), op_(op), facts_(facts), autocast_(autocast),
+        view_(view) {}
 
   // Before the op runs: copies of the tensor inputs the op may write (writtenArgument), of
   // those over their memory (WrittenMemory) and of those in shared memory (sharedStorage:
@@ -858,6 +859,13 @@ class CapturedCall final : public at::ObserverContext {
   // shared memory that no longer equals its copy was written by another process while the op
   // ran: what the op read is unknown, and the call is not checked.
   void check(const std::vector<c10::IValue>& outputs) {
+    // An op that may return views (to, reshape, contiguous copy when they must) and did: it
+    // computed no values, and its outputs are memory a kernel may not have written yet (fft
+    // views its fresh results as real before filling them: nan_inf saw stale bytes there).
+    if (view_ && returnedViews(outputs)) {
+      g_api->skip(site_, token_, "it returned views of its inputs (it computed no values)");
+      return;
+    }
     for (const auto& [program, copy] : shared_) {
       QuietScope quiet;
       if (!at::equal(program, copy)) {
@@ -915,6 +923,25 @@ class CapturedCall final : public at::ObserverContext {
 
 
  private:
+  // Whether every output tensor lies in the memory of an input.
+  bool returnedViews(const std::vector<c10::IValue>& outputs) const {
+    std::vector<c10::Storage> in;
+    for (const c10::IValue& v : inputs_)
+      forEachTensor(v, [&](const at::Tensor& t, int) {
+        if (t.has_storage()) in.push_back(t.storage());
+      });
+    bool all = true, any = false;
+    for (const c10::IValue& v : outputs)
+      forEachTensor(v, [&](const at::Tensor& t, int) {
+        any = true;
+        bool found = false;
+        for (const c10::Storage& s : in)
+          found = found || (t.has_storage() && s.is_alias_of(t.storage()));
+        all = all && found;
+      });
+    return any && all;
+  }
+
   void describe(const std::vector<c10::IValue>& outputs) {
     args_.emplace_back("device", facts_.device);
     const c10::FunctionSchema& schema = op_.schema();
@@ -1460,6 +1487,7 @@ class CapturedCall final : public at::ObserverContext {
   c10::OperatorHandle op_;
   Facts facts_;
   fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
+  bool view_;            // the op may return views of its inputs (returnsView)
   bool cast_by_autocast_ = false;  // castByAutocast(), set when the check starts
   std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
                                       // it may write
@@ -1760,8 +1788,9 @@ int readsSharedMemory() {
 // only the outermost sampled call is checked.
 thread_local int t_checked_depth = 0;
 
+// `view`: the op may return views of its inputs (returnsView; CapturedCall::check).
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
-                                           uint64_t index) {
+                                           uint64_t index, bool view) {
   if (t_checked_depth > 0) return nullptr;
   const auto name = fn.operator_name();
   if (!name) return nullptr;  // a range (autograd node, optimizer step), not an operator
@@ -1795,11 +1824,16 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, "its output is uninitialised memory or an alias");
       return nullptr;
     }
+    if (fumi::torch_compat::changesOnlyMetadata(*op)) {
+      g_api->skip(site, token, "it changes only its input's metadata (it computes no values)");
+      return nullptr;
+    }
     if (copiedBytes(*op, inputs) > g_api->scratch_budget()) {
       g_api->skip(site, token, "copies of the inputs it writes would exceed the scratch budget");
       return nullptr;
     }
-    auto captured = std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast);
+    auto captured =
+        std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
     captured->capture(inputs);
     ++t_checked_depth;
     return captured;
@@ -1834,7 +1868,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
     if (checkable && g_capture)
-      if (auto captured = maybeCapture(fn, site, index)) {
+      if (auto captured = maybeCapture(fn, site, index, view)) {
         obs = std::make_unique<OpObservation>(site, index);
         obs->checked = std::move(captured);
       }

@@ -744,6 +744,9 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(ops["aten::mm"]["checks"][check]["skipped"], 0)
         self.assertEqual(ops["aten::mm"]["checked"], 1)
         self.assertEqual(ops["aten::empty_like"]["checked"], 0)  # uninitialised output
+        # Views compute no values (their memory may not be written yet): counted skipped.
+        for op in ("aten::detach", "aten::flatten.using_ints"):
+            self.assertEqual((ops[op]["checked"], ops[op]["skipped"]), (0, ops[op]["calls"]), op)
         self.assertEqual(r.of("violation"), [])
 
     def test_ill_conditioned_aten_op_flagged_with_python_line_and_linked_blas_view(self):
