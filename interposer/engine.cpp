@@ -1032,11 +1032,9 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   const double seconds = ended - started;
   budget_.charge(seconds);
   // Scratch stays for the next checks only while they come often (scratch_arena.h).
-  thread_local double previous_end = -INFINITY;
   thread_local CheckDuty duty;
-  ScratchArena::local().trim(scratchToKeep(duty.add(started - previous_end, seconds),
+  ScratchArena::local().trim(scratchToKeep(duty.checked(started, ended),
                                            static_cast<size_t>(policy_.scratch_budget)));
-  previous_end = ended;
   // A call whose every check sampled itself out was not checked, nor skipped.
   call.site().addStats(checked ? 1 : 0, !checked && attempted ? 1 : 0, seconds);
   if (violated && rule.action == Action::kAbort) {

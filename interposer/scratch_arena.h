@@ -10,6 +10,7 @@
 // what is freed leaves the process's resident set at once.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <exception>
 #include <vector>
@@ -99,12 +100,18 @@ void chargeScratch(size_t bytes);
 constexpr double kDutyWindow = 2.0;
 class CheckDuty {
  public:
-  // A call's checks took `took` seconds, starting `gap` seconds after the end of the thread's
-  // previous ones (infinite: none before); the share after them.
+  // A call's checks ran from `started` to `ended` (monotonic seconds); the share after them.
+  double checked(double started, double ended) {
+    const double share = add(started - previous_end_, ended - started);
+    previous_end_ = ended;
+    return share;
+  }
+  // The same, told as the time since the previous checks ended (infinite: none before).
   double add(double gap, double took);
 
  private:
   double busy_ = 0, all_ = 0;  // all_ is 0 until the first check, at least kDutyWindow after
+  double previous_end_ = -INFINITY;
 };
 
 // How much of a thread's arena to keep after a call's checks: all the scratch budget allows

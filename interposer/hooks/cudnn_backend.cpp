@@ -359,7 +359,7 @@ std::shared_ptr<Shadow> graphOf(const Shadow* c) {
   if (!c) return nullptr;
   if (const Shadow* e = c->child(CUDNN_ATTR_ENGINECFG_ENGINE)) {
     if (const Attr* g = e->attr(CUDNN_ATTR_ENGINE_OPERATION_GRAPH); g && g->count > 0)
-      return e->childRef(CUDNN_ATTR_ENGINE_OPERATION_GRAPH);
+      return g->targetRef(0);
     if (e->graph) return e->graph;
   }
   return c->graph;

@@ -215,16 +215,56 @@ bool checkedValues(const at::Tensor& t) {
   return at::isFloatingType(t.scalar_type()) || complexChecked(t.scalar_type());
 }
 
+// A tensor of `type`, `sizes` and `strides` at byte `offset` of `storage`, on any device (built
+// here: a backend need not register the view ops).
+at::Tensor viewAt(const c10::Storage& storage, size_t offset, c10::ScalarType type,
+                  c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(type);
+  if (offset % meta.itemsize() != 0) throw std::runtime_error("a misaligned device buffer");
+  at::Tensor v = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage),
+      c10::DispatchKeySet(c10::computeDispatchKey(type, c10::kStrided, storage.device())), meta);
+  v.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  v.unsafeGetTensorImpl()->set_storage_offset(static_cast<int64_t>(offset / meta.itemsize()));
+  return v;
+}
+
+// The view of t's memory as `type` with its innermost dimension of 2 (real views) added, or
+// taken away: view_as_real and view_as_complex, which torch registers for its own backends
+// only (a PrivateUse1 device has neither).
+at::Tensor reinterpretParts(const at::Tensor& t, c10::ScalarType type, bool add) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  if (add) {
+    for (int64_t& s : strides) s *= 2;
+    sizes.push_back(2);
+    strides.push_back(1);
+  } else {
+    if (sizes.empty() || sizes.back() != 2 || strides.back() != 1)
+      throw std::runtime_error("not the real view of a complex tensor");
+    sizes.pop_back();
+    strides.pop_back();
+    for (int64_t& s : strides) {
+      if (s % 2 != 0) throw std::runtime_error("not the real view of a complex tensor");
+      s /= 2;
+    }
+  }
+  return viewAt(t.storage(), static_cast<size_t>(t.storage_offset()) * t.element_size(), type,
+                sizes, strides);
+}
+
 // t as libfumi sees it: a checked complex tensor's real view (conjugate and negative views
-// resolved first: view_as_real refuses them), any other tensor as it is.
+// resolved first: their memory holds other values), any other tensor as it is.
 at::Tensor realView(const at::Tensor& t) {
   if (!t.defined() || !complexChecked(t.scalar_type())) return t;
-  return at::view_as_real(t.resolve_conj().resolve_neg());
+  const at::Tensor c = t.resolve_conj().resolve_neg();
+  return reinterpretParts(c, c10::toRealValueType(c.scalar_type()), /*add=*/true);
 }
 
 // A buffer laid out like a real view, as the complex tensor it stands for when `complex`.
 at::Tensor complexOf(const at::Tensor& real, bool complex) {
-  return complex ? at::view_as_complex(real) : real;
+  return complex ? reinterpretParts(real, c10::toComplexType(real.scalar_type()), /*add=*/false)
+                 : real;
 }
 
 // The dtype a rerun in `wide` (a real type) gives t: `wide`, or its complex type for complex t.
@@ -1048,20 +1088,6 @@ class CapturedCall final : public at::ObserverContext {
     for (const at::Tensor& t : held_)
       if (holds(t)) return true;
     return false;
-  }
-
-  // A tensor of `type`, `sizes` and `strides` at byte `offset` of `storage`.
-  static at::Tensor viewAt(const c10::Storage& storage, size_t offset, c10::ScalarType type,
-                           c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-    const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(type);
-    if (offset % meta.itemsize() != 0) throw std::runtime_error("a misaligned device buffer");
-    at::Tensor v = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(storage),
-        c10::DispatchKeySet(c10::computeDispatchKey(type, c10::kStrided, storage.device())),
-        meta);
-    v.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
-    v.unsafeGetTensorImpl()->set_storage_offset(static_cast<int64_t>(offset / meta.itemsize()));
-    return v;
   }
 
   // ---- device memory and the element-wise primitives (fumi_adapter_call, ABI 5) ----------

@@ -17,13 +17,22 @@ DEVICE = "privateuseone:0"
 
 
 def show(name, t, version=True):
-    values = [v.hex() for v in t.detach().to("cpu").flatten().tolist()]
+    cpu = t.detach().to("cpu")
+    if cpu.is_complex():
+        cpu = torch.view_as_real(cpu.resolve_conj())
+    values = [v.hex() for v in cpu.flatten().tolist()]
     print(name, *([t._version] if version else []), values, flush=True)
 
 
 def rand(g, *shape, dtype=torch.float32):
     # Well-conditioned: entries in [0.5, 1.5), drawn on the CPU from a seeded generator.
     return (torch.rand(*shape, generator=g, dtype=dtype) + 0.5).to(DEVICE)
+
+
+def crand(g, *shape, dtype=torch.float32):
+    # Complex, both parts as rand()'s, made on the CPU (the device has no complex factory).
+    parts = [torch.rand(*shape, generator=g, dtype=dtype) + 0.5 for _ in range(2)]
+    return torch.complex(*parts).to(DEVICE)
 
 
 def mm():
@@ -59,6 +68,11 @@ def prims():
     show("mm_1", torch.mm(rand(g, 1, 1), rand(g, 1, 1)))
     show("add_1", torch.add(rand(g, 1), rand(g, 1)))
     show("mm_0", torch.mm(rand(g, 3, 0), rand(g, 0, 4)))
+    # Complex tensors, checked through their real views: a complex64 product, and a
+    # complex128 sum with a transposed operand.
+    show("mm_c64", torch.mm(crand(g, 24, 16), crand(g, 16, 12)))
+    c, d = crand(g, 12, 10, dtype=torch.float64), crand(g, 10, 12, dtype=torch.float64)
+    show("add_c128_t", torch.add(c, d.t()))
 
 
 def gemms():

@@ -636,7 +636,8 @@ class AtenChecks(unittest.TestCase):
             f = torch.fft.fft(a[0, 0])
             cancel = torch.tensor([1e8, 1.0, -1e8], dtype=torch.cfloat).sum()
             nan = torch.tensor([1 + 1j], dtype=torch.cfloat) / torch.zeros(1, dtype=torch.cfloat)
-            print([x.tolist() for x in (c.sum(), f.sum(), cancel, nan)])
+            conj = a[0] * b[0].t().conj()  # a conjugate view, resolved for its real view
+            print([x.tolist() for x in (c.sum(), f.sum(), cancel, nan, conj.sum())])
             """)
         plain = run([PYTHON, "-c", code], preload=False)
         self.assertEqual(plain.rc, 0, plain.stderr)
@@ -644,7 +645,8 @@ class AtenChecks(unittest.TestCase):
             version: 1
             report: { all_checks: true }
             rules:
-              - match: { op: [aten::bmm, aten::_fft_c2c, aten::sum, aten::div.Tensor] }
+              - match: { op: [aten::bmm, aten::_fft_c2c, aten::sum, aten::div.Tensor,
+                              aten::mul.Tensor] }
                 sample: { every: 1 }
                 checks: [ { plugin: highprec }, { plugin: perturb }, { plugin: nan_inf },
                           { plugin: determinism }, { plugin: checksum } ]
@@ -661,7 +663,7 @@ class AtenChecks(unittest.TestCase):
         highprec = [e for e in by_check(r, "highprec", "aten::bmm")]
         self.assertEqual(len(highprec), 1)
         self.assertAlmostEqual(highprec[0]["value"] / want, 1.0, delta=1e-6)
-        for op in ("aten::bmm", "aten::_fft_c2c"):
+        for op in ("aten::bmm", "aten::_fft_c2c", "aten::mul.Tensor"):
             self.assertEqual(ops[op]["worst"]["determinism.mismatches"], 0, op)
             self.assertLess(ops[op]["worst"]["perturb.fumi_ratio"], 1e-3, op)
             self.assertLess(ops[op].get("worst", {}).get("highprec.normwise_rel", 1), 1e-6, op)
