@@ -942,7 +942,9 @@ class CapturedCall final : public at::ObserverContext {
     c.reference = &CapturedCall::referenceThunk;
     c.autocast = autocast_;
     cast_by_autocast_ = castByAutocast();
-    c.compute = cast_by_autocast_ ? autocast_ : tf32Math() ? FUMI_DTYPE_TF32 : facts_.dtype;
+    c.compute = narrowestOutput(cast_by_autocast_ ? autocast_
+                                : tf32Math()      ? FUMI_DTYPE_TF32
+                                                  : facts_.dtype);
     c.alloc_device = &CapturedCall::allocThunk;
     c.release_device = &CapturedCall::releaseThunk;
     c.to_host = &CapturedCall::toHostThunk;
@@ -963,6 +965,23 @@ class CapturedCall final : public at::ObserverContext {
 
 
  private:
+  // `compute`, or the dtype of an output narrower than it: a result stored in a narrower type
+  // than the call's first floating input holds its rounding (smooth_l1_loss_backward of an f32
+  // gradient and a bf16 self gives a bf16 grad_input: judged at f32, its rounding alone was a
+  // violation of f32's tolerance).
+  fumi_dtype narrowestOutput(fumi_dtype compute) const {
+    const fumi::DtypeInfo* narrowest = fumi::dtypeInfo(compute);
+    for (const fumi_tensor& t : tensors_) {
+      const fumi::DtypeInfo* d = fumi::dtypeInfo(t.dtype);
+      if (t.role == FUMI_ROLE_OUTPUT && d && narrowest &&
+          d->mantissa_bits < narrowest->mantissa_bits) {
+        narrowest = d;
+        compute = t.dtype;
+      }
+    }
+    return compute;
+  }
+
   // Whether every output tensor lies in the memory of an input.
   bool returnedViews(const std::vector<c10::IValue>& outputs) const {
     std::vector<c10::Storage> in;

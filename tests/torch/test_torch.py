@@ -705,6 +705,38 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(ops["aten::add.out"]["checked"], 1)
         self.assertEqual(r.of("violation"), [])
 
+    def test_output_narrower_than_the_call_judged_at_its_precision(self):
+        """smooth_l1_loss_backward of an f32 gradient and a bf16 self (a bf16 model's output
+        and an f32 target, as a bf16 job's loss has them) stores its result in bf16: its
+        rounding alone is about 1e-3. The call is judged at bf16 (compute "bf16"), not at the
+        f32 of its first input, whose 1e-4 made every such call a violation."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(32, 1, generator=g).bfloat16()
+            t = x.float() + 0.5 * torch.randn(32, 1, generator=g)
+            y = torch.ops.aten.smooth_l1_loss_backward(torch.tensor(1.0), x, t, 1, 1.0)
+            exact = torch.ops.aten.smooth_l1_loss_backward(
+                torch.tensor(1.0, dtype=torch.float64), x.double(), t.double(), 1, 1.0)
+            print(y.dtype, ((y.double() - exact).norm() / exact.norm()).item())
+            """)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::smooth_l1_loss_backward }
+                sample: { first: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        dtype, error = r.stdout.split()
+        self.assertEqual(dtype, "torch.bfloat16")
+        self.assertGreater(float(error), 1e-4)  # above f32's tolerance
+        [check] = by_check(r, "highprec")
+        self.assertEqual((check["event"], check["dtype"], check["compute"]),
+                         ("check", "f32", "bf16"))
+        self.assertAlmostEqual(check["value"] / float(error), 1.0, delta=1e-6)
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
