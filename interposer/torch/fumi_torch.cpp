@@ -885,6 +885,7 @@ class CapturedCall final : public at::ObserverContext {
       const bool written = i < args.size() && writtenArgument(args[i]);
       inputs_.push_back(mapTensors(inputs[i], [&](const at::Tensor& t, int) {
         input_keys_.push_back(TensorKey::of(t));
+        if (view_ && t.has_storage()) input_memory_.push_back(t.storage());
         const bool shared = !written && sharedStorage(t);
         written_.push_back(written);
         if (!written && !shared && !written_memory.covers(t)) return t;
@@ -982,19 +983,15 @@ class CapturedCall final : public at::ObserverContext {
     return compute;
   }
 
-  // Whether every output tensor lies in the memory of an input.
+  // Whether every output tensor lies in the memory of an input (the program's: inputs_ holds
+  // copies of some, DataLoader batches in shared memory among them).
   bool returnedViews(const std::vector<c10::IValue>& outputs) const {
-    std::vector<c10::Storage> in;
-    for (const c10::IValue& v : inputs_)
-      forEachTensor(v, [&](const at::Tensor& t, int) {
-        if (t.has_storage()) in.push_back(t.storage());
-      });
     bool all = true, any = false;
     for (const c10::IValue& v : outputs)
       forEachTensor(v, [&](const at::Tensor& t, int) {
         any = true;
         bool found = false;
-        for (const c10::Storage& s : in)
+        for (const c10::Storage& s : input_memory_)
           found = found || (t.has_storage() && s.is_alias_of(t.storage()));
         all = all && found;
       });
@@ -1305,6 +1302,7 @@ class CapturedCall final : public at::ObserverContext {
       // copies every time: the captured ones must stay as they were. The others go in as they
       // are (the program's tensor, or the plugin's buffer) when device and dtype fit.
       size_t slot = 0;
+      std::vector<c10::Storage> from_buffers;  // inputs passed as the plugin's buffers
       torch::jit::Stack stack;
       stack.reserve(inputs_.size());
       for (const c10::IValue& v : inputs_)
@@ -1318,7 +1316,10 @@ class CapturedCall final : public at::ObserverContext {
                                                   complex_[static_cast<size_t>(k)])
                                       : t;
           if (!own_dtype) src = asAutocastGave(t, src);
-          if (!written && src.device() == t.device() && src.scalar_type() == dtype) return src;
+          if (!written && src.device() == t.device() && src.scalar_type() == dtype) {
+            if (buffers[k] && src.has_storage()) from_buffers.push_back(src.storage());
+            return src;
+          }
           return src.to(t.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
         }));
       if (own_dtype) {
@@ -1336,7 +1337,13 @@ class CapturedCall final : public at::ObserverContext {
       }
       forEachOutput(stack, [&](size_t s, int k, const at::Tensor& r) {
         scratchTensor(k, buffers[k], precision).copy_(realView(r));
-        if (keep) wide_[s] = r;
+        if (!keep) return;
+        // Kept past the check: a result over a plugin's buffer (an op that returned its input,
+        // to() with nothing to convert) would outlive the scratch it lies in.
+        bool over_buffer = false;
+        for (const c10::Storage& b : from_buffers)
+          over_buffer = over_buffer || (r.has_storage() && b.is_alias_of(r.storage()));
+        wide_[s] = over_buffer ? r.clone() : r;
       });
       return FUMI_OK;
     } catch (const std::exception& e) {
@@ -1533,6 +1540,7 @@ class CapturedCall final : public at::ObserverContext {
   Facts facts_;
   fumi_dtype autocast_;  // the autocast region's dtype (UNKNOWN: none)
   bool view_;            // the op may return views of its inputs (returnsView)
+  std::vector<c10::Storage> input_memory_;  // of the program's inputs, when view_
   bool cast_by_autocast_ = false;  // castByAutocast(), set when the check starts
   std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
                                       // it may write

@@ -737,6 +737,32 @@ class AtenChecks(unittest.TestCase):
                          ("check", "f32", "bf16"))
         self.assertAlmostEqual(check["value"] / float(error), 1.0, delta=1e-6)
 
+    def test_rerun_result_over_a_plugin_buffer_outlives_the_check(self):
+        """x.to(float64) of an f32 x: highprec's rerun gets x already widened, in its own
+        buffer, and to() returns that buffer itself. The adapter keeps the first wider rerun's
+        results past the check (error attribution); it kept this one as the buffer, whose
+        scratch the thread then gave back (over 16 MiB, after a first check): the program died
+        of a segmentation fault at the next read (super_resolution under bf16 autocast, every
+        op checked)."""
+        code = textwrap.dedent("""
+            import torch
+            x = torch.randn(4_000_000, generator=torch.Generator().manual_seed(0))
+            print(x.to(torch.float64).sum().item(), (x * 2).sum().item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: ["aten::to*", aten::mul.Tensor] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        [to] = by_check(r, "highprec", "aten::to.dtype")
+        self.assertEqual(to["value"], 0)  # a widening is exact
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
