@@ -763,6 +763,29 @@ class AtenChecks(unittest.TestCase):
         [to] = by_check(r, "highprec", "aten::to.dtype")
         self.assertEqual(to["value"], 0)  # a widening is exact
 
+    def test_every_aten_op_of_a_training_loop_checked_quietly(self):
+        """Every aten op a transformer's training steps run (views, copies, indexing, layer
+        norm, attention, the optimizer's in-place updates), its first calls checked by all four
+        rerunning checks: results bit-identical, no violation, no adapter error. The policy
+        that found this session's false alarms and the crash on public programs (detection.md,
+        "Every aten op")."""
+        plain = run([PYTHON, TRANSFORMER, "2"], preload=False)
+        r = run([PYTHON, TRANSFORMER, "2"], policy="""
+            version: 1
+            rules:
+              - match: { backend: torch, op: "aten::*" }
+                sample: { first: 2 }
+                checks: [ { plugin: nan_inf }, { plugin: highprec },
+                          { plugin: perturb, trials: 1 }, { plugin: determinism } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertNotIn("torch adapter:", r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.of("nan_search"), [])
+        checked = [op for op, o in torch_summary(r).items() if o["checked"]]
+        self.assertGreaterEqual(len(checked), 25, checked)
+
     def test_checksum_projects_the_gemm_and_convolution_family(self):
         """checksum on aten's GEMM and convolution leaves on the CPU: every call projected (no
         skip) from the op's schema arguments — broadcast self with beta and alpha, transposed
