@@ -822,6 +822,14 @@ bool sharedStorage(const at::Tensor& t) {
   return shm;
 }
 
+// Whether t lies in one of `memory` (the same storage, whatever the view).
+bool liesIn(const std::vector<c10::Storage>& memory, const at::Tensor& t) {
+  if (memory.empty() || !t.has_storage()) return false;
+  for (const c10::Storage& s : memory)
+    if (s.is_alias_of(t.storage())) return true;
+  return false;
+}
+
 // The memory of the arguments an op may write (writtenArgument): an input over it reads, in a
 // rerun, what the op wrote (mul(x, y, out=x); x.narrow(...).mul_(2) dispatched as
 // mul.out(self, 2, out=self)), so it is copied before the op runs like them.
@@ -836,12 +844,7 @@ class WrittenMemory {
           if (t.has_storage()) storages_.push_back(t.storage());
         });
   }
-  bool covers(const at::Tensor& t) const {
-    if (storages_.empty() || !t.has_storage()) return false;
-    for (const c10::Storage& s : storages_)
-      if (s.is_alias_of(t.storage())) return true;
-    return false;
-  }
+  bool covers(const at::Tensor& t) const { return liesIn(storages_, t); }
 
  private:
   std::vector<c10::Storage> storages_;
@@ -850,9 +853,9 @@ class WrittenMemory {
 // The bytes of the tensors a check copies before the op runs (writtenArgument, WrittenMemory,
 // sharedStorage).
 template <class Inputs>
-uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs) {
+uint64_t copiedBytes(const c10::OperatorHandle& op, const Inputs& inputs,
+                     const WrittenMemory& written_memory) {
   const auto& args = op.schema().arguments();
-  const WrittenMemory written_memory(op, inputs);
   uint64_t bytes = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const bool written = i < args.size() && writtenArgument(args[i]);
@@ -876,10 +879,9 @@ class CapturedCall final : public at::ObserverContext {
   // op returns, on this thread, before the program can touch them again, and reruns never
   // write them.
   template <class Inputs>
-  void capture(const Inputs& inputs) {
+  void capture(const Inputs& inputs, const WrittenMemory& written_memory) {
     QuietScope quiet;
     const auto& args = op_.schema().arguments();
-    const WrittenMemory written_memory(op_, inputs);
     inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const bool written = i < args.size() && writtenArgument(args[i]);
@@ -990,10 +992,7 @@ class CapturedCall final : public at::ObserverContext {
     for (const c10::IValue& v : outputs)
       forEachTensor(v, [&](const at::Tensor& t, int) {
         any = true;
-        bool found = false;
-        for (const c10::Storage& s : input_memory_)
-          found = found || (t.has_storage() && s.is_alias_of(t.storage()));
-        all = all && found;
+        all = all && liesIn(input_memory_, t);
       });
     return any && all;
   }
@@ -1340,10 +1339,7 @@ class CapturedCall final : public at::ObserverContext {
         if (!keep) return;
         // Kept past the check: a result over a plugin's buffer (an op that returned its input,
         // to() with nothing to convert) would outlive the scratch it lies in.
-        bool over_buffer = false;
-        for (const c10::Storage& b : from_buffers)
-          over_buffer = over_buffer || (r.has_storage() && b.is_alias_of(r.storage()));
-        wide_[s] = over_buffer ? r.clone() : r;
+        wide_[s] = liesIn(from_buffers, r) ? r.clone() : r;
       });
       return FUMI_OK;
     } catch (const std::exception& e) {
@@ -1881,13 +1877,14 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, "it changes only its input's metadata (it computes no values)");
       return nullptr;
     }
-    if (copiedBytes(*op, inputs) > g_api->scratch_budget()) {
+    const WrittenMemory written_memory(*op, inputs);
+    if (copiedBytes(*op, inputs, written_memory) > g_api->scratch_budget()) {
       g_api->skip(site, token, "copies of the inputs it writes would exceed the scratch budget");
       return nullptr;
     }
     auto captured =
         std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
-    captured->capture(inputs);
+    captured->capture(inputs, written_memory);
     ++t_checked_depth;
     return captured;
   } catch (const std::exception& e) {
