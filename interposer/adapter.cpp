@@ -25,6 +25,7 @@
 #include "framework_projection.h"
 #include "report.h"
 #include "context.h"
+#include "elementwise.h"
 #include "loader.h"
 #include "plugin_loader.h"
 #include "nan_search.h"
@@ -260,13 +261,20 @@ int apiQuiet(int on) {
   return previous ? 1 : 0;
 }
 
+fumi_status apiCompare(const fumi_tensor* t, const void* a, fumi_dtype a_dtype, const void* b,
+                       fumi_dtype b_dtype, const fumi_compare_spec* spec, fumi_comparison* out) {
+  if (!t || !a || !b || !spec || !out) return FUMI_ERROR;
+  return compareTensor(*t, a, a_dtype, b, b_dtype, *spec, out);
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
     apiPush,                  apiPop,                   apiLog,           apiScratchBudget,
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
-    apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet};
+    apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
+    apiCompare};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

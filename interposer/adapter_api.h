@@ -24,8 +24,9 @@ extern "C" {
 /* 5: the device memory and element-wise primitives of fumi_adapter_call (alloc_device ... scan).
  * 6: contract and convolve (checksum's projections of device ops on the device).
  * 7: set_shared_probe (library calls inside a framework op reading shared memory).
- * 8: quiet (the adapter's own computations outside check(): library calls pass through). */
-#define FUMI_ADAPTER_ABI_VERSION 8u
+ * 8: quiet (the adapter's own computations outside check(): library calls pass through).
+ * 9: compare (the host's comparison of two host buffers, for the adapter's own figures). */
+#define FUMI_ADAPTER_ABI_VERSION 9u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -193,6 +194,12 @@ typedef struct fumi_adapter_api {
    * check() they already are). For the adapter's reruns after a check (autocast's precision
    * cost, error attribution): a rerun in f64 calls dgemm_, which is not the program's. */
   int (*quiet)(int on);
+  /* ABI 9 — fumi_host_api.compare's loops on two host buffers laid out like `t` (its data
+   * unused): the adapter's own figures after a check (an output's error against its wider
+   * rerun, kept for error attribution; autocast's precision cost) in the tensors' own dtypes,
+   * vectorised, without fp64 copies. */
+  fumi_status (*compare)(const fumi_tensor* t, const void* a, fumi_dtype a_dtype, const void* b,
+                         fumi_dtype b_dtype, const fumi_compare_spec* spec, fumi_comparison* out);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

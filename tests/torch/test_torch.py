@@ -1235,6 +1235,7 @@ class Attribution(unittest.TestCase):
         self.assertEqual([v["call_index"] for v in violations], [1, 3])  # the consumers only
         attributions = r.of("attribution")
         self.assertEqual([a["call_index"] for a in attributions], [1, 3])
+        producer_errors = [float(line.split()[-1]) for line in r.stdout.splitlines()]
         for a, v in zip(attributions, violations):
             self.assertEqual(a["op"], "aten::mm")
             self.assertEqual(a["precision"], "f64")
@@ -1244,6 +1245,10 @@ class Attribution(unittest.TestCase):
             self.assertEqual(fed["producer"], {"op": "aten::mm", "call_index": a["call_index"] - 1})
             # the producer was accurate; the consumer amplified its rounding ~10^4 times
             self.assertLess(fed["input_error"], 1e-6)
+            # the producer's error against its f64 rerun, as the program computes it
+            self.assertGreater(fed["input_error"], 0)
+            self.assertAlmostEqual(fed["input_error"], producer_errors[a["call_index"] // 2],
+                                   delta=1e-5 * fed["input_error"])  # 6 digits written
             self.assertGreater(a["amplified"], 1e3 * fed["input_error"])
 
     def test_checked_gradients_are_not_held(self):
