@@ -75,6 +75,17 @@ inline int rawExponent(double x) {
   return static_cast<int>((bits >> 52) & 0x7ff) - 1023;
 }
 
+// 2^floor(log2|x|) for normal x, 0 for zero and subnormals, inf for inf and NaN: x's exponent
+// bits alone (one AND, which vectorises where rawExponent's integers do not).
+inline double powerOf(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits &= uint64_t{0x7ff} << 52;
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
 // Exponent e such that m * 2^-e lies in [1, 2) for m > 0, clamped so that 2^-e stays a normal
 // double; 0 for m == 0.
 inline int scaleExponent(double m) {
@@ -211,8 +222,10 @@ FUMI_WIDE size_t countUnderflow(const typename LY::T* y, const typename LR::T* r
 // per element costs three times everything else in the pass, and almost no element raises a
 // maximum: the elements go in blocks, and a block's quotients are computed only where a
 // division-free test says one of them may exceed the maximum so far (diff > max * sum, against
-// a product rounded down: the same maxima, bit for bit, as dividing everywhere). kFinite as
-// above.
+// a product rounded down: the same maxima, bit for bit, as dividing everywhere). The ULP count
+// likewise (its integer exponent arithmetic cost as much as the rest of the pass on AVX2):
+// ulp(b) is 2^-p times s = max(powerOf(b), 2^emin), so the count can exceed m only where
+// |a - b| 2^p > m s, all in floating point. kFinite as above.
 struct ComparePass2 {
   double ratio = 0.0, all = 0.0, total_diff = 0.0, total_ref = 0.0, total_y = 0.0,
          worst_rel = 0.0, worst_ulp = 0.0;
@@ -249,11 +262,13 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
     const double as = a * f, bs = b * f;
     return Element{a, b, kFinite || finitePair(a, b), as, bs, std::fabs(as - bs)};
   };
+  const double ulp_units = kUlp ? std::ldexp(1.0, p) : 0.0, ulp_floor = kUlp ? pow2(emin) : 0.0;
   for (size_t i0 = 0; i0 < n; i0 += kBlock) {
     const size_t i1 = std::min(n, i0 + kBlock);
-    const double t_ratio = ratio * kBelow, t_all = all * kBelow, t_rel = worst_rel * kBelow;
+    const double t_ratio = ratio * kBelow, t_all = all * kBelow, t_rel = worst_rel * kBelow,
+                 t_ulp = worst_ulp * kBelow;
     double raise = -1.0;  // > 0: a quotient of the block may raise a maximum
-    FUMI_SIMD(reduction(max : worst_ulp, raise) reduction(+ : total_diff, total_ref, total_y))
+    FUMI_SIMD(reduction(max : raise) reduction(+ : total_diff, total_ref, total_y))
     for (size_t i = i0; i < i1; ++i) {
       const auto [a, b, ok, as, bs, diff] = element(i);
       if (kRatio) {
@@ -274,17 +289,16 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
       total_ref += ok ? rr * rr : 0.0;
       total_y += ok ? yy * yy : 0.0;
       if (kUlp) {
-        const int e = std::max(rawExponent(b), emin) - p;
-        const bool tiny = e < -1022;
-        const double inv_ulp = pow2Normal(tiny ? -(e + 64) : -e);
-        const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
-        worst_ulp = std::max(worst_ulp, ok ? du * inv_ulp : 0.0);
+        const double du = std::fabs(a - b) * ulp_units;
+        const double p_ulp = t_ulp * std::max(powerOf(b), ulp_floor);
+        raise = std::max(raise, du - p_ulp);
+        raise = std::max(raise, du > 0.0 && p_ulp < kTiny ? 1.0 : -1.0);
       }
     }
     if (!(raise > 0.0)) continue;
     // Every candidate is computed and then selected with a mask (inf or NaN where a divisor is
     // 0 or a value non-finite: masked).
-    FUMI_SIMD(reduction(max : ratio, all, worst_rel))
+    FUMI_SIMD(reduction(max : ratio, all, worst_rel, worst_ulp))
     for (size_t i = i0; i < i1; ++i) {
       const auto [a, b, ok, as, bs, diff] = element(i);
       if (kRatio) {
@@ -298,6 +312,13 @@ FUMI_WIDE ComparePass2 comparePass2(const typename LY::T* y, const typename LR::
         const double m = std::fabs(bs);
         const double rel = diff / m;
         worst_rel = std::max(worst_rel, ok & (m > rel_threshold) & (m > 0.0) ? rel : 0.0);
+      }
+      if (kUlp) {
+        const int e = std::max(rawExponent(b), emin) - p;
+        const bool tiny = e < -1022;
+        const double inv_ulp = pow2Normal(tiny ? -(e + 64) : -e);
+        const double du = std::fabs(a - b) * (tiny ? k_up : 1.0);
+        worst_ulp = std::max(worst_ulp, ok ? du * inv_ulp : 0.0);
       }
     }
   }

@@ -162,7 +162,7 @@ TEST(Elementwise, CompareMatchesTheDefinitions) {
 // compare's second pass divides only in blocks where a division-free test says a quotient may
 // raise a maximum: over many blocks, with the maxima in late blocks, near-ties one rounding
 // apart, subnormal and huge fp64 values and guards that mask some elements, its ratio, unguarded
-// ratio and max_rel are those of dividing everywhere, bit for bit.
+// ratio, max_rel and ULP count are those of dividing everywhere, bit for bit.
 TEST(Elementwise, CompareMaximaOverBlocksEqualDividingEverywhere) {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> unit(0.5, 1.0);
@@ -205,7 +205,7 @@ TEST(Elementwise, CompareMaximaOverBlocksEqualDividingEverywhere) {
         fumi_comparison c{};
         c.struct_size = sizeof c;
         ASSERT_EQ(compareTensor(t, a.data(), dt, b.data(), dt,
-                                metrics::compareSpec(guard, guard, FUMI_DTYPE_UNKNOWN), &c),
+                                metrics::compareSpec(guard, guard, dt), &c),
                   FUMI_OK);
         // The definitions on the same scaled values (a scale of 1/2 near the overflow).
         const double f =
@@ -213,13 +213,18 @@ TEST(Elementwise, CompareMaximaOverBlocksEqualDividingEverywhere) {
         if (scenario == 4) {
           EXPECT_EQ(f, 0.5);
         }
-        double ratio = 0, unguarded = 0, max_rel = 0;
+        double ratio = 0, unguarded = 0, max_rel = 0, ulp = 0;
+        const DtypeInfo& info = *dtypeInfo(dt);
         for (size_t i = 0; i < n; ++i) {
           const double s = std::fabs(x[i] * f + z[i] * f), d = std::fabs(x[i] * f - z[i] * f);
           const double m = std::fabs(z[i] * f);
           if (s > 0) unguarded = std::max(unguarded, d / s);
           if (s > 0 && s > guard * (max_sum * (2 * f))) ratio = std::max(ratio, d / s);
           if (m > 0 && m > guard * (max_ref * f)) max_rel = std::max(max_rel, d / m);
+          // ULPs of dt at the reference value (unscaled), the smallest normal's below it.
+          const int e = z[i] == 0.0 ? info.min_exponent
+                                    : std::max(std::ilogb(z[i]), info.min_exponent);
+          ulp = std::max(ulp, std::ldexp(std::fabs(x[i] - z[i]), info.mantissa_bits - e));
         }
         const std::string where = "scenario " + std::to_string(scenario) + " " + dtypeName(dt) +
                                   " guard " + std::to_string(guard);
@@ -227,6 +232,8 @@ TEST(Elementwise, CompareMaximaOverBlocksEqualDividingEverywhere) {
         EXPECT_EQ(c.fumi_ratio, ratio) << where;
         EXPECT_EQ(c.fumi_ratio_unguarded, unguarded) << where;
         EXPECT_EQ(c.max_rel, max_rel) << where;
+        EXPECT_GT(ulp, 0.0) << where;
+        EXPECT_EQ(c.ulp, ulp) << where;
       }
     }
 }
