@@ -471,7 +471,6 @@ struct Produced {
   // only when nothing else holds it, and copied every checked backward op's gradient instead.
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> output{
       c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-  double error = 0;  // normwise error of the actual output against it
   uint64_t bytes() const { return reference.nbytes(); }
 };
 
@@ -1459,6 +1458,11 @@ class CapturedCall final : public at::ObserverContext {
         any = any || has[w];
       }
       if (!any) return;
+      // The inputs the producers fed: the values their outputs had when offered (equal keys:
+      // the same version), so each producer's error is measured here, only when asked for.
+      std::vector<at::Tensor> fed_in;
+      for (const c10::IValue& v : inputs_)
+        forEachTensor(v, [&](const at::Tensor& t, int) { fed_in.push_back(t); });
       const std::vector<at::Tensor> fed_out = wideOn([&](const at::Tensor& t, size_t me) {
         return asAutocastGave(t, has[me] ? fed[me].reference : t);
       });
@@ -1477,7 +1481,9 @@ class CapturedCall final : public at::ObserverContext {
       for (size_t i = 0; i < fed.size(); ++i) {
         if (!has[i]) continue;
         fields << (first ? "" : ",") << "{\"producer\":{\"op\":\"" << fed[i].op
-               << "\",\"call_index\":" << fed[i].index << "},\"input_error\":" << fed[i].error
+               << "\",\"call_index\":" << fed[i].index
+               << "},\"input_error\":"
+               << (i < fed_in.size() ? normwiseRel(fed_in[i], fed[i].reference) : NAN)
                << "}";
         first = false;
       }
@@ -1503,7 +1509,6 @@ class CapturedCall final : public at::ObserverContext {
         p.reference = wide_[me];
         p.output = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
             t.getIntrusivePtr());
-        p.error = normwiseRel(held_[static_cast<size_t>(output_slots_[me])], wide_[me]);
         producers().add(std::move(p));
       });
   }
