@@ -3,9 +3,10 @@
 # (issue 13 item 5, issue 15): the forward calls of the seven functional ops FuMi wraps on
 # resnet18 (conv2d, batch_norm, relu, max_pool2d, adaptive_avg_pool2d, linear, cross_entropy:
 # 61 calls a step), every call checked, one perturbed rerun or one f64 rerun. Prints a markdown
-# table: median step, added ms per step, checked calls per step and added ms per checked call;
-# then fumi's added time per checked call over FuMi's within each round (a round runs every mode
-# once, in turn, so the machine's drift between rounds cancels).
+# table: median step, added ms per step, checked calls per step, added ms per checked call and
+# each tool's own time per checked call (its clock in the process: fumi's check_s + adapter_s,
+# the wrappers' time besides the op); then fumi's over FuMi's, added and own, within each round
+# (a round runs every mode once, in turn, so the machine's drift between rounds cancels).
 # Not a test: it never fails on a slow number, it reports it.
 # Then, where the simulated torch device is built (tests/torch/simdevice), one more table: the
 # bytes a check of a device op copies from the device to the host (tests/torch/device_ops.py
@@ -132,11 +133,11 @@ label = {
 floor_of = {"fumi_perturb": "floor_rerun", "fumi_perturb_first": "floor_rerun",
             "fumipy_perturb": "floor_rerun",
             "fumi_highprec": "floor_rerun64", "fumipy_f64": "floor_rerun64"}
-timed, losses, checks, check_s = {}, {}, {}, {}
+timed, losses, checks, check_s, own_round = {}, {}, {}, {}, {}
 for m in modes:
-    timed[m], losses[m], per_step, secs = [], [], [], []
+    timed[m], losses[m], per_step, secs, own_round[m] = [], [], [], [], []
     for r in range(1, rounds + 1):
-        run_losses, emulated = [], None
+        run_losses, emulated, own = [], None, None
         for line in open(f"{tmp}/steps-{m}-{r}"):
             f = line.split()
             if f and f[0] == "step":
@@ -145,9 +146,14 @@ for m in modes:
                     timed[m].append(float(f[4]))
             elif f and f[0] == "emulated_checks":
                 emulated = int(f[1])
+            elif f and f[0] == "emulated_own_s":
+                own = float(f[1])
         losses[m].append(run_losses)
         if emulated is not None:
             per_step.append(emulated / (warmup + steps))
+            if own is not None:
+                secs.append(own)
+                own_round[m].append(own / emulated if emulated else None)
         for path in glob.glob(f"{tmp}/out-{m}-{r}/events-*.jsonl"):
             last = None
             for line in open(path):
@@ -155,8 +161,11 @@ for m in modes:
                 if e.get("event") == "summary":
                     last = e
             if last:
-                per_step.append(sum(o["checked"] for o in last["ops"]) / (warmup + steps))
-                secs.append(sum(o["check_s"] for o in last["ops"]))
+                checked = sum(o["checked"] for o in last["ops"])
+                per_step.append(checked / (warmup + steps))
+                own = sum(o["check_s"] + o.get("adapter_s", 0.0) for o in last["ops"])
+                secs.append(own)
+                own_round[m].append(own / checked if checked else None)
     checks[m] = statistics.fmean(per_step) if per_step else 0.0
     check_s[m] = statistics.fmean(secs) / (warmup + steps) if secs else None
 med = {m: statistics.median(timed[m]) for m in modes}
@@ -166,11 +175,13 @@ print(f"resnet18(num_classes=10), SGD momentum 0.9, batch 8 of random 3×64×64 
       f"{thread_text}; {rounds} round(s) of the modes in turn, {warmup} warm-up and {steps} "
       f"timed steps each; median of the {rounds * steps} pooled timed steps. Checked calls per "
       f"step: fumi's summary (all steps) or the emulation's count. Added ms per checked call = "
-      f"(mode − baseline) / checked calls per step. fumi's check_s per check (from its summary: "
-      f"the reruns and comparisons) is its floor-side time; the rest of fumi's added time is "
-      f"the adapter and the copies it takes before an op runs.")
+      f"(mode − baseline) / checked calls per step. Own time per checked call: what the tool "
+      f"itself spent on the checked calls besides the op, measured in the process — fumi's "
+      f"summary (check_s + adapter_s: checks, copies before the op, the adapter's work after), "
+      f"the emulated wrappers' own clock (preparing the rerun's arguments, the rerun, the "
+      f"comparison); not moved by the step-to-step spread of the unchecked work.")
 print()
-print("| mode | median step ms | × baseline | checked calls per step | added ms per checked call | above the floor (ms) | of which in fumi's checks (ms) | losses vs baseline |")
+print("| mode | median step ms | × baseline | checked calls per step | added ms per checked call | above the floor (ms) | own time per checked call (ms) | losses vs baseline |")
 print("|---|---:|---:|---:|---:|---:|---:|---|")
 for m in modes:
     same = "reference" if m == "baseline" else (
@@ -202,6 +213,18 @@ if rounds > 1 and all(a in modes and b in modes and checks[a] and checks[b] for 
     for a, b in pairs:
         ratios = [added(a, r) / added(b, r) if added(b, r) > 0 else float("nan")
                   for r in range(1, rounds + 1)]
+        print(f"| {label[a]} / {label[b]} | " + " | ".join(f"{x:.2f}" for x in ratios) +
+              f" | {statistics.median(ratios):.2f} |")
+    print()
+    print("fumi's own time per checked call over FuMi's wrappers', within each round (each "
+          "tool's clock in the process: the step-to-step spread of the unchecked work is not "
+          "in it):")
+    print()
+    print("| fumi mode / FuMi's | " + " | ".join(f"round {r}" for r in range(1, rounds + 1)) +
+          " | median |")
+    print("|---|" + "---:|" * (rounds + 1))
+    for a, b in pairs:
+        ratios = [x / y if x and y else float("nan") for x, y in zip(own_round[a], own_round[b])]
         print(f"| {label[a]} / {label[b]} | " + " | ".join(f"{x:.2f}" for x in ratios) +
               f" | {statistics.median(ratios):.2f} |")
 EOF

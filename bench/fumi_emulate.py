@@ -18,7 +18,11 @@ statistics), and R is read with .item() (FuMi logs it), so the training computes
 computes without the wrappers. Only calls made while autograd records (the forward pass) are
 checked, as FuMi's wrappers see them.
 
-install(mode) patches torch.nn.functional; calls() is the number of calls checked so far."""
+install(mode) patches torch.nn.functional; calls() is the number of calls checked so far and
+own_seconds() the wall time the wrappers spent on them besides the op itself (preparing the
+rerun's arguments, the rerun, the comparison): the counterpart of fumi's check_s + adapter_s."""
+import time
+
 import torch
 import torch.nn.functional as F
 
@@ -28,10 +32,15 @@ MODES = ("perturb", "f64", "rerun", "rerun64")
 DELTA = {torch.float32: 1e-8, torch.float16: 1e-6, torch.bfloat16: 1e-4, torch.float64: 1e-16}
 _checked = [0]
 _worst = [0.0]
+_own = [0.0]
 
 
 def calls():
     return _checked[0]
+
+
+def own_seconds():
+    return _own[0]
 
 
 def _ratio(y, y2):
@@ -73,13 +82,17 @@ def _wrap(name, fn, mode):
     def wrapper(*args, **kwargs):
         if not torch.is_grad_enabled():  # not the forward pass of training
             return fn(*args, **kwargs)
+        t0 = time.perf_counter()
         with torch.no_grad():
             rargs, rkwargs = _prepare(name, mode, args, kwargs)
+        t1 = time.perf_counter()
         y = fn(*args, **kwargs)
+        t2 = time.perf_counter()
         with torch.no_grad():
             y2 = fn(*rargs, **rkwargs)
             if not mode.startswith("rerun"):
                 _worst[0] = max(_worst[0], _ratio(y.detach(), y2))
+        _own[0] += (t1 - t0) + (time.perf_counter() - t2)
         _checked[0] += 1
         return y
     return wrapper

@@ -205,6 +205,7 @@ def main():
               flush=True)
     if args.emulate:
         print(f"emulated_checks {fumi_emulate.calls()}", flush=True)
+        print(f"emulated_own_s {fumi_emulate.own_seconds()!r}", flush=True)
 
 
 if __name__ == "__main__":

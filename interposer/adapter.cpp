@@ -267,6 +267,10 @@ fumi_status apiCompare(const fumi_tensor* t, const void* a, fumi_dtype a_dtype, 
   return compareTensor(*t, a, a_dtype, b, b_dtype, *spec, out);
 }
 
+void apiAccount(void* site, double seconds) {
+  if (site && seconds > 0) static_cast<OpSite*>(site)->addAdapterSeconds(seconds);
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
@@ -274,7 +278,7 @@ const fumi_adapter_api kAdapterApi = {
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
-    apiCompare};
+    apiCompare,               apiAccount};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -25,7 +25,8 @@ extern "C" {
  * 6: contract and convolve (checksum's projections of device ops on the device).
  * 7: set_shared_probe (library calls inside a framework op reading shared memory).
  * 8: quiet (the adapter's own computations outside check(): library calls pass through).
- * 9: compare (the host's comparison of two host buffers, for the adapter's own figures). */
+ * 9: compare (the host's comparison of two host buffers, for the adapter's own figures) and
+ *    account (the adapter's own time on sampled calls, for the summary). */
 #define FUMI_ADAPTER_ABI_VERSION 9u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
@@ -200,6 +201,10 @@ typedef struct fumi_adapter_api {
    * vectorised, without fp64 copies. */
   fumi_status (*compare)(const fumi_tensor* t, const void* a, fumi_dtype a_dtype, const void* b,
                          fumi_dtype b_dtype, const fumi_compare_spec* spec, fumi_comparison* out);
+  /* ABI 9 — wall seconds the adapter spent on a sampled call of `site` outside check() (copies
+   * before the op ran, describing it, its work after the checks): the summary's `adapter_s`,
+   * beside check_s. */
+  void (*account)(void* site, double seconds);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

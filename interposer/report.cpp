@@ -214,6 +214,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
     if (st.handled_overflow) ops.back()["handled_overflow"] = st.handled_overflow;
     if (st.autotuning) ops.back()["autotuning"] = st.autotuning;
+    if (st.adapter_seconds > 0) ops.back()["adapter_s"] = st.adapter_seconds;
   }
   const double elapsed = monotonicSeconds() - start_time_;
   nlohmann::json ev;

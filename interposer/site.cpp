@@ -91,6 +91,11 @@ void OpSite::addStats(uint64_t checked_delta, uint64_t skipped_delta, double sec
   stats.check_seconds += seconds;
 }
 
+void OpSite::addAdapterSeconds(double seconds) {
+  const InsideLock<std::mutex> lock(stats_mu);
+  stats.adapter_seconds += seconds;
+}
+
 // Why is said once per op and reason at info level (the summary has only the count), every
 // time at debug level; its first line only (an exception's message may go on with a C++
 // backtrace).

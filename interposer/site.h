@@ -69,6 +69,9 @@ struct OpStats {
   uint64_t handled_overflow = 0;  // backward-pass NaN/Inf a loss scaler handled (loss_scaling.h)
   uint64_t autotuning = 0;  // executions found to be a library's autotuning: not in the calls
   double check_seconds = 0;  // wall time spent running checks (reruns included)
+  // Wall time a framework adapter spent on the sampled calls outside their checks (copies taken
+  // before the op ran, describing it, work after the checks): fumi's cost is both.
+  double adapter_seconds = 0;
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
   std::map<std::string, CheckCounts> checks;   // check name -> its runs
@@ -125,6 +128,7 @@ struct OpSite {
   OpStats stats;  // guarded by stats_mu (slow path only)
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
+  void addAdapterSeconds(double seconds);
   // A sampled call that will not be checked: counted skipped; why is logged (info once per op
   // and reason, debug every time).
   void countSkipped(const char* why);

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +42,11 @@
 namespace {
 
 const fumi_adapter_api* g_api = nullptr;
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 const char kBackend[] = "torch";
 
 // ---- op name -> libfumi site ----------------------------------------------------------------
@@ -985,7 +991,9 @@ class CapturedCall final : public at::ObserverContext {
     c.scan = &CapturedCall::scanThunk;
     c.contract = &CapturedCall::contractThunk;
     c.convolve = &CapturedCall::convolveThunk;
+    const Clock::time_point checks_started = Clock::now();
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
+    in_checks_s_ = secondsSince(checks_started);
     if (wide_.empty()) return;  // no wider rerun: nothing to attribute or to offer
     QuietScope quiet;
     CpuRngGuard rng;
@@ -994,6 +1002,12 @@ class CapturedCall final : public at::ObserverContext {
     offerOutputs(outputs);
   }
 
+
+  // fumi's own time on this call outside check(): `before` (seconds taken before the op ran)
+  // and `after` (check() of this class, whole) less the time libfumi's checks took in it.
+  void account(double before, double after) const {
+    g_api->account(site_, before + std::max(0.0, after - in_checks_s_));
+  }
 
  private:
   // `compute`, or the dtype of an output narrower than it: a result stored in a narrower type
@@ -1563,6 +1577,7 @@ class CapturedCall final : public at::ObserverContext {
     }
   }
 
+  double in_checks_s_ = 0;  // wall seconds of libfumi's check() of this call
   void* site_;
   void* token_;
   uint64_t index_;
@@ -1677,6 +1692,7 @@ class OpObservation final : public at::ObserverContext {
  public:
   OpObservation(void* site, uint64_t index) : site_(site), index_(index) {}
   std::unique_ptr<CapturedCall> checked;
+  double captured_s = 0;  // seconds maybeCapture took for `checked`
   bool searching = false;
   NonFinite inputs_bad;
   std::string bad_input;  // name of the first non-finite input
@@ -1951,11 +1967,14 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     }
     if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
-    if (checkable && g_capture)
+    if (checkable && g_capture) {
+      const Clock::time_point started = Clock::now();
       if (auto captured = maybeCapture(fn, site, index, view)) {
         obs = std::make_unique<OpObservation>(site, index);
         obs->checked = std::move(captured);
+        obs->captured_s = secondsSince(started);
       }
+    }
     if (g_sentinels && !view && g_api->nan_search()) {
       if (!obs) obs = std::make_unique<OpObservation>(site, index);
       probeInputs(fn, *obs);
@@ -1971,6 +1990,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
     --t_checked_depth;
+    const Clock::time_point started = Clock::now();
     try {
       obs->checked->check(fumi::torch_compat::outputsOf(fn));
     } catch (const std::exception& e) {  // once per op, without c10's backtrace
@@ -1978,6 +1998,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
                        "its checks are skipped", FUMI_LOG_ERROR);
     } catch (...) {
     }
+    obs->checked->account(obs->captured_s, secondsSince(started));
   }
   if (g_sentinels && !t_running.empty()) {
     const Running op = t_running.back();

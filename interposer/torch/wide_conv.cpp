@@ -236,11 +236,6 @@ void inGemmRuns(const Shape& d, int64_t column_bytes, const at::TensorOptions& o
   }
 }
 
-// x as (N, D, H, W, C) memory: lifted, channels-last.
-at::Tensor channelsLast(const at::Tensor& x, int spatial) {
-  return lift(x, spatial).contiguous(at::MemoryFormat::ChannelsLast3d);
-}
-
 // dst (cols × rows) = the transpose of src (rows × cols), both contiguous, in tiles of eight
 // rows: a cache line of each destination row at a time (a row at a time, the destination rows'
 // writes, often 4 KiB apart, fought over the same L1 sets; aten's strided copy went through
@@ -251,6 +246,24 @@ void transposeInto(const double* src, int64_t rows, int64_t cols, double* dst) {
     for (int64_t c = 0; c < cols; ++c)
       for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
   }
+}
+
+// x as (N, D, H, W, C) memory: lifted, channels-last. A channels-first x goes image by image
+// through transposeInto (aten's strided copy of it took three times as long).
+at::Tensor channelsLast(const at::Tensor& x, int spatial) {
+  const at::Tensor lifted = lift(x, spatial);
+  if (!lifted.is_contiguous() || lifted.numel() == 0)
+    return lifted.contiguous(at::MemoryFormat::ChannelsLast3d);
+  at::Tensor out = at::empty(lifted.sizes(),
+                             lifted.options().memory_format(at::MemoryFormat::ChannelsLast3d));
+  const int64_t c = lifted.size(1), block = lifted.numel() / lifted.size(0);
+  const double* src = lifted.data_ptr<double>();
+  double* dst = out.data_ptr<double>();
+  at::parallel_for(0, lifted.size(0), 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      transposeInto(src + n * block, c, block / c, dst + n * block);
+  });
+  return out;
 }
 
 // The filter (K, C/groups, spatial...) as the (K, taps) matrix of im2col's row order: each

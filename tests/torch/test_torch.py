@@ -1236,6 +1236,13 @@ class Attribution(unittest.TestCase):
         attributions = r.of("attribution")
         self.assertEqual([a["call_index"] for a in attributions], [1, 3])
         producer_errors = [float(line.split()[-1]) for line in r.stdout.splitlines()]
+        # fumi's own time on the sampled calls outside their checks (copies, describing them,
+        # the attributions) is in the summary beside check_s; ops none of whose calls were
+        # sampled have none
+        mm = r.op("aten::mm")
+        self.assertGreater(mm["adapter_s"], 0)
+        self.assertGreater(mm["check_s"], 0)
+        self.assertNotIn("adapter_s", r.op("aten::cat"))
         for a, v in zip(attributions, violations):
             self.assertEqual(a["op"], "aten::mm")
             self.assertEqual(a["precision"], "f64")
