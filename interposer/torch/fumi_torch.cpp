@@ -38,6 +38,7 @@
 #include "torch_compat.h"
 #include "torch_version.h"
 #include "wide_conv.h"
+#include "wide_pool.h"
 
 namespace {
 
@@ -1306,7 +1307,8 @@ class CapturedCall final : public at::ObserverContext {
   // The op on the widened arguments of `stack`: fumi's own fp64 convolution where it applies
   // (wide_conv.h: aten's is one small GEMM per image), the op's kernel otherwise.
   void callWide(torch::jit::Stack& stack) const {
-    if (!fumi::wide_conv::run(op_, stack)) op_.callBoxed(&stack);
+    if (!fumi::wide_conv::run(op_, stack) && !fumi::wide_pool::run(op_, stack))
+      op_.callBoxed(&stack);
   }
 
   // A dtype argument (sum's and mean's `dtype=`) naming the call's own dtype is widened with

@@ -2,7 +2,8 @@
 and attribution's wider reruns of aten::convolution and aten::conv2d, held against aten's fp64
 convolution on the same arguments: every stride, padding, dilation, group count, bias, memory
 format and batch split it accepts agrees within fp64 rounding of the terms, and it declines
-what it does not compute (the adapter then runs aten's kernel)."""
+what it does not compute (the adapter then runs aten's kernel). Likewise its fp64 max pooling
+(wide_pool.cpp), which must equal aten's bit for bit."""
 import itertools
 import os
 import unittest
@@ -403,6 +404,61 @@ class WideConv3d(unittest.TestCase):
             self.close(t_got, t_want, t_size, k * taps, f"{what} transposed")
             cases += 1
         self.assertEqual(cases, 32)
+
+
+class WidePool(unittest.TestCase):
+    """wide_pool::run against aten::max_pool2d in fp64: the same values bit for bit (max pooling
+    is exact), NaN where a window holds one, every kernel, stride, padding, dilation and ceil
+    mode aten accepts, batched and not; declined where aten rejects the arguments or the input
+    is not a contiguous fp64 CPU tensor."""
+
+    def test_equal_to_atens_across_arguments(self):
+        g = torch.Generator().manual_seed(3)
+        shapes = [(2, 3, 9, 11), (3, 8, 7), (1, 1, 1, 5), (2, 4, 16, 16)]
+        cases = 0
+        for shape, k, s, p, d, ceil in itertools.product(
+                shapes, [(1, 1), (2, 2), (3, 3), (2, 3)], [(), (1, 1), (2, 2), (3, 1)],
+                [(0, 0), (1, 1), (0, 1)], [(1, 1), (2, 1)], [False, True]):
+            x = torch.randn(shape, dtype=torch.float64, generator=g)
+            x[..., 0, 0] = -0.0  # a signed zero beside its neighbours
+            args = (list(k), list(s), list(p), list(d), ceil)
+            try:
+                want = F.max_pool2d(x, *args)
+            except RuntimeError:  # aten rejects these arguments: fumi leaves them to it
+                self.assertIsNone(ops.wide_pool_run(x, *args), (shape, args))
+                continue
+            got = ops.wide_pool_run(x, *args)
+            self.assertIsNotNone(got, (shape, args))
+            self.assertEqual(got.shape, want.shape, (shape, args))
+            self.assertTrue(torch.equal(got, want), (shape, args))
+            self.assertTrue(torch.equal(got.signbit(), want.signbit()), (shape, args))
+            cases += 1
+        self.assertGreater(cases, 300)
+
+    def test_non_finite_windows(self):
+        x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+        x[0, 0, 1, 1] = float("nan")
+        x[0, 1, 3, 4] = float("inf")
+        x[1, 2] = float("-inf")  # a whole plane of -inf
+        x[1, 0, 5, 5] = float("nan")
+        x[1, 0, 5, 6] = float("inf")  # NaN and Inf in one window: NaN
+        for args in (([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 2], [], [0, 0], [1, 1], True)):
+            want = F.max_pool2d(x, *args)
+            got = ops.wide_pool_run(x, *args)
+            self.assertTrue(torch.equal(got.isnan(), want.isnan()), args)
+            self.assertTrue(torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), args)
+            self.assertGreater(int(got.isnan().sum()), 0)
+
+    def test_declines_what_it_does_not_compute(self):
+        x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+        args = ([3, 3], [2, 2], [1, 1], [1, 1], False)
+        self.assertIsNone(ops.wide_pool_run(x.float(), *args))  # not fp64
+        self.assertIsNone(ops.wide_pool_run(x.contiguous(memory_format=torch.channels_last),
+                                            *args))
+        self.assertIsNone(ops.wide_pool_run(x[:, :, ::2], *args))  # not contiguous
+        self.assertIsNone(ops.wide_pool_run(x[0, 0], *args))  # 2-d
+        self.assertIsNone(ops.wide_pool_run(x, [3, 3], [2, 2], [2, 2], [1, 1], False))  # pad > k/2
+        self.assertIsNotNone(ops.wide_pool_run(x, *args))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,12 @@
 //   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
 //                                 arguments: the result, or None where it declines
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
+//   fumi_test::wide_pool_run      wide_pool::run on aten::max_pool2d's arguments: the result,
+//                                 or None where it declines
 #include <torch/library.h>
 
 #include "wide_conv.h"
+#include "wide_pool.h"
 
 namespace {
 
@@ -86,6 +89,17 @@ runBackwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
   return {true, opt(stack[0]), opt(stack[1]), opt(stack[2])};
 }
 
+// wide_pool::run on the stack aten::max_pool2d would get.
+c10::optional<at::Tensor> poolOp(const at::Tensor& x, at::IntArrayRef kernel,
+                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                 at::IntArrayRef dilation, bool ceil_mode) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::max_pool2d", "");
+  torch::jit::Stack stack{x, kernel.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode};
+  if (!fumi::wide_pool::run(op, stack)) return c10::nullopt;
+  TORCH_CHECK(stack.size() == 1 && stack[0].isTensor(), "run() left no single tensor");
+  return stack[0].toTensor();
+}
+
 }  // namespace
 
 TORCH_LIBRARY(fumi_test, m) {
@@ -106,4 +120,7 @@ TORCH_LIBRARY(fumi_test, m) {
         "int[] dilation, bool transposed, int groups, bool[3] mask) -> "
         "(bool, Tensor?, Tensor?, Tensor?)",
         &runBackwardOp);
+  m.def("wide_pool_run(Tensor x, int[] kernel, int[] stride, int[] padding, int[] dilation, "
+        "bool ceil_mode) -> Tensor?",
+        &poolOp);
 }

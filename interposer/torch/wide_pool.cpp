@@ -1,0 +1,148 @@
+// wide_pool.cpp — fumi's own fp64 max pooling on the CPU (wide_pool.h says why).
+#include "wide_pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+namespace fumi::wide_pool {
+namespace {
+
+// An int[2] argument: one value for both dimensions or one each.
+bool pair(c10::IntArrayRef in, int64_t out[2]) {
+  if (in.size() != 1 && in.size() != 2) return false;
+  out[0] = in[0];
+  out[1] = in[in.size() - 1];
+  return true;
+}
+
+// An int[] argument as the stack holds it: an int list, or (as a RecordFunction's inputs give
+// it) a generic list of ints.
+bool ints(const c10::IValue& v, std::vector<int64_t>* out) {
+  if (v.isIntList()) {
+    *out = v.toIntVector();
+    return true;
+  }
+  if (!v.isList()) return false;
+  out->clear();
+  for (const c10::IValue& e : v.toListRef()) {
+    if (!e.isInt()) return false;
+    out->push_back(e.toInt());
+  }
+  return true;
+}
+
+// aten's pooling output extent (pooling_output_shape): -1 where it rejects the arguments.
+int64_t extent(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
+  if (k < 1 || stride < 1 || dilation < 1 || pad < 0 || pad > k / 2) return -1;
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
+  if (span < 0) return -1;
+  int64_t out = span / stride + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out >= 1 ? out : -1;
+}
+
+}  // namespace
+
+at::Tensor maxPool2d(const at::Tensor& x, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
+  if (!x.defined() || x.layout() != at::kStrided || !x.device().is_cpu() ||
+      x.scalar_type() != at::kDouble || (x.dim() != 3 && x.dim() != 4) || !x.is_contiguous() ||
+      x.numel() == 0)
+    return {};
+  int64_t k[2], s[2], p[2], d[2];
+  if (!pair(kernel, k) || !pair(stride.empty() ? kernel : stride, s) || !pair(padding, p) ||
+      !pair(dilation, d))
+    return {};
+  const int64_t h = x.size(-2), w = x.size(-1);
+  const int64_t oh = extent(h, k[0], p[0], s[0], d[0], ceil_mode);
+  const int64_t ow = extent(w, k[1], p[1], s[1], d[1], ceil_mode);
+  if (oh < 1 || ow < 1) return {};
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[sizes.size() - 2] = oh;
+  sizes[sizes.size() - 1] = ow;
+  at::Tensor y = at::empty(sizes, x.options());
+  const int64_t planes = x.numel() / (h * w);
+  const double* src = x.data_ptr<double>();
+  double* dst = y.data_ptr<double>();
+  const int64_t kh = k[0], kw = k[1], sh = s[0], sw = s[1], ph = p[0], pw = p[1], dh = d[0],
+                dw = d[1];
+  // The taps of a window inside the input: from first(o) on, count(o) of them.
+  const auto first = [](int64_t start, int64_t dil) {
+    return start >= 0 ? int64_t{0} : (-start + dil - 1) / dil;
+  };
+  const auto count = [](int64_t start, int64_t dil, int64_t k_, int64_t in, int64_t from) {
+    const int64_t last = std::min(k_ - 1, (in - 1 - start) / dil);  // start + last·dil < in
+    return start + from * dil >= in ? int64_t{0} : last - from + 1;
+  };
+  // aten's order and test, a NaN replacing the maximum and staying (nothing is > NaN), taken
+  // in two passes: along each row, then down the columns of those row maxima. The first of
+  // equal maxima in aten's (row-major) window order and the last NaN come out the same.
+  const auto better = [](double v, double best) { return (v > best) | (v != v) ? v : best; };
+  std::vector<int64_t> cols_first(static_cast<size_t>(ow)), cols_count(static_cast<size_t>(ow));
+  for (int64_t j = 0; j < ow; ++j) {
+    const int64_t left = j * sw - pw;
+    cols_first[static_cast<size_t>(j)] = left + first(left, dw) * dw;
+    cols_count[static_cast<size_t>(j)] = count(left, dw, kw, w, first(left, dw));
+  }
+  at::parallel_for(0, planes, 1, [&](int64_t p0, int64_t p1) {
+    std::vector<double> rows(static_cast<size_t>(h * ow));  // each input row's window maxima
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const double* in = src + plane * h * w;
+      double* out = dst + plane * oh * ow;
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t j = 0; j < ow; ++j) {
+          const double* at = in + r * w + cols_first[static_cast<size_t>(j)];
+          const int64_t n = cols_count[static_cast<size_t>(j)];
+          // A plain maximum (maxsd: no branch) and whether a NaN went by; only then the window
+          // again with NaN's rule, for aten's NaN.
+          double best = -std::numeric_limits<double>::infinity();
+          bool nan = false;
+          for (int64_t b = 0; b < n; ++b) {
+            const double v = at[b * dw];
+            best = v > best ? v : best;
+            nan |= v != v;
+          }
+          if (nan)
+            for (int64_t b = 0; b < n; ++b) best = better(at[b * dw], best);
+          rows[static_cast<size_t>(r * ow + j)] = best;
+        }
+      for (int64_t i = 0; i < oh; ++i) {
+        const int64_t top = i * sh - ph, a0 = first(top, dh), na = count(top, dh, kh, h, a0);
+        double* o = out + i * ow;
+        for (int64_t j = 0; j < ow; ++j) o[j] = -std::numeric_limits<double>::infinity();
+        for (int64_t a = a0; a < a0 + na; ++a) {
+          const double* m = rows.data() + (top + a * dh) * ow;
+          for (int64_t j = 0; j < ow; ++j) o[j] = better(m[j], o[j]);
+        }
+      }
+    }
+  });
+  return y;
+}
+
+bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  // aten::max_pool2d(self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False)
+  const c10::OperatorName& name = op.schema().operator_name();
+  if (name.name != "aten::max_pool2d" || !name.overload_name.empty() || stack.size() != 6)
+    return false;
+  try {
+    std::vector<int64_t> lists[4];
+    for (size_t i = 0; i < 4; ++i)
+      if (!ints(stack[i + 1], &lists[i])) return false;
+    if (!stack[0].isTensor() || !stack[5].isBool()) return false;
+    at::Tensor y = maxPool2d(stack[0].toTensor(), lists[0], lists[1], lists[2], lists[3],
+                             stack[5].toBool());
+    if (!y.defined()) return false;
+    stack.clear();
+    stack.emplace_back(std::move(y));
+    return true;
+  } catch (const c10::Error&) {
+    return false;  // aten's own kernel will say what is wrong with the arguments
+  }
+}
+
+}  // namespace fumi::wide_pool
