@@ -495,13 +495,9 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
                         : shapeOf(x, w, stride, padding, dilation, groups, &d)) ||
         !faster(d))
       return false;
-    at::Tensor y = is_transposed
-                       ? transposed(x, w, bias, stride, padding, extra, dilation, groups)
-                       : forward(x, w, bias, stride, padding, dilation, groups);
-    if (!y.defined()) return false;
-    stack.clear();
-    stack.emplace_back(std::move(y));
-    return true;
+    return replaceBy(stack, is_transposed
+                                ? transposed(x, w, bias, stride, padding, extra, dilation, groups)
+                                : forward(x, w, bias, stride, padding, dilation, groups));
   } catch (const c10::Error&) {
     return false;  // aten's own kernel will say what is wrong with the arguments
   }

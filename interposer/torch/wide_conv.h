@@ -69,4 +69,13 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // true; otherwise leaves the stack and returns false.
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 
+// For a run(): y as the op's one result on `stack`, as OperatorHandle::callBoxed leaves it, and
+// true; false (the stack left as it is) where y is undefined (the arguments were declined).
+inline bool replaceBy(torch::jit::Stack& stack, at::Tensor y) {
+  if (!y.defined()) return false;
+  stack.clear();
+  stack.emplace_back(std::move(y));
+  return true;
+}
+
 }  // namespace fumi::wide_conv

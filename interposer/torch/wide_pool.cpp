@@ -1,6 +1,8 @@
 // wide_pool.cpp — fumi's own fp64 max pooling on the CPU (wide_pool.h says why).
 #include "wide_pool.h"
 
+#include "wide_conv.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -134,12 +136,8 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     for (size_t i = 0; i < 4; ++i)
       if (!ints(stack[i + 1], &lists[i])) return false;
     if (!stack[0].isTensor() || !stack[5].isBool()) return false;
-    at::Tensor y = maxPool2d(stack[0].toTensor(), lists[0], lists[1], lists[2], lists[3],
-                             stack[5].toBool());
-    if (!y.defined()) return false;
-    stack.clear();
-    stack.emplace_back(std::move(y));
-    return true;
+    return wide_conv::replaceBy(stack, maxPool2d(stack[0].toTensor(), lists[0], lists[1], lists[2],
+                                                 lists[3], stack[5].toBool()));
   } catch (const c10::Error&) {
     return false;  // aten's own kernel will say what is wrong with the arguments
   }
