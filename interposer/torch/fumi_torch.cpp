@@ -1003,12 +1003,13 @@ class CapturedCall final : public at::ObserverContext {
     offerOutputs(outputs);
   }
 
-
-  // fumi's own time on this call outside check(): `before` (seconds taken before the op ran)
-  // and `after` (check() of this class, whole) less the time libfumi's checks took in it.
-  void account(double before, double after) const {
-    g_api->account(site_, before + std::max(0.0, after - in_checks_s_));
+  // fumi's own time on this call outside libfumi's checks: before_s, and `after` (check() of
+  // this class, whole) less the time libfumi's checks took in it.
+  void account(double after) const {
+    g_api->account(site_, before_s + std::max(0.0, after - in_checks_s_));
   }
+
+  double before_s = 0;  // seconds from the sampling decision to the op: the copies it took
 
  private:
   // `compute`, or the dtype of an output narrower than it: a result stored in a narrower type
@@ -1694,7 +1695,6 @@ class OpObservation final : public at::ObserverContext {
  public:
   OpObservation(void* site, uint64_t index) : site_(site), index_(index) {}
   std::unique_ptr<CapturedCall> checked;
-  double captured_s = 0;  // seconds maybeCapture took for `checked`
   bool searching = false;
   NonFinite inputs_bad;
   std::string bad_input;  // name of the first non-finite input
@@ -1911,6 +1911,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
   void* token =
       g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str(), autocast);
   if (!token) return nullptr;
+  const Clock::time_point sampled = Clock::now();
   try {
     const auto op = c10::Dispatcher::singleton().findOp(*name);
     if (!op) {
@@ -1937,6 +1938,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
     auto captured =
         std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
     captured->capture(inputs, written_memory);
+    captured->before_s = secondsSince(sampled);
     ++t_checked_depth;
     return captured;
   } catch (const std::exception& e) {
@@ -1969,14 +1971,11 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     }
     if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
-    if (checkable && g_capture) {
-      const Clock::time_point started = Clock::now();
+    if (checkable && g_capture)
       if (auto captured = maybeCapture(fn, site, index, view)) {
         obs = std::make_unique<OpObservation>(site, index);
         obs->checked = std::move(captured);
-        obs->captured_s = secondsSince(started);
       }
-    }
     if (g_sentinels && !view && g_api->nan_search()) {
       if (!obs) obs = std::make_unique<OpObservation>(site, index);
       probeInputs(fn, *obs);
@@ -2000,7 +1999,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
                        "its checks are skipped", FUMI_LOG_ERROR);
     } catch (...) {
     }
-    obs->checked->account(obs->captured_s, secondsSince(started));
+    obs->checked->account(secondsSince(started));
   }
   if (g_sentinels && !t_running.empty()) {
     const Running op = t_running.back();
