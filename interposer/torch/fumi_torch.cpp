@@ -38,7 +38,7 @@
 #include "torch_compat.h"
 #include "torch_version.h"
 #include "wide_conv.h"
-#include "wide_pool.h"
+#include "wide_ops.h"
 
 namespace {
 
@@ -1308,7 +1308,7 @@ class CapturedCall final : public at::ObserverContext {
   // The op on the widened arguments of `stack`: fumi's own fp64 convolution where it applies
   // (wide_conv.h: aten's is one small GEMM per image), the op's kernel otherwise.
   void callWide(torch::jit::Stack& stack) const {
-    if (!fumi::wide_conv::run(op_, stack) && !fumi::wide_pool::run(op_, stack))
+    if (!fumi::wide_conv::run(op_, stack) && !fumi::wide_ops::run(op_, stack))
       op_.callBoxed(&stack);
   }
 

@@ -3,7 +3,8 @@ and attribution's wider reruns of aten::convolution and aten::conv2d, held again
 convolution on the same arguments: every stride, padding, dilation, group count, bias, memory
 format and batch split it accepts agrees within fp64 rounding of the terms, and it declines
 what it does not compute (the adapter then runs aten's kernel). Likewise its fp64 max pooling
-(wide_pool.cpp), which must equal aten's bit for bit."""
+(wide_ops.cpp), which must equal aten's bit for bit, and its fp64 batch norm, which must agree
+to fp64 rounding and update the running statistics as aten does."""
 import itertools
 import os
 import unittest
@@ -407,7 +408,7 @@ class WideConv3d(unittest.TestCase):
 
 
 class WidePool(unittest.TestCase):
-    """wide_pool::run against aten::max_pool2d in fp64: the same values bit for bit (max pooling
+    """wide_ops::run against aten::max_pool2d in fp64: the same values bit for bit (max pooling
     is exact), NaN where a window holds one, every kernel, stride, padding, dilation and ceil
     mode aten accepts, batched and not; declined where aten rejects the arguments or the input
     is not a contiguous fp64 CPU tensor."""
@@ -459,6 +460,64 @@ class WidePool(unittest.TestCase):
         self.assertIsNone(ops.wide_pool_run(x[0, 0], *args))  # 2-d
         self.assertIsNone(ops.wide_pool_run(x, [3, 3], [2, 2], [2, 2], [1, 1], False))  # pad > k/2
         self.assertIsNotNone(ops.wide_pool_run(x, *args))
+
+
+class WideBatchNorm(unittest.TestCase):
+    """wide_ops::run against aten::batch_norm and aten::native_batch_norm in fp64: results and
+    updated running statistics within fp64 rounding, training and evaluation, with and without
+    weight, bias and running statistics, 2-d to 5-d inputs; declined outside its reach."""
+
+    def test_agrees_with_aten(self):
+        g = torch.Generator().manual_seed(5)
+        cases = 0
+        for shape, training, affine, stats, name in itertools.product(
+                [(8, 16, 5, 5), (4, 3), (2, 6, 7), (2, 4, 3, 3, 3), (1, 5, 1, 2)],
+                [True, False], [True, False], [True, False], ["batch_norm", "native_batch_norm"]):
+            if not training and not stats:
+                continue
+            c = shape[1]
+            x = 3 + 2 * torch.randn(shape, dtype=torch.float64, generator=g)
+            w = torch.rand(c, dtype=torch.float64, generator=g) + 0.5 if affine else None
+            b = torch.randn(c, dtype=torch.float64, generator=g) if affine else None
+            rm = torch.randn(c, dtype=torch.float64, generator=g) if stats else None
+            rv = torch.rand(c, dtype=torch.float64, generator=g) + 0.5 if stats else None
+            mine = [t.clone() if t is not None else None for t in (rm, rv)]
+            theirs = [t.clone() if t is not None else None for t in (rm, rv)]
+            took, *got = ops.wide_batch_norm_run(name, x, w, b, *mine, training, 0.3, 1e-4)
+            where = (shape, training, affine, stats, name)
+            self.assertTrue(took, where)
+            if name == "batch_norm":
+                want = [torch.ops.aten.batch_norm(x, w, b, *theirs, training, 0.3, 1e-4, False)]
+                self.assertIsNone(got[1], where)
+            else:
+                want = list(torch.ops.aten.native_batch_norm(x, w, b, *theirs, training, 0.3,
+                                                             1e-4))
+            for a, e in zip(got, want):
+                self.assertEqual(a.shape, e.shape, where)
+                self.assertTrue(torch.allclose(a, e, rtol=1e-12, atol=1e-12), where)
+            for a, e in zip(mine, theirs):
+                if e is not None:
+                    self.assertTrue(torch.allclose(a, e, rtol=1e-12, atol=1e-12), where)
+            if stats and training:
+                self.assertFalse(torch.equal(mine[0], rm), where)  # updated
+            cases += 1
+        self.assertEqual(cases, 60)
+
+    def test_declines_what_it_does_not_compute(self):
+        x = torch.randn(4, 3, 5, 5, dtype=torch.float64)
+        c = torch.ones(3, dtype=torch.float64)
+        run = ops.wide_batch_norm_run
+        self.assertTrue(run("batch_norm", x, c, c, c.clone(), c.clone(), True, 0.1, 1e-5)[0])
+        self.assertFalse(run("batch_norm", x.float(), None, None, None, None, True, 0.1, 1e-5)[0])
+        self.assertFalse(run("batch_norm", x.contiguous(memory_format=torch.channels_last),
+                             None, None, None, None, True, 0.1, 1e-5)[0])
+        self.assertFalse(run("batch_norm", x, c.float(), None, None, None, True, 0.1, 1e-5)[0])
+        self.assertFalse(run("batch_norm", x, None, None, None, None, False, 0.1, 1e-5)[0])
+        self.assertFalse(run("batch_norm", x[:1, :, :1, :1].contiguous(), None, None, None, None,
+                             True, 0.1, 1e-5)[0])  # one value per channel
+        rm = c.clone()
+        self.assertFalse(run("batch_norm", x, None, None, rm, None, True, 0.1, 1e-5)[0])
+        self.assertTrue(torch.equal(rm, c))  # declined: nothing updated
 
 
 if __name__ == "__main__":

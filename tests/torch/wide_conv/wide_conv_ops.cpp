@@ -6,12 +6,14 @@
 //   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
 //                                 arguments: the result, or None where it declines
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
-//   fumi_test::wide_pool_run      wide_pool::run on aten::max_pool2d's arguments: the result,
+//   fumi_test::wide_pool_run      wide_ops::run on aten::max_pool2d's arguments: the result,
 //                                 or None where it declines
+//   fumi_test::wide_batch_norm_run  wide_ops::run on aten::batch_norm's or native_batch_norm's:
+//                                 whether it took them, and the results (None: not returned)
 #include <torch/library.h>
 
 #include "wide_conv.h"
-#include "wide_pool.h"
+#include "wide_ops.h"
 
 namespace {
 
@@ -89,15 +91,33 @@ runBackwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
   return {true, opt(stack[0]), opt(stack[1]), opt(stack[2])};
 }
 
-// wide_pool::run on the stack aten::max_pool2d would get.
+// wide_ops::run on the stack aten::max_pool2d would get.
 c10::optional<at::Tensor> poolOp(const at::Tensor& x, at::IntArrayRef kernel,
                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                  at::IntArrayRef dilation, bool ceil_mode) {
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::max_pool2d", "");
   torch::jit::Stack stack{x, kernel.vec(), stride.vec(), padding.vec(), dilation.vec(), ceil_mode};
-  if (!fumi::wide_pool::run(op, stack)) return c10::nullopt;
+  if (!fumi::wide_ops::run(op, stack)) return c10::nullopt;
   TORCH_CHECK(stack.size() == 1 && stack[0].isTensor(), "run() left no single tensor");
   return stack[0].toTensor();
+}
+
+// wide_ops::run on the stack aten::batch_norm (name "batch_norm") or aten::native_batch_norm
+// ("native_batch_norm") would get; running_mean and running_var updated in place as the op
+// would.
+std::tuple<bool, c10::optional<at::Tensor>, c10::optional<at::Tensor>, c10::optional<at::Tensor>>
+batchNormOp(const std::string& name, const at::Tensor& x, const c10::optional<at::Tensor>& w,
+            const c10::optional<at::Tensor>& b, const c10::optional<at::Tensor>& rm,
+            const c10::optional<at::Tensor>& rv, bool training, double momentum, double eps) {
+  const std::string qualified = "aten::" + name;
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(qualified.c_str(), "");
+  auto opt = [](const c10::optional<at::Tensor>& t) { return t ? c10::IValue(*t) : c10::IValue(); };
+  torch::jit::Stack stack{x, opt(w), opt(b), opt(rm), opt(rv), training, momentum, eps};
+  if (name == "batch_norm") stack.emplace_back(false);  // cudnn_enabled
+  if (!fumi::wide_ops::run(op, stack)) return {false, c10::nullopt, c10::nullopt, c10::nullopt};
+  std::array<c10::optional<at::Tensor>, 3> r;
+  for (size_t i = 0; i < stack.size() && i < 3; ++i) r[i] = stack[i].toTensor();
+  return {true, r[0], r[1], r[2]};
 }
 
 }  // namespace
@@ -123,4 +143,8 @@ TORCH_LIBRARY(fumi_test, m) {
   m.def("wide_pool_run(Tensor x, int[] kernel, int[] stride, int[] padding, int[] dilation, "
         "bool ceil_mode) -> Tensor?",
         &poolOp);
+  m.def("wide_batch_norm_run(str name, Tensor x, Tensor? w, Tensor? b, Tensor(a!)? rm, "
+        "Tensor(b!)? rv, bool training, float momentum, float eps) -> "
+        "(bool, Tensor?, Tensor?, Tensor?)",
+        &batchNormOp);
 }

@@ -1,16 +1,19 @@
-// wide_pool.cpp — fumi's own fp64 max pooling on the CPU (wide_pool.h says why).
-#include "wide_pool.h"
+// wide_ops.cpp — fumi's own fp64 max pooling and batch norm on the CPU (wide_ops.h says why).
+#include "wide_ops.h"
 
 #include "wide_conv.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
 
-namespace fumi::wide_pool {
+#include "fumi/simd.h"
+
+namespace fumi::wide_ops {
 namespace {
 
 // An int[2] argument: one value for both dimensions or one each.
@@ -126,12 +129,121 @@ at::Tensor maxPool2d(const at::Tensor& x, c10::IntArrayRef kernel, c10::IntArray
   return y;
 }
 
+std::array<at::Tensor, 3> batchNorm(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& bias, const at::Tensor& running_mean,
+                                    const at::Tensor& running_var, bool training,
+                                    double momentum, double eps) {
+  const auto fp64Cpu = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && t.device().is_cpu() && t.scalar_type() == at::kDouble;
+  };
+  if (!x.defined() || !fp64Cpu(x) || x.dim() < 2 || !x.is_contiguous() || x.numel() == 0)
+    return {};
+  const int64_t channels = x.size(1), images = x.size(0),
+                inner = x.numel() / (images * channels), per_channel = images * inner;
+  for (const at::Tensor* t : {&weight, &bias, &running_mean, &running_var})
+    if (t->defined() && (!fp64Cpu(*t) || t->dim() != 1 || t->size(0) != channels ||
+                         !t->is_contiguous()))
+      return {};
+  const bool stats = running_mean.defined() && running_var.defined();
+  if (running_mean.defined() != running_var.defined() || (!training && !stats) ||
+      (training && per_channel < 2))
+    return {};
+  const at::Tensor mean = at::empty({channels}, x.options()),
+                   invstd = at::empty({channels}, x.options());
+  at::Tensor y = at::empty_like(x);
+  const double* src = x.data_ptr<double>();
+  double* dst = y.data_ptr<double>();
+  double* m = mean.data_ptr<double>();
+  double* s = invstd.data_ptr<double>();
+  const double* w = weight.defined() ? weight.data_ptr<double>() : nullptr;
+  const double* b = bias.defined() ? bias.data_ptr<double>() : nullptr;
+  double* rm = stats ? running_mean.data_ptr<double>() : nullptr;
+  double* rv = stats ? running_var.data_ptr<double>() : nullptr;
+  at::parallel_for(0, channels, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double mu, var;
+      if (training) {  // two passes: the mean, then the squares about it
+        double sum = 0;
+        for (int64_t n = 0; n < images; ++n) {
+          const double* p = src + (n * channels + c) * inner;
+          FUMI_SIMD(reduction(+ : sum))
+          for (int64_t i = 0; i < inner; ++i) sum += p[i];
+        }
+        mu = sum / static_cast<double>(per_channel);
+        double squares = 0;
+        for (int64_t n = 0; n < images; ++n) {
+          const double* p = src + (n * channels + c) * inner;
+          FUMI_SIMD(reduction(+ : squares))
+          for (int64_t i = 0; i < inner; ++i) squares += (p[i] - mu) * (p[i] - mu);
+        }
+        var = squares / static_cast<double>(per_channel);
+        if (stats) {
+          rm[c] = (1 - momentum) * rm[c] + momentum * mu;
+          rv[c] = (1 - momentum) * rv[c] +
+                  momentum * squares / static_cast<double>(per_channel - 1);
+        }
+      } else {
+        mu = rm[c];
+        var = rv[c];
+      }
+      const double inv = 1 / std::sqrt(var + eps);
+      m[c] = mu;
+      s[c] = inv;
+      const double scale = (w ? w[c] : 1.0) * inv, shift = b ? b[c] : 0.0;
+      for (int64_t n = 0; n < images; ++n) {
+        const double* p = src + (n * channels + c) * inner;
+        double* q = dst + (n * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) q[i] = (p[i] - mu) * scale + shift;
+      }
+    }
+  });
+  if (!training) return {y, at::empty({0}, x.options()), at::empty({0}, x.options())};
+  return {y, mean, invstd};
+}
+
+namespace {
+
+// An optional tensor argument: undefined for None.
+bool optionalTensor(const c10::IValue& v, at::Tensor* out) {
+  if (v.isNone()) {
+    *out = at::Tensor();
+    return true;
+  }
+  if (!v.isTensor()) return false;
+  *out = v.toTensor();
+  return true;
+}
+
+// aten::batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps,
+// cudnn_enabled) -> y, and aten::native_batch_norm (the first eight) -> (y, save_mean,
+// save_invstd).
+bool runBatchNorm(bool native, torch::jit::Stack& stack) {
+  if (stack.size() != (native ? 8u : 9u) || !stack[0].isTensor() || !stack[5].isBool() ||
+      !stack[6].isDouble() || !stack[7].isDouble())
+    return false;
+  at::Tensor args[4];
+  for (size_t i = 0; i < 4; ++i)
+    if (!optionalTensor(stack[i + 1], &args[i])) return false;
+  std::array<at::Tensor, 3> r = batchNorm(stack[0].toTensor(), args[0], args[1], args[2], args[3],
+                                          stack[5].toBool(), stack[6].toDouble(),
+                                          stack[7].toDouble());
+  if (!native) return wide_conv::replaceBy(stack, std::move(r[0]));
+  if (!r[0].defined()) return false;
+  stack.clear();
+  for (at::Tensor& t : r) stack.emplace_back(std::move(t));
+  return true;
+}
+
+}  // namespace
+
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   // aten::max_pool2d(self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False)
   const c10::OperatorName& name = op.schema().operator_name();
-  if (name.name != "aten::max_pool2d" || !name.overload_name.empty() || stack.size() != 6)
-    return false;
+  if (!name.overload_name.empty()) return false;
   try {
+    if (name.name == "aten::batch_norm" || name.name == "aten::native_batch_norm")
+      return runBatchNorm(name.name == "aten::native_batch_norm", stack);
+    if (name.name != "aten::max_pool2d" || stack.size() != 6) return false;
     std::vector<int64_t> lists[4];
     for (size_t i = 0; i < 4; ++i)
       if (!ints(stack[i + 1], &lists[i])) return false;
@@ -143,4 +255,4 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   }
 }
 
-}  // namespace fumi::wide_pool
+}  // namespace fumi::wide_ops
