@@ -1,8 +1,6 @@
 // wide_ops.cpp — fumi's own fp64 max pooling and batch norm on the CPU (wide_ops.h says why).
 #include "wide_ops.h"
 
-#include "wide_conv.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include "fumi/simd.h"
+#include "wide_conv.h"
 
 namespace fumi::wide_ops {
 namespace {
