@@ -538,22 +538,31 @@ at::Tensor total(const at::Tensor& t) {
   return t.sum(dims);
 }
 
+// t's shape and strides (in elements) as a fumi_tensor's, its other fields zero; false for more
+// than FUMI_MAX_DIMS dimensions.
+bool layoutOf(const at::Tensor& t, fumi_tensor* d) {
+  if (t.dim() > FUMI_MAX_DIMS) return false;
+  *d = fumi_tensor{};
+  d->struct_size = sizeof *d;
+  d->ndim = static_cast<int32_t>(t.dim());
+  for (int64_t k = 0; k < t.dim(); ++k) {
+    d->shape[k] = t.size(k);
+    d->strides[k] = t.stride(k);
+  }
+  return true;
+}
+
 // ||x - y|| / ||y|| by the host's comparison loops (adapter ABI 9: in the tensors' own dtypes,
 // no fp64 copies) where both are CPU tensors laid out alike (the program's output and its wider
 // rerun, as a rule) and every pair is finite; NaN otherwise.
 double hostNormwiseRel(const at::Tensor& x, const at::Tensor& y) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (!x.device().is_cpu() || !y.device().is_cpu() || x.layout() != at::kStrided ||
-      y.layout() != at::kStrided || x.dim() > FUMI_MAX_DIMS || x.sizes() != y.sizes() ||
-      x.strides() != y.strides() || !x.has_storage() || !y.has_storage())
+      y.layout() != at::kStrided || x.sizes() != y.sizes() || x.strides() != y.strides() ||
+      !x.has_storage() || !y.has_storage())
     return nan;
-  fumi_tensor t{};
-  t.struct_size = sizeof t;
-  t.ndim = static_cast<int32_t>(x.dim());
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    t.shape[d] = x.size(d);
-    t.strides[d] = x.stride(d);
-  }
+  fumi_tensor t;
+  if (!layoutOf(x, &t)) return nan;
   const fumi_compare_spec spec =
       fumi::metrics::compareSpec(0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_NORMS);
   fumi_comparison c{};
@@ -1084,24 +1093,18 @@ class CapturedCall final : public at::ObserverContext {
   int add(const at::Tensor& original, std::string name, fumi_role role) {
     if (!describable(original)) return -1;
     const at::Tensor t = realView(original);
-    if (t.dim() > FUMI_MAX_DIMS) return -1;
+    fumi_tensor d;
+    if (!layoutOf(t, &d)) return -1;
     const bool device = !t.device().is_cpu();
     if (device && !t.has_storage()) return -1;
     if (device && !device_) device_ = t.device();
     complex_.push_back(complexChecked(original.scalar_type()));
     held_.push_back(t);
     names_.push_back(std::move(name));
-    fumi_tensor d{};
-    d.struct_size = sizeof(d);
     d.name = names_.back().c_str();
     d.dtype = toFumi(t.scalar_type());
     d.memory = device ? FUMI_MEMORY_DEVICE : FUMI_MEMORY_HOST;
     d.role = role;
-    d.ndim = static_cast<int32_t>(t.dim());
-    for (int64_t k = 0; k < t.dim(); ++k) {
-      d.shape[k] = t.size(k);
-      d.strides[k] = t.stride(k);
-    }
     d.data = t.data_ptr();
     tensors_.push_back(d);
     return static_cast<int>(tensors_.size()) - 1;

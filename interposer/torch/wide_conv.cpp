@@ -25,11 +25,6 @@ using Extents = std::array<int64_t, kDims>;
 
 constexpr int64_t kFewChannels = 8, kLargeImage = 256;
 
-bool fp64Cpu(const at::Tensor& t) {
-  return t.defined() && t.layout() == at::kStrided && t.device().is_cpu() &&
-         t.scalar_type() == at::kDouble;
-}
-
 // A spatial argument (int[]) of a convolution over `spatial` dimensions as kDims values, the
 // leading ones `fill` (aten expands a single value to every dimension); false when it has
 // another length.

@@ -69,6 +69,12 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // true; otherwise leaves the stack and returns false.
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack);
 
+// Whether t is a defined fp64 strided CPU tensor: what this file's and wide_ops.h's kernels read.
+inline bool fp64Cpu(const at::Tensor& t) {
+  return t.defined() && t.layout() == at::kStrided && t.device().is_cpu() &&
+         t.scalar_type() == at::kDouble;
+}
+
 // For a run(): y as the op's one result on `stack`, as OperatorHandle::callBoxed leaves it, and
 // true; false (the stack left as it is) where y is undefined (the arguments were declined).
 inline bool replaceBy(torch::jit::Stack& stack, at::Tensor y) {

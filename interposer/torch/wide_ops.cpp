@@ -53,8 +53,7 @@ int64_t extent(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilat
 
 at::Tensor maxPool2d(const at::Tensor& x, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                      c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
-  if (!x.defined() || x.layout() != at::kStrided || !x.device().is_cpu() ||
-      x.scalar_type() != at::kDouble || (x.dim() != 3 && x.dim() != 4) || !x.is_contiguous() ||
+  if (!wide_conv::fp64Cpu(x) || (x.dim() != 3 && x.dim() != 4) || !x.is_contiguous() ||
       x.numel() == 0)
     return {};
   int64_t k[2], s[2], p[2], d[2];
@@ -132,11 +131,8 @@ std::array<at::Tensor, 3> batchNorm(const at::Tensor& x, const at::Tensor& weigh
                                     const at::Tensor& bias, const at::Tensor& running_mean,
                                     const at::Tensor& running_var, bool training,
                                     double momentum, double eps) {
-  const auto fp64Cpu = [](const at::Tensor& t) {
-    return t.layout() == at::kStrided && t.device().is_cpu() && t.scalar_type() == at::kDouble;
-  };
-  if (!x.defined() || !fp64Cpu(x) || x.dim() < 2 || !x.is_contiguous() || x.numel() == 0)
-    return {};
+  using wide_conv::fp64Cpu;
+  if (!fp64Cpu(x) || x.dim() < 2 || !x.is_contiguous() || x.numel() == 0) return {};
   const int64_t channels = x.size(1), images = x.size(0),
                 inner = x.numel() / (images * channels), per_channel = images * inner;
   for (const at::Tensor* t : {&weight, &bias, &running_mean, &running_var})
@@ -236,12 +232,12 @@ bool runBatchNorm(bool native, torch::jit::Stack& stack) {
 }  // namespace
 
 bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
-  // aten::max_pool2d(self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False)
   const c10::OperatorName& name = op.schema().operator_name();
   if (!name.overload_name.empty()) return false;
   try {
     if (name.name == "aten::batch_norm" || name.name == "aten::native_batch_norm")
       return runBatchNorm(name.name == "aten::native_batch_norm", stack);
+    // aten::max_pool2d(self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False)
     if (name.name != "aten::max_pool2d" || stack.size() != 6) return false;
     std::vector<int64_t> lists[4];
     for (size_t i = 0; i < 4; ++i)
