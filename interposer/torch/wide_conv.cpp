@@ -17,6 +17,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "winograd.h"
+
 namespace fumi::wide_conv {
 namespace {
 
@@ -298,10 +300,33 @@ at::Tensor fromChannelsLast(const at::Tensor& t, int spatial) {
   return lower(t.permute({0, 4, 1, 2, 3}), spatial);
 }
 
+// The convolution `d` as winograd.h's F(2×2, 3×3) takes it, or (adjoint) its input gradient,
+// the correlation of the result's gradient (K channels, padded by 2 − pad) with the filter turned
+// by 180° and its channel axes swapped; false where it is not a 3×3, stride-1, undilated,
+// one-group 2-D convolution, or F(2×2, 3×3) does not pay there.
+bool winogradOf(const Shape& d, bool adjoint, WinogradShape* s) {
+  const bool plain = d.groups == 1 && d.in[0] == 1 && d.filter[0] == 1 && d.pad[0] == 0;
+  const bool three_by_three = d.filter[1] == 3 && d.filter[2] == 3 && d.stride[1] == 1 &&
+                              d.stride[2] == 1 && d.dilation[1] == 1 && d.dilation[2] == 1;
+  if (!plain || !three_by_three || (adjoint && (d.pad[1] > 2 || d.pad[2] > 2))) return false;
+  s->n = d.n;
+  s->c = adjoint ? d.k : d.c, s->k = adjoint ? d.c : d.k;
+  s->h = adjoint ? d.out[1] : d.in[1], s->w = adjoint ? d.out[2] : d.in[2];
+  s->pad_h = adjoint ? 2 - d.pad[1] : d.pad[1], s->pad_w = adjoint ? 2 - d.pad[2] : d.pad[2];
+  return winogradPays(*s);
+}
+
 // The gradient with respect to the input of the convolution `d` by w, for `grad` its result's
 // gradient as the (N·O, K) matrix.
 at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d,
                      int64_t column_bytes) {
+  WinogradShape s;
+  if (winogradOf(d, true, &s)) {
+    at::Tensor dx = at::empty({d.n, d.in[0], d.in[1], d.in[2], d.c}, w.options());
+    if (winograd3x3(grad.contiguous().data_ptr<double>(), w, true, s, column_bytes,
+                    dx.data_ptr<double>()))
+      return fromChannelsLast(dx, d.spatial);
+  }
   const int64_t kg = d.k / d.groups, taps = d.taps();
   const at::Tensor filter = filterMatrix(w, d);
   at::Tensor dx = at::zeros({d.n, d.in[0], d.in[1], d.in[2], d.c}, w.options());
@@ -338,17 +363,10 @@ void forwardTapsOrder(const at::Tensor& x, const at::Tensor& w, const Shape& d,
     }
   });
 }
-}  // namespace
-
-at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                   c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                   int64_t groups, int64_t column_bytes) {
-  Shape d;
-  if (!shapeOf(x, w, stride, padding, dilation, groups, &d)) return {};
-  if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.k)) return {};
-  const at::NoGradGuard no_grad;
-  at::Tensor out = at::empty({d.n * d.outputs(), d.k}, x.options());
-  if (groups == 1 && x.is_contiguous() && w.is_contiguous() &&
+// forward()'s result rows (N·O, K) by im2col and GEMMs.
+void forwardDirect(const at::Tensor& x, const at::Tensor& w, const Shape& d, int64_t column_bytes,
+                   at::Tensor& out) {
+  if (d.groups == 1 && x.is_contiguous() && w.is_contiguous() &&
       imagesPerGemm(d, column_bytes) * d.outputs() < 2 * d.k) {
     // Fewer im2col rows per GEMM than twice the filters (resnet's later layers: 32 rows of
     // 4608 against 512 filters of 4608): the rows in the filter's order, and the filter as it
@@ -363,6 +381,21 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   } else {
     forwardTapsOrder(x, w, d, column_bytes, out);
   }
+}
+}  // namespace
+
+at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                   c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                   int64_t groups, int64_t column_bytes) {
+  Shape d;
+  if (!shapeOf(x, w, stride, padding, dilation, groups, &d)) return {};
+  if (bias.defined() && (!fp64Cpu(bias) || bias.dim() != 1 || bias.size(0) != d.k)) return {};
+  const at::NoGradGuard no_grad;
+  at::Tensor out = at::empty({d.n * d.outputs(), d.k}, x.options());
+  WinogradShape s;
+  if (!winogradOf(d, false, &s) || !winograd3x3(channelsLast(x, d.spatial).data_ptr<double>(), w,
+                                               false, s, column_bytes, out.data_ptr<double>()))
+    forwardDirect(x, w, d, column_bytes, out);
   if (bias.defined()) out.add_(bias.view({1, d.k}));
   // In x's memory format, as aten's result: a channels-first program's output buffer then takes
   // it in one contiguous copy (a strided copy of the channels-last rows cost as much as them).

@@ -24,6 +24,14 @@ def bound(x, w, stride, padding, dilation, groups):
     return 4 * (taps + 1) * 2.0 ** -53 * scale + 1e-300
 
 
+def non_finite_alike(test, got, want):
+    """NaN and inf where aten's are, the finite values equal."""
+    test.assertTrue(torch.equal(torch.isnan(got), torch.isnan(want)))
+    test.assertTrue(torch.equal(torch.isinf(got), torch.isinf(want)))
+    finite = torch.isfinite(want)
+    test.assertTrue(torch.equal(got[finite], want[finite]))
+
+
 class WideConv(unittest.TestCase):
     def check(self, x, w, b, stride, padding, dilation, groups, column_bytes=K_BYTES):
         want = F.conv2d(x, w, b, stride, padding, dilation, groups)
@@ -119,10 +127,7 @@ class WideConv(unittest.TestCase):
         w[2, 0, 1, 1] = 0.0  # inf · 0: NaN in both
         want = F.conv2d(x, w, None, 1, 1)
         got = ops.wide_conv_forward(x, w, None, [1, 1], [1, 1], [1, 1], 1, K_BYTES)
-        self.assertTrue(torch.equal(torch.isnan(got), torch.isnan(want)))
-        self.assertTrue(torch.equal(torch.isinf(got), torch.isinf(want)))
-        finite = torch.isfinite(want)
-        self.assertTrue(torch.equal(got[finite], want[finite]))
+        non_finite_alike(self, got, want)
         self.assertTrue(torch.isnan(got).any() and torch.isinf(got).any())
 
     def test_run_replaces_the_ops_it_computes(self):
@@ -351,6 +356,120 @@ class WideConvTransposed(unittest.TestCase):
         got1 = ops.wide_conv_run("convolution", x1, w1, b, [2], [1], [1], True, 1)
         self.assertEqual(got1.shape, want1.shape)
         self.assertLess((got1 - want1).abs().max().item(), 1e-12)
+
+
+def winograd_bound(x, w, padding):
+    """F(2x2, 3x3)'s rounding: a transformed input point sums 4 input values (|V| <= 4 max|d|
+    of the tile's 4x4 block), a transformed filter point is at most 2.25 max|g|, an output sums
+    9 products of points: terms of at most 81 max|d| max|g| per channel, summed over C channels
+    in the GEMM and by the transforms (a few more roundings): (C + 10) 2^-53 81 sum_c max|d|
+    max|g|, doubled for room. Not in terms of sum |x||w|: an output's terms include products
+    of values that its direct sum never multiplies."""
+    n, c, h, wd = x.shape
+    oh, ow = h + 2 * padding[0] - 2, wd + 2 * padding[1] - 2
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    padded = F.pad(x.abs(), (padding[1], max(0, 2 * tw + 2 - padding[1] - wd),
+                             padding[0], max(0, 2 * th + 2 - padding[0] - h)))
+    tile_max = F.max_pool2d(padded, 4, 2)[:, :, :th, :tw]
+    terms = torch.einsum("nchw,kc->nkhw", tile_max, w.abs().amax((2, 3)))
+    terms = terms.repeat_interleave(2, 2).repeat_interleave(2, 3)[:, :, :oh, :ow]
+    return 2 * (c + 10) * 2.0 ** -53 * 81 * terms + 1e-300
+
+
+class WideWinograd(unittest.TestCase):
+    """winograd.h's F(2x2, 3x3), which forward() runs for 3x3, stride-1, one-group 2-d
+    convolutions with 16 channels or more a side and 64 tiles of 2x2 outputs or more: within fp64
+    rounding of the terms of aten's, whatever the padding, odd output sizes and blocks of tiles;
+    a non-finite result sends forward() to the direct path (NaN and inf where aten's land)."""
+
+    def test_agrees_with_aten(self):
+        g = torch.Generator().manual_seed(17)
+        cases = 0
+        for (n, c, k, hw), padding, tiles_per_block, scaled in itertools.product(
+                [(2, 16, 16, (8, 8)), (3, 16, 24, (7, 9)), (1, 32, 16, (5, 4)),
+                 (2, 17, 19, (10, 3))],
+                [(0, 0), (1, 1), (2, 1)], [1, 3, None], [False, True]):
+            x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c, 3, 3, dtype=torch.float64, generator=g)
+            if scaled:  # magnitudes over eight decades
+                x = x * 10.0 ** (8 * torch.rand(x.shape, dtype=torch.float64, generator=g) - 4)
+                w = w * 10.0 ** (8 * torch.rand(w.shape, dtype=torch.float64, generator=g) - 4)
+            block = K_BYTES if tiles_per_block is None else tiles_per_block * 16 * (c + k) * 8
+            got = ops.wide_winograd(x, w, list(padding), block)
+            want = F.conv2d(x, w, None, 1, padding)
+            what = f"{n, c, k, hw} padding {padding} block {tiles_per_block} scaled {scaled}"
+            self.assertEqual(got.shape, want.shape, what)
+            # aten's own fp64 rounding within bound(), F(2x2, 3x3)'s within winograd_bound()
+            tol = bound(x, w, 1, padding, 1, 1) + winograd_bound(x, w, padding)
+            self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0, what)
+            self.assertLess(((got - want).norm() / want.norm()).item(), 1e-14, what)
+            cases += 1
+        self.assertEqual(cases, 72)
+
+    def test_forward_and_run_take_it(self):
+        g = torch.Generator().manual_seed(19)
+        x = torch.randn(4, 32, 12, 11, dtype=torch.float64, generator=g)
+        w = torch.randn(48, 32, 3, 3, dtype=torch.float64, generator=g)
+        b = torch.randn(48, dtype=torch.float64, generator=g)
+        want = ops.wide_winograd(x, w, [1, 1], K_BYTES) + b.view(1, -1, 1, 1)
+        for xf in (x, x.contiguous(memory_format=torch.channels_last)):
+            got = ops.wide_conv_forward(xf, w, b, [1, 1], [1, 1], [1, 1], 1, K_BYTES)
+            self.assertTrue(torch.equal(got, want))
+            self.assertTrue(torch.equal(
+                ops.wide_conv_run("conv2d", xf, w, b, [1, 1], [1, 1], [1, 1], False, 1), want))
+
+    def test_input_gradient_and_transposed_convolution(self):
+        # dx of a 3x3 stride-1 convolution is F(2x2, 3x3) of dy by the filter turned by 180
+        # degrees with its channel axes swapped, padded by 2 - padding; the transposed
+        # convolution by w is the same computation.
+        g = torch.Generator().manual_seed(23)
+        cases = 0
+        for (n, c, k, hw), padding in itertools.product(
+                [(4, 16, 24, (12, 12)), (3, 24, 16, (11, 13))],
+                [(0, 0), (1, 1), (2, 2), (2, 1)]):
+            what = f"{n, c, k, hw} padding {padding}"
+            x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c, 3, 3, dtype=torch.float64, generator=g)
+            dy = torch.randn(F.conv2d(x, w, None, 1, padding).shape, dtype=torch.float64,
+                             generator=g)
+            args = ([1, 1], list(padding), [1, 1], False, [0, 0], 1, [True, False, False])
+            want = torch.ops.aten.convolution_backward(dy, x, w, None, *args)[0]
+            size = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), None, *args)[0]
+            dx = ops.wide_conv_backward(dy, x, w, [1, 1], list(padding), [1, 1], 1,
+                                        [True, False, False], K_BYTES)[0]
+            turned = w.flip(2, 3).transpose(0, 1)
+            adjoint = [2 - padding[0], 2 - padding[1]]
+            self.assertTrue(torch.equal(dx, ops.wide_winograd(dy, turned, adjoint, K_BYTES)), what)
+            tol = 4 * (9 * k + 1) * 2.0 ** -53 * size + winograd_bound(dy, turned, adjoint)
+            self.assertLessEqual(((dx - want).abs() / tol).max().item(), 1.0, what)
+            transposed = ops.wide_conv_transposed(dy, w, None, [1, 1], list(padding), [0, 0],
+                                                  [1, 1], 1, K_BYTES)
+            self.assertTrue(torch.equal(transposed, dx), what)
+            t_want = F.conv_transpose2d(dy, w, None, 1, padding)
+            self.assertLessEqual(((transposed - t_want).abs() / tol).max().item(), 1.0, what)
+            cases += 1
+        self.assertEqual(cases, 8)
+
+    def test_non_finite_values_go_the_direct_way(self):
+        x = torch.ones(4, 16, 12, 12, dtype=torch.float64)
+        x[0, 1, 2, 3] = float("nan")
+        x[1, 0, 0, 0] = float("inf")
+        x[1, 5, 6, 7] = -float("inf")
+        w = torch.ones(16, 16, 3, 3, dtype=torch.float64)
+        w[2, 0, 1, 1] = 0.0  # inf · 0: NaN in aten's
+        self.assertIsNone(ops.wide_winograd(x, w, [1, 1], K_BYTES))
+        want = F.conv2d(x, w, None, 1, 1)
+        got = ops.wide_conv_forward(x, w, None, [1, 1], [1, 1], [1, 1], 1, K_BYTES)
+        non_finite_alike(self, got, want)
+        self.assertTrue(torch.isnan(got).any() and torch.isinf(got).any())
+        self.assertIsNotNone(ops.wide_winograd(torch.ones_like(x), w, [1, 1], K_BYTES))
+        # The input gradient alike, from a dy holding them.
+        args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False])
+        want = torch.ops.aten.convolution_backward(x, x, w, None, *args)[0]
+        got = ops.wide_conv_backward(x, x, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False],
+                                     K_BYTES)[0]
+        non_finite_alike(self, got, want)
+        self.assertTrue(torch.isnan(got).any())
 
 
 class WideConv3d(unittest.TestCase):

@@ -6,6 +6,8 @@
 //   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
 //                                 arguments: the result, or None where it declines
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
+//   fumi_test::wide_winograd     winograd.h's F(2×2, 3×3) itself on a 3×3 stride-1 convolution:
+//                                 the result, or None where a result was not finite
 //   fumi_test::wide_pool_run      wide_ops::run on aten::max_pool2d's arguments: the result,
 //                                 or None where it declines
 //   fumi_test::wide_batch_norm_run  wide_ops::run on aten::batch_norm's or native_batch_norm's:
@@ -14,6 +16,7 @@
 
 #include "wide_conv.h"
 #include "wide_ops.h"
+#include "winograd.h"
 
 namespace {
 
@@ -91,6 +94,25 @@ runBackwardOp(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
   return {true, opt(stack[0]), opt(stack[1]), opt(stack[2])};
 }
 
+// winograd3x3 on x (N, C, H, W) by w (K, C, 3, 3), whatever winogradPays says, its tiles in
+// blocks of at most block_bytes.
+c10::optional<at::Tensor> winogradOp(const at::Tensor& x, const at::Tensor& w,
+                                     at::IntArrayRef padding, int64_t block_bytes) {
+  TORCH_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(1) && w.size(2) == 3 &&
+                  w.size(3) == 3 && padding.size() == 2 && x.scalar_type() == at::kDouble &&
+                  w.scalar_type() == at::kDouble,
+              "wide_winograd: a 3x3 fp64 convolution");
+  fumi::wide_conv::WinogradShape s;
+  s.n = x.size(0), s.c = x.size(1), s.k = w.size(0), s.h = x.size(2), s.w = x.size(3);
+  s.pad_h = padding[0], s.pad_w = padding[1];
+  const at::Tensor xc = x.permute({0, 2, 3, 1}).contiguous();
+  at::Tensor out = at::empty({s.n, s.out_h(), s.out_w(), s.k}, x.options());
+  if (!fumi::wide_conv::winograd3x3(xc.data_ptr<double>(), w, false, s, block_bytes,
+                                    out.data_ptr<double>()))
+    return c10::nullopt;
+  return out.permute({0, 3, 1, 2});
+}
+
 // wide_ops::run on the stack aten::max_pool2d would get.
 c10::optional<at::Tensor> poolOp(const at::Tensor& x, at::IntArrayRef kernel,
                                  at::IntArrayRef stride, at::IntArrayRef padding,
@@ -140,6 +162,8 @@ TORCH_LIBRARY(fumi_test, m) {
         "int[] dilation, bool transposed, int groups, bool[3] mask) -> "
         "(bool, Tensor?, Tensor?, Tensor?)",
         &runBackwardOp);
+  m.def("wide_winograd(Tensor x, Tensor w, int[] padding, int block_bytes) -> Tensor?",
+        &winogradOp);
   m.def("wide_pool_run(Tensor x, int[] kernel, int[] stride, int[] padding, int[] dilation, "
         "bool ceil_mode) -> Tensor?",
         &poolOp);
