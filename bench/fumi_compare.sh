@@ -28,9 +28,13 @@
 #   floor rerun64   no libfumi; the calls rerun on .double() copies and nothing else: the floor
 #                   of an f64 check
 #
-# Usage: bench/fumi_compare.sh [--quick] [--threads T] [--pin-malloc] [--no-build]
+# Usage: bench/fumi_compare.sh [--quick] [--threads T] [--pin-cpu] [--pin-malloc] [--no-build]
 #   --quick       1 round, fewer steps (a smoke run)
 #   --threads T   torch.set_num_threads(T) (default 0: PyTorch's choice, as users run)
+#   --pin-cpu     one thread on one CPU (the last), as the issues' pinned figures: every mode
+#                 under taskset, torch at one thread, OMP_NUM_THREADS=1 and
+#                 OPENBLAS_NUM_THREADS=1 (with PyTorch's threads, ATen's OpenMP workers and
+#                 OpenBLAS's own threads share the cores, and the rounds swing by 2-3x)
 #   --pin-malloc  glibc's malloc thresholds pinned in every mode (bench/torch.sh's tunables):
 #                 libfumi pins them itself when it attaches to torch, so unpinned, the plain and
 #                 emulated modes pay glibc's trim-and-refault cycle that fumi's modes do not
@@ -38,13 +42,14 @@
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-QUICK=0 THREADS=0 BUILD_IT=1 PIN_MALLOC=0
+QUICK=0 THREADS=0 BUILD_IT=1 PIN_MALLOC=0 PIN_CPU=
 while (($#)); do
   case $1 in
     --quick) QUICK=1 ;;
     --threads) THREADS=${2:?--threads needs a value}; shift ;;
     --no-build) BUILD_IT=0 ;;
     --pin-malloc) PIN_MALLOC=1 ;;
+    --pin-cpu) PIN_CPU=$(($(nproc) - 1)) THREADS=1 ;;
     -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "fumi_compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -83,9 +88,13 @@ MODES=(baseline floor_rerun floor_rerun64 fumi_perturb fumi_perturb_first fumi_h
        fumipy_f64)
 run_mode() {  # run_mode MODE ROUND
   local mode=$1 out=$TMP/out-$1-$2
-  local -a env=(env) extra=()
+  local -a env=(env) extra=() pin=()
   [[ $PIN_MALLOC == 1 ]] &&
     env+=(GLIBC_TUNABLES="$MALLOC_TUNABLES")
+  if [[ -n $PIN_CPU ]]; then
+    env+=(OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
+    pin=(taskset -c "$PIN_CPU")
+  fi
   case $mode in
     fumi_perturb) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/perturb.yaml") ;;
     fumi_perturb_first)
@@ -96,7 +105,7 @@ run_mode() {  # run_mode MODE ROUND
     floor_rerun) extra=(--emulate rerun) ;;
     floor_rerun64) extra=(--emulate rerun64) ;;
   esac
-  "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model resnet18 --steps "$STEPS" \
+  "${env[@]}" "${pin[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model resnet18 --steps "$STEPS" \
     --warmup "$WARMUP" --threads "$THREADS" "${extra[@]}" >"$TMP/steps-$mode-$2" \
     2>>"$TMP/stderr-$mode" || { tail -n 20 "$TMP/stderr-$mode" >&2; exit 1; }
 }
@@ -112,7 +121,7 @@ read -r load_end _ </proc/loadavg
 
 echo "## fumi and FuMi's wrappers, the same checks on resnet18 (bench/fumi_compare.sh)"
 echo
-echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
+echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ -n $PIN_CPU ]] && echo "one thread pinned to CPU $PIN_CPU (--pin-cpu: torch, OpenMP and OpenBLAS at one thread); ")$([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
 echo
 "$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "${MODES[*]}" <<'EOF'
 import glob, json, statistics, sys
