@@ -300,7 +300,8 @@ at::Tensor fromChannelsLast(const at::Tensor& t, int spatial) {
   return lower(t.permute({0, 4, 1, 2, 3}), spatial);
 }
 
-// The convolution `d` as winograd.h's F(2×2, 3×3) takes it, or (adjoint) its input gradient,
+// The convolution `d` (and its filter gradient) as winograd.h's F(2×2, 3×3) takes it, or
+// (adjoint) its input gradient,
 // the correlation of the result's gradient (K channels, padded by 2 − pad) with the filter turned
 // by 180° and its channel axes swapped; false where it is not a 3×3, stride-1, undilated,
 // one-group 2-D convolution, or F(2×2, 3×3) does not pay there.
@@ -417,6 +418,16 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
   if (mask[2]) out[2] = grad.sum(0);
   if (mask[0]) out[0] = gradInput(grad, w, d, column_bytes);
   if (!mask[1]) return out;
+  WinogradShape s;
+  if (winogradOf(d, false, &s)) {
+    at::Tensor dw = at::empty(w.sizes(), w.options());
+    if (winogradFilterGradient(channelsLast(x, d.spatial).data_ptr<double>(),
+                               grad.contiguous().data_ptr<double>(), s, column_bytes,
+                               x.options(), dw.data_ptr<double>())) {
+      out[1] = dw;
+      return out;
+    }
+  }
   // dw_g = Σ over the images' rows of dy_gᵀ · cols_g.
   const int64_t kg = d.k / groups, taps = d.taps();
   const at::Tensor xc = channelsLast(x, d.spatial);

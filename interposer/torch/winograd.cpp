@@ -115,6 +115,100 @@ FUMI_WIDE double outputTile(const double* m, int64_t k, int64_t plane, double* c
   return poison;
 }
 
+// One tile's A·dy·Aᵀ for every filter (the adjoint of Aᵀ·m·A): dy[2·a + b] the result
+// gradient's row (K filters) at the tile's output (a, b), or zeros past the edge;
+// dst[ξ·plane + filter].
+FUMI_WIDE void gradTile(const double* const* dy, int64_t k, int64_t plane, double* dst) {
+  FUMI_SIMD()
+  for (int64_t f = 0; f < k; ++f) {
+    double a[4][2];  // A·dy
+    for (int b = 0; b < 2; ++b) {
+      const double g0 = dy[b][f], g1 = dy[2 + b][f];
+      a[0][b] = g0;
+      a[1][b] = g0 + g1;
+      a[2][b] = g0 - g1;
+      a[3][b] = -g1;
+    }
+    for (int r = 0; r < 4; ++r) {  // (A·dy)·Aᵀ
+      dst[(4 * r + 0) * plane + f] = a[r][0];
+      dst[(4 * r + 1) * plane + f] = a[r][0] + a[r][1];
+      dst[(4 * r + 2) * plane + f] = a[r][0] - a[r][1];
+      dst[(4 * r + 3) * plane + f] = -a[r][1];
+    }
+  }
+}
+
+// Gᵀ·p·G (the adjoint of G·g·Gᵀ) of `count` planes: p[ξ·plane + i] point ξ of plane i, tap[j ·
+// count + i] its element j = 3·r + s. Returns 0, or NaN where a result is not finite.
+FUMI_WIDE double filterTaps(const double* p, int64_t count, int64_t plane, double* tap) {
+  double poison = 0.0;
+  FUMI_SIMD(reduction(+ : poison))
+  for (int64_t i = 0; i < count; ++i) {
+    double t[3][4];  // Gᵀ·p
+    for (int j = 0; j < 4; ++j) {
+      const double p0 = p[j * plane + i], p1 = p[(4 + j) * plane + i],
+                   p2 = p[(8 + j) * plane + i], p3 = p[(12 + j) * plane + i];
+      t[0][j] = p0 + 0.5 * (p1 + p2);
+      t[1][j] = 0.5 * (p1 - p2);
+      t[2][j] = 0.5 * (p1 + p2) + p3;
+    }
+    double sum = 0.0;
+    for (int r = 0; r < 3; ++r) {  // (Gᵀ·p)·G
+      const double g0 = t[r][0] + 0.5 * (t[r][1] + t[r][2]), g1 = 0.5 * (t[r][1] - t[r][2]),
+                   g2 = 0.5 * (t[r][1] + t[r][2]) + t[r][3];
+      tap[(3 * r) * count + i] = g0;
+      tap[(3 * r + 1) * count + i] = g1;
+      tap[(3 * r + 2) * count + i] = g2;
+      sum += g0 + g1 + g2;
+    }
+    poison += sum * 0.0;  // 0, or NaN from ∞ or NaN (no fast math: not folded away)
+  }
+  return poison;
+}
+
+// Tile t's image and first output row and column.
+struct Tile {
+  int64_t n, oy, ox;
+};
+Tile tileAt(const WinogradShape& s, int64_t t) {
+  const int64_t th = (s.out_h() + 1) / 2, tw = (s.out_w() + 1) / 2;
+  return {t / (th * tw), 2 * (t / tw % th), 2 * (t % tw)};
+}
+
+// V (16, block, C) for tiles t0 .. t0 + count of channels-last x.
+void inputTiles(const double* x, const WinogradShape& s, int64_t t0, int64_t count,
+                int64_t block, const double* zeros, double* v) {
+  const double* p[kPoints];
+  for (int64_t i = 0; i < count; ++i) {
+    const Tile at = tileAt(s, t0 + i);
+    for (int r = 0; r < 4; ++r)
+      for (int q = 0; q < 4; ++q) {
+        const int64_t iy = at.oy - s.pad_h + r, ix = at.ox - s.pad_w + q;
+        p[4 * r + q] = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w
+                           ? x + ((at.n * s.h + iy) * s.w + ix) * s.c
+                           : zeros;
+      }
+    inputTile(p, s.c, block * s.c, v + i * s.c);
+  }
+}
+
+// The rows (K values) of tile t's four outputs in out (N·OH·OW, K) rows, or `edge` past the
+// edge: where forward results are written (edge: spare room) or result gradients read (zeros).
+template <class T>
+void outputRows(const WinogradShape& s, const Tile& at, T* out, T* edge, T* rows[4]) {
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b)
+      rows[2 * a + b] = at.oy + a < s.out_h() && at.ox + b < s.out_w()
+                            ? out + ((at.n * s.out_h() + at.oy + a) * s.out_w() + at.ox + b) * s.k
+                            : edge;
+}
+
+// Tiles per block: their transformed tiles (16 points of `channels` values) in block_bytes.
+int64_t blockOf(const WinogradShape& s, int64_t channels, int64_t block_bytes) {
+  const int64_t per_tile = kPoints * channels * static_cast<int64_t>(sizeof(double));
+  return std::clamp<int64_t>(block_bytes / per_tile, 1, s.tiles());
+}
+
 }  // namespace
 
 bool winogradPays(const WinogradShape& s) {
@@ -123,16 +217,12 @@ bool winogradPays(const WinogradShape& s) {
 
 bool winograd3x3(const double* x, const at::Tensor& filter, bool turned, const WinogradShape& s,
                  int64_t block_bytes, double* out) {
-  const int64_t oh = s.out_h(), ow = s.out_w(), th = (oh + 1) / 2, tw = (ow + 1) / 2;
-  const int64_t tiles = s.tiles(), c = s.c, k = s.k;
-  const int64_t per_tile = kPoints * (c + k) * static_cast<int64_t>(sizeof(double));
-  const int64_t block = std::clamp<int64_t>(block_bytes / per_tile, 1, tiles);
+  const int64_t tiles = s.tiles(), c = s.c, k = s.k, block = blockOf(s, c + k, block_bytes);
   const at::Tensor u = transformFilter(filter, turned, k, c);
   const at::Tensor v = at::empty({kPoints, block, c}, filter.options());
   const at::Tensor m = at::empty({kPoints, block, k}, filter.options());
   const std::vector<double> zeros(static_cast<size_t>(c), 0.0);
   std::vector<double> spare(static_cast<size_t>(k));  // outputs past the edge
-  double* vp = v.data_ptr<double>();
   const double* mp = m.data_ptr<double>();
   // One thread: the transforms move a few bytes per multiply-add of the GEMMs, which the BLAS's
   // own threads run; ATen's threads spinning beside them (OpenMP's wait after a parallel loop)
@@ -140,33 +230,55 @@ bool winograd3x3(const double* x, const at::Tensor& filter, bool turned, const W
   double poison = 0.0;
   for (int64_t t0 = 0; t0 < tiles; t0 += block) {
     const int64_t count = std::min(block, tiles - t0);
-    const double* p[kPoints];
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t t = t0 + i, n = t / (th * tw), ty = t / tw % th, tx = t % tw;
-      for (int r = 0; r < 4; ++r)
-        for (int q = 0; q < 4; ++q) {
-          const int64_t iy = 2 * ty - s.pad_h + r, ix = 2 * tx - s.pad_w + q;
-          p[4 * r + q] = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w
-                             ? x + ((n * s.h + iy) * s.w + ix) * c
-                             : zeros.data();
-        }
-      inputTile(p, c, block * c, vp + i * c);
-    }
+    inputTiles(x, s, t0, count, block, zeros.data(), v.data_ptr<double>());
     for (int64_t xi = 0; xi < kPoints; ++xi) {
       at::Tensor dst = m[xi].narrow(0, 0, count);
       at::mm_out(dst, v[xi].narrow(0, 0, count), u[xi].t());
     }
     double* y[4];
     for (int64_t i = 0; i < count; ++i) {
-      const int64_t t = t0 + i, n = t / (th * tw), oy = 2 * (t / tw % th), ox = 2 * (t % tw);
-      for (int a = 0; a < 2; ++a)
-        for (int b = 0; b < 2; ++b)
-          y[2 * a + b] = oy + a < oh && ox + b < ow ? out + ((n * oh + oy + a) * ow + ox + b) * k
-                                                    : spare.data();
+      outputRows(s, tileAt(s, t0 + i), out, spare.data(), y);
       poison += outputTile(mp + i * k, k, block * k, y);
     }
   }
   return poison == 0.0;  // NaN compares unequal
+}
+
+bool winogradFilterGradient(const double* x, const double* dy, const WinogradShape& s,
+                            int64_t block_bytes, const at::TensorOptions& options, double* dw) {
+  const int64_t tiles = s.tiles(), c = s.c, k = s.k, block = blockOf(s, c + k, block_bytes);
+  const at::Tensor v = at::empty({kPoints, block, c}, options);
+  const at::Tensor z = at::empty({kPoints, block, k}, options);
+  const at::Tensor p = at::empty({kPoints, k, c}, options);  // Σ over the tiles of zᵀ·v
+  const std::vector<double> zeros(static_cast<size_t>(std::max(c, k)), 0.0);
+  double* zp = z.data_ptr<double>();
+  for (int64_t t0 = 0; t0 < tiles; t0 += block) {  // one thread: winograd3x3 says why
+    const int64_t count = std::min(block, tiles - t0);
+    inputTiles(x, s, t0, count, block, zeros.data(), v.data_ptr<double>());
+    const double* g[4];
+    for (int64_t i = 0; i < count; ++i) {
+      outputRows(s, tileAt(s, t0 + i), dy, zeros.data(), g);
+      gradTile(g, k, block * k, zp + i * k);
+    }
+    for (int64_t xi = 0; xi < kPoints; ++xi) {
+      at::Tensor dst = p[xi];
+      const at::Tensor a = z[xi].narrow(0, 0, count).t(), b = v[xi].narrow(0, 0, count);
+      if (t0 == 0) at::mm_out(dst, a, b);
+      else dst.addmm_(a, b);
+    }
+  }
+  // dw's taps plane by plane, in runs gathered to nine rows (as transformFilter's, reversed).
+  constexpr int64_t kRun = 256;
+  const int64_t plane = k * c;
+  double taps[9 * kRun];
+  double poison = 0.0;
+  for (int64_t first = 0; first < plane; first += kRun) {
+    const int64_t count = std::min(kRun, plane - first);
+    poison += filterTaps(p.data_ptr<double>() + first, count, plane, taps);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t j = 0; j < 9; ++j) dw[(first + i) * 9 + j] = taps[j * count + i];
+  }
+  return poison == 0.0;
 }
 
 }  // namespace fumi::wide_conv

@@ -4,7 +4,9 @@
 // additions and halvings only) and multiplied point by point, 16 GEMMs of (tiles × C)·(C × K),
 // then transformed back to the tile's 2×2 outputs (Aᵀ·m·A). 16 multiply-adds per output pair
 // of channels for every 4 outputs, where direct convolution (im2col and one GEMM) makes 36: 2.25×
-// fewer, and the GEMMs keep their width.
+// fewer, and the GEMMs keep their width. The input gradient is the same computation on dy (the
+// filter turned); the filter gradient is its adjoint in the filter: Gᵀ·((A·dy·Aᵀ) ⊙ (Bᵀ·d·B))·G
+// summed over the tiles, 16 GEMMs of (K × tiles)·(tiles × C).
 //
 // Accuracy: every transform coefficient is 0, ±1 or ±½, and each point sums a few terms, so
 // the error is fp64 rounding of terms of at most 81·max|d|·max|g| per channel (max over the
@@ -47,5 +49,12 @@ bool winogradPays(const WinogradShape& s);
 // is then partly written and the caller recomputes it).
 bool winograd3x3(const double* x, const at::Tensor& filter, bool turned, const WinogradShape& s,
                  int64_t block_bytes, double* out);
+
+// dw (K, C, 3, 3) contiguous = the filter gradient of that convolution of x (N, H, W, C)
+// channels-last contiguous, for dy (N·OH·OW, K) the rows of its result's gradient: per tile,
+// Gᵀ·((A·dy·Aᵀ) ⊙ (Bᵀ·d·B))·G summed over the tiles, the sums as 16 GEMMs of
+// (K × tiles)·(tiles × C). Tiles in blocks as winograd3x3's; false where a result is not finite.
+bool winogradFilterGradient(const double* x, const double* dy, const WinogradShape& s,
+                            int64_t block_bytes, const at::TensorOptions& options, double* dw);
 
 }  // namespace fumi::wide_conv

@@ -358,6 +358,14 @@ class WideConvTransposed(unittest.TestCase):
         self.assertLess((got1 - want1).abs().max().item(), 1e-12)
 
 
+def tile_input_max(x, padding, th, tw):
+    """max |x| over each F(2x2, 3x3) tile's 4x4 input block (zeros outside x): (N, C, th, tw)."""
+    h, wd = x.shape[2], x.shape[3]
+    padded = F.pad(x.abs(), (padding[1], max(0, 2 * tw + 2 - padding[1] - wd),
+                             padding[0], max(0, 2 * th + 2 - padding[0] - h)))
+    return F.max_pool2d(padded, 4, 2)[:, :, :th, :tw]
+
+
 def winograd_bound(x, w, padding):
     """F(2x2, 3x3)'s rounding: a transformed input point sums 4 input values (|V| <= 4 max|d|
     of the tile's 4x4 block), a transformed filter point is at most 2.25 max|g|, an output sums
@@ -365,22 +373,34 @@ def winograd_bound(x, w, padding):
     in the GEMM and by the transforms (a few more roundings): (C + 10) 2^-53 81 sum_c max|d|
     max|g|, doubled for room. Not in terms of sum |x||w|: an output's terms include products
     of values that its direct sum never multiplies."""
-    n, c, h, wd = x.shape
+    c, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = h + 2 * padding[0] - 2, wd + 2 * padding[1] - 2
     th, tw = (oh + 1) // 2, (ow + 1) // 2
-    padded = F.pad(x.abs(), (padding[1], max(0, 2 * tw + 2 - padding[1] - wd),
-                             padding[0], max(0, 2 * th + 2 - padding[0] - h)))
-    tile_max = F.max_pool2d(padded, 4, 2)[:, :, :th, :tw]
-    terms = torch.einsum("nchw,kc->nkhw", tile_max, w.abs().amax((2, 3)))
+    terms = torch.einsum("nchw,kc->nkhw", tile_input_max(x, padding, th, tw),
+                         w.abs().amax((2, 3)))
     terms = terms.repeat_interleave(2, 2).repeat_interleave(2, 3)[:, :, :oh, :ow]
     return 2 * (c + 10) * 2.0 ** -53 * 81 * terms + 1e-300
 
 
+def winograd_filter_bound(x, dy, padding):
+    """The filter gradient's: a tile's transformed input points are at most 4 max|d| (its 4x4
+    block), its transformed gradient points 4 max|dy| (its 2x2 block of dy), and a tap weighs
+    16 of their products by at most 4 in all: terms of 64 max|d| max|dy| per tile, summed over
+    the T tiles in the GEMMs: (T + 10) 2^-53 64 sum_t max|d| max|dy|, doubled for room."""
+    n, oh, ow = x.shape[0], dy.shape[2], dy.shape[3]
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    dy_max = F.max_pool2d(F.pad(dy.abs(), (0, 2 * tw - ow, 0, 2 * th - oh)), 2, 2)
+    terms = torch.einsum("nkhw,nchw->kc", dy_max, tile_input_max(x, padding, th, tw))
+    bound = 2 * (n * th * tw + 10) * 2.0 ** -53 * 64 * terms + 1e-300
+    return bound.view(*terms.shape, 1, 1)
+
+
 class WideWinograd(unittest.TestCase):
-    """winograd.h's F(2x2, 3x3), which forward() runs for 3x3, stride-1, one-group 2-d
-    convolutions with 16 channels or more a side and 64 tiles of 2x2 outputs or more: within fp64
-    rounding of the terms of aten's, whatever the padding, odd output sizes and blocks of tiles;
-    a non-finite result sends forward() to the direct path (NaN and inf where aten's land)."""
+    """winograd.h's F(2x2, 3x3), which forward() and backward() run for 3x3, stride-1,
+    one-group 2-d convolutions with 16 channels or more a side and 64 tiles of 2x2 outputs or
+    more: within fp64 rounding of aten's terms plus F(2x2, 3x3)'s own (winograd_bound), whatever
+    the padding, odd output sizes and blocks of tiles; a non-finite result sends the call to the
+    direct path (NaN and inf where aten's land)."""
 
     def test_agrees_with_aten(self):
         g = torch.Generator().manual_seed(17)
@@ -450,6 +470,45 @@ class WideWinograd(unittest.TestCase):
             cases += 1
         self.assertEqual(cases, 8)
 
+    def test_filter_gradient(self):
+        # dw = the sum over the tiles of G^T ((A dy A^T) * (B^T d B)) G: against aten's filter
+        # gradient; bit-equal through backward() and run() with any mask.
+        g = torch.Generator().manual_seed(29)
+        cases = 0
+        for (n, c, k, hw), padding, tiles_per_block, scaled in itertools.product(
+                [(2, 16, 24, (8, 8)), (3, 17, 19, (7, 9)), (1, 16, 16, (5, 4))],
+                [(0, 0), (1, 1), (2, 1)], [1, None], [False, True]):
+            what = f"{n, c, k, hw} padding {padding} block {tiles_per_block} scaled {scaled}"
+            x = torch.randn(n, c, *hw, dtype=torch.float64, generator=g)
+            w = torch.randn(k, c, 3, 3, dtype=torch.float64, generator=g)
+            dy = torch.randn(F.conv2d(x, w, None, 1, padding).shape, dtype=torch.float64,
+                             generator=g)
+            if scaled:  # magnitudes over eight decades
+                x = x * 10.0 ** (8 * torch.rand(x.shape, dtype=torch.float64, generator=g) - 4)
+                dy = dy * 10.0 ** (8 * torch.rand(dy.shape, dtype=torch.float64, generator=g) - 4)
+            block = K_BYTES if tiles_per_block is None else tiles_per_block * 16 * (c + k) * 8
+            args = ([1, 1], list(padding), [1, 1], False, [0, 0], 1, [False, True, False])
+            want = torch.ops.aten.convolution_backward(dy, x, w, None, *args)[1]
+            size = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), None, *args)[1]
+            got = ops.wide_winograd_filter_grad(x, dy, list(padding), block)
+            terms = n * dy.shape[2] * dy.shape[3]
+            tol = (4 * (terms + 1) * 2.0 ** -53 * size +
+                   winograd_filter_bound(x, dy, padding))
+            self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0, what)
+            self.assertLess(((got - want).norm() / want.norm()).item(), 1e-14, what)
+            cases += 1
+        self.assertEqual(cases, 36)
+        x = torch.randn(4, 32, 12, 11, dtype=torch.float64, generator=g)
+        w = torch.randn(48, 32, 3, 3, dtype=torch.float64, generator=g)
+        dy = torch.randn(4, 48, 12, 11, dtype=torch.float64, generator=g)
+        want = ops.wide_winograd_filter_grad(x, dy, [1, 1], K_BYTES)
+        for mask in ([False, True, False], [True, True, True]):
+            dw = ops.wide_conv_backward(dy, x, w, [1, 1], [1, 1], [1, 1], 1, mask, K_BYTES)[1]
+            self.assertTrue(torch.equal(dw, want), mask)
+            took, _, by_run, _ = ops.wide_conv_run_backward(dy, x, w, [1, 1], [1, 1], [1, 1],
+                                                            False, 1, mask)
+            self.assertTrue(took and torch.equal(by_run, want), mask)
+
     def test_non_finite_values_go_the_direct_way(self):
         x = torch.ones(4, 16, 12, 12, dtype=torch.float64)
         x[0, 1, 2, 3] = float("nan")
@@ -468,6 +527,14 @@ class WideWinograd(unittest.TestCase):
         want = torch.ops.aten.convolution_backward(x, x, w, None, *args)[0]
         got = ops.wide_conv_backward(x, x, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False],
                                      K_BYTES)[0]
+        non_finite_alike(self, got, want)
+        self.assertTrue(torch.isnan(got).any())
+        # And the filter gradient, from an x holding them.
+        self.assertIsNone(ops.wide_winograd_filter_grad(x, torch.ones_like(x), [1, 1], K_BYTES))
+        args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])
+        want = torch.ops.aten.convolution_backward(torch.ones_like(x), x, w, None, *args)[1]
+        got = ops.wide_conv_backward(torch.ones_like(x), x, w, [1, 1], [1, 1], [1, 1], 1,
+                                     [False, True, False], K_BYTES)[1]
         non_finite_alike(self, got, want)
         self.assertTrue(torch.isnan(got).any())
 

@@ -8,6 +8,8 @@
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
 //   fumi_test::wide_winograd     winograd.h's F(2×2, 3×3) itself on a 3×3 stride-1 convolution:
 //                                 the result, or None where a result was not finite
+//   fumi_test::wide_winograd_filter_grad  winograd.h's filter gradient of that convolution, for
+//                                 dy: the gradient, or None where it was not finite
 //   fumi_test::wide_pool_run      wide_ops::run on aten::max_pool2d's arguments: the result,
 //                                 or None where it declines
 //   fumi_test::wide_batch_norm_run  wide_ops::run on aten::batch_norm's or native_batch_norm's:
@@ -113,6 +115,25 @@ c10::optional<at::Tensor> winogradOp(const at::Tensor& x, const at::Tensor& w,
   return out.permute({0, 3, 1, 2});
 }
 
+// winogradFilterGradient on x (N, C, H, W) and dy (N, K, OH, OW): dw (K, C, 3, 3).
+c10::optional<at::Tensor> winogradFilterGradOp(const at::Tensor& x, const at::Tensor& dy,
+                                               at::IntArrayRef padding, int64_t block_bytes) {
+  TORCH_CHECK(x.dim() == 4 && dy.dim() == 4 && dy.size(0) == x.size(0) && padding.size() == 2 &&
+                  x.scalar_type() == at::kDouble && dy.scalar_type() == at::kDouble,
+              "wide_winograd_filter_grad: a 3x3 fp64 convolution's x and dy");
+  fumi::wide_conv::WinogradShape s;
+  s.n = x.size(0), s.c = x.size(1), s.k = dy.size(1), s.h = x.size(2), s.w = x.size(3);
+  s.pad_h = padding[0], s.pad_w = padding[1];
+  TORCH_CHECK(dy.size(2) == s.out_h() && dy.size(3) == s.out_w(), "dy's sizes");
+  const at::Tensor xc = x.permute({0, 2, 3, 1}).contiguous();
+  const at::Tensor dyc = dy.permute({0, 2, 3, 1}).contiguous();
+  at::Tensor dw = at::empty({s.k, s.c, 3, 3}, x.options());
+  if (!fumi::wide_conv::winogradFilterGradient(xc.data_ptr<double>(), dyc.data_ptr<double>(), s,
+                                               block_bytes, x.options(), dw.data_ptr<double>()))
+    return c10::nullopt;
+  return dw;
+}
+
 // wide_ops::run on the stack aten::max_pool2d would get.
 c10::optional<at::Tensor> poolOp(const at::Tensor& x, at::IntArrayRef kernel,
                                  at::IntArrayRef stride, at::IntArrayRef padding,
@@ -164,6 +185,9 @@ TORCH_LIBRARY(fumi_test, m) {
         &runBackwardOp);
   m.def("wide_winograd(Tensor x, Tensor w, int[] padding, int block_bytes) -> Tensor?",
         &winogradOp);
+  m.def("wide_winograd_filter_grad(Tensor x, Tensor dy, int[] padding, int block_bytes) -> "
+        "Tensor?",
+        &winogradFilterGradOp);
   m.def("wide_pool_run(Tensor x, int[] kernel, int[] stride, int[] padding, int[] dilation, "
         "bool ceil_mode) -> Tensor?",
         &poolOp);
