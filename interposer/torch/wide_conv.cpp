@@ -301,10 +301,9 @@ at::Tensor fromChannelsLast(const at::Tensor& t, int spatial) {
 }
 
 // The convolution `d` (and its filter gradient) as winograd.h's F(2×2, 3×3) takes it, or
-// (adjoint) its input gradient,
-// the correlation of the result's gradient (K channels, padded by 2 − pad) with the filter turned
-// by 180° and its channel axes swapped; false where it is not a 3×3, stride-1, undilated,
-// one-group 2-D convolution, or F(2×2, 3×3) does not pay there.
+// (adjoint) its input gradient: the correlation of the result's gradient (K channels, padded by
+// 2 − pad) with the filter turned by 180° and its channel axes swapped. False where it is not a
+// 3×3, stride-1, undilated, one-group 2-D convolution, or F(2×2, 3×3) does not pay there.
 bool winogradOf(const Shape& d, bool adjoint, WinogradShape* s) {
   const bool plain = d.groups == 1 && d.in[0] == 1 && d.filter[0] == 1 && d.pad[0] == 0;
   const bool three_by_three = d.filter[1] == 3 && d.filter[2] == 3 && d.stride[1] == 1 &&

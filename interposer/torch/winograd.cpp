@@ -21,6 +21,7 @@ namespace fumi::wide_conv {
 namespace {
 
 constexpr int64_t kPoints = 16;
+constexpr int64_t kRun = 256;  // filter planes per gather of their taps into nine rows
 
 // Points ξ of the G·g·Gᵀ of `count` filter planes: tap[3·r + s] element (r, s) of each plane
 // (unit stride across the planes), dst[ξ·plane + i].
@@ -49,7 +50,6 @@ FUMI_WIDE void filterPoints(const double* tap, int64_t count, int64_t plane, dou
 // kRun planes: each run's taps gathered to nine rows in a buffer (the transform then reads each
 // at unit stride), then transformed.
 at::Tensor transformFilter(const at::Tensor& w, bool turned, int64_t k, int64_t c) {
-  constexpr int64_t kRun = 256;
   const at::Tensor g = w.contiguous();
   const int64_t plane = k * c;
   at::Tensor u = at::empty({kPoints, k, c}, g.options());
@@ -268,7 +268,6 @@ bool winogradFilterGradient(const double* x, const double* dy, const WinogradSha
     }
   }
   // dw's taps plane by plane, in runs gathered to nine rows (as transformFilter's, reversed).
-  constexpr int64_t kRun = 256;
   const int64_t plane = k * c;
   double taps[9 * kRun];
   double poison = 0.0;
