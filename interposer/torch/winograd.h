@@ -43,8 +43,8 @@ bool winogradPays(const WinogradShape& s);
 
 // out (N·OH·OW, K) row by row (channels-last rows, as wide_conv's im2col GEMM gives them) = the
 // convolution of x (N, H, W, C) channels-last contiguous by filter (K, C, 3, 3), or (turned) by
-// filter (C, K, 3, 3) turned by 180° with its channel axes swapped (an input gradient), any
-// strides, with padding (pad_h, pad_w). Tiles go through the GEMMs in blocks whose transformed
+// filter (C, K, 3, 3) turned by 180° with its channel axes swapped (an input gradient), the
+// filter of any strides, with padding (pad_h, pad_w). Tiles go through the GEMMs in blocks whose transformed
 // tiles take at most block_bytes (at least one tile). False where a result is not finite (out
 // is then partly written and the caller recomputes it).
 bool winograd3x3(const double* x, const at::Tensor& filter, bool turned, const WinogradShape& s,
