@@ -7,8 +7,8 @@
 // 512-channel 3×3 layer on 2×2 outputs took 27 ms in fp64 against 2.7 ms in fp32. Here the
 // images are stacked into one GEMM (as many as fit in kColumnBytes of im2col rows),
 // channels-last, so that each filter tap copies a run of channels: the same fp64 products,
-// summed in another order. 3×3 stride-1 convolutions and their input gradients with enough
-// channels and outputs go through Winograd's F(2×2, 3×3) instead (winograd.h).
+// summed in another order. 3×3 stride-1 convolutions and their input and filter gradients,
+// with enough channels and outputs, go through Winograd's F(2×2, 3×3) instead (winograd.h).
 //
 // Forward, backward and transposed; 1-D, 2-D and 3-D, any stride, padding, dilation, groups
 // and bias; fp64 strided CPU tensors of any memory format (the functions return undefined

@@ -17,11 +17,16 @@ ops = torch.ops.fumi_test
 K_BYTES = 32 << 20
 
 
+def sum_bound(terms, size):
+    """fp64 rounding of a sum of `terms` products whose magnitudes sum to `size`:
+    (terms) · 2^-53 · size, with room for order."""
+    return 4 * (terms + 1) * 2.0 ** -53 * size + 1e-300
+
+
 def bound(x, w, stride, padding, dilation, groups):
-    """fp64 rounding of a sum of products: (terms) · 2^-53 · Σ|x||w|, with room for order."""
+    """sum_bound of a 2-d convolution's outputs: Σ|x||w| over its taps."""
     taps = w.shape[1] * w.shape[2] * w.shape[3]
-    scale = F.conv2d(x.abs(), w.abs(), None, stride, padding, dilation, groups)
-    return 4 * (taps + 1) * 2.0 ** -53 * scale + 1e-300
+    return sum_bound(taps, F.conv2d(x.abs(), w.abs(), None, stride, padding, dilation, groups))
 
 
 def non_finite_alike(test, got, want):
@@ -213,7 +218,7 @@ class WideConvBackward(unittest.TestCase):
                 self.assertIsNone(got[i], name)
                 continue
             self.assertEqual(got[i].shape, want[i].shape, name)
-            tol = 4 * (terms[i] + 1) * 2.0 ** -53 * size[i] + 1e-300
+            tol = sum_bound(terms[i], size[i])
             worst = ((got[i] - want[i]).abs() / tol).max().item()
             self.assertLessEqual(worst, 1.0, f"{name}: {n, c, k, hw, rs} stride {stride} "
                                  f"padding {padding} dilation {dilation} groups {groups}")
@@ -303,7 +308,7 @@ class WideConvTransposed(unittest.TestCase):
                 size = F.conv_transpose2d(x.abs(), w.abs(), None if b is None else b.abs(),
                                           stride, padding, extra, groups, dilation)
                 taps = rs[0] * rs[1] * cin
-                tol = 4 * (taps + 1) * 2.0 ** -53 * size + 1e-300
+                tol = sum_bound(taps, size)
                 self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0,
                                      f"{n, cin, cout, hw, rs} {stride} {padding} {extra} "
                                      f"{dilation} {groups}")
@@ -460,7 +465,7 @@ class WideWinograd(unittest.TestCase):
             turned = w.flip(2, 3).transpose(0, 1)
             adjoint = [2 - padding[0], 2 - padding[1]]
             self.assertTrue(torch.equal(dx, ops.wide_winograd(dy, turned, adjoint, K_BYTES)), what)
-            tol = 4 * (9 * k + 1) * 2.0 ** -53 * size + winograd_bound(dy, turned, adjoint)
+            tol = sum_bound(9 * k, size) + winograd_bound(dy, turned, adjoint)
             self.assertLessEqual(((dx - want).abs() / tol).max().item(), 1.0, what)
             transposed = ops.wide_conv_transposed(dy, w, None, [1, 1], list(padding), [0, 0],
                                                   [1, 1], 1, K_BYTES)
@@ -492,8 +497,7 @@ class WideWinograd(unittest.TestCase):
             size = torch.ops.aten.convolution_backward(dy.abs(), x.abs(), w.abs(), None, *args)[1]
             got = ops.wide_winograd_filter_grad(x, dy, list(padding), block)
             terms = n * dy.shape[2] * dy.shape[3]
-            tol = (4 * (terms + 1) * 2.0 ** -53 * size +
-                   winograd_filter_bound(x, dy, padding))
+            tol = sum_bound(terms, size) + winograd_filter_bound(x, dy, padding)
             self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0, what)
             self.assertLess(((got - want).norm() / want.norm()).item(), 1e-14, what)
             cases += 1
@@ -544,7 +548,7 @@ class WideConv3d(unittest.TestCase):
 
     def close(self, got, want, size, terms, what):
         self.assertEqual(got.shape, want.shape, what)
-        tol = 4 * (terms + 1) * 2.0 ** -53 * size + 1e-300
+        tol = sum_bound(terms, size)
         self.assertLessEqual(((got - want).abs() / tol).max().item(), 1.0, what)
 
     def test_forward_backward_and_transposed_agree_with_aten(self):
