@@ -29,7 +29,13 @@
 #                   of an f64 check
 #
 # Usage: bench/fumi_compare.sh [--quick] [--threads T] [--pin-cpu] [--pin-malloc] [--no-build]
+#                              [--device cuda]
 #   --quick       1 round, fewer steps (a smoke run)
+#   --rounds R    R rounds (default 3)
+#   --device cuda the job on the GPU (a machine with one, and an adapter built against its
+#                 torch: docs/cuda.md); then one more table: the bytes copied device→host per
+#                 checked call (torch.profiler's CUDA records of two steps, each mode against
+#                 the baseline), where fumi's checks should move scalars, not tensors
 #   --threads T   torch.set_num_threads(T) (default 0: PyTorch's choice, as users run)
 #   --pin-cpu     one thread on one CPU (the last), as the issues' pinned figures: every mode
 #                 under taskset, torch at one thread, OMP_NUM_THREADS=1 and
@@ -42,7 +48,7 @@
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-QUICK=0 THREADS=0 BUILD_IT=1 PIN_MALLOC=0 PIN_CPU=
+QUICK=0 THREADS=0 BUILD_IT=1 PIN_MALLOC=0 PIN_CPU= DEVICE=cpu ROUNDS_ASKED=
 while (($#)); do
   case $1 in
     --quick) QUICK=1 ;;
@@ -50,12 +56,15 @@ while (($#)); do
     --no-build) BUILD_IT=0 ;;
     --pin-malloc) PIN_MALLOC=1 ;;
     --pin-cpu) PIN_CPU=$(($(nproc) - 1)) THREADS=1 ;;
+    --device) DEVICE=${2:?--device needs a value}; shift ;;
+    --rounds) ROUNDS_ASKED=${2:?--rounds needs a value}; shift ;;
     -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "fumi_compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=3 WARMUP=2 STEPS=8; fi
+ROUNDS=${ROUNDS_ASKED:-$ROUNDS}
 if [[ $BUILD_IT == 1 ]]; then
   [[ -f $BUILD/CMakeCache.txt ]] || cmake -S "$ROOT" -B "$BUILD" >&2
   cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_perturb fumi_highprec fumi_nan_inf \
@@ -86,8 +95,9 @@ done
 
 MODES=(baseline floor_rerun floor_rerun64 fumi_perturb fumi_perturb_first fumi_highprec fumipy_perturb
        fumipy_f64)
-run_mode() {  # run_mode MODE ROUND
-  local mode=$1 out=$TMP/out-$1-$2
+run_mode() {  # run_mode MODE ROUND [torch_step.py options...]
+  local mode=$1 round=$2 out=$TMP/out-$1-$2
+  shift 2
   local -a env=(env) extra=() pin=()
   [[ $PIN_MALLOC == 1 ]] &&
     env+=(GLIBC_TUNABLES="$MALLOC_TUNABLES")
@@ -106,8 +116,9 @@ run_mode() {  # run_mode MODE ROUND
     floor_rerun64) extra=(--emulate rerun64) ;;
   esac
   "${env[@]}" "${pin[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model resnet18 --steps "$STEPS" \
-    --warmup "$WARMUP" --threads "$THREADS" "${extra[@]}" >"$TMP/steps-$mode-$2" \
-    2>>"$TMP/stderr-$mode" || { tail -n 20 "$TMP/stderr-$mode" >&2; exit 1; }
+    --warmup "$WARMUP" --threads "$THREADS" --device "$DEVICE" "${extra[@]}" "$@" \
+    >"$TMP/steps-$mode-$round" 2>>"$TMP/stderr-$mode" ||
+    { tail -n 20 "$TMP/stderr-$mode" >&2; exit 1; }
 }
 
 bench_machine
@@ -121,7 +132,10 @@ read -r load_end _ </proc/loadavg
 
 echo "## fumi and FuMi's wrappers, the same checks on resnet18 (bench/fumi_compare.sh)"
 echo
-echo "Machine: ${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ -n $PIN_CPU ]] && echo "one thread pinned to CPU $PIN_CPU (--pin-cpu: torch, OpenMP and OpenBLAS at one thread); ")$([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
+gpu=
+[[ $DEVICE == cpu ]] ||
+  gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo "?") ($DEVICE; the job's tensors there), "
+echo "Machine: $gpu${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ -n $PIN_CPU ]] && echo "one thread pinned to CPU $PIN_CPU (--pin-cpu: torch, OpenMP and OpenBLAS at one thread); ")$([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
 echo
 "$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "${MODES[*]}" <<'EOF'
 import glob, json, statistics, sys
@@ -237,6 +251,59 @@ if rounds > 1 and all(a in modes and b in modes and checks[a] and checks[b] for 
         print(f"| {label[a]} / {label[b]} | " + " | ".join(f"{x:.2f}" for x in ratios) +
               f" | {statistics.median(ratios):.2f} |")
 EOF
+
+if [[ $DEVICE != cpu ]]; then
+  # Bytes copied device→host per checked call: each mode once more, its two timed steps under
+  # torch.profiler (torch_step.py --count-copies), against the baseline's own copies.
+  COPY_MODES=(baseline fumi_perturb fumi_perturb_first fumi_highprec fumipy_perturb fumipy_f64)
+  for mode in "${COPY_MODES[@]}"; do
+    echo "fumi_compare.sh: device→host copies: $mode" >&2
+    STEPS=2 WARMUP=1 run_mode "$mode" copies --count-copies
+  done
+  echo
+  "$PYTHON" - "$TMP" "${COPY_MODES[*]}" <<'EOF'
+import glob, json, sys
+
+tmp, modes = sys.argv[1], sys.argv[2].split()
+steps, warmup = 2, 1
+
+
+def lines(mode):
+    return [line.split() for line in open(f"{tmp}/steps-{mode}-copies") if line.strip()]
+
+
+def copies(mode):
+    return next((int(f[1]), int(f[3])) for f in lines(mode) if f[0] == "d2h_copies")
+
+
+def checked_per_step(mode):
+    for f in lines(mode):
+        if f[0] == "emulated_checks":
+            return int(f[1]) / (warmup + steps)
+    for path in glob.glob(f"{tmp}/out-{mode}-copies/events-*.jsonl"):
+        for line in open(path):
+            e = json.loads(line) if line.strip() else {}
+            if e.get("event") == "summary":
+                return sum(o["checked"] for o in e["ops"]) / (warmup + steps)
+    return 0.0
+
+
+print("## Bytes device→host per checked call (torch.profiler's CUDA records, two steps)")
+print()
+print(f"The timed steps of one more run of each mode ({warmup} warm-up, {steps} timed) under "
+      f"torch.profiler; its gpu_memcpy DtoH records against the baseline's (the program's own "
+      f"loss.item() among them).")
+print()
+print("| mode | checked calls | device→host copies added | bytes added | bytes per checked call |")
+print("|---|---:|---:|---:|---:|")
+base_n, base_b = copies("baseline")
+for m in modes[1:]:
+    n, b = copies(m)
+    calls = checked_per_step(m) * steps
+    per = f"{(b - base_b) / calls:.0f}" if calls else "—"
+    print(f"| {m} | {calls:.0f} | {n - base_n} | {b - base_b} | {per} |")
+EOF
+fi
 
 SIMTORCH=$BUILD/tests/torch/simdevice/libfumi_simtorch.so
 [[ -f $SIMTORCH ]] || exit 0

@@ -34,7 +34,13 @@ size (default 64) and the language models' bptt (default 35).
 a bf16 mixed-precision job runs.
 --emulate perturb|f64|rerun|rerun64 checks the forward calls FuMi's Python wrappers check, the way they check
 them (bench/fumi_emulate.py; bench/fumi_compare.sh), and prints "emulated_checks <n>" at the
-end."""
+end.
+--device cuda runs the job on the GPU (the batches are drawn on the CPU, from the same seeds,
+and moved there before the step's clock starts; loss.item() ends each step, so the step's time
+includes its kernels).
+--count-copies runs the timed steps under torch.profiler and prints, at the end,
+"d2h_copies <n> d2h_bytes <bytes>": the device-to-host copies the CUDA activity records show
+(the program's own loss.item() among them), for bench/fumi_compare.sh's bytes-per-check table."""
 import argparse
 import contextlib
 import math
@@ -65,7 +71,7 @@ class LstmLM(nn.Module):
         nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
 
     def initial_state(self, batch):
-        z = torch.zeros(LAYERS, batch, HIDDEN)
+        z = torch.zeros(LAYERS, batch, HIDDEN, device=self.decoder.weight.device)
         return (z, z.clone())
 
     def forward(self, tokens, state):
@@ -99,7 +105,7 @@ class TransformerLM(nn.Module):
 
     def forward(self, tokens, state):
         n = tokens.size(0)
-        mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        mask = torch.triu(torch.full((n, n), float("-inf"), device=tokens.device), diagonal=1)
         x = self.drop(self.encoder(tokens) * math.sqrt(EMBED) + self.pe[:n])
         return self.decoder(self.transformer(x, mask)).view(-1, VOCAB), None
 
@@ -109,7 +115,7 @@ def resnet18_job(args, gen):
     torch.optim.SGD,
     whose step() PyTorch records as the range "Optimizer.step#SGD.step"."""
     import torchvision
-    model = torchvision.models.resnet18(num_classes=10)
+    model = torchvision.models.resnet18(num_classes=10).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     batch, size = args.batch or 8, args.size or 64
@@ -127,7 +133,7 @@ def resnet18_job(args, gen):
 
 def language_model_job(args, gen):
     """The same for the LSTM and Transformer language models (shared data and training)."""
-    model = LstmLM() if args.model == "lstm" else TransformerLM()
+    model = (LstmLM() if args.model == "lstm" else TransformerLM()).to(args.device)
     lr = 20.0
     loss_fn = nn.CrossEntropyLoss()
     batch, bptt = args.batch or 20, args.size or 35
@@ -156,6 +162,32 @@ def language_model_job(args, gen):
     return model, draw, model.zero_grad, forward, update
 
 
+@contextlib.contextmanager
+def profile_copies():
+    """torch.profiler around the block; at its end, prints the device-to-host copies that the
+    CUDA activity records (kineto's gpu_memcpy events, named "Memcpy DtoH ...") and their
+    bytes."""
+    import json
+    import os
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        yield
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace  # kineto / legacy
+    finally:
+        os.unlink(path)
+    d2h = [e for e in events
+           if e.get("cat") == "gpu_memcpy" and "DtoH" in e.get("name", "")]
+    print(f"d2h_copies {len(d2h)} d2h_bytes {sum(e['args'].get('bytes', 0) for e in d2h)}",
+          flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -170,7 +202,10 @@ def main():
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads (0: leave the default)")
     parser.add_argument("--autocast", choices=["bf16"], default=None,
-                        help="forward and loss under torch.autocast (cpu, bfloat16)")
+                        help="forward and loss under torch.autocast (the device, bfloat16)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--count-copies", action="store_true",
+                        help="count device-to-host copies of the timed steps (torch.profiler)")
     parser.add_argument("--emulate", choices=["perturb", "f64", "rerun", "rerun64"], default=None,
                         help="FuMi's own checks, emulated (bench/fumi_emulate.py)")
     args = parser.parse_args()
@@ -185,13 +220,17 @@ def main():
     job = resnet18_job if args.model == "resnet18" else language_model_job
     model, draw, zero_grad, forward, update = job(args, gen)
     model.train()
+    copies = contextlib.ExitStack()  # --count-copies: the profiler around the timed steps
 
     for step in range(args.warmup + args.steps):
-        data = draw()
+        if step == args.warmup and args.count_copies:
+            copies.enter_context(profile_copies())
+        data = tuple(t.to(args.device) for t in draw())
         faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         zero_grad()
-        region = (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast
+        region = (torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16)
+                  if args.autocast
                   else contextlib.nullcontext())
         with region:
             loss = forward(data)
@@ -203,6 +242,7 @@ def main():
         kind = "warmup" if step < args.warmup else "timed"
         print(f"step {step} {kind} step_s {dt:.6f} loss {value.hex()} minflt {faults}",
               flush=True)
+    copies.close()
     if args.emulate:
         print(f"emulated_checks {fumi_emulate.calls()}", flush=True)
         print(f"emulated_own_s {fumi_emulate.own_seconds()!r}", flush=True)

@@ -35,6 +35,11 @@
 #include "site.h"
 #include "stack.h"
 #include "tensor_copy.h"
+#if FUMI_WITH_CUDA
+#include "cuda/checker.h"
+#include "cuda/cuda_api.h"
+#include "cuda/device_launch.h"
+#endif
 
 namespace fumi {
 namespace {
@@ -138,8 +143,15 @@ class AdapterCall final : public Call {
   fumi_status mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
                         fumi_dtype dst_dtype, const fumi_map_spec& spec,
                         uint64_t* changed) override {
+    const fumi_tensor& t = tensors()[static_cast<size_t>(index)];
+#if FUMI_WITH_CUDA
+    if (const fumi_status st = onStream([&](const cuda::Exec& ex) {
+          return cuda::deviceMap(ex, t, src, src_dtype, dst, dst_dtype, spec, changed);
+        });
+        st != FUMI_UNSUPPORTED)
+      return st;
+#endif
     if (c_.map) {
-      const fumi_tensor& t = tensors()[static_cast<size_t>(index)];
       int64_t order[FUMI_MAX_DIMS];
       storageStrides(t.ndim, t.shape, t.strides, order);
       const fumi_status st =
@@ -151,6 +163,14 @@ class AdapterCall final : public Call {
   fumi_status compareDevice(int32_t index, const void* a, fumi_dtype a_dtype, const void* b,
                             fumi_dtype b_dtype, const fumi_compare_spec& spec,
                             fumi_comparison* out) override {
+#if FUMI_WITH_CUDA
+    if (const fumi_status st = onStream([&](const cuda::Exec& ex) {
+          return cuda::deviceCompare(ex, tensors()[static_cast<size_t>(index)], a, a_dtype, b,
+                                     b_dtype, spec, out);
+        });
+        st != FUMI_UNSUPPORTED)
+      return st;
+#endif
     if (c_.compare) {
       const fumi_status st = c_.compare(c_.self, index, a, a_dtype, b, b_dtype, &spec, out);
       if (st != FUMI_UNSUPPORTED) return st;
@@ -166,6 +186,13 @@ class AdapterCall final : public Call {
   }
   fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
                          fumi_scan* out) override {
+#if FUMI_WITH_CUDA
+    if (const fumi_status st = onStream([&](const cuda::Exec& ex) {
+          return cuda::deviceScan(ex, tensors()[static_cast<size_t>(index)], buffer, dtype, out);
+        });
+        st != FUMI_UNSUPPORTED)
+      return st;
+#endif
     if (c_.scan) {
       const fumi_status st = c_.scan(c_.self, index, buffer, dtype, out);
       if (st != FUMI_UNSUPPORTED) return st;
@@ -174,6 +201,21 @@ class AdapterCall final : public Call {
   }
 
  private:
+#if FUMI_WITH_CUDA
+  // `run` (fumi's own kernels on an Exec) on the framework's CUDA stream, where the adapter
+  // names one and the kernels can run there; else FUMI_UNSUPPORTED (the adapter's ops serve).
+  template <class F>
+  fumi_status onStream(F&& run) {
+    void* stream = nullptr;
+    cuda::Exec ex;
+    if (!c_.cuda_stream || !c_.cuda_stream(c_.self, &stream) ||
+        !cuda::streamExec(stream, *this, &ex))
+      return FUMI_UNSUPPORTED;
+    const cuda::LastErrorScope scope(*cuda::cudaApi());  // fumi's errors are not the program's
+    return run(ex);
+  }
+#endif
+
   const fumi_adapter_call& c_;
 };
 

@@ -121,28 +121,39 @@ bool deviceToHost(void* dst, const void* src, size_t bytes) {
 bool hostToDevice(void* dst, const void* src, size_t bytes) {
   return g_checker && g_checker->copy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
+// The checker's stream, pool and copies, for the kernels (checker thread).
+Exec checkerExec() {
+  Exec ex;
+  ex.stream = g_checker->stream();
+  ex.alloc = deviceAlloc;
+  ex.release = deviceRelease;
+  ex.copy = [](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    return g_checker->copy(dst, src, bytes, kind);
+  };
+  return ex;
+}
 fumi_status deviceContractFn(const fumi_tensor& view, int32_t dim, int32_t count,
                              const double* vectors, double* out) {
-  return g_checker ? deviceContract(*g_checker, view, dim, count, vectors, out)
+  return g_checker ? deviceContract(checkerExec(), view, dim, count, vectors, out)
                    : FUMI_UNSUPPORTED;
 }
 fumi_status deviceScanFn(const fumi_tensor& t, const void* data, fumi_dtype dtype,
                          fumi_scan* out) {
-  return g_checker ? deviceScan(*g_checker, t, data, dtype, out) : FUMI_UNSUPPORTED;
+  return g_checker ? deviceScan(checkerExec(), t, data, dtype, out) : FUMI_UNSUPPORTED;
 }
 fumi_status deviceCompareFn(const fumi_tensor& t, const void* a, fumi_dtype a_dtype,
                             const void* b, fumi_dtype b_dtype, const fumi_compare_spec& spec,
                             fumi_comparison* out) {
-  return g_checker ? deviceCompare(*g_checker, t, a, a_dtype, b, b_dtype, spec, out)
+  return g_checker ? deviceCompare(checkerExec(), t, a, a_dtype, b, b_dtype, spec, out)
                    : FUMI_UNSUPPORTED;
 }
 fumi_status deviceMapFn(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
                         fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed) {
-  return g_checker ? deviceMap(*g_checker, t, src, src_dtype, dst, dst_dtype, spec, changed)
+  return g_checker ? deviceMap(checkerExec(), t, src, src_dtype, dst, dst_dtype, spec, changed)
                    : FUMI_UNSUPPORTED;
 }
 fumi_status deviceConvolveFn(const fumi_device_conv& conv) {
-  return g_checker ? deviceConvolve(*g_checker, conv) : FUMI_UNSUPPORTED;
+  return g_checker ? deviceConvolve(checkerExec(), conv) : FUMI_UNSUPPORTED;
 }
 const DeviceMemory kDeviceMemory{deviceAlloc,      deviceRelease, deviceToHost,    hostToDevice,
                                  deviceContractFn, deviceScanFn,  deviceCompareFn, deviceMapFn,

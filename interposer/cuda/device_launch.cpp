@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "call.h"
 #include "checker.h"
+#include "cuda_api.h"
 #include "device_compare.h"
 #include "device_kernels.h"
 #include "metrics.h"
@@ -28,16 +30,21 @@ namespace {
 
 namespace kn = kern;
 
-// The driver functions the launches use, and the module's kernels.
+// The driver functions the launches use, and the module's kernels in one CUDA context.
 struct Module {
+  CUcontext context = nullptr;
+  CUfunction contract_partial = nullptr, contract_reduce = nullptr, reduce_partial = nullptr,
+             reduce_combine = nullptr, reduce_final = nullptr, conv_partial = nullptr,
+             conv_reduce = nullptr;
+};
+
+struct Driver {
   CUresult (*moduleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*ctxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*getErrorString)(CUresult, const char**) = nullptr;
-  CUfunction contract_partial = nullptr, contract_reduce = nullptr, reduce_partial = nullptr,
-             reduce_combine = nullptr, reduce_final = nullptr, conv_partial = nullptr,
-             conv_reduce = nullptr;
 };
 
 std::atomic<bool> g_failed{false};
@@ -45,19 +52,20 @@ std::atomic<bool> g_failed{false};
 void giveUp(const std::string& why) {
   if (!g_failed.exchange(true))
     logMessage(FUMI_LOG_WARN, "fumi's device kernels are off (" + why +
-                                  "): checks of CUDA library calls read their operands on "
-                                  "the host instead");
+                                  "): checks of CUDA calls and of framework ops on CUDA "
+                                  "read their operands another way (host copies, the "
+                                  "framework's own ops)");
 }
 
-std::string driverError(const Module& m, CUresult r) {
+std::string driverError(const Driver& d, CUresult r) {
   const char* s = nullptr;
-  if (m.getErrorString) m.getErrorString(r, &s);
+  if (d.getErrorString) d.getErrorString(r, &s);
   return s ? std::string(s) : "CUresult " + std::to_string(static_cast<int>(r));
 }
 
-// Loaded once, on the checker thread (its CUDA context is current); nullptr when unavailable.
-const Module* module() {
-  static Module m;
+// The driver's functions, opened once; nullptr when unavailable.
+const Driver* driver() {
+  static Driver d;
   static bool ready = false;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -72,32 +80,67 @@ const Module* module() {
       slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(lib, name));
       return slot != nullptr;
     };
-    if (!sym(m.moduleLoadData, "cuModuleLoadData") ||
-        !sym(m.moduleGetFunction, "cuModuleGetFunction") ||
-        !sym(m.launchKernel, "cuLaunchKernel"))
-      return giveUp("the driver lacks cuModuleLoadData, cuModuleGetFunction or cuLaunchKernel");
-    sym(m.getErrorString, "cuGetErrorString");
-    CUmodule mod = nullptr;
-    if (const CUresult r = m.moduleLoadData(&mod, fumi_device_fatbin); r != CUDA_SUCCESS)
-      return giveUp("cuModuleLoadData: " + driverError(m, r));
-    const std::array<std::pair<CUfunction*, const char*>, 7> fns{{
-        {&m.contract_partial, kn::kContractPartial},
-        {&m.contract_reduce, kn::kContractReduce},
-        {&m.reduce_partial, kn::kReducePartial},
-        {&m.reduce_combine, kn::kReduceCombine},
-        {&m.reduce_final, kn::kReduceFinal},
-        {&m.conv_partial, kn::kConvPartial},
-        {&m.conv_reduce, kn::kConvReduce},
-    }};
-    for (const auto& [slot, name] : fns)
-      if (const CUresult r = m.moduleGetFunction(slot, mod, name); r != CUDA_SUCCESS)
-        return giveUp(std::string("cuModuleGetFunction ") + name + ": " + driverError(m, r));
+    if (!sym(d.moduleLoadData, "cuModuleLoadData") ||
+        !sym(d.moduleGetFunction, "cuModuleGetFunction") ||
+        !sym(d.launchKernel, "cuLaunchKernel") || !sym(d.ctxGetCurrent, "cuCtxGetCurrent"))
+      return giveUp("the driver lacks cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel or "
+                    "cuCtxGetCurrent");
+    sym(d.getErrorString, "cuGetErrorString");
     ready = true;
-    logMessage(FUMI_LOG_INFO, "device kernels loaded: the projections, scans, comparisons and "
-                              "conversions of checks of CUDA library calls run on the device");
 #endif
   });
-  return ready && !g_failed.load() ? &m : nullptr;
+  return ready && !g_failed.load() ? &d : nullptr;
+}
+
+// The module loaded in the calling thread's current context (the checker's, or the device
+// a framework op ran on), on its first use there; nullptr when unavailable.
+const Module* module() {
+  const Driver* d = driver();
+  CUcontext ctx = nullptr;
+  if (!d || d->ctxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return nullptr;
+  static std::mutex mu;
+  static std::array<Module, 16> loaded;  // one per context (device) used, in order of use
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Module& m : loaded)
+    if (m.context == ctx) return &m;
+    else if (!m.context) break;
+  Module* slot = nullptr;
+  for (Module& m : loaded)
+    if (!m.context) {
+      slot = &m;
+      break;
+    }
+  if (!slot) return nullptr;  // more contexts than slots: the other ways serve
+#if FUMI_DEVICE_FATBIN
+  Module m;
+  CUmodule mod = nullptr;
+  if (const CUresult r = d->moduleLoadData(&mod, fumi_device_fatbin); r != CUDA_SUCCESS) {
+    giveUp("cuModuleLoadData: " + driverError(*d, r));
+    return nullptr;
+  }
+  const std::array<std::pair<CUfunction*, const char*>, 7> fns{{
+      {&m.contract_partial, kn::kContractPartial},
+      {&m.contract_reduce, kn::kContractReduce},
+      {&m.reduce_partial, kn::kReducePartial},
+      {&m.reduce_combine, kn::kReduceCombine},
+      {&m.reduce_final, kn::kReduceFinal},
+      {&m.conv_partial, kn::kConvPartial},
+      {&m.conv_reduce, kn::kConvReduce},
+  }};
+  for (const auto& [fn, name] : fns)
+    if (const CUresult r = d->moduleGetFunction(fn, mod, name); r != CUDA_SUCCESS) {
+      giveUp(std::string("cuModuleGetFunction ") + name + ": " + driverError(*d, r));
+      return nullptr;
+    }
+  m.context = ctx;
+  *slot = m;
+  if (slot == &loaded[0])
+    logMessage(FUMI_LOG_INFO, "device kernels loaded: the projections, scans, comparisons and "
+                              "conversions of checks of CUDA calls run on the device");
+  return slot;
+#else
+  return nullptr;
+#endif
 }
 
 bool kernelsRead(fumi_dtype d) {
@@ -105,19 +148,19 @@ bool kernelsRead(fumi_dtype d) {
          d == FUMI_DTYPE_BF16;
 }
 
-// Checker scratch holding several device buffers, 256-byte aligned, given back at scope end.
+// Scratch holding several device buffers, 256-byte aligned, given back at scope end.
 class DeviceScratch {
  public:
-  DeviceScratch(Checker& ck, const std::vector<size_t>& bytes) : ck_(ck) {
+  DeviceScratch(const Exec& ex, const std::vector<size_t>& bytes) : ex_(ex) {
     size_t total = 0;
     for (size_t b : bytes) {
       offsets_.push_back(total);
       total += (b + 255) / 256 * 256;
     }
-    base_ = static_cast<char*>(ck.scratch(std::max<size_t>(total, 256)));
+    base_ = static_cast<char*>(ex.alloc(std::max<size_t>(total, 256)));
   }
   ~DeviceScratch() {
-    if (base_) ck_.give(base_);
+    if (base_) ex_.release(base_);
   }
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -125,23 +168,42 @@ class DeviceScratch {
   double* at(size_t i) const { return reinterpret_cast<double*>(base_ + offsets_[i]); }
 
  private:
-  Checker& ck_;
+  const Exec& ex_;
   char* base_ = nullptr;
   std::vector<size_t> offsets_;
 };
 
 template <class Params>
-bool launch(const Module& m, Checker& ck, CUfunction f, unsigned gx, unsigned gy, Params& p) {
+bool launch(const Exec& ex, CUfunction f, unsigned gx, unsigned gy, Params& p) {
+  const Driver& d = *driver();  // set: module() found the kernel
   void* args[] = {&p};
-  const CUresult r = m.launchKernel(f, gx, gy, 1, kn::kThreads, 1, 1, 0,
-                                    reinterpret_cast<CUstream>(ck.stream()), args, nullptr);
-  if (r != CUDA_SUCCESS) giveUp("cuLaunchKernel: " + driverError(m, r));
+  const CUresult r = d.launchKernel(f, gx, gy, 1, kn::kThreads, 1, 1, 0,
+                                    reinterpret_cast<CUstream>(ex.stream), args, nullptr);
+  if (r != CUDA_SUCCESS) giveUp("cuLaunchKernel: " + driverError(d, r));
   return r == CUDA_SUCCESS;
 }
 
 }  // namespace
 
-fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, int32_t count,
+bool streamExec(void* stream, Call& call, Exec* ex) {
+  const CudaApi* api = cudaApi();
+  if (!api) return false;
+  const auto s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (api->cudaStreamIsCapturing(s, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return false;
+  ex->stream = stream;
+  ex->alloc = [&call](size_t bytes) { return call.allocDevice(bytes); };
+  ex->release = [&call](void* p) { call.releaseDevice(p); };
+  ex->copy = [api, s](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    return api->cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess &&
+           api->cudaStreamSynchronize(s) == cudaSuccess;
+  };
+  return true;
+}
+
+fumi_status deviceContract(const Exec& ex, const fumi_tensor& view, int32_t dim, int32_t count,
                            const double* vectors, double* out) {
   const Module* m = module();
   if (!m || !kernelsRead(view.dtype) || count < 1 || !vectors || !out) return FUMI_UNSUPPORTED;
@@ -155,12 +217,12 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
     return FUMI_OK;
   }
   const int32_t group = std::min(count, kn::kMaxVectors);
-  DeviceScratch mem(ck, {static_cast<size_t>(count * len) * sizeof(double),
+  DeviceScratch mem(ex, {static_cast<size_t>(count * len) * sizeof(double),
                          static_cast<size_t>(p.chunks * p.lanes * outputs * group) *
                              sizeof(double),
                          results * sizeof(double)});
   if (!mem) return FUMI_UNSUPPORTED;
-  if (!ck.copy(mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double),
+  if (!ex.copy(mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double),
                cudaMemcpyHostToDevice))
     return FUMI_UNSUPPORTED;
   p.data = view.data;
@@ -170,15 +232,15 @@ fumi_status deviceContract(Checker& ck, const fumi_tensor& view, int32_t dim, in
   p.out = mem.at(2);
   const bool ran = kn::launchContraction(
       p, mem.at(0), [&](bool partial, unsigned gx, unsigned gy, kn::ContractParams& q) {
-        return launch(*m, ck, partial ? m->contract_partial : m->contract_reduce, gx, gy, q);
+        return launch(ex, partial ? m->contract_partial : m->contract_reduce, gx, gy, q);
       });
   if (!ran) return FUMI_UNSUPPORTED;
-  return ck.copy(out, mem.at(2), results * sizeof(double), cudaMemcpyDeviceToHost)
+  return ex.copy(out, mem.at(2), results * sizeof(double), cudaMemcpyDeviceToHost)
              ? FUMI_OK
              : FUMI_UNSUPPORTED;
 }
 
-fumi_status deviceConvolve(Checker& ck, const fumi_device_conv& c) {
+fumi_status deviceConvolve(const Exec& ex, const fumi_device_conv& c) {
   const Module* m = module();
   const int32_t nd = c.spatial + 2;
   if (!m || c.struct_size < sizeof(fumi_device_conv) || !kernelsRead(c.device.dtype) ||
@@ -193,10 +255,10 @@ fumi_status deviceConvolve(Checker& ck, const fumi_device_conv& c) {
   const auto host_numel = static_cast<size_t>(tensorNumel(c.host));
   const auto outputs = static_cast<size_t>(p.outputs);
   if (outputs == 0) return FUMI_OK;
-  DeviceScratch mem(ck, {host_numel * sizeof(double),
+  DeviceScratch mem(ex, {host_numel * sizeof(double),
                          static_cast<size_t>(p.chunks) * outputs * sizeof(double),
                          outputs * sizeof(double)});
-  if (!mem || !ck.copy(mem.at(0), c.host.data, host_numel * sizeof(double),
+  if (!mem || !ex.copy(mem.at(0), c.host.data, host_numel * sizeof(double),
                        cudaMemcpyHostToDevice))
     return FUMI_UNSUPPORTED;
   p.dev = c.device.data;
@@ -206,10 +268,10 @@ fumi_status deviceConvolve(Checker& ck, const fumi_device_conv& c) {
   p.out = mem.at(2);
   const bool ran = kn::launchConv(p, [&](bool partial, unsigned gx, unsigned gy,
                                          kn::ConvParams& q) {
-    return launch(*m, ck, partial ? m->conv_partial : m->conv_reduce, gx, gy, q);
+    return launch(ex, partial ? m->conv_partial : m->conv_reduce, gx, gy, q);
   });
   if (!ran) return FUMI_UNSUPPORTED;
-  return ck.copy(c.out, mem.at(2), outputs * sizeof(double), cudaMemcpyDeviceToHost)
+  return ex.copy(c.out, mem.at(2), outputs * sizeof(double), cudaMemcpyDeviceToHost)
              ? FUMI_OK
              : FUMI_UNSUPPORTED;
 }
@@ -218,11 +280,11 @@ namespace {
 
 // One element-wise reduction over t's elements in `a` (and `b`), p's op and parameters set:
 // its fields, combined, in `fields`. False where it cannot run (the caller stages instead).
-bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::ReduceParams& p,
+bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::ReduceParams& p,
                     double* fields) {
   if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
   p.n = tensorNumel(t);
-  DeviceScratch mem(ck, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
+  DeviceScratch mem(ex, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
                          static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double),
                          kn::kFields * sizeof(double)});
   if (!mem) return false;
@@ -232,14 +294,14 @@ bool reduceOnDevice(const Module& m, Checker& ck, const fumi_tensor& t, kn::Redu
   const CUfunction stages[] = {m.reduce_partial, m.reduce_combine, m.reduce_final};
   const bool ran = kn::launchReduction(p, [&](int stage, unsigned gx, unsigned gy,
                                               kn::ReduceParams& q) {
-    return launch(m, ck, stages[stage], gx, gy, q);
+    return launch(ex, stages[stage], gx, gy, q);
   });
-  return ran && ck.copy(fields, mem.at(2), kn::kFields * sizeof(double), cudaMemcpyDeviceToHost);
+  return ran && ex.copy(fields, mem.at(2), kn::kFields * sizeof(double), cudaMemcpyDeviceToHost);
 }
 
 }  // namespace
 
-fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi_dtype dtype,
+fumi_status deviceScan(const Exec& ex, const fumi_tensor& t, const void* data, fumi_dtype dtype,
                        fumi_scan* out) {
   const Module* m = module();
   if (!m || !kernelsRead(dtype) || !data || !out) return FUMI_UNSUPPORTED;
@@ -249,7 +311,7 @@ fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi
   p.a_dtype = dtype;
   p.max_mask = kn::kScanMax;
   double f[kn::kFields];
-  if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
+  if (!reduceOnDevice(*m, ex, t, p, f)) return FUMI_UNSUPPORTED;
   // The finite elements' squares and magnitude, read as the host's first pass reads them;
   // where they could leave fp64's range the host's scaled pass takes over.
   if (!metrics::scanFromSquares(f[3], f[2], out)) return FUMI_UNSUPPORTED;
@@ -258,7 +320,7 @@ fumi_status deviceScan(Checker& ck, const fumi_tensor& t, const void* data, fumi
   return FUMI_OK;
 }
 
-fumi_status deviceMap(Checker& ck, const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
+fumi_status deviceMap(const Exec& ex, const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
                       void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
                       uint64_t* changed) {
   const Module* m = module();
@@ -282,12 +344,12 @@ fumi_status deviceMap(Checker& ck, const fumi_tensor& t, const void* src, fumi_d
     p.first = spec.first;
   }
   double f[kn::kFields];
-  if (!reduceOnDevice(*m, ck, t, p, f)) return FUMI_UNSUPPORTED;
+  if (!reduceOnDevice(*m, ex, t, p, f)) return FUMI_UNSUPPORTED;
   if (changed) *changed = static_cast<uint64_t>(f[0]);
   return FUMI_OK;
 }
 
-fumi_status deviceCompare(Checker& ck, const fumi_tensor& t, const void* a, fumi_dtype a_dtype,
+fumi_status deviceCompare(const Exec& ex, const fumi_tensor& t, const void* a, fumi_dtype a_dtype,
                           const void* b, fumi_dtype b_dtype, const fumi_compare_spec& spec,
                           fumi_comparison* out) {
   const Module* m = module();
@@ -295,7 +357,7 @@ fumi_status deviceCompare(Checker& ck, const fumi_tensor& t, const void* a, fumi
     return FUMI_UNSUPPORTED;
   return compareWithKernels(
       a, a_dtype, b, b_dtype, spec,
-      [&](kn::ReduceParams& p, double* fields) { return reduceOnDevice(*m, ck, t, p, fields); },
+      [&](kn::ReduceParams& p, double* fields) { return reduceOnDevice(*m, ex, t, p, fields); },
       out);
 }
 

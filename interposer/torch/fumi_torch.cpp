@@ -1001,6 +1001,7 @@ class CapturedCall final : public at::ObserverContext {
     c.scan = &CapturedCall::scanThunk;
     c.contract = &CapturedCall::contractThunk;
     c.convolve = &CapturedCall::convolveThunk;
+    c.cuda_stream = &CapturedCall::cudaStreamThunk;
     const Clock::time_point checks_started = Clock::now();
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     in_checks_s_ = secondsSince(checks_started);
@@ -1252,6 +1253,21 @@ class CapturedCall final : public at::ObserverContext {
                                fumi_scan* out) {
     CapturedCall& c = callOf(self);
     return c.onDevice(k, "scan", [&] { return deviceScan(c.bufferView(k, buffer, dtype), out); });
+  }
+
+  // fumi_adapter_call.cuda_stream (ABI 10): the current stream of the call's CUDA device, where
+  // that device is the thread's current one (libfumi's kernels run in the current context).
+  static int cudaStreamThunk(void* self, void** stream) {
+    const CapturedCall& c = callOf(self);
+    if (!c.device_ || !c.device_->is_cuda()) return 0;
+    try {
+      const c10::impl::DeviceGuardImplInterface* impl =
+          c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+      if (impl->getDevice() != *c.device_) return 0;
+      return fumi::torch_compat::currentCudaStream(*c.device_, stream) ? 1 : 0;
+    } catch (const std::exception&) {
+      return 0;
+    }
   }
 
   // A tensor over a view of this call's device memory (contract's and convolve's), or an

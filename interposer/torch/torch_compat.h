@@ -17,6 +17,10 @@
 //                              newer: is_autocast_enabled(device type), get_autocast_dtype(),
 //                              the old ones deprecated (a Python warning in the program's
 //                              output). FUMI_TORCH_AUTOCAST_API (0, 1), from ATen/autocast_mode.h.
+//   a stream's native handle   newer: c10::Stream::stream_handle(); some 2.x: native_handle();
+//                              1.13: none (the default stream, id 0, is CUDA's legacy default
+//                              stream, NULL). FUMI_TORCH_STREAM_API (2, 1, 0), from
+//                              c10/core/Stream.h: currentCudaStream().
 #pragma once
 
 #include <ATen/Context.h>
@@ -35,6 +39,9 @@
 #endif
 #ifndef FUMI_TORCH_AUTOCAST_API
 #define FUMI_TORCH_AUTOCAST_API 0
+#endif
+#ifndef FUMI_TORCH_STREAM_API
+#define FUMI_TORCH_STREAM_API 0
 #endif
 
 namespace fumi::torch_compat {
@@ -79,6 +86,24 @@ inline bool allowsTF32(Tf32Family family) {
   return ctx.float32Precision("cuda", op) == "tf32";
 #else
   return family == Tf32Family::kMatmul ? ctx.allowTF32CuBLAS() : ctx.allowTF32CuDNN();
+#endif
+}
+
+// The cudaStream_t of the current stream of `device` (a CUDA device, the current one), in
+// *handle: false where this torch cannot say (a stream other than the default one, without a
+// native handle).
+inline bool currentCudaStream(c10::Device device, void** handle) {
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
+  const c10::Stream stream = impl->getStream(device);
+#if FUMI_TORCH_STREAM_API == 2
+  *handle = stream.stream_handle();
+  return true;
+#elif FUMI_TORCH_STREAM_API == 1
+  *handle = stream.native_handle();
+  return true;
+#else
+  *handle = nullptr;
+  return stream.id() == 0;
 #endif
 }
 

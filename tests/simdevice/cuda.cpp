@@ -118,6 +118,14 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   return CUDA_SUCCESS;
 }
 
+// One simulated device: its context is current on every thread.
+CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  static int context;
+  *ctx = reinterpret_cast<CUcontext>(&context);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuModuleUnload(CUmodule module) {
   if (!module) return CUDA_ERROR_INVALID_HANDLE;
   delete reinterpret_cast<Module*>(module);

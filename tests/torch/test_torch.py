@@ -3,6 +3,7 @@ calls are checked and every loss value is bit-identical with and without fumi.""
 import math
 import re
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,49 @@ rules:
 def by_check(r, check, op=None):
     return [e for e in r.of("check") + r.of("violation")
             if e["check"] == check and (op is None or e["op"] == op)]
+
+
+class BuildAdapterByHand(unittest.TestCase):
+    """scripts/build_adapter.sh: the adapter built with g++ against a Python's torch (how a GPU
+    machine's PyTorch wheel gets one), beside a libfumi that then attaches it to a job."""
+
+    def test_built_adapter_attaches_and_checks_torch_ops(self):
+        from fumitest import BUILD, LIBFUMI, SOURCE
+        lib = tempfile.mkdtemp(prefix="fumi-adapter-")
+        self.addCleanup(shutil.rmtree, lib, ignore_errors=True)
+        os.symlink(os.path.abspath(LIBFUMI), os.path.join(lib, "libfumi.so"))
+        os.makedirs(os.path.join(lib, "fumi"))
+        os.symlink(os.path.abspath(os.path.join(BUILD, "lib", "fumi", "plugins")),
+                   os.path.join(lib, "fumi", "plugins"))
+        built = subprocess.run(["bash", os.path.join(SOURCE, "scripts", "build_adapter.sh"), lib,
+                                PYTHON], capture_output=True, text=True, timeout=600)
+        self.assertEqual(built.returncode, 0, built.stderr)
+        adapter = os.path.join(lib, "fumi", "libfumi_torch.so")
+        self.assertTrue(os.path.isfile(adapter))
+        job = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            layer = torch.nn.Linear(64, 32)
+            for _ in range(3):
+                y = layer(torch.randn(16, 64))
+            print("sum", y.sum().item())
+            print("maps", [l.split()[-1] for l in open("/proc/self/maps") if "fumi_torch" in l])
+            """)
+        plain = run([PYTHON, "-c", job], preload=False)
+        r = run([PYTHON, "-c", job], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::linear }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """, env={"LD_PRELOAD": os.path.join(lib, "libfumi.so")})
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[0], plain.stdout.splitlines()[0])
+        self.assertIn(repr(adapter), r.stdout)  # this adapter attached to the job, not the build's
+        linear = r.op("aten::linear")
+        self.assertIsNotNone(linear, r.stderr)
+        self.assertEqual(linear["checked"], 3)
+        self.assertEqual(linear["violations"], 0)
 
 
 @unittest.skipUnless(os.path.exists(SIMTORCH), "the simulated torch device is not built")
@@ -1533,6 +1577,40 @@ class OnCuda(unittest.TestCase):
                     self.assertLess(c["value"], 1e-5, c)
             self.assertEqual({c["op"] for c in checks},
                              {"aten::convolution", "aten::convolution_backward", "aten::linear"})
+
+    def test_kernels_on_torchs_stream_agree_with_aten_ops(self):
+        # The element-wise primitives of CUDA tensors run as fumi's own kernels on torch's
+        # stream (adapter ABI 10); FUMI_DEVICE_KERNELS=0 leaves them to ATen ops on the device.
+        # Both compute the same figures (the norms' sums in another order: ~1e-15 apart) and
+        # the same perturbed bits, so every check's value and extras agree, and the results are
+        # the program's own either way.
+        policy = """
+            version: 1
+            report: { all_checks: true, log_level: info }
+            rules:
+              - match: { op: [aten::convolution, aten::convolution_backward, aten::linear] }
+                sample: { every: 1 }
+                checks: [ { plugin: perturb, trials: 1 }, { plugin: highprec },
+                          { plugin: nan_inf } ]
+            """
+        plain = run([PYTHON, CUDA_TF32, "1", "0"], preload=False)
+        figures = []
+        for kernels in ("1", "0"):
+            r = run([PYTHON, CUDA_TF32, "1", "0"], policy=policy,
+                    env={"FUMI_DEVICE_KERNELS": kernels})
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.stdout, plain.stdout)
+            self.assertEqual(r.of("violation"), [])
+            self.assertEqual("device kernels loaded" in r.stderr, kernels == "1", r.stderr)
+            figures.append({(c["op"], c["call_index"], c["check"]):
+                            [c["value"]] + [c["extra"][k] for k in sorted(c.get("extra", {}))]
+                            for c in r.of("check")})
+        self.assertEqual(set(figures[0]), set(figures[1]))
+        self.assertGreaterEqual(len(figures[0]), 9)  # 3 ops x 3 checks at least
+        for key, values in figures[0].items():
+            for a, b in zip(values, figures[1][key]):
+                if isinstance(a, float) and isinstance(b, float):
+                    self.assertLessEqual(abs(a - b), 1e-12 * max(abs(a), abs(b)), key)
 
 
 if __name__ == "__main__":
