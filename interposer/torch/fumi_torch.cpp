@@ -624,12 +624,22 @@ at::Tensor noiseMix(at::Tensor z) {
 at::Tensor noise(c10::IntArrayRef shape, const int64_t* order, uint64_t seed, uint64_t first,
                  c10::Device device) {
   const auto words = at::TensorOptions().dtype(at::kLong);
+  // The positions along every dimension, i * order[d], in one host vector: one copy to the
+  // device (a pageable copy waits for the device's queue), where views of it broadcast.
+  int64_t total = 0;
+  for (const int64_t n : shape) total += n;
+  at::Tensor steps = at::empty({total}, words);
+  int64_t* step = steps.data_ptr<int64_t>();
+  for (size_t d = 0; d < shape.size(); ++d)
+    for (int64_t i = 0; i < shape[d]; ++i) *step++ = i * order[d];
+  const at::Tensor on_device = steps.to(device);
   at::Tensor j = at::zeros(shape, words.device(device));
+  int64_t offset = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     std::vector<int64_t> along(shape.size(), 1);
     along[d] = shape[d];
-    // Positions along one dimension: a vector per dimension crosses to the device.
-    j = j + at::arange(shape[d], words).mul_(order[d]).view(along).to(device);
+    j = j + on_device.narrow(0, offset, shape[d]).view(along);
+    offset += shape[d];
   }
   // noiseDraw(noiseBase(seed, i), low half of i) for i = first + j.
   const at::Tensor i = j + word(first);
