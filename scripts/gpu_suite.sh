@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# scripts/gpu_suite.sh — the checks that need a GPU, in one run, on a machine that has one:
+#   1. the hardware suite of the CUDA hooks (ctest cuda_gpu: test_cuda.py --gpu, class OnGpu);
+#   2. the PyTorch adapter on CUDA tensors (test_torch.py OnCuda), with the adapter built
+#      against that machine's torch by scripts/build_adapter.sh (the build's own adapter is
+#      for the torch CMake found);
+#   3. bench/fumi_compare.sh --device cuda (docs/benchmarks.md part 5d).
+# From a build of this checkout (FUMI_BUILD_DIR, default build/: libfumi, the plugins, the CLI
+# and the CUDA test programs). The CUDA libraries are looked up in the Python's nvidia wheels
+# and under /usr/local/cuda*. Each part's log goes to OUT (default: a new temporary directory);
+# a line per part says how it ended. Exits 0 with a message where no GPU answers.
+#
+# Usage: scripts/gpu_suite.sh [--rounds R] [--skip-bench]   (PYTHON: the Python with torch,
+#        default python3; R: the bench's rounds, default 2)
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$(cd "${FUMI_BUILD_DIR:-$ROOT/build}" && pwd)
+PY=${PYTHON:-python3}
+ROUNDS=2 BENCH=1
+while (($#)); do
+  case $1 in
+    --rounds) ROUNDS=${2:?--rounds needs a value}; shift ;;
+    --skip-bench) BENCH=0 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "gpu_suite.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/fumi-gpu.XXXXXX")}
+mkdir -p "$OUT"
+if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
+then
+  echo "gpu_suite.sh: $PY's torch sees no CUDA device: nothing to run"
+  exit 0
+fi
+[[ -f $BUILD/lib/libfumi.so ]] || { echo "gpu_suite.sh: no libfumi in $BUILD (build first)" >&2; exit 2; }
+
+# The CUDA libraries the test programs link (libcublas.so.13 ...), where the wheels or the
+# toolkit keep them; torch's own libraries.
+TORCH=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+SITE=$("$PY" -c 'import site; print(site.getsitepackages()[0])')
+CUDA_LIBS=$(find /usr/local/cuda*/ "$SITE/nvidia" \( -name 'libcublas.so.13' -o \
+  -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' -o -name 'libcudnn.so.9' -o \
+  -name 'libcupti.so.13' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH=$CUDA_LIBS$TORCH/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "gpu_suite.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
+  head -1); torch $("$PY" -c 'import torch; print(torch.__version__)'); logs in $OUT"
+
+# A build directory beside the build: its libfumi, plugins, CLI and test programs (links),
+# with an adapter of its own built against this torch.
+STAGE=$(mktemp -d "${TMPDIR:-/tmp}/fumi-gpu-build.XXXXXX")
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/lib/fumi" "$STAGE/tests"
+ln -s "$BUILD/lib/libfumi.so" "$STAGE/lib/libfumi.so"
+ln -s "$BUILD/lib/fumi/plugins" "$STAGE/lib/fumi/plugins"
+for d in bin bench; do [[ -d $BUILD/$d ]] && ln -s "$BUILD/$d" "$STAGE/$d"; done
+[[ -d $BUILD/tests/plugins ]] && ln -s "$BUILD/tests/plugins" "$STAGE/tests/plugins"
+[[ -f $BUILD/lib/libblas_user.so ]] && ln -s "$BUILD/lib/libblas_user.so" "$STAGE/lib/"
+cp "$BUILD/CMakeCache.txt" "$STAGE/" 2>/dev/null
+
+status=0
+part() {  # part NAME COMMAND...: runs it, its output in OUT/NAME.log, one line of outcome
+  local name=$1 rc
+  shift
+  "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  echo "gpu_suite.sh: $name: $([[ $rc == 0 ]] && echo passed || echo "FAILED (rc $rc)")" \
+       "— $(grep -E '^(Ran|OK|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
+  ((rc == 0)) || status=1
+}
+if ! bash "$ROOT/scripts/build_adapter.sh" "$STAGE/lib" "$PY" >"$OUT/adapter.log" 2>&1; then
+  echo "gpu_suite.sh: the adapter did not build against this torch (see $OUT/adapter.log)"
+  exit 1
+fi
+export FUMI_BUILD=$STAGE FUMI_SOURCE=$ROOT FUMI_TEST_PLUGIN_DIR=$STAGE/tests/plugins
+export FUMI_TEST_PYTHON=$PY
+B=$BUILD/bin
+part ongpu env -C "$ROOT/tests/cuda" CUDA_GEMM="$B/cuda_gemm" CUDA_CONV="$B/cuda_conv" \
+  CUDA_NORM="$B/cuda_norm" CUDA_GRAPH="$B/cuda_graph" RP_MAIN="$B/rp_main" \
+  LOCAL_SCOPE="$B/local_scope" BLAS_DEMO="$B/blas_demo" BLAS_USER="$BUILD/lib/libblas_user.so" \
+  "$PY" test_cuda.py --gpu
+part oncuda env -C "$ROOT/tests/torch" "$PY" test_torch.py -v OnCuda
+if ((BENCH)); then
+  FUMI_BUILD_DIR=$STAGE PYTHON=$PY bash "$ROOT/bench/fumi_compare.sh" --no-build --device cuda \
+    --rounds "$ROUNDS" >"$OUT/compare.md" 2>"$OUT/compare.log" ||
+    { echo "gpu_suite.sh: bench FAILED (see $OUT/compare.log)"; status=1; }
+  grep '^|' "$OUT/compare.md"
+fi
+exit $status
