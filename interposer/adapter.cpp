@@ -179,9 +179,22 @@ class AdapterCall final : public Call {
   }
   fumi_status contractDevice(const fumi_tensor& view, int32_t dim, int32_t count,
                              const double* vectors, double* out) override {
+#if FUMI_WITH_CUDA
+    if (const fumi_status st = onStream([&](const cuda::Exec& ex) {
+          return cuda::deviceContract(ex, view, dim, count, vectors, out);
+        });
+        st != FUMI_UNSUPPORTED)
+      return st;
+#endif
     return c_.contract ? c_.contract(c_.self, &view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
   }
   fumi_status convolveDevice(const fumi_device_conv& conv) override {
+#if FUMI_WITH_CUDA
+    if (const fumi_status st =
+            onStream([&](const cuda::Exec& ex) { return cuda::deviceConvolve(ex, conv); });
+        st != FUMI_UNSUPPORTED)
+      return st;
+#endif
     return c_.convolve ? c_.convolve(c_.self, &conv) : FUMI_UNSUPPORTED;
   }
   fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,

@@ -27,8 +27,8 @@ extern "C" {
  * 8: quiet (the adapter's own computations outside check(): library calls pass through).
  * 9: compare (the host's comparison of two host buffers, for the adapter's own figures) and
  *    account (the adapter's own time on sampled calls, for the summary).
- * 10: fumi_adapter_call.cuda_stream (fumi's own kernels for map, compare and scan of CUDA
- *    tensors, on the framework's stream). */
+ * 10: fumi_adapter_call.cuda_stream (fumi's own kernels for the primitives and checksum's
+ *    projections of CUDA tensors, on the framework's stream). */
 #define FUMI_ADAPTER_ABI_VERSION 10u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
@@ -132,10 +132,10 @@ typedef struct fumi_adapter_call {
   fumi_status (*convolve)(void* self, const fumi_device_conv* conv);
   /* ABI 10 — where the call's device tensors are CUDA memory on the calling thread's current
    * device: 1 and *stream the framework's current stream there (cudaStream_t; NULL: the legacy
-   * default stream), which their values are ordered on; else 0. libfumi then runs map, compare
-   * and scan as its own kernels on that stream (a few launches each, where the framework's ops
-   * take dozens), scratch from alloc_device, results copied back on that stream; where they
-   * decline (no kernels, a capturing stream), the functions above serve. NULL: never. */
+   * default stream), which their values are ordered on; else 0. libfumi then runs map, compare,
+   * scan, contract and convolve as its own kernels on that stream (a few launches each, where
+   * the framework's ops take dozens), scratch from alloc_device, copies on that stream; where
+   * they decline (no kernels, a capturing stream), the functions above serve. NULL: never. */
   int (*cuda_stream)(void* self, void** stream);
 } fumi_adapter_call;
 

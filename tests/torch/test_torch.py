@@ -1579,19 +1579,21 @@ class OnCuda(unittest.TestCase):
                              {"aten::convolution", "aten::convolution_backward", "aten::linear"})
 
     def test_kernels_on_torchs_stream_agree_with_aten_ops(self):
-        # The element-wise primitives of CUDA tensors run as fumi's own kernels on torch's
-        # stream (adapter ABI 10); FUMI_DEVICE_KERNELS=0 leaves them to ATen ops on the device.
-        # Both compute the same figures (the norms' sums in another order: ~1e-15 apart) and
+        # The element-wise primitives and checksum's projections of CUDA tensors run as fumi's
+        # own kernels on torch's stream (adapter ABI 10); FUMI_DEVICE_KERNELS=0 leaves them to
+        # ATen ops on the device. Both compute the same figures (sums in another order: ~1e-15
+        # apart; checksum's estimates, differences of projections near f32 rounding, ~1e-9) and
         # the same perturbed bits, so every check's value and extras agree, and the results are
         # the program's own either way.
         policy = """
             version: 1
             report: { all_checks: true, log_level: info }
             rules:
-              - match: { op: [aten::convolution, aten::convolution_backward, aten::linear] }
+              - match: { op: [aten::convolution, aten::convolution_backward, aten::linear,
+                              aten::addmm, aten::mm] }
                 sample: { every: 1 }
                 checks: [ { plugin: perturb, trials: 1 }, { plugin: highprec },
-                          { plugin: nan_inf } ]
+                          { plugin: nan_inf }, { plugin: checksum } ]
             """
         plain = run([PYTHON, CUDA_TF32, "1", "0"], preload=False)
         figures = []
@@ -1606,11 +1608,13 @@ class OnCuda(unittest.TestCase):
                             [c["value"]] + [c["extra"][k] for k in sorted(c.get("extra", {}))]
                             for c in r.of("check")})
         self.assertEqual(set(figures[0]), set(figures[1]))
-        self.assertGreaterEqual(len(figures[0]), 9)  # 3 ops x 3 checks at least
+        self.assertGreaterEqual(len(figures[0]), 12)  # 3 ops x 4 checks at least
+        self.assertIn("checksum", {check for _, _, check in figures[0]})
         for key, values in figures[0].items():
+            within = 1e-6 if key[2] == "checksum" else 1e-12
             for a, b in zip(values, figures[1][key]):
                 if isinstance(a, float) and isinstance(b, float):
-                    self.assertLessEqual(abs(a - b), 1e-12 * max(abs(a), abs(b)), key)
+                    self.assertLessEqual(abs(a - b), within * max(abs(a), abs(b)), key)
 
 
 if __name__ == "__main__":
