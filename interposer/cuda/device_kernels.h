@@ -552,10 +552,12 @@ inline bool planReduction(int32_t n, const int64_t* shape, const int64_t* stride
 
 // The launches of one reduction (p's partial, out and fields set): the partial kernel, the
 // combination of each block's partials, then of the blocks'. launch(stage 0, 1 or 2, gx, gy, p).
+// `whole` false: the partial kernel alone, where only its element-wise work is wanted (a map
+// whose count nobody reads).
 template <class Launch>
-bool launchReduction(ReduceParams& p, Launch launch) {
-  return launch(0, blocksFor(kReduceThreads), 1u, p) &&
-         launch(1, blocksFor(kReduceBlocks), 1u, p) && launch(2, 1u, 1u, p);
+bool launchReduction(ReduceParams& p, Launch launch, bool whole = true) {
+  if (!launch(0, blocksFor(kReduceThreads), 1u, p)) return false;
+  return !whole || (launch(1, blocksFor(kReduceBlocks), 1u, p) && launch(2, 1u, 1u, p));
 }
 
 

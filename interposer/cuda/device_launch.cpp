@@ -194,6 +194,7 @@ bool streamExec(void* stream, Call& call, Exec* ex) {
       capturing != cudaStreamCaptureStatusNone)
     return false;
   ex->stream = stream;
+  ex->ordered = true;
   ex->alloc = [&call](size_t bytes) { return call.allocDevice(bytes); };
   ex->release = [&call](void* p) { call.releaseDevice(p); };
   ex->copy = [api, s](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -280,6 +281,8 @@ namespace {
 
 // One element-wise reduction over t's elements in `a` (and `b`), p's op and parameters set:
 // its fields, combined, in `fields`. False where it cannot run (the caller stages instead).
+// `fields` NULL (a map's count unwanted) on an ordered Exec: the element-wise pass alone,
+// queued on the stream.
 bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::ReduceParams& p,
                     double* fields) {
   if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
@@ -292,11 +295,17 @@ bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::R
   p.out = mem.at(1);
   p.fields = mem.at(2);
   const CUfunction stages[] = {m.reduce_partial, m.reduce_combine, m.reduce_final};
-  const bool ran = kn::launchReduction(p, [&](int stage, unsigned gx, unsigned gy,
-                                              kn::ReduceParams& q) {
-    return launch(ex, stages[stage], gx, gy, q);
-  });
-  return ran && ex.copy(fields, mem.at(2), kn::kFields * sizeof(double), cudaMemcpyDeviceToHost);
+  const bool whole = fields || !ex.ordered;
+  const bool ran = kn::launchReduction(
+      p,
+      [&](int stage, unsigned gx, unsigned gy, kn::ReduceParams& q) {
+        return launch(ex, stages[stage], gx, gy, q);
+      },
+      whole);
+  if (!whole) return ran;
+  double ignored[kn::kFields];
+  return ran && ex.copy(fields ? fields : ignored, mem.at(2), kn::kFields * sizeof(double),
+                        cudaMemcpyDeviceToHost);
 }
 
 }  // namespace
@@ -344,7 +353,7 @@ fumi_status deviceMap(const Exec& ex, const fumi_tensor& t, const void* src, fum
     p.first = spec.first;
   }
   double f[kn::kFields];
-  if (!reduceOnDevice(*m, ex, t, p, f)) return FUMI_UNSUPPORTED;
+  if (!reduceOnDevice(*m, ex, t, p, changed ? f : nullptr)) return FUMI_UNSUPPORTED;
   if (changed) *changed = static_cast<uint64_t>(f[0]);
   return FUMI_OK;
 }

@@ -26,9 +26,12 @@ class Call;
 namespace fumi::cuda {
 
 // Where the kernels run: a stream (cudaStream_t), device scratch, and copies that return once
-// the copy is done.
+// the copy is done. `ordered`: scratch is reused only in the stream's order (a framework's
+// caching allocator on that stream), so work whose results are not read back (a map whose
+// count nobody asks for) is left queued there, not waited for.
 struct Exec {
   void* stream = nullptr;
+  bool ordered = false;
   std::function<void*(size_t)> alloc;
   std::function<void(void*)> release;
   std::function<bool(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind)> copy;
