@@ -1271,9 +1271,6 @@ class CapturedCall final : public at::ObserverContext {
     const CapturedCall& c = callOf(self);
     if (!c.device_ || !c.device_->is_cuda()) return 0;
     try {
-      const c10::impl::DeviceGuardImplInterface* impl =
-          c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-      if (impl->getDevice() != *c.device_) return 0;
       return fumi::torch_compat::currentCudaStream(*c.device_, stream) ? 1 : 0;
     } catch (const std::exception&) {
       return 0;

@@ -89,11 +89,12 @@ inline bool allowsTF32(Tf32Family family) {
 #endif
 }
 
-// The cudaStream_t of the current stream of `device` (a CUDA device, the current one), in
-// *handle: false where this torch cannot say (a stream other than the default one, without a
-// native handle).
+// The cudaStream_t of the current stream of `device` (a CUDA device), in *handle: false where
+// `device` is not the calling thread's current device, or where this torch cannot say (a
+// stream other than the default one, without a native handle).
 inline bool currentCudaStream(c10::Device device, void** handle) {
   const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
+  if (impl->getDevice() != device) return false;
   const c10::Stream stream = impl->getStream(device);
 #if FUMI_TORCH_STREAM_API == 2
   *handle = stream.stream_handle();
