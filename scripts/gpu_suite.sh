@@ -4,7 +4,8 @@
 #   2. the PyTorch adapter on CUDA tensors (test_torch.py OnCuda), with the adapter built
 #      against that machine's torch by scripts/build_adapter.sh (the build's own adapter is
 #      for the torch CMake found);
-#   3. bench/fumi_compare.sh --device cuda (docs/benchmarks.md part 5d).
+#   3. bench/fumi_compare.sh --device cuda (docs/benchmarks.md part 5d) and bench/gpu.sh (the
+#      checks of cuBLAS calls, part 5c).
 # From a build of this checkout (FUMI_BUILD_DIR, default build/: libfumi, the plugins, the CLI
 # and the CUDA test programs). The CUDA libraries are looked up in the Python's nvidia wheels
 # and under /usr/local/cuda*. Each part's log goes to OUT (default: a new temporary directory);
@@ -86,5 +87,8 @@ if ((BENCH)); then
     --rounds "$ROUNDS" >"$OUT/compare.md" 2>"$OUT/compare.log" ||
     { echo "gpu_suite.sh: bench FAILED (see $OUT/compare.log)"; status=1; }
   grep '^|' "$OUT/compare.md"
+  FUMI_BUILD_DIR=$BUILD PYTHON=$PY bash "$ROOT/bench/gpu.sh" >"$OUT/gpu.md" 2>"$OUT/gpu.log" ||
+    { echo "gpu_suite.sh: bench/gpu.sh FAILED (see $OUT/gpu.log)"; status=1; }
+  grep '^|' "$OUT/gpu.md"
 fi
 exit $status
