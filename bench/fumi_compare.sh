@@ -129,6 +129,15 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   done
 done
 read -r load_end _ </proc/loadavg
+# On a device, the bytes copied device→host per checked call: each mode once more, its two
+# timed steps under torch.profiler (torch_step.py --count-copies), against the baseline's.
+COPY_MODES=()
+[[ $DEVICE == cpu ]] ||
+  COPY_MODES=(baseline fumi_perturb fumi_perturb_first fumi_highprec fumipy_perturb fumipy_f64)
+for mode in "${COPY_MODES[@]}"; do
+  echo "fumi_compare.sh: device→host copies: $mode" >&2
+  STEPS=2 WARMUP=1 run_mode "$mode" copies --count-copies
+done
 
 echo "## fumi and FuMi's wrappers, the same checks on resnet18 (bench/fumi_compare.sh)"
 echo
@@ -137,12 +146,45 @@ gpu=
   gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo "?") ($DEVICE; the job's tensors there), "
 echo "Machine: $gpu${cpu:-unknown CPU}, $(nproc) CPUs; build type ${BUILD_TYPE:-?}; load average ${load1} at start, ${load_end} at the end$(bench_busy && echo ' (**busy: times inflated**)'); $([[ -n $PIN_CPU ]] && echo "one thread pinned to CPU $PIN_CPU (--pin-cpu: torch, OpenMP and OpenBLAS at one thread); ")$([[ $PIN_MALLOC == 1 ]] && echo 'malloc thresholds pinned in every mode (--pin-malloc)' || echo "glibc's own malloc thresholds, as users run")."
 echo
-"$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "${MODES[*]}" <<'EOF'
+"$PYTHON" - "$TMP" "$ROUNDS" "$WARMUP" "$STEPS" "$THREADS" "${MODES[*]}" "${COPY_MODES[*]}" \
+  <<'EOF'
 import glob, json, statistics, sys
 
-tmp, rounds, warmup, steps, threads, modes = sys.argv[1:7]
+tmp, rounds, warmup, steps, threads, modes, copy_modes = sys.argv[1:8]
 rounds, warmup, steps = int(rounds), int(warmup), int(steps)
-modes = modes.split()
+modes, copy_modes = modes.split(), copy_modes.split()
+
+
+def record(m, r):
+    """Run r of mode m (its torch_step.py lines and fumi's summary): the timed steps' seconds,
+    every step's loss, the calls checked and the tool's own seconds on them (None where the
+    run counted none: no emulation, no fumi), and torch.profiler's (device→host copies,
+    bytes) (None without --count-copies)."""
+    timed, losses, checked, own, d2h = [], [], None, None, None
+    for line in open(f"{tmp}/steps-{m}-{r}"):
+        f = line.split()
+        if f and f[0] == "step":
+            losses.append(f[6])
+            if f[2] == "timed":
+                timed.append(float(f[4]))
+        elif f and f[0] == "emulated_checks":
+            checked = int(f[1])
+        elif f and f[0] == "emulated_own_s":
+            own = float(f[1])
+        elif f and f[0] == "d2h_copies":
+            d2h = (int(f[1]), int(f[3]))
+    for path in glob.glob(f"{tmp}/out-{m}-{r}/events-*.jsonl"):
+        last = None
+        for line in open(path):
+            e = json.loads(line) if line.strip() else {}
+            if e.get("event") == "summary":
+                last = e
+        if last:
+            checked = sum(o["checked"] for o in last["ops"])
+            own = sum(o["check_s"] + o.get("adapter_s", 0.0) for o in last["ops"])
+    return timed, losses, checked, own, d2h
+
+
 label = {
     "baseline": "baseline: no LD_PRELOAD",
     "fumi_perturb": "fumi `perturb` (trials 1)",
@@ -160,33 +202,12 @@ timed, losses, checks, check_s, own_round = {}, {}, {}, {}, {}
 for m in modes:
     timed[m], losses[m], per_step, secs, own_round[m] = [], [], [], [], []
     for r in range(1, rounds + 1):
-        run_losses, emulated, own = [], None, None
-        for line in open(f"{tmp}/steps-{m}-{r}"):
-            f = line.split()
-            if f and f[0] == "step":
-                run_losses.append(f[6])
-                if f[2] == "timed":
-                    timed[m].append(float(f[4]))
-            elif f and f[0] == "emulated_checks":
-                emulated = int(f[1])
-            elif f and f[0] == "emulated_own_s":
-                own = float(f[1])
+        run_timed, run_losses, checked, own, _ = record(m, r)
+        timed[m] += run_timed
         losses[m].append(run_losses)
-        if emulated is not None:
-            per_step.append(emulated / (warmup + steps))
+        if checked is not None:
+            per_step.append(checked / (warmup + steps))
             if own is not None:
-                secs.append(own)
-                own_round[m].append(own / emulated if emulated else None)
-        for path in glob.glob(f"{tmp}/out-{m}-{r}/events-*.jsonl"):
-            last = None
-            for line in open(path):
-                e = json.loads(line) if line.strip() else {}
-                if e.get("event") == "summary":
-                    last = e
-            if last:
-                checked = sum(o["checked"] for o in last["ops"])
-                per_step.append(checked / (warmup + steps))
-                own = sum(o["check_s"] + o.get("adapter_s", 0.0) for o in last["ops"])
                 secs.append(own)
                 own_round[m].append(own / checked if checked else None)
     checks[m] = statistics.fmean(per_step) if per_step else 0.0
@@ -250,60 +271,26 @@ if rounds > 1 and all(a in modes and b in modes and checks[a] and checks[b] for 
         ratios = [x / y if x and y else float("nan") for x, y in zip(own_round[a], own_round[b])]
         print(f"| {label[a]} / {label[b]} | " + " | ".join(f"{x:.2f}" for x in ratios) +
               f" | {statistics.median(ratios):.2f} |")
+
+if copy_modes:
+    copy_steps, copy_warmup = 2, 1
+    print()
+    print("## Bytes device→host per checked call (torch.profiler's CUDA records, two steps)")
+    print()
+    print(f"The timed steps of one more run of each mode ({copy_warmup} warm-up, {copy_steps} "
+          f"timed) under torch.profiler; its gpu_memcpy DtoH records against the baseline's "
+          f"(the program's own loss.item() among them).")
+    print()
+    print("| mode | checked calls | device→host copies added | bytes added "
+          "| bytes per checked call |")
+    print("|---|---:|---:|---:|---:|")
+    base_n, base_b = record("baseline", "copies")[4]
+    for m in copy_modes[1:]:
+        _, _, checked, _, (n, b) = record(m, "copies")
+        calls = (checked or 0) * copy_steps / (copy_warmup + copy_steps)
+        per = f"{(b - base_b) / calls:.0f}" if calls else "—"
+        print(f"| {m} | {calls:.0f} | {n - base_n} | {b - base_b} | {per} |")
 EOF
-
-if [[ $DEVICE != cpu ]]; then
-  # Bytes copied device→host per checked call: each mode once more, its two timed steps under
-  # torch.profiler (torch_step.py --count-copies), against the baseline's own copies.
-  COPY_MODES=(baseline fumi_perturb fumi_perturb_first fumi_highprec fumipy_perturb fumipy_f64)
-  for mode in "${COPY_MODES[@]}"; do
-    echo "fumi_compare.sh: device→host copies: $mode" >&2
-    STEPS=2 WARMUP=1 run_mode "$mode" copies --count-copies
-  done
-  echo
-  "$PYTHON" - "$TMP" "${COPY_MODES[*]}" <<'EOF'
-import glob, json, sys
-
-tmp, modes = sys.argv[1], sys.argv[2].split()
-steps, warmup = 2, 1
-
-
-def lines(mode):
-    return [line.split() for line in open(f"{tmp}/steps-{mode}-copies") if line.strip()]
-
-
-def copies(mode):
-    return next((int(f[1]), int(f[3])) for f in lines(mode) if f[0] == "d2h_copies")
-
-
-def checked_per_step(mode):
-    for f in lines(mode):
-        if f[0] == "emulated_checks":
-            return int(f[1]) / (warmup + steps)
-    for path in glob.glob(f"{tmp}/out-{mode}-copies/events-*.jsonl"):
-        for line in open(path):
-            e = json.loads(line) if line.strip() else {}
-            if e.get("event") == "summary":
-                return sum(o["checked"] for o in e["ops"]) / (warmup + steps)
-    return 0.0
-
-
-print("## Bytes device→host per checked call (torch.profiler's CUDA records, two steps)")
-print()
-print(f"The timed steps of one more run of each mode ({warmup} warm-up, {steps} timed) under "
-      f"torch.profiler; its gpu_memcpy DtoH records against the baseline's (the program's own "
-      f"loss.item() among them).")
-print()
-print("| mode | checked calls | device→host copies added | bytes added | bytes per checked call |")
-print("|---|---:|---:|---:|---:|")
-base_n, base_b = copies("baseline")
-for m in modes[1:]:
-    n, b = copies(m)
-    calls = checked_per_step(m) * steps
-    per = f"{(b - base_b) / calls:.0f}" if calls else "—"
-    print(f"| {m} | {calls:.0f} | {n - base_n} | {b - base_b} | {per} |")
-EOF
-fi
 
 SIMTORCH=$BUILD/tests/torch/simdevice/libfumi_simtorch.so
 [[ -f $SIMTORCH ]] || exit 0
