@@ -4,7 +4,8 @@
 # LIBDIR/fumi/, beside the libfumi.so of LIBDIR that loads it from there. The adapter refuses a
 # torch other than the one it was built against, so build it where the job runs. Needs g++ and
 # CMake (cmake/torch_api.cmake reads which torch APIs the headers offer); the wheel brings the
-# headers. The flags are the adapter's CMake target's (interposer/torch/CMakeLists.txt).
+# headers. The sources and the kernels' options are cmake/torch_adapter.cmake's, as for the
+# adapter's CMake target (interposer/torch/CMakeLists.txt).
 #
 # Usage: scripts/build_adapter.sh LIBDIR [PYTHON]     (PYTHON default: python3)
 set -euo pipefail
@@ -20,12 +21,14 @@ trap 'rm -rf "$OBJ"' EXIT
 flags=(-std=c++17 -O2 -fPIC -DNDEBUG "-D_GLIBCXX_USE_CXX11_ABI=$ABI" "${api[@]}"
        "-I$ROOT/interposer" "-I$ROOT/include" "-I$ROOT/plugins/common" -isystem "$TORCH/include"
        -isystem "$TORCH/include/torch/csrc/api/include")
-fast=(-O3 -fno-trapping-math -fopenmp-simd -DFUMI_OPENMP_SIMD=1)
+{ read -r -a sources; read -r -a wide; read -r -a fast_sources; read -r -a fast; } \
+  < <(cmake -P "$ROOT/cmake/torch_adapter.cmake")
 echo "build_adapter.sh: torch $("$PY" -c 'import torch; print(torch.__version__)') (${api[*]})"
-g++ "${flags[@]}" -c "$T/fumi_torch.cpp" -o "$OBJ/fumi_torch.o" &
-g++ "${flags[@]}" -c "$T/wide_conv.cpp" -o "$OBJ/wide_conv.o" &
-g++ "${flags[@]}" "${fast[@]}" -c "$T/wide_ops.cpp" -o "$OBJ/wide_ops.o" &
-g++ "${flags[@]}" "${fast[@]}" -c "$T/winograd.cpp" -o "$OBJ/winograd.o" &
+for src in "${sources[@]}" "${wide[@]}"; do
+  options=()
+  [[ " ${fast_sources[*]} " == *" $src "* ]] && options=("${fast[@]}")
+  g++ "${flags[@]}" "${options[@]}" -c "$T/$src" -o "$OBJ/${src%.cpp}.o" &
+done
 for job in $(jobs -p); do wait "$job"; done
 mkdir -p "$LIBDIR/fumi"
 g++ -shared -o "$LIBDIR/fumi/libfumi_torch.so" "$OBJ"/*.o -L"$TORCH/lib" -ltorch_cpu -lc10 \
