@@ -101,15 +101,14 @@ const Module* module() {
   static std::mutex mu;
   static std::array<Module, 16> loaded;  // one per context (device) used, in order of use
   std::lock_guard<std::mutex> lock(mu);
-  for (const Module& m : loaded)
+  Module* slot = nullptr;  // the first free one: slots fill in order
+  for (Module& m : loaded) {
     if (m.context == ctx) return &m;
-    else if (!m.context) break;
-  Module* slot = nullptr;
-  for (Module& m : loaded)
     if (!m.context) {
       slot = &m;
       break;
     }
+  }
   if (!slot) return nullptr;  // more contexts than slots: the other ways serve
 #if FUMI_DEVICE_FATBIN
   Module m;

@@ -11,7 +11,7 @@ import textwrap
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
-from fumitest import FUMI, read_events, run  # noqa: E402
+from fumitest import BUILD, FUMI, LIBFUMI, SOURCE, read_events, run  # noqa: E402
 
 # The python that holds torch (a GPU machine's may be another than Debian's).
 PYTHON = os.environ.get("FUMI_TEST_PYTHON", "/usr/bin/python3")
@@ -162,7 +162,6 @@ class BuildAdapterByHand(unittest.TestCase):
     machine's PyTorch wheel gets one), beside a libfumi that then attaches it to a job."""
 
     def test_built_adapter_attaches_and_checks_torch_ops(self):
-        from fumitest import BUILD, LIBFUMI, SOURCE
         lib = tempfile.mkdtemp(prefix="fumi-adapter-")
         self.addCleanup(shutil.rmtree, lib, ignore_errors=True)
         os.symlink(os.path.abspath(LIBFUMI), os.path.join(lib, "libfumi.so"))
