@@ -40,7 +40,10 @@ and moved there before the step's clock starts; loss.item() ends each step, so t
 includes its kernels).
 --count-copies runs the timed steps under torch.profiler and prints, at the end,
 "d2h_copies <n> d2h_bytes <bytes>": the device-to-host copies the CUDA activity records show
-(the program's own loss.item() among them), for bench/fumi_compare.sh's bytes-per-check table."""
+(the program's own loss.item() among them), for bench/fumi_compare.sh's bytes-per-check table.
+--profile-top N (with --count-copies) also prints, for each kind of record (kernels, runtime
+and driver calls, copies), the N with the most time over the timed steps, a line each:
+"profile <kind> <count> <total_us> <name>" (scripts/gpu_suite.sh shows them per check)."""
 import argparse
 import contextlib
 import math
@@ -163,10 +166,10 @@ def language_model_job(args, gen):
 
 
 @contextlib.contextmanager
-def profile_copies():
+def profile_copies(top=0):
     """torch.profiler around the block; at its end, prints the device-to-host copies that the
     CUDA activity records (kineto's gpu_memcpy events, named "Memcpy DtoH ...") and their
-    bytes."""
+    bytes; with `top`, the records with the most time of each kind."""
     import json
     import os
     import tempfile
@@ -186,6 +189,18 @@ def profile_copies():
            if e.get("cat") == "gpu_memcpy" and "DtoH" in e.get("name", "")]
     print(f"d2h_copies {len(d2h)} d2h_bytes {sum(e['args'].get('bytes', 0) for e in d2h)}",
           flush=True)
+    kinds = ("kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy")
+    totals = {}  # (kind, name): [count, microseconds]
+    for e in events:
+        if top and e.get("cat") in kinds and "dur" in e:
+            t = totals.setdefault((e["cat"], e.get("name", "?")), [0, 0.0])
+            t[0] += 1
+            t[1] += e["dur"]
+    for kind in kinds:
+        rows = sorted(((v, n) for (k, n), v in totals.items() if k == kind),
+                      key=lambda r: -r[0][1])[:top]
+        for (count, us), name in rows:
+            print(f"profile {kind} {count} {us:.1f} {name}", flush=True)
 
 
 def main():
@@ -206,6 +221,8 @@ def main():
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--count-copies", action="store_true",
                         help="count device-to-host copies of the timed steps (torch.profiler)")
+    parser.add_argument("--profile-top", type=int, default=0,
+                        help="with --count-copies: the N records of each kind with most time")
     parser.add_argument("--emulate", choices=["perturb", "f64", "rerun", "rerun64"], default=None,
                         help="FuMi's own checks, emulated (bench/fumi_emulate.py)")
     args = parser.parse_args()
@@ -224,7 +241,7 @@ def main():
 
     for step in range(args.warmup + args.steps):
         if step == args.warmup and args.count_copies:
-            copies.enter_context(profile_copies())
+            copies.enter_context(profile_copies(args.profile_top))
         data = tuple(t.to(args.device) for t in draw())
         faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()

@@ -407,7 +407,14 @@ bool validSides(int32_t n, const fumi_side* sides, const fumi_tensor& t) {
   return true;
 }
 
+// Settles what earlier primitives of the check left on a device (deferUntilSettled) when the
+// host API call it lives in returns.
+struct SettleOnReturn {
+  ~SettleOnReturn() { settleDeferred(true); }
+};
+
 fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_side* sides) {
+  const SettleOnReturn settle;
   if (!validIndex(c, index)) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (t.role != FUMI_ROLE_OUTPUT || !validSides(n, sides, t)) return FUMI_ERROR;
@@ -420,6 +427,7 @@ fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_
 
 fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
                               int32_t n, const fumi_side* sides, fumi_scan* scan) {
+  const SettleOnReturn settle;
   if (!validIndex(c, index) || (scan && scan->struct_size < sizeof(fumi_scan))) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (!validSides(n, sides, t)) return FUMI_ERROR;
@@ -457,19 +465,24 @@ fumi_status hostContract(fumi_call* c, int32_t index, const void* buffer, fumi_d
 // call (Call::mapDevice ...: its device's own work, or staged through the host).
 fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
                     fumi_dtype dst_dtype, const fumi_map_spec* spec, uint64_t* changed) {
-  if (!validIndex(c, index) || !dst || !spec || spec->struct_size < sizeof(fumi_map_spec))
+  // `flags` was appended: ABI 2 plugins built before it pass the shorter struct.
+  if (!validIndex(c, index) || !dst || !spec ||
+      spec->struct_size < offsetof(fumi_map_spec, flags))
     return FUMI_ERROR;
+  fumi_map_spec s{};
+  std::memcpy(&s, spec, std::min<size_t>(spec->struct_size, sizeof s));
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   src = resolveBuffer(t, src, &src_dtype);
   if (!src || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
   if (t.memory != FUMI_MEMORY_HOST)
-    return c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, *spec, changed);
-  return mapTensor(t, src, src_dtype, dst, dst_dtype, *spec, changed);
+    return c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, s, changed);
+  return mapTensor(t, src, src_dtype, dst, dst_dtype, s, changed);
 }
 
 fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a_dtype,
                         const void* b, fumi_dtype b_dtype, const fumi_compare_spec* spec,
                         fumi_comparison* out) {
+  const SettleOnReturn settle;
   // `underflow_below` and `underflow` were appended: ABI 2 plugins built before them pass the
   // shorter structs; read and write only what they cover.
   if (!validIndex(c, index) || !spec || !out ||
@@ -495,6 +508,7 @@ fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a
 
 fumi_status hostScan(fumi_call* c, int32_t index, const void* buffer, fumi_dtype dtype,
                      fumi_scan* out) {
+  const SettleOnReturn settle;
   if (!validIndex(c, index) || !out || out->struct_size < sizeof(fumi_scan)) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   buffer = resolveBuffer(t, buffer, &dtype);
@@ -956,6 +970,21 @@ void Engine::resetSamplingAfterFork() {
 
 void setDeviceMemory(const DeviceMemory* ops) { g_device.store(ops); }
 
+namespace {
+thread_local std::vector<std::function<void(bool)>> t_deferred;
+}  // namespace
+
+void deferUntilSettled(std::function<void(bool write)> finish) {
+  t_deferred.push_back(std::move(finish));
+}
+
+void settleDeferred(bool write) {
+  if (t_deferred.empty()) return;
+  std::vector<std::function<void(bool)>> due;
+  due.swap(t_deferred);
+  for (const auto& finish : due) finish(write);
+}
+
 CallOrigin Engine::captureOrigin(const OpSite& site, uint64_t call_index) const {
   InsideScope inside;
   const int depth = reporter_.settings().stack_depth;
@@ -1000,6 +1029,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     } catch (...) {
       what = "threw an unknown exception";
     }
+    settleDeferred(false);  // results the check did not wait for: its pointers are gone
     releaseAllocations(handle);
     violated = violated || handle.violated;
     error_violated = error_violated || (handle.violated && ci.kind == FUMI_KIND_ERROR);

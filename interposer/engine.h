@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -154,6 +155,14 @@ struct DeviceMemory {
   fumi_status (*convolve)(const fumi_device_conv& conv);  // Call::convolveDevice
 };
 void setDeviceMemory(const DeviceMemory* ops);
+
+// Work a primitive left queued on a device, whose result it stores later (a map's count under
+// FUMI_MAP_CHANGED_LATER, plugin.h): finish(write) waits for it and, where `write`, stores the
+// result where the plugin asked. This thread's list, run and emptied by settleDeferred: with
+// write after the check's next compare, scan, project or contract (the host API's), without
+// when the check returns (its pointers are gone then).
+void deferUntilSettled(std::function<void(bool write)> finish);
+void settleDeferred(bool write);
 
 // Tensor t's logical elements read from `buffer` holding `dtype` (nullptr: its own data in its
 // own dtype), host or device memory, as dense fp64 in `out`: row-major, or in the tensor's

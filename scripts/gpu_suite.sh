@@ -5,7 +5,11 @@
 #      against that machine's torch by scripts/build_adapter.sh (the build's own adapter is
 #      for the torch CMake found);
 #   3. bench/fumi_compare.sh --device cuda (docs/benchmarks.md part 5d) and bench/gpu.sh (the
-#      checks of cuBLAS calls, part 5c).
+#      checks of cuBLAS calls, part 5c);
+#   4. where the GPU time of a check goes: two resnet18 steps under torch.profiler with
+#      fumi's perturb, then highprec, on the calls of part 5d (bench/torch_step.py
+#      --profile-top), and the same steps without fumi: the kernels, runtime and driver calls
+#      with the most time, and their counts.
 # From a build of this checkout (FUMI_BUILD_DIR, default build/: libfumi, the plugins, the CLI
 # and the CUDA test programs). The CUDA libraries are looked up in the Python's nvidia wheels
 # and under /usr/local/cuda*. Each part's log goes to OUT (default: a new temporary directory);
@@ -91,4 +95,21 @@ if ((BENCH)); then
     { echo "gpu_suite.sh: bench/gpu.sh FAILED (see $OUT/gpu.log)"; status=1; }
   grep '^|' "$OUT/gpu.md"
 fi
+# Where a check's time goes (part 4): the calls fumi_compare checks, profiled.
+for check in none perturb highprec; do
+  policy=$OUT/profile-$check.yaml
+  [[ $check == none ]] || printf '%s\n' 'version: 1' 'report: { log_level: warn }' 'rules:' '  - name: fumi-wraps' \
+    '    match:' '      op: [aten::conv2d, aten::batch_norm, aten::relu_, aten::relu,' \
+    '           aten::max_pool2d, aten::adaptive_avg_pool2d, aten::linear,' \
+    '           aten::cross_entropy_loss]' '      phase: forward' '    sample: { every: 1 }' \
+    "    checks: [ { plugin: $check, tolerance: 1e9 } ]" >"$policy"
+  run=(env LD_PRELOAD="$STAGE/lib/libfumi.so" FUMI_POLICY="$policy" FUMI_OUT="$OUT/profile-$check")
+  [[ $check == none ]] && run=(env)
+  "${run[@]}" "$PY" "$ROOT/bench/torch_step.py" --device cuda --steps 2 --warmup 2 \
+    --count-copies --profile-top 12 >"$OUT/profile-$check.log" 2>&1 ||
+    { echo "gpu_suite.sh: profile ($check) FAILED (see $OUT/profile-$check.log)"; status=1; }
+  echo "gpu_suite.sh: two steps profiled, $([[ $check == none ]] && echo 'without fumi' ||
+    echo "fumi $check on 61 calls a step"):"
+  grep -E '^(profile|d2h_copies)' "$OUT/profile-$check.log"
+done
 exit $status

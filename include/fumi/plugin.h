@@ -163,12 +163,24 @@ typedef enum fumi_map_kind {
                          * element's position in FUMI_ORDER_STORAGE; zeros stay as they are */
 } fumi_map_kind;
 
+/* ABI 2 — fumi_map_spec.flags. */
+typedef enum fumi_map_flag {
+  /* The caller reads *changed only after a later compare, scan, project, contract (or their
+   * _sides forms) of the same check has returned, or not at all: the host may write it as late
+   * as that one's return (never after the check's run returns), so that a map on a device need
+   * not wait for it. *changed must stay valid (and be read only) until then. */
+  FUMI_MAP_CHANGED_LATER = 1
+} fumi_map_flag;
+
 typedef struct fumi_map_spec {
   uint32_t struct_size;
   fumi_map_kind kind;
   double shift;   /* PERTURB */
   uint64_t seed;  /* PERTURB */
   uint64_t first; /* PERTURB */
+  /* Appended: fumi_map_flag values or'ed. A spec that predates it (a shorter struct_size) has
+   * none; a host that predates it writes *changed before map returns. */
+  uint32_t flags;
 } fumi_map_spec;
 
 /* ABI 2 — groups of fumi_comparison's fields, for fumi_compare_spec.metrics. */

@@ -23,9 +23,6 @@ extern "C" __global__ void fumi_reduce_partial(ReduceParams p) {
 extern "C" __global__ void fumi_reduce_combine(ReduceParams p) {
   reduceCombineBody(p, threadIndex());
 }
-extern "C" __global__ void fumi_reduce_final(ReduceParams p) {
-  reduceFinalBody(p, threadIndex());
-}
 extern "C" __global__ void fumi_conv_partial(ConvParams p) {
   convPartialBody(p, threadIndex(), blockIdx.y);
 }

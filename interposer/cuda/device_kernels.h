@@ -17,6 +17,7 @@
 
 #include "counter_draw.h"  // perturb's draws (plugins/common)
 #include "fumi/dtype.hpp"  // loadAsDouble, storeFromDouble: the host's own conversions
+#include "metrics.h"       // the comparison's scales (plugins/common)
 
 #ifdef __CUDACC__
 #define FUMI_HD __host__ __device__ inline
@@ -50,6 +51,7 @@ struct Dims {
 };
 
 FUMI_HD int64_t offsetOf(const Dims& d, int64_t p) {
+  if (d.ndim == 1) return p * d.stride[0];  // no divisions (64-bit ones are slow on devices)
   int64_t off = 0;
   for (int32_t i = d.ndim - 1; i >= 0; --i) {
     const int64_t c = p % d.shape[i];
@@ -239,13 +241,19 @@ FUMI_HD void convReduceBody(const ConvParams& p, int64_t t) {
 // ---- element-wise reductions -----------------------------------------------------------------
 // Over the n elements of a view, one buffer (a) or two laid out alike (a, b): the NaN/Inf scan,
 // the two passes of the host's comparison (plugins/common/metrics.h: comparePass1,
-// comparePass2, the same fields with the same masking) and maps (below). First kernel:
-// kReduceBlocks x kThreads threads, each over the elements t, t + threads, ... accumulating
-// kFields doubles (a field is a sum, or a maximum where `max_mask` has its bit) into
-// partial[t * kFields ...]; second kernel: thread t < kReduceBlocks combines one block's
-// kThreads partials, in order, into out[t * kFields ...]; third, one thread combines those in
-// order into fields[0 .. kFields): 64 bytes come back, whatever the size.
+// comparePass2, the same fields with the same masking) and maps (below). First kernel: T
+// threads (`threads`: a multiple of kThreads, about one per kPerThread elements, at most
+// kReduceThreads), thread t over the elements t, t + T, ... accumulating kFields doubles (a
+// field is a sum, or a maximum where `max_mask` has its bit) into partial[f * T + t] (field
+// f's results side by side: a warp's stores, and the next kernel's loads, are consecutive).
+// Then the combining kernel, as often as it takes (at most three times): S results into
+// D = ceil(S / kFanIn), thread d combining d, d + D, d + 2D, ... in that order, until one is
+// left, in `fields`: 64 bytes come back, whatever the size. Several passes over one view (a
+// comparison's two) run back to back, each later one able to read the one before it where it
+// is (kComparePass2: its scales from the first pass's maxima), so they come back together.
 constexpr int kFields = 8;
+constexpr int64_t kPerThread = 32;  // elements per thread of the first kernel, at least
+constexpr int64_t kFanIn = 32;      // results combined per thread
 enum ReduceOp : int32_t { kScan = 0, kComparePass1 = 1, kComparePass2 = 2, kMap = 3 };
 // kMap's kinds: fumi_map_kind's (plugin.h), into a buffer `dst` laid out like the source, the
 // host's mapTensor bit for bit: its conversions (fumi/dtype.hpp) and, for PERTURB, its draws
@@ -255,9 +263,6 @@ enum MapKind : int32_t {
   kMapAbs = FUMI_MAP_ABS,
   kMapPerturb = FUMI_MAP_PERTURB
 };
-// kComparePass2's metrics (CompareScales' ratio, rel, ulp).
-enum : uint32_t { kWantRatio = 1, kWantRel = 2, kWantUlp = 4 };
-
 struct ReduceParams {
   int32_t op = kScan;
   const void* a = nullptr;
@@ -267,12 +272,10 @@ struct ReduceParams {
   int64_t n = 0;
   uint32_t max_mask = 0;
   double underflow_below = 0;  // kComparePass1 (0: not counted)
-  // kComparePass2: metrics.h's detail::CompareScales, the fields the pass reads.
-  struct Scales {
-    uint32_t want = 0;
-    double f = 1, ratio_threshold = 0, rel_threshold = 0, s_diff = 1, s_ref = 1, s_y = 1;
-    int32_t p = 0, emin = 0;
-  } k;
+  // kComparePass2: what the spec decides (metrics.h, compareWants); the scales come from the
+  // first pass's fields, `previous`, on the device (scaleFromMaxima).
+  metrics::detail::CompareScales k{};
+  const double* previous = nullptr;  // device memory, kFields: the pass run just before
   // kMap: the kind, and where the mapped values go (field 0 counts the elements whose stored
   // value is not the source's: the host's `changed`). PERTURB: x + x * shift * u, u the
   // draw numbered `first` + the element's place in storage order (sum of its coordinates
@@ -283,12 +286,24 @@ struct ReduceParams {
   double shift = 0;
   uint64_t seed = 0, first = 0;
   int64_t order[kMaxDims] = {};
-  double* partial = nullptr;  // device memory, kReduceThreads x kFields
-  double* out = nullptr;      // device memory, kReduceBlocks x kFields
-  double* fields = nullptr;   // device memory, kFields: the result
+  int64_t threads = 0;         // the first kernel's (reduceThreads)
+  double* partial = nullptr;   // device memory, kReduceThreads x kFields
+  double* out = nullptr;       // device memory, kReduceThreads / kFanIn x kFields
+  double* fields = nullptr;    // device memory, kFields: the result
+  // The combining kernel's launch: `from_count` results into `to_count` (both field-major).
+  const double* from = nullptr;
+  double* to = nullptr;
+  int64_t from_count = 0, to_count = 0;
 };
 
 constexpr int64_t kReduceThreads = int64_t{kReduceBlocks} * kThreads;
+
+// The first kernel's threads for n elements.
+inline int64_t reduceThreads(int64_t n) {
+  const int64_t want = (n + kPerThread - 1) / kPerThread;
+  const int64_t threads = (want + kThreads - 1) / kThreads * kThreads;
+  return threads < kThreads ? kThreads : threads > kReduceThreads ? kReduceThreads : threads;
+}
 
 // Field masks: which are maxima.
 constexpr uint32_t kScanMax = 1u << 2;                                // nan, inf, max_abs, sum_sq
@@ -317,8 +332,9 @@ FUMI_HD double absOf(double x) { return bitsDouble(doubleBits(x) & ~(uint64_t{1}
 FUMI_HD double maxOf(double x, double y) { return x > y ? x : y; }
 constexpr double kMaxFinite = 1.7976931348623157e308;
 
-// One element's contribution to acc (kFields doubles).
-FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
+// One element's contribution to acc (kFields doubles); k: kComparePass2's scales.
+FUMI_HD void reduceElement(const ReduceParams& p, const metrics::detail::CompareScales& k,
+                           int64_t index, double* acc) {
   const int64_t off = offsetOf(p.dims, index);
   const double a = load(p.a, p.a_dtype, off);
   if (p.op == kMap) {
@@ -379,64 +395,56 @@ FUMI_HD void reduceElement(const ReduceParams& p, int64_t index, double* acc) {
     return;
   }
   if (!ok) return;
-  const double as = a * p.k.f, bs = b * p.k.f, diff = absOf(as - bs);
-  if (p.k.want & kWantRatio) {
+  const double as = a * k.f, bs = b * k.f, diff = absOf(as - bs);
+  if (k.ratio) {
     const double sum = absOf(as + bs);
     if (sum > 0.0) {
       const double r = diff / sum;
       acc[1] = maxOf(acc[1], r);
-      if (sum > p.k.ratio_threshold) acc[0] = maxOf(acc[0], r);
+      if (sum > k.ratio_threshold) acc[0] = maxOf(acc[0], r);
     }
   }
-  if (p.k.want & kWantRel) {
+  if (k.rel) {
     const double m = absOf(bs);
-    if (m > p.k.rel_threshold && m > 0.0) acc[5] = maxOf(acc[5], diff / m);
+    if (m > k.rel_threshold && m > 0.0) acc[5] = maxOf(acc[5], diff / m);
   }
-  const double d = a * p.k.s_diff - b * p.k.s_diff, rr = b * p.k.s_ref, yy = a * p.k.s_y;
+  const double d = a * k.s_diff - b * k.s_diff, rr = b * k.s_ref, yy = a * k.s_y;
   acc[2] += d * d;
   acc[3] += rr * rr;
   acc[4] += yy * yy;
-  if (p.k.want & kWantUlp) {
+  if (k.ulp) {
     // The host's ULP unit (metrics.h comparePass2): 2^(max(exponent of b, emin) - p), scaled
     // by 2^64 where it would be subnormal.
-    int e = static_cast<int>((doubleBits(b) >> 52) & 0x7ff) - 1023;
-    e = (e > p.k.emin ? e : p.k.emin) - p.k.p;
+    int e = metrics::detail::rawExponent(b);
+    e = (e > k.emin ? e : k.emin) - k.p;
     const bool tiny = e < -1022;
-    const int k = tiny ? -(e + 64) : -e;
-    const double inv_ulp = bitsDouble(static_cast<uint64_t>(k + 1023) << 52);
+    const double inv_ulp = metrics::detail::pow2Normal(tiny ? -(e + 64) : -e);
     const double du = absOf(a - b) * (tiny ? 18446744073709551616.0 : 1.0);
     acc[6] = maxOf(acc[6], du * inv_ulp);
   }
 }
 
 FUMI_HD void reducePartialBody(const ReduceParams& p, int64_t t) {
-  if (t >= kReduceThreads) return;
+  if (t >= p.threads) return;
+  metrics::detail::CompareScales k = p.k;
+  if (p.op == kComparePass2)
+    metrics::detail::scaleFromMaxima(k, p.previous[3], p.previous[4], p.previous[5]);
   double acc[kFields] = {};
-  for (int64_t e = t; e < p.n; e += kReduceThreads) reduceElement(p, e, acc);
-  for (int i = 0; i < kFields; ++i) p.partial[t * kFields + i] = acc[i];
+  for (int64_t e = t; e < p.n; e += p.threads) reduceElement(p, k, e, acc);
+  for (int i = 0; i < kFields; ++i) p.partial[i * p.threads + t] = acc[i];
 }
 
-// Fields combined: a sum, or the maximum where `max_mask` has its bit.
-FUMI_HD void combineFields(uint32_t max_mask, double* into, const double* from) {
-  for (int i = 0; i < kFields; ++i)
-    into[i] = (max_mask >> i) & 1u ? maxOf(into[i], from[i]) : into[i] + from[i];
-}
-
-FUMI_HD void reduceCombineBody(const ReduceParams& p, int64_t t) {
-  if (t >= kReduceBlocks) return;
+// Result d of a combining launch: from's results d, d + to_count, ... in order (a field is a
+// sum, or the maximum where `max_mask` has its bit).
+FUMI_HD void reduceCombineBody(const ReduceParams& p, int64_t d) {
+  if (d >= p.to_count) return;
   double acc[kFields] = {};
-  for (int64_t j = t * kThreads; j < (t + 1) * kThreads; ++j)
-    combineFields(p.max_mask, acc, p.partial + j * kFields);
-  for (int i = 0; i < kFields; ++i) p.out[t * kFields + i] = acc[i];
-}
-
-// Third kernel, one thread: the second's kReduceBlocks results combined in order into p.fields
-// (so that kFields doubles come back, whatever the size).
-FUMI_HD void reduceFinalBody(const ReduceParams& p, int64_t t) {
-  if (t != 0) return;
-  double acc[kFields] = {};
-  for (int64_t b = 0; b < kReduceBlocks; ++b) combineFields(p.max_mask, acc, p.out + b * kFields);
-  for (int i = 0; i < kFields; ++i) p.fields[i] = acc[i];
+  for (int64_t j = d; j < p.from_count; j += p.to_count)
+    for (int i = 0; i < kFields; ++i) {
+      const double v = p.from[i * p.from_count + j];
+      acc[i] = (p.max_mask >> i) & 1u ? maxOf(acc[i], v) : acc[i] + v;
+    }
+  for (int i = 0; i < kFields; ++i) p.to[i * p.to_count + d] = acc[i];
 }
 
 // ---- host side: launch plans -----------------------------------------------------------------
@@ -535,9 +543,17 @@ inline bool planPerturb(int32_t n, const int64_t* shape, const int64_t* stride,
     p.order[p.dims.ndim++] = storage[i];
   }
   int64_t span = 1;
+  bool dense = true;  // the view's strides are its storage order's: offset == number
   for (int32_t k = 0; k < p.dims.ndim; ++k) {
     if (sorted[k][0] < span) return false;
+    dense = dense && sorted[k][0] == span;
     span = sorted[k][0] * sorted[k][1];
+  }
+  for (int32_t k = 0; k < p.dims.ndim; ++k) dense = dense && p.dims.stride[k] == p.order[k];
+  if (dense && p.dims.ndim > 1) {  // one run: element i at offset i, numbered i
+    p.dims.ndim = 1;
+    p.dims.shape[0] = span;
+    p.dims.stride[0] = p.order[0] = 1;
   }
   return true;
 }
@@ -550,14 +566,26 @@ inline bool planReduction(int32_t n, const int64_t* shape, const int64_t* stride
   return collapseDims(n, shape, stride, -1, p.dims);
 }
 
-// The launches of one reduction (p's partial, out and fields set): the partial kernel, the
-// combination of each block's partials, then of the blocks'. launch(stage 0, 1 or 2, gx, gy, p).
-// `whole` false: the partial kernel alone, where only its element-wise work is wanted (a map
-// whose count nobody reads).
+// The launches of one reduction (p's n, partial, out and fields set; `previous` too for
+// kComparePass2): the first kernel, then the combining one until one result is left.
+// launch(stage 0 or 1, gx, gy, p). `whole` false: the first kernel alone, where only its
+// element-wise work is wanted (a map whose count nobody reads).
 template <class Launch>
 bool launchReduction(ReduceParams& p, Launch launch, bool whole = true) {
-  if (!launch(0, blocksFor(kReduceThreads), 1u, p)) return false;
-  return !whole || (launch(1, blocksFor(kReduceBlocks), 1u, p) && launch(2, 1u, 1u, p));
+  p.threads = reduceThreads(p.n);
+  if (!launch(0, blocksFor(p.threads), 1u, p)) return false;
+  if (!whole) return true;
+  p.from = p.partial;
+  p.from_count = p.threads;
+  double* spare[2] = {p.out, p.partial};  // each launch's results where the last one's are not
+  for (int k = 0;; k ^= 1) {
+    p.to_count = p.from_count > kFanIn ? (p.from_count + kFanIn - 1) / kFanIn : 1;
+    p.to = p.to_count == 1 ? p.fields : spare[k];
+    if (!launch(1, blocksFor(p.to_count), 1u, p)) return false;
+    if (p.to_count == 1) return true;
+    p.from = p.to;
+    p.from_count = p.to_count;
+  }
 }
 
 
@@ -626,7 +654,6 @@ constexpr const char* kContractPartial = "fumi_contract_partial";
 constexpr const char* kContractReduce = "fumi_contract_reduce";
 constexpr const char* kReducePartial = "fumi_reduce_partial";
 constexpr const char* kReduceCombine = "fumi_reduce_combine";
-constexpr const char* kReduceFinal = "fumi_reduce_final";
 constexpr const char* kConvPartial = "fumi_conv_partial";
 constexpr const char* kConvReduce = "fumi_conv_reduce";
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "cuda_api.h"
 #include "device_compare.h"
 #include "device_kernels.h"
+#include "engine.h"
 #include "metrics.h"
 #include "report.h"
 #include "settings.h"
@@ -34,8 +36,7 @@ namespace kn = kern;
 struct Module {
   CUcontext context = nullptr;
   CUfunction contract_partial = nullptr, contract_reduce = nullptr, reduce_partial = nullptr,
-             reduce_combine = nullptr, reduce_final = nullptr, conv_partial = nullptr,
-             conv_reduce = nullptr;
+             reduce_combine = nullptr, conv_partial = nullptr, conv_reduce = nullptr;
 };
 
 struct Driver {
@@ -117,12 +118,11 @@ const Module* module() {
     giveUp("cuModuleLoadData: " + driverError(*d, r));
     return nullptr;
   }
-  const std::array<std::pair<CUfunction*, const char*>, 7> fns{{
+  const std::array<std::pair<CUfunction*, const char*>, 6> fns{{
       {&m.contract_partial, kn::kContractPartial},
       {&m.contract_reduce, kn::kContractReduce},
       {&m.reduce_partial, kn::kReducePartial},
       {&m.reduce_combine, kn::kReduceCombine},
-      {&m.reduce_final, kn::kReduceFinal},
       {&m.conv_partial, kn::kConvPartial},
       {&m.conv_reduce, kn::kConvReduce},
   }};
@@ -147,10 +147,11 @@ bool kernelsRead(fumi_dtype d) {
          d == FUMI_DTYPE_BF16;
 }
 
-// Scratch holding several device buffers, 256-byte aligned, given back at scope end.
+// Scratch holding several device buffers, 256-byte aligned, given back at scope end (its own
+// copy of the Exec's release: work left queued on the stream may keep it past the Exec).
 class DeviceScratch {
  public:
-  DeviceScratch(const Exec& ex, const std::vector<size_t>& bytes) : ex_(ex) {
+  DeviceScratch(const Exec& ex, const std::vector<size_t>& bytes) : release_(ex.release) {
     size_t total = 0;
     for (size_t b : bytes) {
       offsets_.push_back(total);
@@ -159,7 +160,7 @@ class DeviceScratch {
     base_ = static_cast<char*>(ex.alloc(std::max<size_t>(total, 256)));
   }
   ~DeviceScratch() {
-    if (base_) ex_.release(base_);
+    if (base_) release_(base_);
   }
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -167,7 +168,7 @@ class DeviceScratch {
   double* at(size_t i) const { return reinterpret_cast<double*>(base_ + offsets_[i]); }
 
  private:
-  const Exec& ex_;
+  std::function<void(void*)> release_;
   char* base_ = nullptr;
   std::vector<size_t> offsets_;
 };
@@ -278,33 +279,105 @@ fumi_status deviceConvolve(const Exec& ex, const fumi_device_conv& c) {
 
 namespace {
 
-// One element-wise reduction over t's elements in `a` (and `b`), p's op and parameters set:
-// its fields, combined, in `fields`. False where it cannot run (the caller stages instead).
-// `fields` NULL (a map's count unwanted) on an ordered Exec: the element-wise pass alone,
-// queued on the stream.
-bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::ReduceParams& p,
-                    double* fields) {
-  if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
-  p.n = tensorNumel(t);
-  DeviceScratch mem(ex, {static_cast<size_t>(kn::kReduceThreads * kn::kFields) * sizeof(double),
-                         static_cast<size_t>(kn::kReduceBlocks * kn::kFields) * sizeof(double),
-                         kn::kFields * sizeof(double)});
+// Pinned host slots for counts a map leaves on the device (FUMI_MAP_CHANGED_LATER): a copy into
+// pageable memory would wait for the stream, one into these does not. This thread's (the
+// thread that checks: the program's, for a framework's ops; the checker's), allocated on first
+// use and kept for the thread's life (512 bytes; freeing them at thread exit could come after
+// the runtime's own teardown).
+class PinnedSlots {
+ public:
+  double* take(const CudaApi& api) {
+    if (!tried_) {
+      tried_ = true;
+      void* p = nullptr;
+      if (api.cudaHostAlloc(&p, kSlots * sizeof(double), cudaHostAllocPortable) == cudaSuccess)
+        base_ = static_cast<double*>(p);
+    }
+    if (!base_ || used_ == ~uint64_t{0}) return nullptr;
+    const int i = __builtin_ctzll(~used_);
+    used_ |= uint64_t{1} << i;
+    return base_ + i;
+  }
+  void give(double* slot) { used_ &= ~(uint64_t{1} << (slot - base_)); }
+
+ private:
+  static constexpr int kSlots = 64;
+  double* base_ = nullptr;
+  uint64_t used_ = 0;
+  bool tried_ = false;
+};
+thread_local PinnedSlots t_slots;
+
+// The count at `field` (in `mem`, written by work queued on ex's stream) copied to a pinned
+// slot behind that work, and stored in *dst when the check settles (engine.h,
+// deferUntilSettled): the host does not wait for it now. `mem` is given back only then, once
+// the stream has got there (the checker's pool also serves the program thread's snapshots,
+// which do not wait for the checker's stream). False where it cannot be (no slot left, the
+// copy refused): the caller waits instead.
+bool countLater(const Exec& ex, std::shared_ptr<DeviceScratch> mem, const double* field,
+                uint64_t* dst) {
+  const CudaApi* api = cudaApi();
+  double* slot = api ? t_slots.take(*api) : nullptr;
+  if (!slot) return false;
+  const auto s = static_cast<cudaStream_t>(ex.stream);
+  if (api->cudaMemcpyAsync(slot, field, sizeof(double), cudaMemcpyDeviceToHost, s) !=
+      cudaSuccess) {
+    t_slots.give(slot);
+    return false;
+  }
+  deferUntilSettled([api, s, slot, dst, mem = std::move(mem)](bool write) mutable {
+    const LastErrorScope scope(*api);  // fumi's errors are not the program's
+    const bool done = api->cudaStreamSynchronize(s) == cudaSuccess;
+    if (write) *dst = done ? static_cast<uint64_t>(*slot) : 0;
+    t_slots.give(slot);
+    mem.reset();
+  });
+  return true;
+}
+
+// Element-wise reductions over t's elements in `a` (and `b`), `count` passes run one after the
+// other (each with its op and parameters set; a later one may read the one before it where it
+// is, kComparePass2): their fields, count x kFields, in `fields`, in one copy. False where
+// they cannot run (the caller stages instead). `fields` NULL (a map's count unwanted) on an
+// ordered Exec: the element-wise pass alone, queued on the stream. `later` (one pass, fields
+// NULL): field 0 stored there when the check settles (countLater), or now where it cannot be.
+bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::ReduceParams* passes,
+                    int count, double* fields, uint64_t* later = nullptr) {
+  const auto results = static_cast<size_t>(count * kn::kFields);
+  const int64_t threads = kn::reduceThreads(tensorNumel(t));
+  auto scratch = std::make_shared<DeviceScratch>(
+      ex, std::vector<size_t>{
+              static_cast<size_t>(threads * kn::kFields) * sizeof(double),
+              static_cast<size_t>((threads + kn::kFanIn - 1) / kn::kFanIn * kn::kFields) *
+                  sizeof(double),
+              results * sizeof(double)});
+  const DeviceScratch& mem = *scratch;
   if (!mem) return false;
-  p.partial = mem.at(0);
-  p.out = mem.at(1);
-  p.fields = mem.at(2);
-  const CUfunction stages[] = {m.reduce_partial, m.reduce_combine, m.reduce_final};
-  const bool whole = fields || !ex.ordered;
-  const bool ran = kn::launchReduction(
-      p,
-      [&](int stage, unsigned gx, unsigned gy, kn::ReduceParams& q) {
-        return launch(ex, stages[stage], gx, gy, q);
-      },
-      whole);
-  if (!whole) return ran;
-  double ignored[kn::kFields];
-  return ran && ex.copy(fields ? fields : ignored, mem.at(2), kn::kFields * sizeof(double),
-                        cudaMemcpyDeviceToHost);
+  const bool whole = fields || later || !ex.ordered;
+  for (int k = 0; k < count; ++k) {
+    kn::ReduceParams& p = passes[k];
+    if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
+    p.n = tensorNumel(t);
+    p.partial = mem.at(0);
+    p.out = mem.at(1);
+    p.fields = mem.at(2) + k * kn::kFields;
+    p.previous = k > 0 ? mem.at(2) + (k - 1) * kn::kFields : nullptr;
+    const CUfunction stages[] = {m.reduce_partial, m.reduce_combine};
+    const bool ran = kn::launchReduction(
+        p,
+        [&](int stage, unsigned gx, unsigned gy, kn::ReduceParams& q) {
+          return launch(ex, stages[stage], gx, gy, q);
+        },
+        whole);
+    if (!ran) return false;
+  }
+  if (!whole) return true;
+  if (later && countLater(ex, scratch, mem.at(2), later)) return true;
+  std::vector<double> ignored(fields ? 0 : results);
+  double* to = fields ? fields : ignored.data();
+  if (!ex.copy(to, mem.at(2), results * sizeof(double), cudaMemcpyDeviceToHost)) return false;
+  if (later) *later = static_cast<uint64_t>(to[0]);
+  return true;
 }
 
 }  // namespace
@@ -319,7 +392,7 @@ fumi_status deviceScan(const Exec& ex, const fumi_tensor& t, const void* data, f
   p.a_dtype = dtype;
   p.max_mask = kn::kScanMax;
   double f[kn::kFields];
-  if (!reduceOnDevice(*m, ex, t, p, f)) return FUMI_UNSUPPORTED;
+  if (!reduceOnDevice(*m, ex, t, &p, 1, f)) return FUMI_UNSUPPORTED;
   // The finite elements' squares and magnitude, read as the host's first pass reads them;
   // where they could leave fp64's range the host's scaled pass takes over.
   if (!metrics::scanFromSquares(f[3], f[2], out)) return FUMI_UNSUPPORTED;
@@ -352,8 +425,11 @@ fumi_status deviceMap(const Exec& ex, const fumi_tensor& t, const void* src, fum
     p.first = spec.first;
   }
   double f[kn::kFields];
-  if (!reduceOnDevice(*m, ex, t, p, changed ? f : nullptr)) return FUMI_UNSUPPORTED;
-  if (changed) *changed = static_cast<uint64_t>(f[0]);
+  const bool later = changed && (spec.flags & FUMI_MAP_CHANGED_LATER);
+  if (!reduceOnDevice(*m, ex, t, &p, 1, changed && !later ? f : nullptr,
+                      later ? changed : nullptr))
+    return FUMI_UNSUPPORTED;
+  if (changed && !later) *changed = static_cast<uint64_t>(f[0]);
   return FUMI_OK;
 }
 
@@ -365,7 +441,9 @@ fumi_status deviceCompare(const Exec& ex, const fumi_tensor& t, const void* a, f
     return FUMI_UNSUPPORTED;
   return compareWithKernels(
       a, a_dtype, b, b_dtype, spec,
-      [&](kn::ReduceParams& p, double* fields) { return reduceOnDevice(*m, ex, t, p, fields); },
+      [&](kn::ReduceParams* passes, int count, double* fields) {
+        return reduceOnDevice(*m, ex, t, passes, count, fields);
+      },
       out);
 }
 

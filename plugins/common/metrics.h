@@ -56,20 +56,31 @@ inline bool finitePair(double a, double b) {
   return (std::fabs(a) <= kMaxFinite) & (std::fabs(b) <= kMaxFinite);
 }
 
-// 2^e for e in [-1022, 1023], built from its bits.
-inline double pow2Normal(int e) {
-  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+// The power-of-two arithmetic below (to compareScales) compiles for CUDA devices too: fumi's
+// comparison kernels derive the second pass's scales from the first pass's maxima where they
+// are (interposer/cuda/device_kernels.h), with the host's own functions.
+
+// A double from its bits.
+FUMI_HOST_DEVICE inline double fromBits(uint64_t bits) {
   double v;
   std::memcpy(&v, &bits, sizeof v);
   return v;
 }
 
-// 2^e for e in [-1074, 1023], subnormal results included.
-inline double pow2(int e) { return e < -1022 ? std::ldexp(1.0, e) : pow2Normal(e); }
+// 2^e for e in [-1022, 1023], built from its bits.
+FUMI_HOST_DEVICE inline double pow2Normal(int e) {
+  return fromBits(static_cast<uint64_t>(e + 1023) << 52);
+}
+
+// 2^e for e in [-1074, 1023], subnormal results included (0 below).
+FUMI_HOST_DEVICE inline double pow2(int e) {
+  if (e >= -1022) return pow2Normal(e);
+  return e < -1074 ? 0.0 : fromBits(uint64_t{1} << (e + 1074));
+}
 
 // Unbiased exponent of a finite double (floor(log2|x|)) for normal x; -1023 for zero and
 // subnormals, which every caller clamps to a dtype's normal range anyway.
-inline int rawExponent(double x) {
+FUMI_HOST_DEVICE inline int rawExponent(double x) {
   uint64_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   return static_cast<int>((bits >> 52) & 0x7ff) - 1023;
@@ -86,17 +97,18 @@ inline double powerOf(double x) {
   return v;
 }
 
-// Exponent e such that m * 2^-e lies in [1, 2) for m > 0, clamped so that 2^-e stays a normal
-// double; 0 for m == 0.
-inline int scaleExponent(double m) {
+// Exponent e such that m * 2^-e lies in [1, 2) for finite m > 0, clamped so that 2^-e stays a
+// normal double (a subnormal m gives -1022); 0 for m == 0.
+FUMI_HOST_DEVICE inline int scaleExponent(double m) {
   if (!(m > 0)) return 0;
-  return std::max(std::ilogb(m), -1022);
+  const int e = rawExponent(m);
+  return e < -1022 ? -1022 : e;
 }
 
 // 1, or 1/2 when values up to `max_abs` could overflow in a sum or difference. A power of two:
 // scaling by it is exact except for subnormals, which only matter next to a huge maximum.
-inline double overflowScale(double max_abs) {
-  return max_abs <= std::numeric_limits<double>::max() * 0.5 ? 1.0 : 0.5;
+FUMI_HOST_DEVICE inline double overflowScale(double max_abs) {
+  return max_abs <= kMaxFinite * 0.5 ? 1.0 : 0.5;
 }
 
 }  // namespace detail
@@ -341,15 +353,18 @@ auto pass2For(bool ratio, bool rel, bool ulp) {
 // `metrics`; ulp only with a known unit), the scale f of sums and differences (1 or 1/2: they
 // cannot overflow), the guards' thresholds, the power-of-two scales of the norms (each side
 // near its largest magnitude, so the scaled difference stays within [0, 4]) and the ULP unit.
-// Shared by the host's loops and a framework adapter's device reductions (interposer/torch),
-// which run the same passes in other code.
+// Shared by the host's loops, fumi's comparison kernels (which derive the scales on the device
+// from the first pass's fields: interposer/cuda/device_kernels.h) and a framework adapter's
+// ATen reductions (interposer/torch), which run the same passes in other code.
 struct CompareScales {
   bool ratio, rel, ulp, norms;
+  double ratio_guard, rel_guard;
   double f, ratio_threshold, rel_threshold, s_diff, s_ref, s_y;
   int e_diff, e_ref, e_y, p, emin;
-  bool any() const { return ratio || rel || ulp || norms; }  // else no second pass
+  FUMI_HOST_DEVICE bool any() const { return ratio || rel || ulp || norms; }  // else no pass 2
 };
-inline CompareScales compareScales(const ComparePass1& p1, const fumi_compare_spec& spec) {
+// What the spec decides before any pass: the fields, the guards, the ULP unit.
+inline CompareScales compareWants(const fumi_compare_spec& spec) {
   CompareScales k{};
   const uint32_t want = spec.metrics ? spec.metrics : ~0u;
   const DtypeInfo* unit = dtypeInfo(spec.ulp_dtype);
@@ -357,18 +372,29 @@ inline CompareScales compareScales(const ComparePass1& p1, const fumi_compare_sp
   k.rel = want & FUMI_COMPARE_MAX_REL;
   k.ulp = (want & FUMI_COMPARE_ULP) && unit;
   k.norms = want & FUMI_COMPARE_NORMS;
-  const double max_any = std::max(p1.max_y, p1.max_ref);
+  k.ratio_guard = spec.ratio_guard;
+  k.rel_guard = spec.rel_guard;
+  k.p = unit ? unit->mantissa_bits : 0;
+  k.emin = unit ? unit->min_exponent : 0;
+  return k;
+}
+// The rest, from the first pass's maxima (ComparePass1's max_half_sum, max_y, max_ref).
+FUMI_HOST_DEVICE inline void scaleFromMaxima(CompareScales& k, double max_half_sum, double max_y,
+                                             double max_ref) {
+  const double max_any = max_y > max_ref ? max_y : max_ref;
   k.f = overflowScale(max_any);
-  k.ratio_threshold = spec.ratio_guard * (p1.max_half_sum * (2.0 * k.f));
-  k.rel_threshold = spec.rel_guard * (p1.max_ref * k.f);
+  k.ratio_threshold = k.ratio_guard * (max_half_sum * (2.0 * k.f));
+  k.rel_threshold = k.rel_guard * (max_ref * k.f);
   k.e_diff = scaleExponent(max_any);
-  k.e_ref = scaleExponent(p1.max_ref);
-  k.e_y = scaleExponent(p1.max_y);
+  k.e_ref = scaleExponent(max_ref);
+  k.e_y = scaleExponent(max_y);
   k.s_diff = pow2(-k.e_diff);
   k.s_ref = pow2(-k.e_ref);
   k.s_y = pow2(-k.e_y);
-  k.p = unit ? unit->mantissa_bits : 0;
-  k.emin = unit ? unit->min_exponent : 0;
+}
+inline CompareScales compareScales(const ComparePass1& p1, const fumi_compare_spec& spec) {
+  CompareScales k = compareWants(spec);
+  scaleFromMaxima(k, p1.max_half_sum, p1.max_y, p1.max_ref);
   return k;
 }
 

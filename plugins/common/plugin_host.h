@@ -117,13 +117,14 @@ class Verdict {
 // What Context::map writes (fumi_map_spec): a copy or |x| converted to the destination dtype,
 // or x perturbed by the counter-based noise of `seed` from draw `first` on.
 inline fumi_map_spec mapSpec(fumi_map_kind kind, double shift = 0.0, uint64_t seed = 0,
-                             uint64_t first = 0) {
+                             uint64_t first = 0, uint32_t flags = 0) {
   fumi_map_spec m{};
   m.struct_size = sizeof m;
   m.kind = kind;
   m.shift = shift;
   m.seed = seed;
   m.first = first;
+  m.flags = flags;
   return m;
 }
 

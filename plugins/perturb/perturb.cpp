@@ -86,19 +86,21 @@ class PerturbCheck {
     // Per output, maximised over trials: noise outputs are left out below.
     std::vector<double> ratio_k(outputs.size(), 0.0), unguarded_k(outputs.size(), 0.0),
         normwise_k(outputs.size(), 0.0);
-    uint64_t changed = 0;
+    // What rounding to storage left of the shift, per input and trial: a shift below half an ulp
+    // of the storage dtype perturbs nothing, and the report should say so. Read only after the
+    // loop (FUMI_MAP_CHANGED_LATER: a device's count comes back with the comparisons').
+    std::vector<uint64_t> moved(inputs.size() * static_cast<size_t>(trials_), 0);
     size_t skipped_max = 0;
     const fumi_compare_spec spec = fumi::metrics::compareSpec(
         guard, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, FUMI_COMPARE_RATIO | FUMI_COMPARE_NORMS);
     for (int trial = 0; trial < trials_; ++trial) {
-      for (int32_t t : inputs) {
-        // `moved`: what the rounding to storage left of the shift. A shift below half an ulp
-        // of the storage dtype perturbs nothing, and the report should say so.
-        uint64_t moved = 0;
-        FUMI_RETURN_IF_NOT_OK(ctx.map(
-            t, buffers[static_cast<size_t>(t)], ctx.bufferDtype(t, storage),
-            fumi::plugin::mapSpec(FUMI_MAP_PERTURB, shift, noise_seed, drawn), &moved));
-        changed += moved;
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const int32_t t = inputs[k];
+        FUMI_RETURN_IF_NOT_OK(
+            ctx.map(t, buffers[static_cast<size_t>(t)], ctx.bufferDtype(t, storage),
+                    fumi::plugin::mapSpec(FUMI_MAP_PERTURB, shift, noise_seed, drawn,
+                                          FUMI_MAP_CHANGED_LATER),
+                    &moved[static_cast<size_t>(trial) * inputs.size() + k]));
         drawn += ctx.numel(t);
       }
       FUMI_RETURN_IF_NOT_OK(ctx.rerun(storage, buffers));
@@ -140,6 +142,8 @@ class PerturbCheck {
         normwise = worst(normwise_k, &noise);
       }
     }
+    uint64_t changed = 0;
+    for (uint64_t m : moved) changed += m;
     const double perturbed_fraction =
         static_cast<double>(changed) / (static_cast<double>(in_total) * trials_);
     if (changed == 0 && shiftIsToBlame(shift, storage, in_total) && anyNonzero(ctx, inputs))

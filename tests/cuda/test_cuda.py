@@ -408,6 +408,14 @@ class DeviceKernels(unittest.TestCase):
                 self.assertEqual(got, want)
             else:
                 self.assertAlmostEqual(got, want, delta=1e-12 * abs(want), msg=check)
+        # The elements the noise moved: on the device, counted there and stored after the
+        # comparisons came back (perturb asks for FUMI_MAP_CHANGED_LATER); the host's count.
+        fractions = {name: sorted(c["extra"]["perturbed_fraction"] for c in r.of("check")
+                                  if c["check"] == "perturb")
+                     for name, r in (("device", device), ("host", host))}
+        self.assertEqual(fractions["device"], fractions["host"])
+        for f in fractions["device"]:
+            self.assertGreater(f, 0.3)
 
     def test_planted_faults_found_on_the_device(self):
         # A wrong element, then a NaN, in each 256^3 result: the device's projections flag

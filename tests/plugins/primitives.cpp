@@ -9,6 +9,7 @@
 //   t<i>.compare  (value fumi_ratio) the remaining fields
 //   t<i>.abs      map ABS into an f64 buffer, compared with the tensor: mismatches (value)
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 
@@ -56,8 +57,9 @@ fumi_status check(void*, fumi_call* call) {
     void* perturbed = g_host->alloc_like(call, i, t.dtype);
     void* magnitude = g_host->alloc_like(call, i, FUMI_DTYPE_F64);
     if (!perturbed || !magnitude) return FUMI_NO_SCRATCH;
+    // The count read only after the scan and the comparison below (it may come back with them).
     const fumi_map_spec noise{sizeof(fumi_map_spec), FUMI_MAP_PERTURB, std::ldexp(1.0, -8),
-                              0x5eedull + static_cast<uint64_t>(i), 1000};
+                              0x5eedull + static_cast<uint64_t>(i), 1000, FUMI_MAP_CHANGED_LATER};
     uint64_t changed = 0;
     if (g_host->map(call, i, nullptr, t.dtype, perturbed, t.dtype, &noise, &changed) != FUMI_OK)
       return FUMI_UNSUPPORTED;
@@ -82,7 +84,8 @@ fumi_status check(void*, fumi_call* call) {
     cmp.extra("mismatches", static_cast<double>(c.mismatches));
     g_host->report(call, &cmp.v);
 
-    const fumi_map_spec abs{sizeof(fumi_map_spec), FUMI_MAP_ABS, 0.0, 0, 0};
+    // As a plugin built before fumi_map_spec.flags passes it.
+    const fumi_map_spec abs{offsetof(fumi_map_spec, flags), FUMI_MAP_ABS, 0.0, 0, 0, 0};
     fumi_comparison a{};
     a.struct_size = sizeof a;
     const fumi_compare_spec plain{sizeof(fumi_compare_spec), 0.0, 0.0, FUMI_DTYPE_UNKNOWN, 0.0, 0};

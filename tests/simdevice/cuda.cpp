@@ -64,10 +64,6 @@ void runReducePartial(Launch& l) {
 void runReduceCombine(Launch& l) {
   kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reduceCombineBody(l.reduce, t); });
 }
-
-void runReduceFinal(Launch& l) {
-  kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t) { kn::reduceFinalBody(l.reduce, t); });
-}
 void runConvPartial(Launch& l) {
   kn::runGridOnHost(l.gx, l.gy, [&](int64_t t, int64_t y) { kn::convPartialBody(l.conv, t, y); });
 }
@@ -86,7 +82,6 @@ const Kernel kKernels[] = {
     {kn::kContractReduce, Params::kContract, runContractReduce},
     {kn::kReducePartial, Params::kReduce, runReducePartial},
     {kn::kReduceCombine, Params::kReduce, runReduceCombine},
-    {kn::kReduceFinal, Params::kReduce, runReduceFinal},
     {kn::kConvPartial, Params::kConv, runConvPartial},
     {kn::kConvReduce, Params::kConv, runConvReduce},
 };
@@ -159,7 +154,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     onHostAll(p.data, p.vectors, p.partial, p.out);
   } else if (k.params == Params::kReduce) {
     kn::ReduceParams& p = l->reduce = *static_cast<const kn::ReduceParams*>(params[0]);
-    onHostAll(p.a, p.b, p.dst, p.partial, p.out, p.fields);
+    onHostAll(p.a, p.b, p.dst, p.partial, p.out, p.fields, p.previous, p.from, p.to);
   } else {
     kn::ConvParams& p = l->conv = *static_cast<const kn::ConvParams*>(params[0]);
     onHostAll(p.dev, p.host, p.partial, p.out);

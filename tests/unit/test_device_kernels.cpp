@@ -59,24 +59,32 @@ bool contractOnGrid(const fumi_tensor& t, const void* data, fumi_dtype dtype, in
   });
 }
 
-// One reduction's launches (device_launch.cpp, reduceOnDevice) on the host: its fields.
-std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
-  EXPECT_TRUE(kn::planReduction(t.ndim, t.shape, t.strides, p));
+// Reductions' launches (device_launch.cpp, reduceOnDevice) on the host, `count` passes one
+// after the other: their fields.
+std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams* passes, int count) {
   std::vector<double> partial(static_cast<size_t>(kn::kReduceThreads * kn::kFields)),
-      results(static_cast<size_t>(kn::kReduceBlocks * kn::kFields)), fields(kn::kFields);
-  p.n = tensorNumel(t);
-  p.partial = partial.data();
-  p.out = results.data();
-  p.fields = fields.data();
-  kn::launchReduction(p, [](int stage, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
-    kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) {
-      if (stage == 0) kn::reducePartialBody(q, i);
-      else if (stage == 1) kn::reduceCombineBody(q, i);
-      else kn::reduceFinalBody(q, i);
+      results(static_cast<size_t>(kn::kReduceThreads / kn::kFanIn * kn::kFields)),
+      fields(static_cast<size_t>(count * kn::kFields));
+  for (int k = 0; k < count; ++k) {
+    kn::ReduceParams& p = passes[k];
+    EXPECT_TRUE(kn::planReduction(t.ndim, t.shape, t.strides, p));
+    p.n = tensorNumel(t);
+    p.partial = partial.data();
+    p.out = results.data();
+    p.fields = fields.data() + k * kn::kFields;
+    p.previous = k > 0 ? fields.data() + (k - 1) * kn::kFields : nullptr;
+    kn::launchReduction(p, [](int stage, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
+      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) {
+        if (stage == 0) kn::reducePartialBody(q, i);
+        else kn::reduceCombineBody(q, i);
+      });
+      return true;
     });
-    return true;
-  });
+  }
   return fields;
+}
+std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
+  return reduceOnGrid(t, &p, 1);
 }
 
 // deviceScan on the host.
@@ -300,6 +308,7 @@ TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
   cases.push_back(makeTensor({0, 5}, {5, 1}));
   cases.push_back(makeTensor({1}, {1}));
   cases.push_back(makeTensor({300, 700}, {1, 300}));  // more elements than the grid's threads
+  cases.push_back(makeTensor({1100, 1000}, {1000, 1}));  // the most threads: three combinations
   int checked = 0;
   for (const fumi_tensor& layout : cases) {
     if (hasNegativeStride(layout)) continue;
@@ -364,7 +373,7 @@ TEST(DeviceKernels, MapsEqualTheHostsBitForBit) {
             storeFromDouble(in.data(), i * 3 % span, special[i], src);
           std::vector<unsigned char> want(static_cast<size_t>(span) * 8, 0xAB), got = want;
           const fumi_map_spec spec{sizeof(fumi_map_spec), kind,
-                                   kind == FUMI_MAP_PERTURB ? 0x1p-6 : 0.0, 1234567, 89};
+                                   kind == FUMI_MAP_PERTURB ? 0x1p-6 : 0.0, 1234567, 89, 0};
           uint64_t want_changed = 0;
           ASSERT_EQ(mapTensor(t, in.data(), src, want.data(), dst, spec, &want_changed), FUMI_OK);
           kn::ReduceParams p;
@@ -417,6 +426,39 @@ TEST(DeviceKernels, PerturbPlansOnlyLayoutsWithoutSharedElements) {
 
 // Two outputs compared as highprec, determinism and perturb do, every dtype pair the kernels
 // read, every layout: the host's comparison (compareTensor) field for field.
+// compareWithKernels' two passes over their grids (the second's scales derived from the first's
+// fields where they are) against the host's compareTensor.
+void expectComparisonsAgree(const fumi_tensor& t, const void* a, fumi_dtype da, const void* b,
+                            fumi_dtype db, uint32_t metrics) {
+  const fumi_compare_spec spec =
+      metrics::compareSpec(1e-3, 1e-2, db, metrics::underflowBelow(FUMI_DTYPE_F16), metrics);
+  fumi_comparison want{}, got{};
+  want.struct_size = got.struct_size = sizeof want;
+  ASSERT_EQ(compareTensor(t, a, da, b, db, spec, &want), FUMI_OK);
+  ASSERT_EQ(cuda::compareWithKernels(
+                a, da, b, db, spec,
+                [&](cuda::kern::ReduceParams* passes, int count, double* f) {
+                  const std::vector<double> r = reduceOnGrid(t, passes, count);
+                  std::copy(r.begin(), r.end(), f);
+                  return true;
+                },
+                &got),
+            FUMI_OK);
+  EXPECT_EQ(got.nonfinite, want.nonfinite);
+  EXPECT_EQ(got.mismatches, want.mismatches);
+  EXPECT_EQ(got.underflow, want.underflow);
+  EXPECT_EQ(got.max_abs_diff, want.max_abs_diff);
+  // Maxima of the same quotients: equal; sums in another order: within rounding.
+  for (auto [g, w] : {std::pair{got.fumi_ratio, want.fumi_ratio},
+                      {got.fumi_ratio_unguarded, want.fumi_ratio_unguarded},
+                      {got.max_rel, want.max_rel}, {got.ulp, want.ulp}})
+    EXPECT_TRUE(g == w || (g != g && w != w)) << g << " " << w;
+  for (auto [g, w] : {std::pair{got.normwise, want.normwise},
+                      {got.norm_ratio, want.norm_ratio}})
+    EXPECT_TRUE(g == w || std::fabs(g - w) <= 1e-12 * std::fabs(w) || (g != g && w != w))
+        << g << " " << w;
+}
+
 TEST(DeviceKernels, ComparisonsEqualTheHostsOnEveryLayoutAndDtypePair) {
   const double inf = std::numeric_limits<double>::infinity();
   int checked = 0;
@@ -443,41 +485,42 @@ TEST(DeviceKernels, ComparisonsEqualTheHostsOnEveryLayoutAndDtypePair) {
             storeFromDouble(a.data(), 2, inf, da);
           }
           for (uint32_t metrics : {0u, uint32_t{FUMI_COMPARE_RATIO}}) {
-            const fumi_compare_spec spec = metrics::compareSpec(
-                1e-3, 1e-2, db, metrics::underflowBelow(FUMI_DTYPE_F16), metrics);
-            fumi_comparison want{}, got{};
-            want.struct_size = got.struct_size = sizeof want;
-            ASSERT_EQ(compareTensor(t, a.data(), da, b.data(), db, spec, &want), FUMI_OK);
-            ASSERT_EQ(cuda::compareWithKernels(
-                          a.data(), da, b.data(), db, spec,
-                          [&](cuda::kern::ReduceParams& p, double* f) {
-                            const std::vector<double> r = reduceOnGrid(t, p);
-                            std::copy(r.begin(), r.end(), f);
-                            return true;
-                          },
-                          &got),
-                      FUMI_OK);
             SCOPED_TRACE(testing::Message() << "layout " << t.ndim << "-d " << da << "/" << db
                                             << " variant " << variant << " metrics " << metrics);
-            EXPECT_EQ(got.nonfinite, want.nonfinite);
-            EXPECT_EQ(got.mismatches, want.mismatches);
-            EXPECT_EQ(got.underflow, want.underflow);
-            EXPECT_EQ(got.max_abs_diff, want.max_abs_diff);
-            // Maxima of the same quotients: equal; sums in another order: within rounding.
-            for (auto [g, w] : {std::pair{got.fumi_ratio, want.fumi_ratio},
-                                {got.fumi_ratio_unguarded, want.fumi_ratio_unguarded},
-                                {got.max_rel, want.max_rel}, {got.ulp, want.ulp}})
-              EXPECT_TRUE(g == w || (g != g && w != w)) << g << " " << w;
-            for (auto [g, w] : {std::pair{got.normwise, want.normwise},
-                                {got.norm_ratio, want.norm_ratio}})
-              EXPECT_TRUE(g == w || std::fabs(g - w) <= 1e-12 * std::fabs(w) ||
-                          (g != g && w != w))
-                  << g << " " << w;
+            expectComparisonsAgree(t, a.data(), da, b.data(), db, metrics);
             ++checked;
           }
         }
   }
   EXPECT_GT(checked, 500);
+}
+
+// A million elements: the first kernel at its most threads, their results combined three times
+// over, for both passes; a NaN among them, and values spanning 2^+-30. b near a, or far from
+// it (max|a|, max|b| and max|a + b| / 2 apart, and the worst ratio at the guard: the second
+// pass's guards and scales, derived on the device from the first pass's maxima, each matter).
+TEST(DeviceKernels, LargeComparisonsCombineInStagesAndAgree) {
+  EXPECT_EQ(kn::reduceThreads(1100 * 1000), kn::kReduceThreads);
+  EXPECT_EQ(kn::reduceThreads(0), kn::kThreads);
+  EXPECT_EQ(kn::reduceThreads(kn::kPerThread * kn::kThreads + 1), 2 * kn::kThreads);
+  for (auto [da, db] :
+       {std::pair{FUMI_DTYPE_F32, FUMI_DTYPE_F32}, {FUMI_DTYPE_BF16, FUMI_DTYPE_F64}})
+    for (bool far : {false, true}) {
+      fumi_tensor t = makeTensor({1100, 1000}, {1000, 1});
+      t.dtype = da;
+      std::vector<unsigned char> a = randomBuffer(t, da, 5u), b(a.size() / dtypeBytes(da) * 8);
+      for (int64_t i = 0; i < tensorNumel(t); ++i) {
+        const double v = loadAsDouble(a.data(), i, da) * std::ldexp(1.0, int(i % 61) - 30);
+        // Far: FuMi's ratio largest where |a + b| is smallest above its guard (an absolute
+        // shift), beside elements five times a.
+        const double w = !far ? v * (1 + 1e-4 * std::cos(double(i))) : i % 3 ? 5 * v : v + 1e8;
+        storeFromDouble(a.data(), i, v, da);
+        storeFromDouble(b.data(), i, i == 777777 ? std::nan("") : w, db);
+      }
+      SCOPED_TRACE(testing::Message() << da << "/" << db << " far " << far);
+      for (uint32_t metrics : {0u, uint32_t{FUMI_COMPARE_RATIO | FUMI_COMPARE_NORMS}})
+        expectComparisonsAgree(t, a.data(), da, b.data(), db, metrics);
+    }
 }
 
 }  // namespace
