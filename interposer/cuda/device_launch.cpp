@@ -148,10 +148,14 @@ bool kernelsRead(fumi_dtype d) {
 }
 
 // Scratch holding several device buffers, 256-byte aligned, given back at scope end (its own
-// copy of the Exec's release: work left queued on the stream may keep it past the Exec).
+// copy of the Exec's release: work left queued on the stream may keep it past the Exec). Where
+// the scratch is not reused in the stream's order (the checker's pool also serves the program
+// thread's snapshots, which do not wait for the checker's stream), it is given back once the
+// stream has got there: a primitive that gives up halfway leaves copies or kernels queued.
 class DeviceScratch {
  public:
-  DeviceScratch(const Exec& ex, const std::vector<size_t>& bytes) : release_(ex.release) {
+  DeviceScratch(const Exec& ex, const std::vector<size_t>& bytes)
+      : release_(ex.release), stream_(ex.stream), ordered_(ex.ordered) {
     size_t total = 0;
     for (size_t b : bytes) {
       offsets_.push_back(total);
@@ -160,7 +164,11 @@ class DeviceScratch {
     base_ = static_cast<char*>(ex.alloc(std::max<size_t>(total, 256)));
   }
   ~DeviceScratch() {
-    if (base_) release_(base_);
+    if (!base_) return;
+    if (!ordered_)
+      if (const CudaApi* api = cudaApi())
+        api->cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));  // idle after a result
+    release_(base_);
   }
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -169,9 +177,21 @@ class DeviceScratch {
 
  private:
   std::function<void(void*)> release_;
+  void* stream_;
+  bool ordered_;
   char* base_ = nullptr;
   std::vector<size_t> offsets_;
 };
+
+// Host data copied to the device on ex's stream, not waited for: the work queued after it
+// there sees it, and the host may reuse a pageable source once this returns (the runtime has
+// staged it). Only within a primitive that waits for its own results before it returns (a
+// pinned source is read when the stream gets there: the caller's buffers are still live then).
+bool put(const Exec& ex, void* dst, const void* src, size_t bytes) {
+  const CudaApi* api = cudaApi();
+  return api && api->cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                     static_cast<cudaStream_t>(ex.stream)) == cudaSuccess;
+}
 
 template <class Params>
 bool launch(const Exec& ex, CUfunction f, unsigned gx, unsigned gy, Params& p) {
@@ -223,8 +243,7 @@ fumi_status deviceContract(const Exec& ex, const fumi_tensor& view, int32_t dim,
                              sizeof(double),
                          results * sizeof(double)});
   if (!mem) return FUMI_UNSUPPORTED;
-  if (!ex.copy(mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double),
-               cudaMemcpyHostToDevice))
+  if (!put(ex, mem.at(0), vectors, static_cast<size_t>(count * len) * sizeof(double)))
     return FUMI_UNSUPPORTED;
   p.data = view.data;
   p.dtype = view.dtype;
@@ -259,8 +278,7 @@ fumi_status deviceConvolve(const Exec& ex, const fumi_device_conv& c) {
   DeviceScratch mem(ex, {host_numel * sizeof(double),
                          static_cast<size_t>(p.chunks) * outputs * sizeof(double),
                          outputs * sizeof(double)});
-  if (!mem || !ex.copy(mem.at(0), c.host.data, host_numel * sizeof(double),
-                       cudaMemcpyHostToDevice))
+  if (!mem || !put(ex, mem.at(0), c.host.data, host_numel * sizeof(double)))
     return FUMI_UNSUPPORTED;
   p.dev = c.device.data;
   p.dev_dtype = c.device.dtype;
@@ -310,10 +328,9 @@ thread_local PinnedSlots t_slots;
 
 // The count at `field` (in `mem`, written by work queued on ex's stream) copied to a pinned
 // slot behind that work, and stored in *dst when the check settles (engine.h,
-// deferUntilSettled): the host does not wait for it now. `mem` is given back only then, once
-// the stream has got there (the checker's pool also serves the program thread's snapshots,
-// which do not wait for the checker's stream). False where it cannot be (no slot left, the
-// copy refused): the caller waits instead.
+// deferUntilSettled): the host does not wait for it now. `mem` is kept until then (where the
+// pool is not ordered on the stream, given back now it would be waited for). False where it
+// cannot be (no slot left, the copy refused): the caller waits instead.
 bool countLater(const Exec& ex, std::shared_ptr<DeviceScratch> mem, const double* field,
                 uint64_t* dst) {
   const CudaApi* api = cudaApi();
