@@ -98,10 +98,11 @@ fi
 # Where a check's time goes (part 4): the calls fumi_compare checks, profiled.
 for check in none perturb highprec; do
   policy=$OUT/profile-$check.yaml
-  [[ $check == none ]] || printf '%s\n' 'version: 1' 'report: { log_level: warn }' 'rules:' '  - name: fumi-wraps' \
-    '    match:' '      op: [aten::conv2d, aten::batch_norm, aten::relu_, aten::relu,' \
-    '           aten::max_pool2d, aten::adaptive_avg_pool2d, aten::linear,' \
-    '           aten::cross_entropy_loss]' '      phase: forward' '    sample: { every: 1 }' \
+  [[ $check == none ]] || printf '%s\n' 'version: 1' 'report: { log_level: warn }' 'rules:' \
+    '  - name: fumi-wraps' '    match:' \
+    '      op: [aten::conv2d, aten::batch_norm, aten::relu_, aten::relu, aten::max_pool2d,' \
+    '           aten::adaptive_avg_pool2d, aten::linear, aten::cross_entropy_loss]' \
+    '      phase: forward' '    sample: { every: 1 }' \
     "    checks: [ { plugin: $check, tolerance: 1e9 } ]" >"$policy"
   run=(env LD_PRELOAD="$STAGE/lib/libfumi.so" FUMI_POLICY="$policy" FUMI_OUT="$OUT/profile-$check")
   [[ $check == none ]] && run=(env)

@@ -32,7 +32,10 @@ namespace fumi::cuda::kern {
 constexpr int kMaxDims = 8;       // FUMI_MAX_DIMS
 constexpr int kMaxVectors = 8;    // vectors per contraction launch
 constexpr int kThreads = 128;     // threads per block, every kernel
-constexpr int kReduceBlocks = 256;  // the element-wise reductions' first grid
+// The element-wise reductions' first grid, at most: 1024 blocks (131 072 threads, 8 MiB of
+// partial results) keep a device's memory busy on tensors of millions of elements, where 256
+// blocks (two per SM of an H100) would wait on each load in turn.
+constexpr int kReduceBlocks = 1024;
 
 // Element types: fumi_dtype's (plugin.h) for the ones the kernels read.
 enum Dtype : int32_t {
@@ -246,7 +249,7 @@ FUMI_HD void convReduceBody(const ConvParams& p, int64_t t) {
 // kReduceThreads), thread t over the elements t, t + T, ... accumulating kFields doubles (a
 // field is a sum, or a maximum where `max_mask` has its bit) into partial[f * T + t] (field
 // f's results side by side: a warp's stores, and the next kernel's loads, are consecutive).
-// Then the combining kernel, as often as it takes (at most three times): S results into
+// Then the combining kernel, as often as it takes (at most four times): S results into
 // D = ceil(S / kFanIn), thread d combining d, d + D, d + 2D, ... in that order, until one is
 // left, in `fields`: 64 bytes come back, whatever the size. Several passes over one view (a
 // comparison's two) run back to back, each later one able to read the one before it where it

@@ -308,7 +308,7 @@ TEST(DeviceKernels, ScansEqualTheHostsWithNanInfAndEmptyTensors) {
   cases.push_back(makeTensor({0, 5}, {5, 1}));
   cases.push_back(makeTensor({1}, {1}));
   cases.push_back(makeTensor({300, 700}, {1, 300}));  // more elements than the grid's threads
-  cases.push_back(makeTensor({1100, 1000}, {1000, 1}));  // the most threads: three combinations
+  cases.push_back(makeTensor({1100, 1000}, {1000, 1}));  // four combining launches
   int checked = 0;
   for (const fumi_tensor& layout : cases) {
     if (hasNegativeStride(layout)) continue;
@@ -495,12 +495,13 @@ TEST(DeviceKernels, ComparisonsEqualTheHostsOnEveryLayoutAndDtypePair) {
   EXPECT_GT(checked, 500);
 }
 
-// A million elements: the first kernel at its most threads, their results combined three times
-// over, for both passes; a NaN among them, and values spanning 2^+-30. b near a, or far from
-// it (max|a|, max|b| and max|a + b| / 2 apart, and the worst ratio at the guard: the second
-// pass's guards and scales, derived on the device from the first pass's maxima, each matter).
+// A million elements: the first kernel's results combined four times over, for both passes; a
+// NaN among them, and values spanning 2^+-30. b near a, or far from it (max|a|, max|b| and
+// max|a + b| / 2 apart, and the worst ratio at the guard: the second pass's guards and scales,
+// derived on the device from the first pass's maxima, each matter).
 TEST(DeviceKernels, LargeComparisonsCombineInStagesAndAgree) {
-  EXPECT_EQ(kn::reduceThreads(1100 * 1000), kn::kReduceThreads);
+  EXPECT_EQ(kn::reduceThreads(1100 * 1000), 269 * kn::kThreads);  // 34 432 -> 1076 -> 34 -> 2
+  EXPECT_EQ(kn::reduceThreads(kn::kReduceThreads * kn::kPerThread * 3), kn::kReduceThreads);
   EXPECT_EQ(kn::reduceThreads(0), kn::kThreads);
   EXPECT_EQ(kn::reduceThreads(kn::kPerThread * kn::kThreads + 1), 2 * kn::kThreads);
   for (auto [da, db] :
