@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -412,7 +413,7 @@ rules:
 // host blocks behind addresses with kTag set (non-canonical: dereferencing one faults), reached
 // only through the Call's device virtuals, which count what crosses. The element-wise
 // primitives are Call's defaults: staged through the host.
-class FakeDeviceCall final : public Call {
+class FakeDeviceCall : public Call {
  public:
   static constexpr uintptr_t kTag = uintptr_t{1} << 62;
   FakeDeviceCall(OpSite& site, std::vector<float>& x, std::vector<float>& y, fumi_memory memory)
@@ -492,6 +493,91 @@ rules:
   EXPECT_GT(worst[FUMI_MEMORY_HOST].at("highprec.normwise_rel"), 1e-5);
   EXPECT_EQ(worst[FUMI_MEMORY_HOST].count("perturb.fumi_ratio"), 1u);
   EXPECT_EQ(worst[FUMI_MEMORY_DEVICE], worst[FUMI_MEMORY_HOST]);
+}
+
+// A device whose maps leave their count for later where the plugin allows it
+// (FUMI_MAP_CHANGED_LATER): stored when the host settles (engine.h, deferUntilSettled), as fumi's
+// kernels do; `fail_rerun` makes the check return before any comparison.
+class DeferringCall final : public FakeDeviceCall {
+ public:
+  using FakeDeviceCall::FakeDeviceCall;
+  fumi_status mapDevice(int32_t index, const void* src, fumi_dtype src_dtype, void* dst,
+                        fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                        uint64_t* changed) override {
+    uint64_t count = 0;
+    const fumi_status st = Call::mapDevice(index, src, src_dtype, dst, dst_dtype, spec,
+                                           changed ? &count : nullptr);
+    if (!changed || !(spec.flags & FUMI_MAP_CHANGED_LATER)) {
+      if (changed) *changed = count;
+      return st;
+    }
+    *changed = ~uint64_t{0};  // not yet: a plugin reading it now reads garbage
+    deferUntilSettled([this, changed, count](bool write) {
+      if (write) *changed = count;
+      ++(write ? stored : dropped);
+    });
+    return st;
+  }
+  fumi_status rerun(fumi_dtype p, void* const* buf) override {
+    return fail_rerun ? FUMI_ERROR : FakeDeviceCall::rerun(p, buf);
+  }
+  bool fail_rerun = false;
+  int stored = 0, dropped = 0;  // deferred counts stored, and dropped when the check returned
+};
+
+// perturb asks for its counts later: each is stored before perturb reads it (the same
+// perturbed fraction as counted at once), and one whose check returns first (the rerun failed)
+// is dropped, never stored into the gone check's memory.
+TEST_F(EngineFixture, DeferredMapCountsAreStoredBeforeTheyAreReadAndDroppedAfter) {
+  PolicyResult policy = parsePolicyText(R"(version: 1
+rules:
+  - match: { op: unit_op_later }
+    checks: [ { plugin: perturb, trials: 2 } ]
+)", "t.yaml");
+  ASSERT_TRUE(policy.ok());
+  ReportSettings all;
+  all.all_checks = true;  // passing checks' events too: their perturbed_fraction
+  const std::string out = tempDir();
+  Reporter rep{all, out, "off", "test"};
+  rep.open();
+  Engine e(*policy.policy, rep, {FUMI_TEST_PLUGIN_DIR, FUMI_BUILTIN_PLUGIN_DIR});
+  std::vector<float> x(37), y(37);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 1.0f / static_cast<float>(i + 1);
+    y[i] = 2 * x[i];
+  }
+  std::vector<double> fractions;
+  for (bool defer : {false, true}) {
+    OpSite site("unit_op_later", "unit", FUMI_DTYPE_F32);  // one name: the same noise
+    e.compileSite(site);
+    std::unique_ptr<FakeDeviceCall> call =
+        defer ? std::make_unique<DeferringCall>(site, x, y, FUMI_MEMORY_DEVICE)
+              : std::make_unique<FakeDeviceCall>(site, x, y, FUMI_MEMORY_DEVICE);
+    e.runChecks(*call, *site.decision.load()->select(CallFacts{37}, 0));
+    if (defer) {
+      const auto& d = static_cast<const DeferringCall&>(*call);
+      EXPECT_EQ(d.stored, 2);  // one input, two trials
+      EXPECT_EQ(d.dropped, 0);
+    }
+  }
+  for (const std::string& line :
+       readLines(out + "/events-" + std::to_string(getpid()) + ".jsonl")) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "check") fractions.push_back(ev["extra"]["perturbed_fraction"]);
+  }
+  ASSERT_EQ(fractions.size(), 2u);
+  EXPECT_GT(fractions[0], 0.3);
+  EXPECT_EQ(fractions[1], fractions[0]);  // stored before perturb read them
+
+  OpSite site("unit_op_later", "unit", FUMI_DTYPE_F32);
+  e.compileSite(site);
+  DeferringCall call(site, x, y, FUMI_MEMORY_DEVICE);
+  call.fail_rerun = true;
+  e.runChecks(call, *site.decision.load()->select(CallFacts{37}, 0));
+  EXPECT_EQ(call.stored, 0);
+  EXPECT_EQ(call.dropped, 1);
+  settleDeferred(true);  // nothing left over for the thread's next check
+  EXPECT_EQ(call.stored, 0);
 }
 
 TEST_F(EngineFixture, ScratchBudgetSkipsInsteadOfFailing) {
