@@ -407,6 +407,15 @@ bool validSides(int32_t n, const fumi_side* sides, const fumi_tensor& t) {
   return true;
 }
 
+// A plugin's struct as this host knows it: the fields its `struct_size` covers, the rest zero
+// (appended after the plugin was built).
+template <class T>
+T covered(const T& in) {
+  T s{};
+  std::memcpy(&s, &in, std::min<size_t>(in.struct_size, sizeof s));
+  return s;
+}
+
 // Settles what earlier primitives of the check left on a device (deferUntilSettled) when the
 // host API call it lives in returns.
 struct SettleOnReturn {
@@ -469,8 +478,7 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
   if (!validIndex(c, index) || !dst || !spec ||
       spec->struct_size < offsetof(fumi_map_spec, flags))
     return FUMI_ERROR;
-  fumi_map_spec s{};
-  std::memcpy(&s, spec, std::min<size_t>(spec->struct_size, sizeof s));
+  const fumi_map_spec s = covered(*spec);
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   src = resolveBuffer(t, src, &src_dtype);
   if (!src || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
@@ -489,8 +497,7 @@ fumi_status hostCompare(fumi_call* c, int32_t index, const void* a, fumi_dtype a
       spec->struct_size < offsetof(fumi_compare_spec, underflow_below) ||
       out->struct_size < offsetof(fumi_comparison, underflow))
     return FUMI_ERROR;
-  fumi_compare_spec s{};
-  std::memcpy(&s, spec, std::min<size_t>(spec->struct_size, sizeof s));
+  const fumi_compare_spec s = covered(*spec);
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   a = resolveBuffer(t, a, &a_dtype);
   b = resolveBuffer(t, b, &b_dtype);

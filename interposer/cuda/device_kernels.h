@@ -569,28 +569,41 @@ inline bool planReduction(int32_t n, const int64_t* shape, const int64_t* stride
   return collapseDims(n, shape, stride, -1, p.dims);
 }
 
-// The launches of one reduction (p's n, partial, out and fields set; `previous` too for
-// kComparePass2): the first kernel, then the combining one until one result is left.
-// launch(stage 0 or 1, gx, gy, p). `whole` false: the first kernel alone, where only its
-// element-wise work is wanted (a map whose count nobody reads).
+// The launches of `count` reductions over one view (n dimensions, `numel` elements), one after
+// the other: each planned (planReduction), sharing the buffers `partial` and `out` (device
+// memory: reduceThreads(numel) x kFields, and a kFanIn-th of that), its result in its own
+// kFields of `fields` (count x kFields), a later one reading the one's before it there
+// (`previous`: kComparePass2). Each is the first kernel, then the combining one until one result
+// is left: launch(stage 0 or 1, gx, gy, p). `whole` false: the first kernel alone, where only
+// its element-wise work is wanted (a map whose count nobody reads).
 template <class Launch>
-bool launchReduction(ReduceParams& p, Launch launch, bool whole = true) {
-  p.threads = reduceThreads(p.n);
-  if (!launch(0, blocksFor(p.threads), 1u, p)) return false;
-  if (!whole) return true;
-  p.from = p.partial;
-  p.from_count = p.threads;
-  double* spare[2] = {p.out, p.partial};  // each launch's results where the last one's are not
-  for (int k = 0;; k ^= 1) {
-    p.to_count = p.from_count > kFanIn ? (p.from_count + kFanIn - 1) / kFanIn : 1;
-    p.to = p.to_count == 1 ? p.fields : spare[k];
-    if (!launch(1, blocksFor(p.to_count), 1u, p)) return false;
-    if (p.to_count == 1) return true;
-    p.from = p.to;
-    p.from_count = p.to_count;
+bool launchReductions(int32_t n, const int64_t* shape, const int64_t* stride, int64_t numel,
+                      ReduceParams* passes, int count, double* partial, double* out,
+                      double* fields, Launch launch, bool whole = true) {
+  for (int k = 0; k < count; ++k) {
+    ReduceParams& p = passes[k];
+    if (!planReduction(n, shape, stride, p)) return false;
+    p.n = numel;
+    p.partial = partial;
+    p.out = out;
+    p.fields = fields + k * kFields;
+    p.previous = k > 0 ? fields + (k - 1) * kFields : nullptr;
+    p.threads = reduceThreads(numel);
+    if (!launch(0, blocksFor(p.threads), 1u, p)) return false;
+    if (!whole) continue;
+    p.from = partial;
+    p.from_count = p.threads;
+    double* spare[2] = {out, partial};  // each launch's results where the last one's are not
+    for (int s = 0; p.from_count > 1; s ^= 1) {  // threads >= kThreads: one launch at least
+      p.to_count = p.from_count > kFanIn ? (p.from_count + kFanIn - 1) / kFanIn : 1;
+      p.to = p.to_count == 1 ? p.fields : spare[s];
+      if (!launch(1, blocksFor(p.to_count), 1u, p)) return false;
+      p.from = p.to;
+      p.from_count = p.to_count;
+    }
   }
+  return true;
 }
-
 
 // p's shape for a convolution of `spatial` dimensions (the sizes of dev, host and out, and
 // stride/pad/dilation, at their dimensions; the rest of p set by the caller): extents padded

@@ -371,23 +371,15 @@ bool reduceOnDevice(const Module& m, const Exec& ex, const fumi_tensor& t, kn::R
   const DeviceScratch& mem = *scratch;
   if (!mem) return false;
   const bool whole = fields || later || !ex.ordered;
-  for (int k = 0; k < count; ++k) {
-    kn::ReduceParams& p = passes[k];
-    if (!kn::planReduction(t.ndim, t.shape, t.strides, p)) return false;
-    p.n = tensorNumel(t);
-    p.partial = mem.at(0);
-    p.out = mem.at(1);
-    p.fields = mem.at(2) + k * kn::kFields;
-    p.previous = k > 0 ? mem.at(2) + (k - 1) * kn::kFields : nullptr;
-    const CUfunction stages[] = {m.reduce_partial, m.reduce_combine};
-    const bool ran = kn::launchReduction(
-        p,
-        [&](int stage, unsigned gx, unsigned gy, kn::ReduceParams& q) {
-          return launch(ex, stages[stage], gx, gy, q);
-        },
-        whole);
-    if (!ran) return false;
-  }
+  const CUfunction stages[] = {m.reduce_partial, m.reduce_combine};
+  if (!kn::launchReductions(
+          t.ndim, t.shape, t.strides, tensorNumel(t), passes, count, mem.at(0), mem.at(1),
+          mem.at(2),
+          [&](int stage, unsigned gx, unsigned gy, kn::ReduceParams& q) {
+            return launch(ex, stages[stage], gx, gy, q);
+          },
+          whole))
+    return false;
   if (!whole) return true;
   if (later && countLater(ex, scratch, mem.at(2), later)) return true;
   std::vector<double> ignored(fields ? 0 : results);

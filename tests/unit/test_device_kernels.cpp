@@ -65,22 +65,15 @@ std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams* passes,
   std::vector<double> partial(static_cast<size_t>(kn::kReduceThreads * kn::kFields)),
       results(static_cast<size_t>(kn::kReduceThreads / kn::kFanIn * kn::kFields)),
       fields(static_cast<size_t>(count * kn::kFields));
-  for (int k = 0; k < count; ++k) {
-    kn::ReduceParams& p = passes[k];
-    EXPECT_TRUE(kn::planReduction(t.ndim, t.shape, t.strides, p));
-    p.n = tensorNumel(t);
-    p.partial = partial.data();
-    p.out = results.data();
-    p.fields = fields.data() + k * kn::kFields;
-    p.previous = k > 0 ? fields.data() + (k - 1) * kn::kFields : nullptr;
-    kn::launchReduction(p, [](int stage, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
-      kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) {
-        if (stage == 0) kn::reducePartialBody(q, i);
-        else kn::reduceCombineBody(q, i);
-      });
-      return true;
-    });
-  }
+  EXPECT_TRUE(kn::launchReductions(
+      t.ndim, t.shape, t.strides, tensorNumel(t), passes, count, partial.data(), results.data(),
+      fields.data(), [](int stage, unsigned gx, unsigned gy, const kn::ReduceParams& q) {
+        kn::runGridOnHost(gx, gy, [&](int64_t i, int64_t) {
+          if (stage == 0) kn::reducePartialBody(q, i);
+          else kn::reduceCombineBody(q, i);
+        });
+        return true;
+      }));
   return fields;
 }
 std::vector<double> reduceOnGrid(const fumi_tensor& t, kn::ReduceParams& p) {
