@@ -235,35 +235,65 @@ class Estimator {
   void addSide(const double* got, const double* got_lo, const double* exact,
                const double* exact_lo, Split sp, int32_t count, bool columns) {
     const int64_t n = sp.outer * count * sp.inner;
-    double max_abs = 0.0;
-    for (int64_t k = 0; k < n; ++k) {
-      if (!std::isfinite(exact[k])) unusable_ = true;
-      if (!std::isfinite(got[k])) nonfinite_ = true;
-      max_abs = std::max(max_abs, std::isfinite(exact[k]) ? std::fabs(exact[k]) : 0.0);
-      max_abs = std::max(max_abs, std::isfinite(got[k]) ? std::fabs(got[k]) : 0.0);
-    }
+    // Four independent chains and no branches (the comparisons select): a magnitude above the
+    // largest finite double is Inf, one that compares false is NaN.
+    constexpr double kMax = std::numeric_limits<double>::max();
+    double top[4] = {0, 0, 0, 0};
+    int64_t bad_exact = 0, bad_got = 0;
+    int64_t k = 0;
+    const auto finite = [&](int64_t i, int j) {
+      const double x = std::fabs(exact[i]), y = std::fabs(got[i]);
+      const bool fx = x <= kMax, fy = y <= kMax;
+      bad_exact += fx ? 0 : 1;
+      bad_got += fy ? 0 : 1;
+      top[j] = std::max(top[j], std::max(fx ? x : 0.0, fy ? y : 0.0));
+    };
+    for (; k < n % 4; ++k) finite(k, 0);
+    for (; k < n; k += 4)
+      for (int j = 0; j < 4; ++j) finite(k + j, j);
+    const double max_abs = std::max(std::max(top[0], top[1]), std::max(top[2], top[3]));
+    unusable_ = unusable_ || bad_exact > 0;
+    nonfinite_ = nonfinite_ || bad_got > 0;
     if (unusable_ || nonfinite_) return;
     const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
     const double scale = std::ldexp(1.0, -e);
     std::vector<double>& per = columns ? per_col_ : per_row_;  // summed over repeated sides
     per.resize(static_cast<size_t>(sp.outer * sp.inner), 0.0);
-    double err = 0.0, ref = 0.0;
     // 2^(2e) as a factor where it is a normal number (the same rounding as ldexp, without a
     // call per element).
     const bool direct = 2 * e >= -1022 && 2 * e <= 1023;
     const double unscale2 = direct ? std::ldexp(1.0, 2 * e) : 0.0;
-    for (int64_t o = 0; o < sp.outer; ++o)
-      for (int32_t s = 0; s < count; ++s)
-        for (int64_t q = 0; q < sp.inner; ++q) {
-          const int64_t k = (o * count + s) * sp.inner + q;
-          const double lo = (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0);
-          const double d = (got[k] * scale - exact[k] * scale) + lo * scale;
-          const double r = exact[k] * scale;
-          err += d * d;
-          ref += r * r;
-          per[static_cast<size_t>(o * sp.inner + q)] +=
-              direct ? d * d * unscale2 : std::ldexp(d * d, 2 * e);
-        }
+    // The squared differences in one pass over the side, four chains at a time, then summed
+    // into the per-index figures.
+    sq_.resize(static_cast<size_t>(n));
+    double* d2 = sq_.data();
+    double err4[4] = {0, 0, 0, 0}, ref4[4] = {0, 0, 0, 0};
+    const auto square = [&](int64_t i, int j, double lo) {
+      const double d = (got[i] * scale - exact[i] * scale) + lo * scale;
+      const double r = exact[i] * scale;
+      err4[j] += d * d;
+      ref4[j] += r * r;
+      d2[i] = d * d;
+    };
+    if (got_lo || exact_lo) {  // compensated sides (fp64 calls)
+      for (k = 0; k < n; ++k)
+        square(k, 0, (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0));
+    } else {
+      for (k = 0; k < n % 4; ++k) square(k, 0, 0.0);
+      for (; k < n; k += 4)
+        for (int j = 0; j < 4; ++j) square(k + j, j, 0.0);
+    }
+    const double err = (err4[0] + err4[1]) + (err4[2] + err4[3]);
+    const double ref = (ref4[0] + ref4[1]) + (ref4[2] + ref4[3]);
+    for (int64_t o = 0; o < sp.outer; ++o) {
+      double* dst = per.data() + o * sp.inner;
+      const double* src = d2 + o * count * sp.inner;
+      for (int64_t q = 0; q < sp.inner; ++q) {  // the vectors' squares summed in a register
+        double sum = 0.0;
+        for (int32_t s = 0; s < count; ++s) sum += src[s * sp.inner + q];
+        dst[q] += direct ? sum * unscale2 : std::ldexp(sum, 2 * e);
+      }
+    }
     sides_.push_back(Side{err, ref, e, count});
     if (columns) col_side_ = true;
     else row_side_ = true;
@@ -326,6 +356,7 @@ class Estimator {
 
   std::vector<Side> sides_;
   std::vector<double> per_row_, per_col_;
+  std::vector<double> sq_;  // addSide's squared differences
   double out_norm_ = 0.0;
   bool row_side_ = false, col_side_ = false, nonfinite_ = false, unusable_ = false;
 };
