@@ -235,25 +235,19 @@ class Estimator {
   void addSide(const double* got, const double* got_lo, const double* exact,
                const double* exact_lo, Split sp, int32_t count, bool columns) {
     const int64_t n = sp.outer * count * sp.inner;
-    // Four independent chains and no branches (the comparisons select): a magnitude above the
-    // largest finite double is Inf, one that compares false is NaN.
-    constexpr double kMax = std::numeric_limits<double>::max();
-    double top[4] = {0, 0, 0, 0};
-    int64_t bad_exact = 0, bad_got = 0;
-    int64_t k = 0;
-    const auto finite = [&](int64_t i, int j) {
-      const double x = std::fabs(exact[i]), y = std::fabs(got[i]);
-      const bool fx = x <= kMax, fy = y <= kMax;
-      bad_exact += fx ? 0 : 1;
-      bad_got += fy ? 0 : 1;
-      top[j] = std::max(top[j], std::max(fx ? x : 0.0, fy ? y : 0.0));
-    };
-    for (; k < n % 4; ++k) finite(k, 0);
-    for (; k < n; k += 4)
-      for (int j = 0; j < 4; ++j) finite(k + j, j);
-    const double max_abs = std::max(std::max(top[0], top[1]), std::max(top[2], top[3]));
-    unusable_ = unusable_ || bad_exact > 0;
-    nonfinite_ = nonfinite_ || bad_got > 0;
+    // Vector loops: x - x is 0 for a finite x and NaN for Inf or NaN, so the sums of those
+    // tell whether a side has a non-finite element, and the magnitudes' maximum is that of the
+    // finite ones when it has none (else the side is not used).
+    double top = 0.0, zero_exact = 0.0, zero_got = 0.0;
+    FUMI_SIMD(reduction(+ : zero_exact, zero_got) reduction(max : top))
+    for (int64_t k = 0; k < n; ++k) {
+      zero_exact += exact[k] - exact[k];
+      zero_got += got[k] - got[k];
+      top = std::max(top, std::max(std::fabs(exact[k]), std::fabs(got[k])));
+    }
+    unusable_ = unusable_ || !(zero_exact == 0.0);
+    nonfinite_ = nonfinite_ || !(zero_got == 0.0);
+    const double max_abs = top;
     if (unusable_ || nonfinite_) return;
     const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
     const double scale = std::ldexp(1.0, -e);
@@ -263,28 +257,30 @@ class Estimator {
     // call per element).
     const bool direct = 2 * e >= -1022 && 2 * e <= 1023;
     const double unscale2 = direct ? std::ldexp(1.0, 2 * e) : 0.0;
-    // The squared differences in one pass over the side, four chains at a time, then summed
-    // into the per-index figures.
+    // The squared differences in one pass over the side (a vector loop for plain sums), then
+    // summed into the per-index figures.
     sq_.resize(static_cast<size_t>(n));
     double* d2 = sq_.data();
-    double err4[4] = {0, 0, 0, 0}, ref4[4] = {0, 0, 0, 0};
-    const auto square = [&](int64_t i, int j, double lo) {
-      const double d = (got[i] * scale - exact[i] * scale) + lo * scale;
-      const double r = exact[i] * scale;
-      err4[j] += d * d;
-      ref4[j] += r * r;
-      d2[i] = d * d;
-    };
+    double err = 0.0, ref = 0.0;
     if (got_lo || exact_lo) {  // compensated sides (fp64 calls)
-      for (k = 0; k < n; ++k)
-        square(k, 0, (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0));
+      for (int64_t k = 0; k < n; ++k) {
+        const double lo = (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0);
+        const double d = (got[k] * scale - exact[k] * scale) + lo * scale;
+        const double r = exact[k] * scale;
+        err += d * d;
+        ref += r * r;
+        d2[k] = d * d;
+      }
     } else {
-      for (k = 0; k < n % 4; ++k) square(k, 0, 0.0);
-      for (; k < n; k += 4)
-        for (int j = 0; j < 4; ++j) square(k + j, j, 0.0);
+      FUMI_SIMD(reduction(+ : err, ref))
+      for (int64_t k = 0; k < n; ++k) {
+        const double d = got[k] * scale - exact[k] * scale;
+        const double r = exact[k] * scale;
+        err += d * d;
+        ref += r * r;
+        d2[k] = d * d;
+      }
     }
-    const double err = (err4[0] + err4[1]) + (err4[2] + err4[3]);
-    const double ref = (ref4[0] + ref4[1]) + (ref4[2] + ref4[3]);
     for (int64_t o = 0; o < sp.outer; ++o) {
       double* dst = per.data() + o * sp.inner;
       const double* src = d2 + o * count * sp.inner;
