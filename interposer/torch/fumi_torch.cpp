@@ -201,7 +201,19 @@ fumi_dtype autocastFor(const std::string& device) {
 // c10::Error builds a symbolised backtrace: thousands of them made a vmap job 70x slower).
 // The op their transform runs underneath, on the physical tensors, is observed in its turn.
 bool readable(const at::Tensor& t) {
-  return t.layout() == c10::kStrided && t.has_storage();
+  return t.layout() == c10::kStrided && t.has_storage() && !fumi::torch_compat::nested(t);
+}
+
+// What a tensor fumi does not read is, for the reason a call with one goes unchecked; null for
+// a wrapper without storage (its transform's physical op is observed instead).
+const char* unreadKind(const at::Tensor& t) {
+  switch (t.layout()) {
+    case c10::kStrided: return fumi::torch_compat::nested(t) ? "nested" : nullptr;
+    case c10::kSparse: return "sparse COO";
+    case c10::kSparseCsr: return "sparse CSR";
+    case c10::kMkldnn: return "mkldnn";
+    default: return "non-strided";
+  }
 }
 
 // Complex tensors (complex64 and complex128: torch.fft's, a complex einsum's) are described to
@@ -346,6 +358,7 @@ struct Facts {
   std::string device = "cpu";
   bool dense = true;    // every tensor input is readable (strided, with a storage)
   bool complex = false; // a complex input (torch.fft's, a complex einsum's)
+  const char* layout = nullptr;  // an input's kind fumi does not read (sparse, mkldnn, nested)
 };
 
 template <class Inputs>
@@ -354,7 +367,19 @@ Facts factsOf(const Inputs& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     forEachTensor(inputs[i], [&](const at::Tensor& t, int) {
       if (!readable(t)) {
-        f.dense = false;  // never sampled: nothing more to learn
+        f.dense = false;  // not checked: for a layout fumi does not read, a rule may ask why
+        if (const char* kind = unreadKind(t)) {
+          f.layout = kind;
+          if (f.dtype == FUMI_DTYPE_UNKNOWN && at::isFloatingType(t.scalar_type()))
+            f.dtype = toFumi(t.scalar_type());
+          // A nested tensor's elements: its buffer's (its numel may throw).
+          const int64_t n = t.layout() != c10::kStrided ? t.numel()
+                            : t.has_storage() ? static_cast<int64_t>(t.storage().nbytes()) /
+                                                    static_cast<int64_t>(t.element_size())
+                                              : 0;
+          f.size = std::max<int64_t>(f.size, n);
+          if (!t.device().is_cpu()) f.device = t.device().str();
+        }
         return;
       }
       if (t.is_complex()) {
@@ -1923,8 +1948,19 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
   if (!name) return nullptr;  // a range (autograd node, optimizer step), not an operator
   const auto inputs = fumi::torch_compat::inputsOf(fn);
   const Facts facts = factsOf(inputs);
-  if (!facts.dense) return nullptr;
   const fumi_dtype autocast = autocastFor(facts.device);
+  if (!facts.dense) {
+    // A wrapper without storage (functorch's transforms): the op it runs underneath, on the
+    // physical tensors, is observed in its turn. A layout fumi does not read is sampled like
+    // any call, so that a rule that selects it says why it went unchecked (an every-call rule
+    // on mm had checked a GCN's dense products only, silently: its adjacency is sparse).
+    if (!facts.layout) return nullptr;
+    if (void* token = g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str(),
+                                    autocast))
+      g_api->skip(site, token,
+                  (std::string(facts.layout) + " tensors (fumi reads strided ones)").c_str());
+    return nullptr;
+  }
   if (facts.dtype == FUMI_DTYPE_UNKNOWN) {
     // complex32 only: sampled like any call, so that a rule that selects it says why it went
     // unchecked (an every-call rule on bmm had checked a fifth of an FNO's calls, silently).

@@ -146,6 +146,12 @@ inline bool changesOnlyMetadata(const c10::OperatorHandle& op) {
 #endif
 }
 
+// A nested tensor (torch.nested): strided over a storage, but without sizes or strides to read
+// (asking throws).
+inline bool nested(const at::Tensor& t) {
+  return t.key_set().has(c10::DispatchKey::NestedTensor);
+}
+
 // Ops whose result depends on the random generator (dropout, bernoulli, randn, ...): a rerun
 // cannot reproduce them, so they are never checked.
 inline bool randomised(const c10::OperatorHandle& op) {

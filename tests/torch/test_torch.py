@@ -849,6 +849,59 @@ class AtenChecks(unittest.TestCase):
             self.assertLess(ops[op]["worst"]["checksum.normwise_rel"], 1e-6, op)
             self.assertGreater(ops[op]["worst"]["checksum.normwise_rel"], 0, op)
 
+    def test_sparse_and_nested_operands_counted_skipped_with_their_kind(self):
+        """A sparse operand (a GCN's normalised adjacency, torch.sparse.mm) is not strided, a
+        nested one has no sizes: fumi does not read them, and a rule that selects such a call
+        counts it skipped and says why, as for any call it cannot check (an every-call rule on mm had checked a GCN's dense
+        products only, silently). The dense product beside it is checked, the sparse product's
+        inner calls (addmm, _sparse_addmm) are counted the same way, and the program's results
+        are bit-identical."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            a = torch.randn(8, 8, generator=g)
+            a[a < 0.3] = 0
+            x = torch.randn(8, 3, generator=g)
+            sparse = a.to_sparse() @ x
+            csr = torch.sparse.mm(a.to_sparse_csr(), x)
+            dense = a @ x
+            nested = torch.nested.nested_tensor([a[:2], a[2:5]])
+            doubled = [t.tolist() for t in (nested + nested).unbind()]
+            print(sparse.tolist(), csr.tolist(), dense.tolist(), doubled)
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            rules:
+              - match: { op: [aten::mm, aten::addmm, aten::_sparse_addmm, "aten::_sparse*mm*",
+                              aten::add.Tensor] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        mm = ops["aten::mm"]  # the COO product and the dense one (CSR goes to _sparse_mm)
+        self.assertEqual((mm["calls"], mm["checked"], mm["skipped"]), (2, 1, 1))
+        self.assertEqual(ops["aten::_sparse_mm"]["skipped"], 1)
+        self.assertGreater(ops["aten::addmm"]["skipped"], 0)  # inside the sparse products
+        selected = [n for n in ops if n.split(".")[0] in (
+            "aten::mm", "aten::addmm", "aten::_sparse_addmm", "aten::_sparse_mm")]
+        self.assertGreaterEqual(len(selected), 4)
+        for name in selected:  # every call the rule selected: checked or counted skipped
+            op = ops[name]
+            self.assertEqual(op["checked"] + op["skipped"], op["calls"], name)
+        self.assertIn("aten::mm: not checked: sparse COO tensors (fumi reads strided ones)",
+                      r.stderr)
+        self.assertIn("aten::_sparse_mm: not checked: sparse CSR tensors", r.stderr)
+        # A nested tensor is strided over a storage, but has no sizes to read (asking threw,
+        # with a C++ backtrace, for every sampled call).
+        self.assertEqual(ops["aten::add.Tensor"]["skipped"], 1)
+        self.assertIn("aten::add.Tensor: not checked: nested tensors", r.stderr)
+        self.assertNotIn("support sizes", r.stderr)
+        self.assertEqual(r.of("violation"), [])
+
     def test_random_ops_skipped_rng_stream_untouched(self):
         plain = run([PYTHON, OPS_DEMO, "random"], preload=False)
         r = run([PYTHON, OPS_DEMO, "random"], policy="""
