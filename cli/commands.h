@@ -23,6 +23,19 @@ struct RunOptions {
 // problem, 127 when the command cannot be executed.
 int runCommand(const RunOptions& options);
 
+struct ReplayOptions {
+  std::string case_dir;  // <out>/cases/<pid>-<op>-<call index>
+  std::string policy;    // --policy; empty: the case's check, metric and tolerance
+  std::string out;       // --out; empty: <case>/replay
+};
+
+// `fumi replay CASE`: 0 when the recorded finding comes back (the recorded verdict again), 1
+// when it does not, 2 when the case cannot be replayed.
+int replayCommand(const ReplayOptions& options);
+// `fumi replay-call CASE FILE` (hidden): the replay's child, run preloaded by replayCommand: the
+// recorded call made again, its output written to FILE; 0, or 2 on a bad case.
+int replayCallCommand(const std::string& case_dir, const std::string& out_file);
+
 // `fumi report DIR`: 0, or 1 when DIR holds no event files. `all`: list the ops only counted too.
 int reportCommand(const std::string& dir, const std::string& format, bool all);
 

@@ -70,6 +70,25 @@ int main(int argc, char** argv) {
   rep->add_flag("--all", report_all,
                 "List the ops that were only counted, not checked, in the table");
 
+  // fumi replay
+  fumi::cli::ReplayOptions replay_opts;
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Run one recorded call (a case a `dump` rule wrote) again alone, under its check");
+  replay->add_option("CASE", replay_opts.case_dir, "Case directory: <out>/cases/<pid>-<op>-<index>")
+      ->required();
+  replay->add_option("--policy", replay_opts.policy,
+                     "Policy YAML file (default: the case's check, metric and tolerance)")
+      ->type_name("FILE");
+  replay->add_option("--out", replay_opts.out, "Output directory (default: CASE/replay)")
+      ->type_name("DIR");
+  replay->footer("Exit status: 0 the recorded finding came back, 1 it did not, 2 the case cannot "
+                 "be replayed\n(CPU BLAS GEMMs: sgemm_, dgemm_, cblas_sgemm, cblas_dgemm).");
+  std::string replay_case, replay_file;
+  CLI::App* replay_call = app.add_subcommand("replay-call", "");  // the replay's child, hidden
+  replay_call->group("");
+  replay_call->add_option("CASE", replay_case)->required();
+  replay_call->add_option("FILE", replay_file)->required();
+
   // fumi policy check|default
   std::string policy_file;
   CLI::App* policy = app.add_subcommand("policy", "Validate or print policies");
@@ -114,6 +133,8 @@ int main(int argc, char** argv) {
     return fumi::cli::runCommand(run_opts);
   }
   if (rep->parsed()) return fumi::cli::reportCommand(report_dir, report_format, report_all);
+  if (replay->parsed()) return fumi::cli::replayCommand(replay_opts);
+  if (replay_call->parsed()) return fumi::cli::replayCallCommand(replay_case, replay_file);
   if (pcheck->parsed()) return fumi::cli::policyCheckCommand(policy_file);
   if (pdefault->parsed()) return fumi::cli::policyDefaultCommand();
   if (plugins->parsed()) return fumi::cli::pluginsCommand(plugin_dirs);

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 import unittest
 
-from fumitest import BLAS_DEMO, LIBFUMI, SOURCE, run, write_policy
+from fumitest import BLAS_DEMO, FUMI, LIBFUMI, SOURCE, read_events, run, write_policy
 
 CHECK_ALL = """
 version: 1
@@ -476,10 +476,9 @@ rules:
 """
 
 
-class Checksum(unittest.TestCase):
-    """The checksum check on real OpenBLAS: a planted silent corruption (corrupt_blas.c, preloaded
-    after libfumi, multiplies one element of C by 4 on the calls FUMI_TEST_CORRUPT names) is
-    flagged on exactly those calls, agreeing with the reference check; correct calls are not."""
+class CorruptShim:
+    """Builds corrupt_blas.c (a planted silent corruption: preloaded after libfumi, it multiplies
+    one element of C by 4 on the calls FUMI_TEST_CORRUPT names) for the class's tests."""
 
     @classmethod
     def setUpClass(cls):
@@ -491,6 +490,11 @@ class Checksum(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
+
+
+class Checksum(CorruptShim, unittest.TestCase):
+    """The checksum check on real OpenBLAS: a planted silent corruption (CorruptShim) is flagged
+    on exactly the corrupted calls, agreeing with the reference check; correct calls are not."""
 
     def run_demo(self, corrupt, with_fumi):
         env = {"FUMI_TEST_CORRUPT": corrupt,
@@ -572,3 +576,116 @@ class Checksum(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Replay(CorruptShim, unittest.TestCase):
+    """`fumi replay CASE` runs a call a `dump` rule recorded again alone, under the check that
+    flagged it. A violation of the BLAS itself comes back, with a bit-identical output, for
+    every entry point, transpose, layout, leading dimension and beta; a corruption of the
+    program's run does not (the output differs in the corrupted element, the check passes);
+    cases it cannot replay are refused, saying why."""
+
+    def dump(self, argv, op, check, env=None):
+        r = run(argv, policy=f"""
+            version: 1
+            rules:
+              - match: {{ op: "{op}" }}
+                sample: {{ every: 1 }}
+                action: dump
+                checks: [ {check} ]
+            """, env=env)
+        self.assertEqual(r.rc, 0, r.stderr)
+        cases = os.path.join(r.dir, "cases")
+        return r, sorted(os.path.join(cases, c) for c in os.listdir(cases))
+
+    def replay(self, case):
+        return subprocess.run([FUMI, "replay", case], capture_output=True, text=True,
+                              timeout=300)
+
+    def replayed_worst(self, case, op, key):
+        summary = [e for e in read_events(os.path.join(case, "replay"))
+                   if e["event"] == "summary"]
+        self.assertEqual(len(summary), 1)
+        return next(o for o in summary[0]["ops"] if o["op"] == op)["worst"][key]
+
+    def test_blas_findings_reproduced_in_every_layout(self):
+        # highprec (deterministic): the same figure as recorded, on 12 calls of sgemm_ and
+        # cblas_sgemm (both transposes, row- and column-major, ld 11 > m, beta 0.5).
+        r, cases = self.dump([BLAS_DEMO, "layouts"], "*sgemm*",
+                             "{ plugin: highprec, tolerance: 1e-300 }")
+        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
+        self.assertEqual(len(cases), 12)
+        ops = set()
+        for case in cases:
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("violation — reproduced", p.stdout)
+            self.assertIn("output:   bit-identical to the recorded one (35 elements)", p.stdout)
+            with open(os.path.join(case, "call.json")) as f:
+                desc = json.load(f)
+            ops.add(desc["op"])
+            self.assertEqual(self.replayed_worst(case, desc["op"], "highprec.normwise_rel"),
+                             recorded[(desc["op"], desc["call_index"])])
+        self.assertEqual(ops, {"sgemm_", "cblas_sgemm"})
+        # fp64 calls under checksum (its vectors are drawn for the replay's call index 0, so
+        # only the verdict and the output are compared).
+        _, cases = self.dump([BLAS_DEMO, "layouts"], "*dgemm*",
+                             "{ plugin: checksum, tolerance: 1e-300 }")
+        self.assertEqual(len(cases), 12)
+        for case in cases:
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("bit-identical to the recorded one", p.stdout)
+
+    def test_corruption_of_the_recorded_run_not_reproduced(self):
+        r, cases = self.dump([BLAS_DEMO, "checksum"], "sgemm_", "{ plugin: checksum }",
+                             env={"FUMI_TEST_CORRUPT": "sgemm_:1",
+                                  "LD_PRELOAD": LIBFUMI + ":" + self.shim})
+        self.assertEqual([(v["op"], v["call_index"]) for v in r.of("violation")], [("sgemm_", 1)])
+        self.assertEqual(len(cases), 1)
+        p = self.replay(cases[0])
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("within tolerance — not reproduced", p.stdout)
+        self.assertIn("differs from the recorded one in 1 of 1728 elements", p.stdout)
+        self.assertLess(self.replayed_worst(cases[0], "sgemm_", "checksum.normwise_rel"), 1e-6)
+
+    def test_cases_it_cannot_replay_refused_with_a_reason(self):
+        tmp = tempfile.mkdtemp(prefix="fumi-replay-")
+        try:
+            p = self.replay(tmp)  # no call.json
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("cannot read " + os.path.join(tmp, "call.json"), p.stderr)
+            with open(os.path.join(tmp, "call.json"), "w") as f:
+                json.dump({"op": "aten::mm", "backend": "torch", "check": "highprec",
+                           "metric": "normwise_rel", "tensors": []}, f)
+            p = self.replay(tmp)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("aten::mm (torch) cases cannot be replayed yet", p.stderr)
+            with open(os.path.join(tmp, "call.json"), "w") as f:
+                f.write("{ not json")
+            p = self.replay(tmp)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn(os.path.join(tmp, "call.json") + ":", p.stderr)
+            # A real case, edited: a leading dimension its operand's file does not have (BLAS
+            # would read past it), then an operand file gone.
+            _, cases = self.dump([BLAS_DEMO, "ill"], "sgemm_", "{ plugin: highprec }")
+            case = os.path.join(tmp, "case")
+            shutil.copytree(cases[0], case)
+            self.assertEqual(self.replay(case).returncode, 0)
+            with open(os.path.join(case, "call.json")) as f:
+                desc = json.load(f)
+            desc["args"]["lda"] = "100"
+            with open(os.path.join(case, "call.json"), "w") as f:
+                json.dump(desc, f)
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("A's strides do not match its leading dimension", p.stderr)
+            desc["args"]["lda"] = "8"
+            with open(os.path.join(case, "call.json"), "w") as f:
+                json.dump(desc, f)
+            os.remove(os.path.join(case, "t1.bin"))
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("cannot read " + os.path.join(case, "t1.bin"), p.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,372 @@
+// replay.cpp — `fumi replay CASE`: one call a `dump` rule recorded (DIR/cases/<pid>-<op>-<index>:
+// call.json and the raw operands t<i>.bin) run again alone, under libfumi with the check that
+// flagged it, and its output compared with the recorded one. The replay itself runs in a child,
+// `fumi replay-call` preloaded by runCommand, so that the call goes through libfumi's hook and
+// engine as in the program. Usage and exit codes: docs/cli.md.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "paths.h"
+#include "settings.h"
+
+namespace fumi::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kReproduced = 0, kNotReproduced = 1, kCannotReplay = 2;
+
+// The ops a replay can call: CPU BLAS GEMMs, whose recorded arguments and operands are the
+// whole call.
+constexpr const char* kReplayable[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm"};
+
+struct CaseTensor {
+  std::string name, role, dtype, file;
+  std::vector<int64_t> shape, strides;
+  // Elements from the first to the last one the shape and strides reach (the file's span).
+  int64_t span() const {
+    int64_t last = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 0) return 0;
+      last += (shape[d] - 1) * strides[d];
+    }
+    return last + 1;
+  }
+};
+
+struct Case {
+  std::string dir;
+  json desc;
+  std::string op, backend;
+  std::vector<CaseTensor> tensors;
+  int a = -1, b = -1, c_in = -1, c_out = -1;  // indices into tensors
+  std::string arg(const char* key) const {
+    const json& args = desc.at("args");
+    if (!args.contains(key)) throw std::runtime_error(std::string("no argument '") + key + "'");
+    return args.at(key).get<std::string>();
+  }
+};
+
+// Reads DIR/call.json. Returns an error message, or an empty string.
+std::string readCase(const std::string& dir, Case* c) {
+  c->dir = dir;
+  const std::string path = (fs::path(dir) / "call.json").string();
+  std::ifstream in(path);
+  if (!in)
+    return "cannot read " + path +
+           " (a case a `dump` rule wrote: <out>/cases/<pid>-<op>-<call index>/)";
+  try {
+    in >> c->desc;
+    c->op = c->desc.at("op").get<std::string>();
+    c->backend = c->desc.value("backend", std::string());
+    for (const json& t : c->desc.at("tensors")) {
+      CaseTensor ct;
+      ct.name = t.at("name").get<std::string>();
+      ct.role = t.at("role").get<std::string>();
+      ct.dtype = t.at("dtype").get<std::string>();
+      ct.file = t.at("file").get<std::string>();
+      ct.shape = t.at("shape").get<std::vector<int64_t>>();
+      ct.strides = t.at("strides").get<std::vector<int64_t>>();
+      if (ct.shape.size() != ct.strides.size())
+        throw std::runtime_error("shape and strides differ in length");
+      c->tensors.push_back(ct);
+    }
+  } catch (const std::exception& e) {
+    return path + ": " + e.what();
+  }
+  for (size_t i = 0; i < c->tensors.size(); ++i) {
+    const CaseTensor& t = c->tensors[i];
+    const int k = static_cast<int>(i);
+    if (t.name == "A")
+      c->a = k;
+    else if (t.name == "B")
+      c->b = k;
+    else if (t.name == "C")
+      (t.role == "input" ? c->c_in : c->c_out) = k;
+  }
+  return "";
+}
+
+bool replayable(const Case& c) {
+  return c.backend == "blas" && std::any_of(std::begin(kReplayable), std::end(kReplayable),
+                                            [&](const char* op) { return c.op == op; });
+}
+
+// The raw bytes of a case's file as elements of T: at least `span` of them, else an error.
+template <class T>
+std::vector<T> loadOperand(const Case& c, const CaseTensor& t) {
+  const std::string path = (fs::path(c.dir) / t.file).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int64_t need = t.span();
+  if (static_cast<int64_t>(bytes.size()) < need * static_cast<int64_t>(sizeof(T)))
+    throw std::runtime_error(path + ": " + std::to_string(bytes.size()) +
+                             " bytes, the operand spans " +
+                             std::to_string(need * static_cast<int64_t>(sizeof(T))));
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+// The BLAS the program used is not known: the system's, or FUMI_REPLAY_BLAS. Loaded global, so
+// that the op's name resolves to libfumi's hook first and the hook forwards to this library.
+void* entryPoint(const std::string& op) {
+  std::vector<std::string> libs = {"libblas.so.3", "libopenblas.so.0", "libblas.so"};
+  if (const std::string lib = readSettings().replay_blas; !lib.empty()) libs = {lib};
+  for (const std::string& lib : libs)
+    if (dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL)) break;
+  return dlsym(RTLD_DEFAULT, op.c_str());
+}
+
+template <class T>
+void callGemm(const Case& c, void* fn, std::vector<T>& a, std::vector<T>& b, std::vector<T>& out) {
+  const CaseTensor &ta = c.tensors[static_cast<size_t>(c.a)],
+                   &tb = c.tensors[static_cast<size_t>(c.b)];
+  const int m = static_cast<int>(ta.shape.at(0)), k = static_cast<int>(ta.shape.at(1)),
+            n = static_cast<int>(tb.shape.at(1));
+  const int lda = std::stoi(c.arg("lda")), ldb = std::stoi(c.arg("ldb")),
+            ldc = std::stoi(c.arg("ldc"));
+  const T alpha = static_cast<T>(std::stod(c.arg("alpha"))),
+          beta = static_cast<T>(std::stod(c.arg("beta")));
+  const char tra = c.arg("transa").at(0), trb = c.arg("transb").at(0);
+  // The leading dimensions are the operands' recorded strides (so BLAS reads within the files).
+  const auto leading = [&](int index, int ld) {
+    const CaseTensor& t = c.tensors[static_cast<size_t>(index)];
+    if (std::max(t.strides[0], t.strides[1]) != ld || std::min(t.strides[0], t.strides[1]) != 1)
+      throw std::runtime_error(t.name + "'s strides do not match its leading dimension");
+  };
+  leading(c.a, lda);
+  leading(c.b, ldb);
+  leading(c.c_out, ldc);
+  if (tb.shape.at(0) != k || c.tensors[static_cast<size_t>(c.c_out)].shape.at(0) != m ||
+      c.tensors[static_cast<size_t>(c.c_out)].shape.at(1) != n)
+    throw std::runtime_error("the operands' shapes do not make a product");
+  if (c.op.rfind("cblas_", 0) == 0) {
+    using Fn = void (*)(int, int, int, int, int, int, T, const T*, int, const T*, int, T, T*, int);
+    const auto trans = [](char t) { return t == 'N' ? 111 : t == 'T' ? 112 : 113; };
+    const int layout = c.arg("layout") == "row" ? 101 : 102;
+    reinterpret_cast<Fn>(fn)(layout, trans(tra), trans(trb), m, n, k, alpha, a.data(), lda,
+                             b.data(), ldb, beta, out.data(), ldc);
+  } else {
+    using Fn =
+        void (*)(const char*, const char*, const int*, const int*, const int*, const T*, const T*,
+                 const int*, const T*, const int*, const T*, T*, const int*, size_t, size_t);
+    reinterpret_cast<Fn>(fn)(&tra, &trb, &m, &n, &k, &alpha, a.data(), &lda, b.data(), &ldb, &beta,
+                             out.data(), &ldc, 1, 1);
+  }
+}
+
+// The child: the call made again with the recorded operands, its output written to `out_file`
+// (the recorded output's layout).
+template <class T>
+void replayGemm(const Case& c, const std::string& out_file) {
+  if (c.a < 0 || c.b < 0 || c.c_out < 0) throw std::runtime_error("the case lacks A, B or C");
+  for (const CaseTensor& t : c.tensors)
+    if (t.shape.size() != 2) throw std::runtime_error(t.name + " is not a matrix");
+  std::vector<T> a = loadOperand<T>(c, c.tensors[static_cast<size_t>(c.a)]);
+  std::vector<T> b = loadOperand<T>(c, c.tensors[static_cast<size_t>(c.b)]);
+  const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
+  // C as the call found it: the snapshot taken before it (beta != 0), else zeros.
+  std::vector<T> out = c.c_in >= 0 ? loadOperand<T>(c, c.tensors[static_cast<size_t>(c.c_in)])
+                                   : std::vector<T>(static_cast<size_t>(tc.span()), T(0));
+  void* fn = entryPoint(c.op);
+  if (!fn) throw std::runtime_error("no BLAS library provides " + c.op + " (set FUMI_REPLAY_BLAS)");
+  callGemm<T>(c, fn, a, b, out);
+  std::ofstream o(out_file, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(out.data()),
+          static_cast<std::streamsize>(out.size() * sizeof(T)));
+  if (!o) throw std::runtime_error("cannot write " + out_file);
+}
+
+// How the replayed output compares with the recorded one, element by element over C's shape.
+template <class T>
+std::string compareOutputs(const Case& c, const std::string& replayed_file, bool* identical) {
+  const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
+  Case r = c;
+  r.dir = fs::path(replayed_file).parent_path().string();
+  CaseTensor rt = tc;
+  rt.file = fs::path(replayed_file).filename().string();
+  const std::vector<T> want = loadOperand<T>(c, tc), got = loadOperand<T>(r, rt);
+  int64_t differ = 0, total = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < tc.shape[0]; ++i)
+    for (int64_t j = 0; j < tc.shape[1]; ++j) {
+      const size_t at = static_cast<size_t>(i * tc.strides[0] + j * tc.strides[1]);
+      ++total;
+      if (std::memcmp(&want[at], &got[at], sizeof(T)) == 0) continue;
+      ++differ;
+      const double w = static_cast<double>(want[at]), g = static_cast<double>(got[at]);
+      worst = std::max(worst, std::fabs(w - g) / std::max(std::fabs(g), 1e-300));
+    }
+  *identical = differ == 0;
+  std::ostringstream s;
+  if (differ == 0) {
+    s << "bit-identical to the recorded one (" << total << " elements)";
+  } else {
+    s << "differs from the recorded one in " << differ << " of " << total
+      << " elements (largest relative difference " << worst
+      << "): the recorded call did not compute what this machine computes from the same "
+         "operands now (a fault in that run, or another BLAS, thread count or CPU)";
+  }
+  return s.str();
+}
+
+// The replay's figure for the recorded check and metric: the summary's worst value, and
+// whether the replay violated it.
+bool replayedFigure(const std::string& out, const Case& c, double* value, bool* violated) {
+  const std::string key =
+      c.desc.value("check", std::string()) + "." + c.desc.value("metric", std::string());
+  bool found = false;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("events-", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!ev.is_object() || ev.value("event", std::string()) != "summary") continue;
+      for (const json& op : ev.value("ops", json::array())) {
+        if (op.value("op", std::string()) != c.op || !op.contains("worst")) continue;
+        const json& worst = op.at("worst");
+        if (!worst.contains(key) || !worst.at(key).is_number()) continue;
+        *value = worst.at(key).get<double>();
+        *violated = op.value("violations", 0) > 0;
+        found = true;
+      }
+    }
+  }
+  return found;
+}
+
+std::string selfExe() {
+  std::vector<char> buf(4096);
+  const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : std::string("fumi");
+}
+
+// A policy that checks the case's op with the check that flagged it, as it was judged: its
+// metric and its tolerance.
+std::string replayPolicy(const Case& c) {
+  const std::string check = c.desc.value("check", std::string());
+  std::ostringstream p;
+  p << "version: 1\noverhead_budget: 1\nrules:\n  - name: replay\n    match: { op: " << c.op
+    << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
+  if (check == "highprec" || check == "reference" || check == "perturb")
+    p << ", metric: " << c.desc.value("metric", std::string());
+  if (c.desc.contains("tolerance") && c.desc.at("tolerance").is_number()) {
+    p.precision(17);
+    p << ", tolerance: " << c.desc.at("tolerance").get<double>();
+  }
+  p << " }\n";
+  return p.str();
+}
+
+}  // namespace
+
+int replayCallCommand(const std::string& case_dir, const std::string& out_file) {
+  Case c;
+  if (const std::string err = readCase(case_dir, &c); !err.empty()) {
+    std::cerr << "fumi replay-call: " << err << "\n";
+    return kCannotReplay;
+  }
+  try {
+    if (c.op == "sgemm_" || c.op == "cblas_sgemm")
+      replayGemm<float>(c, out_file);
+    else if (c.op == "dgemm_" || c.op == "cblas_dgemm")
+      replayGemm<double>(c, out_file);
+    else
+      throw std::runtime_error(c.op + " cannot be replayed");
+  } catch (const std::exception& e) {
+    std::cerr << "fumi replay-call: " << case_dir << ": " << e.what() << "\n";
+    return kCannotReplay;
+  }
+  return 0;
+}
+
+int replayCommand(const ReplayOptions& options) {
+  Case c;
+  if (const std::string err = readCase(options.case_dir, &c); !err.empty()) {
+    std::cerr << "fumi replay: " << err << "\n";
+    return kCannotReplay;
+  }
+  if (!replayable(c)) {
+    std::cerr << "fumi replay: " << c.op << " (" << c.backend
+              << ") cases cannot be replayed yet: only CPU BLAS GEMMs (sgemm_, dgemm_, "
+                 "cblas_sgemm, cblas_dgemm)\n";
+    return kCannotReplay;
+  }
+  if (!c.desc.contains("check") || !c.desc.contains("metric")) {
+    std::cerr << "fumi replay: " << options.case_dir << "/call.json names no check and metric\n";
+    return kCannotReplay;
+  }
+  const std::string out = absolutePath(
+      options.out.empty() ? (fs::path(options.case_dir) / "replay").string() : options.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  RunOptions run;
+  run.out = out;
+  run.policy = options.policy;
+  if (run.policy.empty()) {
+    run.policy = (fs::path(out) / "replay-policy.yaml").string();
+    std::ofstream(run.policy) << replayPolicy(c);
+  }
+  const std::string replayed = (fs::path(out) / "replayed-output.bin").string();
+  fs::remove(replayed, ec);
+  run.command = {selfExe(), "replay-call", absolutePath(options.case_dir), replayed};
+  const int rc = runCommand(run);
+  if (rc != 0 || !fs::exists(replayed)) {
+    std::cerr << "fumi replay: the replay did not complete (exit status " << rc << ")\n";
+    return kCannotReplay;
+  }
+
+  bool identical = false;
+  std::string output;
+  try {
+    output = c.op.find("sgemm") != std::string::npos
+                 ? compareOutputs<float>(c, replayed, &identical)
+                 : compareOutputs<double>(c, replayed, &identical);
+  } catch (const std::exception& e) {
+    std::cerr << "fumi replay: " << e.what() << "\n";
+    return kCannotReplay;
+  }
+  const std::string key =
+      c.desc.value("check", std::string()) + "." + c.desc.value("metric", std::string());
+  const bool recorded_violation = c.desc.value("event", std::string()) == "violation";
+  double value = 0;
+  bool violated = false;
+  const bool judged = replayedFigure(out, c, &value, &violated);
+  std::cout << "fumi replay: " << c.op << " #" << c.desc.value("call_index", 0) << " from "
+            << options.case_dir << "\n";
+  std::cout << "  recorded: " << key << " = " << c.desc.value("value", 0.0);
+  if (c.desc.contains("tolerance")) std::cout << " (tolerance " << c.desc.at("tolerance") << ")";
+  std::cout << (recorded_violation ? ": violation" : "") << "\n";
+  std::cout << "  replayed: ";
+  if (judged)
+    std::cout << key << " = " << value << (violated ? ": violation" : ": within tolerance");
+  else
+    std::cout << key << " not judged (see " << out << ")";
+  const bool reproduced = judged && violated == recorded_violation;
+  std::cout << (reproduced ? " — reproduced" : " — not reproduced") << "\n";
+  std::cout << "  output:   " << output << "\n";
+  std::cout << "  replay's events and output: " << out << "\n";
+  return reproduced ? kReproduced : kNotReproduced;
+}
+
+}  // namespace fumi::cli
