@@ -247,7 +247,10 @@ bool replayedFigure(const std::string& out, const Case& c, double* value, bool* 
         const json& worst = op.at("worst");
         if (!worst.contains(key) || !worst.at(key).is_number()) continue;
         *value = worst.at(key).get<double>();
-        *violated = op.value("violations", 0) > 0;
+        // This metric's violations where the summary has them (it does), else the op's.
+        const json metrics = op.value("metrics", json::object());
+        *violated = metrics.contains(key) ? metrics.at(key).value("violations", 0) > 0
+                                          : op.value("violations", 0) > 0;
         found = true;
       }
     }
@@ -268,8 +271,9 @@ std::string replayPolicy(const Case& c) {
   std::ostringstream p;
   p << "version: 1\noverhead_budget: 1\nrules:\n  - name: replay\n    match: { op: " << c.op
     << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
-  if (check == "highprec" || check == "reference" || check == "perturb")
-    p << ", metric: " << c.desc.value("metric", std::string());
+  const std::string metric = c.desc.value("metric", std::string());
+  if (check == "highprec" || check == "reference") p << ", metric: " << metric;
+  if (check == "perturb") p << ", metric: " << (metric == "fumi_ratio" ? "ratio" : metric);
   if (c.desc.contains("tolerance") && c.desc.at("tolerance").is_number()) {
     p.precision(17);
     p << ", tolerance: " << c.desc.at("tolerance").get<double>();

@@ -637,6 +637,17 @@ class Replay(CorruptShim, unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("bit-identical to the recorded one", p.stdout)
 
+    def test_perturb_finding_reproduced_with_its_figure(self):
+        # The program's only call has index 0, as the replay's: perturb draws the same noise.
+        r, cases = self.dump([BLAS_DEMO, "ill"], "sgemm_", "{ plugin: perturb, trials: 2 }")
+        recorded = [v["value"] for v in r.of("violation") if v["metric"] == "fumi_ratio"]
+        self.assertEqual(len(recorded), 1)
+        p = self.replay(cases[0])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("perturb.fumi_ratio", p.stdout)
+        self.assertEqual(self.replayed_worst(cases[0], "sgemm_", "perturb.fumi_ratio"),
+                         recorded[0])
+
     def test_corruption_of_the_recorded_run_not_reproduced(self):
         r, cases = self.dump([BLAS_DEMO, "checksum"], "sgemm_", "{ plugin: checksum }",
                              env={"FUMI_TEST_CORRUPT": "sgemm_:1",
