@@ -195,10 +195,11 @@ fumi_dtype autocastFor(const std::string& device) {
   return fumi::torch_compat::autocastDtype(type, &dtype) ? toFumi(dtype) : FUMI_DTYPE_UNKNOWN;
 }
 
-// A tensor whose elements fumi can read: strided, over a storage. Sparse, mkldnn and nested
-// tensors are not strided; functorch's transforms (vmap's batched tensors, grad's wrappers)
-// and other wrapper subclasses have no storage and no data pointer (asking throws, and a
-// c10::Error builds a symbolised backtrace: thousands of them made a vmap job 70x slower).
+// A tensor whose elements fumi can read: strided, over a storage, not nested. Sparse and
+// mkldnn tensors are not strided, nested ones have no sizes to read; functorch's transforms
+// (vmap's batched tensors, grad's wrappers) and other wrapper subclasses have no storage and no
+// data pointer (asking throws, and a c10::Error builds a symbolised backtrace: thousands of
+// them made a vmap job 70x slower).
 // The op their transform runs underneath, on the physical tensors, is observed in its turn.
 bool readable(const at::Tensor& t) {
   return t.layout() == c10::kStrided && t.has_storage() && !fumi::torch_compat::nested(t);
