@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "event_report.h"
 #include "paths.h"
 #include "settings.h"
 
@@ -109,10 +110,10 @@ bool replayable(const Case& c) {
                                             [&](const char* op) { return c.op == op; });
 }
 
-// The raw bytes of a case's file as elements of T: at least `span` of them, else an error.
+// The raw bytes of `path`, an operand laid out as `t`, as elements of T: at least t's span of
+// them, else an error.
 template <class T>
-std::vector<T> loadOperand(const Case& c, const CaseTensor& t) {
-  const std::string path = (fs::path(c.dir) / t.file).string();
+std::vector<T> loadOperand(const std::string& path, const CaseTensor& t) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -124,6 +125,13 @@ std::vector<T> loadOperand(const Case& c, const CaseTensor& t) {
   std::vector<T> v(bytes.size() / sizeof(T));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
   return v;
+}
+
+// Operand `index` of the case, from its file in the case's directory.
+template <class T>
+std::vector<T> loadOperand(const Case& c, int index) {
+  const CaseTensor& t = c.tensors[static_cast<size_t>(index)];
+  return loadOperand<T>((fs::path(c.dir) / t.file).string(), t);
 }
 
 // The BLAS the program used is not known: the system's, or FUMI_REPLAY_BLAS. Loaded global, so
@@ -181,11 +189,11 @@ void replayGemm(const Case& c, const std::string& out_file) {
   if (c.a < 0 || c.b < 0 || c.c_out < 0) throw std::runtime_error("the case lacks A, B or C");
   for (const CaseTensor& t : c.tensors)
     if (t.shape.size() != 2) throw std::runtime_error(t.name + " is not a matrix");
-  std::vector<T> a = loadOperand<T>(c, c.tensors[static_cast<size_t>(c.a)]);
-  std::vector<T> b = loadOperand<T>(c, c.tensors[static_cast<size_t>(c.b)]);
+  std::vector<T> a = loadOperand<T>(c, c.a);
+  std::vector<T> b = loadOperand<T>(c, c.b);
   const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
   // C as the call found it: the snapshot taken before it (beta != 0), else zeros.
-  std::vector<T> out = c.c_in >= 0 ? loadOperand<T>(c, c.tensors[static_cast<size_t>(c.c_in)])
+  std::vector<T> out = c.c_in >= 0 ? loadOperand<T>(c, c.c_in)
                                    : std::vector<T>(static_cast<size_t>(tc.span()), T(0));
   void* fn = entryPoint(c.op);
   if (!fn) throw std::runtime_error("no BLAS library provides " + c.op + " (set FUMI_REPLAY_BLAS)");
@@ -200,11 +208,7 @@ void replayGemm(const Case& c, const std::string& out_file) {
 template <class T>
 std::string compareOutputs(const Case& c, const std::string& replayed_file, bool* identical) {
   const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
-  Case r = c;
-  r.dir = fs::path(replayed_file).parent_path().string();
-  CaseTensor rt = tc;
-  rt.file = fs::path(replayed_file).filename().string();
-  const std::vector<T> want = loadOperand<T>(c, tc), got = loadOperand<T>(r, rt);
+  const std::vector<T> want = loadOperand<T>(c, c.c_out), got = loadOperand<T>(replayed_file, tc);
   int64_t differ = 0, total = 0;
   double worst = 0;
   for (int64_t i = 0; i < tc.shape[0]; ++i)
@@ -229,33 +233,22 @@ std::string compareOutputs(const Case& c, const std::string& replayed_file, bool
   return s.str();
 }
 
-// The replay's figure for the recorded check and metric: the summary's worst value, and
-// whether the replay violated it.
+// The replay's figure for the recorded check and metric (the worst value of the op's summary)
+// and whether the replay violated it.
 bool replayedFigure(const std::string& out, const Case& c, double* value, bool* violated) {
   const std::string key =
       c.desc.value("check", std::string()) + "." + c.desc.value("metric", std::string());
-  bool found = false;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("events-", 0) != 0) continue;
-    std::ifstream in(entry.path());
-    for (std::string line; std::getline(in, line);) {
-      const json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!ev.is_object() || ev.value("event", std::string()) != "summary") continue;
-      for (const json& op : ev.value("ops", json::array())) {
-        if (op.value("op", std::string()) != c.op || !op.contains("worst")) continue;
-        const json& worst = op.at("worst");
-        if (!worst.contains(key) || !worst.at(key).is_number()) continue;
-        *value = worst.at(key).get<double>();
-        // This metric's violations where the summary has them (it does), else the op's.
-        const json metrics = op.value("metrics", json::object());
-        *violated = metrics.contains(key) ? metrics.at(key).value("violations", 0) > 0
-                                          : op.value("violations", 0) > 0;
-        found = true;
-      }
-    }
+  for (const report::OpStats& op : report::readDirectory(out).ops) {
+    if (op.op != c.op) continue;
+    const auto worst = op.worst.find(key);
+    if (worst == op.worst.end()) continue;
+    *value = worst->second;
+    const auto metric =
+        op.metrics.find(key);  // this metric's violations, where the summary has them
+    *violated = metric != op.metrics.end() ? metric->second.violations > 0 : op.violations > 0;
+    return true;
   }
-  return found;
+  return false;
 }
 
 std::string selfExe() {
