@@ -32,9 +32,10 @@ struct ReplayOptions {
 // `fumi replay CASE`: 0 when the recorded finding comes back (the recorded verdict again), 1
 // when it does not, 2 when the case cannot be replayed.
 int replayCommand(const ReplayOptions& options);
-// `fumi replay-call CASE FILE` (hidden): the replay's child, run preloaded by replayCommand: the
-// recorded call made again, its output written to FILE; 0, or 2 on a bad case.
-int replayCallCommand(const std::string& case_dir, const std::string& out_file);
+// `fumi replay-call CASE DIR` (hidden): the replay's child for CPU BLAS cases, run preloaded by
+// replayCommand: the recorded call made again, its output written into DIR as
+// replayed-t<i>.bin; 0, or 2 on a bad case.
+int replayCallCommand(const std::string& case_dir, const std::string& out_dir);
 
 // `fumi report DIR`: 0, or 1 when DIR holds no event files. `all`: list the ops only counted too.
 int reportCommand(const std::string& dir, const std::string& format, bool all);

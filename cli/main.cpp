@@ -82,12 +82,13 @@ int main(int argc, char** argv) {
   replay->add_option("--out", replay_opts.out, "Output directory (default: CASE/replay)")
       ->type_name("DIR");
   replay->footer("Exit status: 0 the recorded finding came back, 1 it did not, 2 the case cannot "
-                 "be replayed\n(CPU BLAS GEMMs: sgemm_, dgemm_, cblas_sgemm, cblas_dgemm).");
-  std::string replay_case, replay_file;
+                 "be replayed\n(PyTorch ops; CPU BLAS GEMMs: sgemm_, dgemm_, cblas_sgemm, "
+                 "cblas_dgemm).");
+  std::string replay_case, replay_dir;
   CLI::App* replay_call = app.add_subcommand("replay-call", "");  // the replay's child, hidden
   replay_call->group("");
   replay_call->add_option("CASE", replay_case)->required();
-  replay_call->add_option("FILE", replay_file)->required();
+  replay_call->add_option("DIR", replay_dir)->required();
 
   // fumi policy check|default
   std::string policy_file;
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
   }
   if (rep->parsed()) return fumi::cli::reportCommand(report_dir, report_format, report_all);
   if (replay->parsed()) return fumi::cli::replayCommand(replay_opts);
-  if (replay_call->parsed()) return fumi::cli::replayCallCommand(replay_case, replay_file);
+  if (replay_call->parsed()) return fumi::cli::replayCallCommand(replay_case, replay_dir);
   if (pcheck->parsed()) return fumi::cli::policyCheckCommand(policy_file);
   if (pdefault->parsed()) return fumi::cli::policyDefaultCommand();
   if (plugins->parsed()) return fumi::cli::pluginsCommand(plugin_dirs);

@@ -1,8 +1,10 @@
 // replay.cpp — `fumi replay CASE`: one call a `dump` rule recorded (DIR/cases/<pid>-<op>-<index>:
 // call.json and the raw operands t<i>.bin) run again alone, under libfumi with the check that
-// flagged it, and its output compared with the recorded one. The replay itself runs in a child,
-// `fumi replay-call` preloaded by runCommand, so that the call goes through libfumi's hook and
-// engine as in the program. Usage and exit codes: docs/cli.md.
+// flagged it, and its outputs compared with the recorded ones. The replay itself runs in a
+// child preloaded by runCommand, so that the call goes through libfumi's hook, adapter and
+// engine as in the program: `fumi replay-call` for a CPU BLAS GEMM, for a PyTorch op the
+// program's Python running replay_torch.py (written into the replay's directory). Each child
+// writes the call's outputs as DIR/replayed-t<i>.bin. Usage and exit codes: docs/cli.md.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -22,10 +24,13 @@
 
 #include "commands.h"
 #include "event_report.h"
+#include "fumi/dtype.hpp"
 #include "paths.h"
 #include "settings.h"
 
 namespace fumi::cli {
+
+const char* replayTorchScript();  // replay_torch.py, embedded (replay_torch.cpp.in)
 
 namespace {
 
@@ -34,22 +39,26 @@ using nlohmann::json;
 
 constexpr int kReproduced = 0, kNotReproduced = 1, kCannotReplay = 2;
 
-// The ops a replay can call: CPU BLAS GEMMs, whose recorded arguments and operands are the
-// whole call.
-constexpr const char* kReplayable[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm"};
+// The BLAS ops a replay can call: CPU BLAS GEMMs, whose recorded arguments and operands are
+// the whole call. PyTorch ops: any whose arguments the adapter recorded (replay_torch.py says
+// when one was not).
+constexpr const char* kReplayableBlas[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm"};
 
 struct CaseTensor {
   std::string name, role, dtype, file;
   std::vector<int64_t> shape, strides;
-  // Elements from the first to the last one the shape and strides reach (the file's span).
-  int64_t span() const {
-    int64_t last = 0;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 0) return 0;
-      last += (shape[d] - 1) * strides[d];
+  // The tensor's layout as fumi describes it (no data).
+  fumi_tensor layout() const {
+    fumi_tensor t{};
+    t.ndim = static_cast<int32_t>(std::min<size_t>(shape.size(), FUMI_MAX_DIMS));
+    for (int32_t d = 0; d < t.ndim; ++d) {
+      t.shape[d] = shape[static_cast<size_t>(d)];
+      t.strides[d] = strides[static_cast<size_t>(d)];
     }
-    return last + 1;
+    return t;
   }
+  // Elements from the first to the last one the shape and strides reach (the file's span).
+  int64_t span() const { return tensorSpan(layout()); }
 };
 
 struct Case {
@@ -85,8 +94,8 @@ std::string readCase(const std::string& dir, Case* c) {
       ct.file = t.at("file").get<std::string>();
       ct.shape = t.at("shape").get<std::vector<int64_t>>();
       ct.strides = t.at("strides").get<std::vector<int64_t>>();
-      if (ct.shape.size() != ct.strides.size())
-        throw std::runtime_error("shape and strides differ in length");
+      if (ct.shape.size() != ct.strides.size() || ct.shape.size() > FUMI_MAX_DIMS)
+        throw std::runtime_error("shape and strides differ in length, or too many dimensions");
       c->tensors.push_back(ct);
     }
   } catch (const std::exception& e) {
@@ -105,9 +114,17 @@ std::string readCase(const std::string& dir, Case* c) {
   return "";
 }
 
-bool replayable(const Case& c) {
-  return c.backend == "blas" && std::any_of(std::begin(kReplayable), std::end(kReplayable),
+bool blasGemm(const Case& c) {
+  return c.backend == "blas" && std::any_of(std::begin(kReplayableBlas),
+                                            std::end(kReplayableBlas),
                                             [&](const char* op) { return c.op == op; });
+}
+
+bool replayable(const Case& c) { return blasGemm(c) || c.backend == "torch"; }
+
+// The file a replay child writes output `index` of the case to.
+std::string replayedFile(const std::string& dir, size_t index) {
+  return (fs::path(dir) / ("replayed-t" + std::to_string(index) + ".bin")).string();
 }
 
 // The raw bytes of `path`, an operand laid out as `t`, as elements of T: at least t's span of
@@ -182,10 +199,10 @@ void callGemm(const Case& c, void* fn, std::vector<T>& a, std::vector<T>& b, std
   }
 }
 
-// The child: the call made again with the recorded operands, its output written to `out_file`
+// The child: the call made again with the recorded operands, its output written into `dir`
 // (the recorded output's layout).
 template <class T>
-void replayGemm(const Case& c, const std::string& out_file) {
+void replayGemm(const Case& c, const std::string& dir) {
   if (c.a < 0 || c.b < 0 || c.c_out < 0) throw std::runtime_error("the case lacks A, B or C");
   for (const CaseTensor& t : c.tensors)
     if (t.shape.size() != 2) throw std::runtime_error(t.name + " is not a matrix");
@@ -198,28 +215,46 @@ void replayGemm(const Case& c, const std::string& out_file) {
   void* fn = entryPoint(c.op);
   if (!fn) throw std::runtime_error("no BLAS library provides " + c.op + " (set FUMI_REPLAY_BLAS)");
   callGemm<T>(c, fn, a, b, out);
+  const std::string out_file = replayedFile(dir, static_cast<size_t>(c.c_out));
   std::ofstream o(out_file, std::ios::binary);
   o.write(reinterpret_cast<const char*>(out.data()),
           static_cast<std::streamsize>(out.size() * sizeof(T)));
   if (!o) throw std::runtime_error("cannot write " + out_file);
 }
 
-// How the replayed output compares with the recorded one, element by element over C's shape.
-template <class T>
-std::string compareOutputs(const Case& c, const std::string& replayed_file, bool* identical) {
-  const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
-  const std::vector<T> want = loadOperand<T>(c, c.c_out), got = loadOperand<T>(replayed_file, tc);
+fumi_dtype dtypeNamed(const std::string& name) {
+#define FUMI_DTYPE(e, spelling, ...) \
+  if (name == spelling) return FUMI_DTYPE_##e;
+#include "fumi/dtypes.def"
+#undef FUMI_DTYPE
+  return FUMI_DTYPE_UNKNOWN;
+}
+
+// How the replayed outputs (the files the child wrote into `dir`) compare with the recorded
+// ones, element by element over their shapes: bit for bit, and the largest relative difference.
+std::string compareOutputs(const Case& c, const std::string& dir, bool* identical) {
   int64_t differ = 0, total = 0;
   double worst = 0;
-  for (int64_t i = 0; i < tc.shape[0]; ++i)
-    for (int64_t j = 0; j < tc.shape[1]; ++j) {
-      const size_t at = static_cast<size_t>(i * tc.strides[0] + j * tc.strides[1]);
+  for (size_t k = 0; k < c.tensors.size(); ++k) {
+    const CaseTensor& t = c.tensors[k];
+    if (t.role != "output") continue;
+    const fumi_dtype dt = dtypeNamed(t.dtype);
+    const size_t bytes = static_cast<size_t>(dtypeBytes(dt));
+    if (bytes == 0) throw std::runtime_error("output " + t.name + " has dtype " + t.dtype);
+    const std::vector<char> want = loadOperand<char>((fs::path(c.dir) / t.file).string(), t),
+                            got = loadOperand<char>(replayedFile(dir, k), t);
+    if (want.size() < static_cast<size_t>(t.span()) * bytes ||
+        got.size() < static_cast<size_t>(t.span()) * bytes)
+      throw std::runtime_error("output " + t.name + ": a file shorter than its span");
+    forEachElement(t.layout(), [&](int64_t, int64_t at) {
       ++total;
-      if (std::memcmp(&want[at], &got[at], sizeof(T)) == 0) continue;
+      const size_t byte = static_cast<size_t>(at) * bytes;
+      if (std::memcmp(&want[byte], &got[byte], bytes) == 0) return;
       ++differ;
-      const double w = static_cast<double>(want[at]), g = static_cast<double>(got[at]);
+      const double w = loadAsDouble(want.data(), at, dt), g = loadAsDouble(got.data(), at, dt);
       worst = std::max(worst, std::fabs(w - g) / std::max(std::fabs(g), 1e-300));
-    }
+    });
+  }
   *identical = differ == 0;
   std::ostringstream s;
   if (differ == 0) {
@@ -228,7 +263,7 @@ std::string compareOutputs(const Case& c, const std::string& replayed_file, bool
     s << "differs from the recorded one in " << differ << " of " << total
       << " elements (largest relative difference " << worst
       << "): the recorded call did not compute what this machine computes from the same "
-         "operands now (a fault in that run, or another BLAS, thread count or CPU)";
+         "operands now (a fault in that run, or another library, thread count or CPU)";
   }
   return s.str();
 }
@@ -258,12 +293,15 @@ std::string selfExe() {
 }
 
 // A policy that checks the case's op with the check that flagged it, as it was judged: its
-// metric and its tolerance.
+// metric, its tolerance and its parameters, in a rule of the recorded rule's name (a check's
+// random draws are seeded by its rule's and plugin's names, and the call index).
 std::string replayPolicy(const Case& c) {
   const std::string check = c.desc.value("check", std::string());
+  const auto quoted = [](const std::string& text) { return json(text).dump(); };  // YAML too
   std::ostringstream p;
-  p << "version: 1\noverhead_budget: 1\nrules:\n  - name: replay\n    match: { op: " << c.op
-    << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
+  p << "version: 1\noverhead_budget: 1\nrules:\n  - name: "
+    << quoted(c.desc.value("rule", std::string("replay"))) << "\n    match: { op: "
+    << quoted(c.op) << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
   const std::string metric = c.desc.value("metric", std::string());
   if (check == "highprec" || check == "reference") p << ", metric: " << metric;
   if (check == "perturb") p << ", metric: " << (metric == "fumi_ratio" ? "ratio" : metric);
@@ -271,13 +309,28 @@ std::string replayPolicy(const Case& c) {
     p.precision(17);
     p << ", tolerance: " << c.desc.at("tolerance").get<double>();
   }
+  if (c.desc.contains("check_params") && c.desc.at("check_params").is_object())
+    for (const auto& [key, value] : c.desc.at("check_params").items())
+      if (key != "metric" && value.is_string())
+        p << ", " << key << ": " << quoted(value.get<std::string>());
   p << " }\n";
   return p.str();
 }
 
+// The Python that replays a PyTorch case: FUMI_REPLAY_PYTHON, else the program's own
+// interpreter (the case's executable, where it is a Python and still there), else python3.
+std::string replayPython(const Case& c) {
+  if (const std::string py = readSettings().replay_python; !py.empty()) return py;
+  const std::string exe = c.desc.value("executable", std::string());
+  std::error_code ec;
+  if (fs::path(exe).filename().string().rfind("python", 0) == 0 && fs::exists(exe, ec))
+    return exe;
+  return "python3";
+}
+
 }  // namespace
 
-int replayCallCommand(const std::string& case_dir, const std::string& out_file) {
+int replayCallCommand(const std::string& case_dir, const std::string& out_dir) {
   Case c;
   if (const std::string err = readCase(case_dir, &c); !err.empty()) {
     std::cerr << "fumi replay-call: " << err << "\n";
@@ -285,9 +338,9 @@ int replayCallCommand(const std::string& case_dir, const std::string& out_file) 
   }
   try {
     if (c.op == "sgemm_" || c.op == "cblas_sgemm")
-      replayGemm<float>(c, out_file);
+      replayGemm<float>(c, out_dir);
     else if (c.op == "dgemm_" || c.op == "cblas_dgemm")
-      replayGemm<double>(c, out_file);
+      replayGemm<double>(c, out_dir);
     else
       throw std::runtime_error(c.op + " cannot be replayed");
   } catch (const std::exception& e) {
@@ -305,8 +358,8 @@ int replayCommand(const ReplayOptions& options) {
   }
   if (!replayable(c)) {
     std::cerr << "fumi replay: " << c.op << " (" << c.backend
-              << ") cases cannot be replayed yet: only CPU BLAS GEMMs (sgemm_, dgemm_, "
-                 "cblas_sgemm, cblas_dgemm)\n";
+              << ") cases cannot be replayed yet: only PyTorch ops and CPU BLAS GEMMs (sgemm_, "
+                 "dgemm_, cblas_sgemm, cblas_dgemm)\n";
     return kCannotReplay;
   }
   if (!c.desc.contains("check") || !c.desc.contains("metric")) {
@@ -324,11 +377,16 @@ int replayCommand(const ReplayOptions& options) {
     run.policy = (fs::path(out) / "replay-policy.yaml").string();
     std::ofstream(run.policy) << replayPolicy(c);
   }
-  const std::string replayed = (fs::path(out) / "replayed-output.bin").string();
-  fs::remove(replayed, ec);
-  run.command = {selfExe(), "replay-call", absolutePath(options.case_dir), replayed};
+  for (size_t k = 0; k < c.tensors.size(); ++k) fs::remove(replayedFile(out, k), ec);
+  if (blasGemm(c)) {
+    run.command = {selfExe(), "replay-call", absolutePath(options.case_dir), out};
+  } else {
+    const std::string script = (fs::path(out) / "replay.py").string();
+    std::ofstream(script) << replayTorchScript();
+    run.command = {replayPython(c), script, absolutePath(options.case_dir), out};
+  }
   const int rc = runCommand(run);
-  if (rc != 0 || !fs::exists(replayed)) {
+  if (rc != 0) {
     std::cerr << "fumi replay: the replay did not complete (exit status " << rc << ")\n";
     return kCannotReplay;
   }
@@ -336,9 +394,7 @@ int replayCommand(const ReplayOptions& options) {
   bool identical = false;
   std::string output;
   try {
-    output = c.op.find("sgemm") != std::string::npos
-                 ? compareOutputs<float>(c, replayed, &identical)
-                 : compareOutputs<double>(c, replayed, &identical);
+    output = compareOutputs(c, out, &identical);
   } catch (const std::exception& e) {
     std::cerr << "fumi replay: " << e.what() << "\n";
     return kCannotReplay;

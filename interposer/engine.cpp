@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -718,6 +719,15 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return;
   nlohmann::json desc = ev;
   desc.erase("stack");
+  // The program's executable: a PyTorch case is replayed with the same interpreter.
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (!ec) desc["executable"] = exe;
+  // The check's parameters (trials, vectors ...): a replay runs the check as it ran here.
+  nlohmann::json params = nlohmann::json::object();
+  if (c->check && c->check->spec)
+    for (const auto& [key, value] : c->check->spec->params) params[key] = value;
+  desc["check_params"] = std::move(params);
   desc["tensors"] = nlohmann::json::array();
   for (size_t i = 0; i < call.tensors().size(); ++i) {
     const fumi_tensor& t = call.tensors()[i];

@@ -667,11 +667,11 @@ class Replay(CorruptShim, unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("cannot read " + os.path.join(tmp, "call.json"), p.stderr)
             with open(os.path.join(tmp, "call.json"), "w") as f:
-                json.dump({"op": "aten::mm", "backend": "torch", "check": "highprec",
+                json.dump({"op": "cublasSgemm_v2", "backend": "cublas", "check": "highprec",
                            "metric": "normwise_rel", "tensors": []}, f)
             p = self.replay(tmp)
             self.assertEqual(p.returncode, 2)
-            self.assertIn("aten::mm (torch) cases cannot be replayed yet", p.stderr)
+            self.assertIn("cublasSgemm_v2 (cublas) cases cannot be replayed yet", p.stderr)
             with open(os.path.join(tmp, "call.json"), "w") as f:
                 f.write("{ not json")
             p = self.replay(tmp)

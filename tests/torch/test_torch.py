@@ -1,5 +1,6 @@
 """PyTorch CPU training under fumi (real Debian python3-torch, /usr/bin/python3): its sgemm_
 calls are checked and every loss value is bit-identical with and without fumi."""
+import json
 import math
 import re
 import os
@@ -1667,6 +1668,130 @@ class OnCuda(unittest.TestCase):
             for a, b in zip(values, figures[1][key]):
                 if isinstance(a, float) and isinstance(b, float):
                     self.assertLessEqual(abs(a - b), within * max(abs(a), abs(b)), key)
+
+
+REPLAY_OPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_ops.py")
+
+
+class Replay(unittest.TestCase):
+    """`fumi replay CASE` on PyTorch cases: the op called again from its recorded tensors and
+    arguments (lists, optional sizes, dtypes, in-place and out= forms, tensor lists, autocast),
+    checked as in the program: the same figure and bit-identical outputs. Ops with integer
+    tensors, which fumi does not record, are refused with the reason."""
+
+    OPS = ["aten::conv2d", "aten::convolution_backward", "aten::batch_norm",
+           "aten::native_batch_norm_backward", "aten::lstm.input",
+           "aten::_softmax_backward_data", "aten::add_.Tensor", "aten::sum.IntList_out",
+           "aten::linear", "aten::cross_entropy_loss", "aten::embedding_backward"]
+
+    def dump(self, check):
+        plain = run([PYTHON, REPLAY_OPS], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, REPLAY_OPS], policy="""
+            version: 1
+            rules:
+              - match: { op: [%s] }
+                sample: { every: 1 }
+                action: dump
+                checks: [ %s ]
+            """ % (", ".join(self.OPS), check))
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        cases = os.path.join(r.dir, "cases")
+        return r, {c: os.path.join(cases, c) for c in os.listdir(cases)}
+
+    @staticmethod
+    def replay(case, *extra):
+        return subprocess.run([FUMI, "replay", case, *extra], capture_output=True, text=True,
+                              timeout=300)
+
+    def test_torch_cases_reproduced_with_their_figures(self):
+        r, cases = self.dump("{ plugin: highprec, tolerance: 1e-300 }")
+        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
+        refused = {"aten::cross_entropy_loss": "argument target (Tensor) was not recorded",
+                   "aten::embedding_backward": "argument indices (Tensor) was not recorded"}
+        replayed = set()
+        for name, case in sorted(cases.items()):
+            with open(os.path.join(case, "call.json")) as f:
+                desc = json.load(f)
+            self.assertEqual(os.path.realpath(desc["executable"]), os.path.realpath(PYTHON))
+            op = desc["op"]
+            if op in replayed and desc.get("autocast") is None:
+                continue  # one case per op (and the product under autocast)
+            replayed.add(op)
+            p = self.replay(case)
+            if op in refused:
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertIn(refused[op], p.stderr)
+                continue
+            self.assertEqual(p.returncode, 0, name + "\n" + p.stdout + p.stderr)
+            self.assertIn("violation — reproduced", p.stdout)
+            self.assertIn("output:   bit-identical to the recorded one", p.stdout)
+            [summary] = [e for e in read_events(os.path.join(case, "replay"))
+                         if e["event"] == "summary"]
+            worst = next(o for o in summary["ops"] if o["op"] == op)["worst"]
+            self.assertEqual(worst["highprec.normwise_rel"], recorded[(op, desc["call_index"])],
+                             name)
+        self.assertEqual(replayed, set(self.OPS))
+        # FUMI_REPLAY_PYTHON is the Python that replays: one without PyTorch is told.
+        conv = next(c for n, c in cases.items() if "aten::conv2d" in n)
+        no_torch = tempfile.mkdtemp(prefix="fumi-replay-python-")
+        try:
+            fake = os.path.join(no_torch, "python3")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\nexec %s -I -S \"$@\"\n" % sys.executable)
+            os.chmod(fake, 0o755)
+            p = subprocess.run([FUMI, "replay", conv, "--out", os.path.join(no_torch, "out")],
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, FUMI_REPLAY_PYTHON=fake))
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("has no PyTorch", p.stderr)
+        finally:
+            shutil.rmtree(no_torch, ignore_errors=True)
+        autocast = []
+        for case in cases.values():
+            with open(os.path.join(case, "call.json")) as f:
+                autocast += [case] if json.load(f).get("autocast") == "bf16" else []
+        self.assertEqual(len(autocast), 1)  # the bf16 product, replayed above under autocast
+
+        # The script the replay wrote runs alone (a reproducer): outputs as recorded.
+        conv = next(c for n, c in cases.items() if "aten::conv2d" in n)
+        alone = tempfile.mkdtemp(prefix="fumi-replay-alone-")
+        try:
+            p = subprocess.run([PYTHON, os.path.join(conv, "replay", "replay.py"), conv, alone],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(conv, "call.json")) as f:
+                outputs = [i for i, t in enumerate(json.load(f)["tensors"])
+                           if t["role"] == "output"]
+            for i in outputs:
+                with open(os.path.join(conv, "t%d.bin" % i), "rb") as a, \
+                        open(os.path.join(alone, "replayed-t%d.bin" % i), "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+            # A recorded output that is not what the op computes (one element changed) is told.
+            i = outputs[0]
+            with open(os.path.join(conv, "t%d.bin" % i), "r+b") as f:
+                first = f.read(4)
+                f.seek(0)
+                f.write(bytes([first[0] ^ 1]) + first[1:])
+            p = self.replay(conv, "--out", os.path.join(alone, "again"))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("output:   differs from the recorded one in 1 of 512 elements", p.stdout)
+        finally:
+            shutil.rmtree(alone, ignore_errors=True)
+
+    def test_perturb_figure_of_a_first_call_reproduced(self):
+        # The replay's call has index 0: perturb draws the noise of the program's call 0.
+        r, cases = self.dump("{ plugin: perturb, trials: 2, tolerance: 1e-300 }")
+        [case] = [c for n, c in cases.items() if n.endswith("aten::conv2d-0")]
+        [value] = [v["value"] for v in r.of("violation")
+                   if v["op"] == "aten::conv2d" and v["call_index"] == 0]
+        p = self.replay(case)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        [summary] = [e for e in read_events(os.path.join(case, "replay"))
+                     if e["event"] == "summary"]
+        worst = next(o for o in summary["ops"] if o["op"] == "aten::conv2d")["worst"]
+        self.assertEqual(worst["perturb.fumi_ratio"], value)
 
 
 if __name__ == "__main__":
