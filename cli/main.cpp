@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
   replay->add_option("--out", replay_opts.out, "Output directory (default: CASE/replay)")
       ->type_name("DIR");
   replay->footer("Exit status: 0 the recorded finding came back, 1 it did not, 2 the case cannot "
-                 "be replayed\n(PyTorch ops; CPU BLAS GEMMs: sgemm_, dgemm_, cblas_sgemm, "
-                 "cblas_dgemm).");
+                 "be replayed\n(PyTorch ops; CPU BLAS: sgemm_, dgemm_, cblas_sgemm, "
+                 "cblas_dgemm, sgemv_, dgemv_).");
   std::string replay_case, replay_dir;
   CLI::App* replay_call = app.add_subcommand("replay-call", "");  // the replay's child, hidden
   replay_call->group("");

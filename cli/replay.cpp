@@ -2,9 +2,9 @@
 // call.json and the raw operands t<i>.bin) run again alone, under libfumi with the check that
 // flagged it, and its outputs compared with the recorded ones. The replay itself runs in a
 // child preloaded by runCommand, so that the call goes through libfumi's hook, adapter and
-// engine as in the program: `fumi replay-call` for a CPU BLAS GEMM, for a PyTorch op the
-// program's Python running replay_torch.py (written into the replay's directory). Each child
-// writes the call's outputs as DIR/replayed-t<i>.bin. Usage and exit codes: docs/cli.md.
+// engine as in the program: `fumi replay-call` for a CPU BLAS GEMM or GEMV, for a PyTorch op
+// the program's Python running replay_torch.py (written into the replay's directory). Each
+// child writes the call's outputs as DIR/replayed-t<i>.bin. Usage and exit codes: docs/cli.md.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -39,10 +39,11 @@ using nlohmann::json;
 
 constexpr int kReproduced = 0, kNotReproduced = 1, kCannotReplay = 2;
 
-// The BLAS ops a replay can call: CPU BLAS GEMMs, whose recorded arguments and operands are
-// the whole call. PyTorch ops: any whose arguments the adapter recorded (replay_torch.py says
-// when one was not).
-constexpr const char* kReplayableBlas[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm"};
+// The BLAS ops a replay can call: CPU BLAS GEMMs and GEMVs, whose recorded arguments and
+// operands are the whole call. PyTorch ops: any whose arguments the adapter recorded
+// (replay_torch.py says when one was not).
+constexpr const char* kReplayableBlas[] = {"sgemm_", "dgemm_", "cblas_sgemm", "cblas_dgemm",
+                                           "sgemv_", "dgemv_"};
 
 struct CaseTensor {
   std::string name, role, dtype, file;
@@ -66,7 +67,7 @@ struct Case {
   json desc;
   std::string op, backend;
   std::vector<CaseTensor> tensors;
-  int a = -1, b = -1, c_in = -1, c_out = -1;  // indices into tensors
+  int a = -1, b = -1, c_in = -1, c_out = -1;  // indices into tensors (GEMV: A, x, y)
   std::string arg(const char* key) const {
     const json& args = desc.at("args");
     if (!args.contains(key)) throw std::runtime_error(std::string("no argument '") + key + "'");
@@ -106,21 +107,21 @@ std::string readCase(const std::string& dir, Case* c) {
     const int k = static_cast<int>(i);
     if (t.name == "A")
       c->a = k;
-    else if (t.name == "B")
+    else if (t.name == "B" || t.name == "x")
       c->b = k;
-    else if (t.name == "C")
+    else if (t.name == "C" || t.name == "y")
       (t.role == "input" ? c->c_in : c->c_out) = k;
   }
   return "";
 }
 
-bool blasGemm(const Case& c) {
+bool blasCase(const Case& c) {
   return c.backend == "blas" && std::any_of(std::begin(kReplayableBlas),
                                             std::end(kReplayableBlas),
                                             [&](const char* op) { return c.op == op; });
 }
 
-bool replayable(const Case& c) { return blasGemm(c) || c.backend == "torch"; }
+bool replayable(const Case& c) { return blasCase(c) || c.backend == "torch"; }
 
 // The file a replay child writes output `index` of the case to.
 std::string replayedFile(const std::string& dir, size_t index) {
@@ -199,13 +200,43 @@ void callGemm(const Case& c, void* fn, std::vector<T>& a, std::vector<T>& b, std
   }
 }
 
+// y = alpha op(A) x + beta y, A stored m x n with leading dimension lda (op(A) recorded as
+// rows x cols), x and y with their recorded increments.
+template <class T>
+void callGemv(const Case& c, void* fn, std::vector<T>& a, std::vector<T>& x, std::vector<T>& y) {
+  const CaseTensor& ta = c.tensors[static_cast<size_t>(c.a)];
+  const char tr = c.arg("trans").at(0);
+  const bool trans = tr != 'N' && tr != 'n';
+  const int rows = static_cast<int>(ta.shape.at(0)), cols = static_cast<int>(ta.shape.at(1));
+  const int m = trans ? cols : rows, n = trans ? rows : cols;
+  const int lda = std::stoi(c.arg("lda")), incx = std::stoi(c.arg("incx")),
+            incy = std::stoi(c.arg("incy"));
+  if (std::max(ta.strides[0], ta.strides[1]) != lda || std::min(ta.strides[0], ta.strides[1]) != 1)
+    throw std::runtime_error("A's strides do not match its leading dimension");
+  const CaseTensor &tx = c.tensors[static_cast<size_t>(c.b)],
+                   &ty = c.tensors[static_cast<size_t>(c.c_out)];
+  if (tx.shape.at(0) != cols || ty.shape.at(0) != rows || tx.strides.at(0) != incx ||
+      ty.strides.at(0) != incy)
+    throw std::runtime_error("x and y do not match A's shape and their increments");
+  const T alpha = static_cast<T>(std::stod(c.arg("alpha"))),
+          beta = static_cast<T>(std::stod(c.arg("beta")));
+  using Fn = void (*)(const char*, const int*, const int*, const T*, const T*, const int*,
+                      const T*, const int*, const T*, T*, const int*, size_t);
+  reinterpret_cast<Fn>(fn)(&tr, &m, &n, &alpha, a.data(), &lda, x.data(), &incx, &beta,
+                           y.data(), &incy, 1);
+}
+
 // The child: the call made again with the recorded operands, its output written into `dir`
 // (the recorded output's layout).
 template <class T>
-void replayGemm(const Case& c, const std::string& dir) {
-  if (c.a < 0 || c.b < 0 || c.c_out < 0) throw std::runtime_error("the case lacks A, B or C");
+void replayBlas(const Case& c, const std::string& dir) {
+  const bool gemv = c.op.find("gemv") != std::string::npos;
+  if (c.a < 0 || c.b < 0 || c.c_out < 0)
+    throw std::runtime_error(gemv ? "the case lacks A, x or y" : "the case lacks A, B or C");
   for (const CaseTensor& t : c.tensors)
-    if (t.shape.size() != 2) throw std::runtime_error(t.name + " is not a matrix");
+    if (t.shape.size() != (gemv && t.name != "A" ? 1u : 2u))
+      throw std::runtime_error(t.name + (gemv && t.name != "A" ? " is not a vector"
+                                                               : " is not a matrix"));
   std::vector<T> a = loadOperand<T>(c, c.a);
   std::vector<T> b = loadOperand<T>(c, c.b);
   const CaseTensor& tc = c.tensors[static_cast<size_t>(c.c_out)];
@@ -214,7 +245,10 @@ void replayGemm(const Case& c, const std::string& dir) {
                                    : std::vector<T>(static_cast<size_t>(tc.span()), T(0));
   void* fn = entryPoint(c.op);
   if (!fn) throw std::runtime_error("no BLAS library provides " + c.op + " (set FUMI_REPLAY_BLAS)");
-  callGemm<T>(c, fn, a, b, out);
+  if (gemv)
+    callGemv<T>(c, fn, a, b, out);
+  else
+    callGemm<T>(c, fn, a, b, out);
   const std::string out_file = replayedFile(dir, static_cast<size_t>(c.c_out));
   std::ofstream o(out_file, std::ios::binary);
   o.write(reinterpret_cast<const char*>(out.data()),
@@ -337,10 +371,10 @@ int replayCallCommand(const std::string& case_dir, const std::string& out_dir) {
     return kCannotReplay;
   }
   try {
-    if (c.op == "sgemm_" || c.op == "cblas_sgemm")
-      replayGemm<float>(c, out_dir);
-    else if (c.op == "dgemm_" || c.op == "cblas_dgemm")
-      replayGemm<double>(c, out_dir);
+    if (c.op == "sgemm_" || c.op == "cblas_sgemm" || c.op == "sgemv_")
+      replayBlas<float>(c, out_dir);
+    else if (c.op == "dgemm_" || c.op == "cblas_dgemm" || c.op == "dgemv_")
+      replayBlas<double>(c, out_dir);
     else
       throw std::runtime_error(c.op + " cannot be replayed");
   } catch (const std::exception& e) {
@@ -358,8 +392,8 @@ int replayCommand(const ReplayOptions& options) {
   }
   if (!replayable(c)) {
     std::cerr << "fumi replay: " << c.op << " (" << c.backend
-              << ") cases cannot be replayed yet: only PyTorch ops and CPU BLAS GEMMs (sgemm_, "
-                 "dgemm_, cblas_sgemm, cblas_dgemm)\n";
+              << ") cases cannot be replayed yet: only PyTorch ops and CPU BLAS GEMMs and GEMVs "
+                 "(sgemm_, dgemm_, cblas_sgemm, cblas_dgemm, sgemv_, dgemv_)\n";
     return kCannotReplay;
   }
   if (!c.desc.contains("check") || !c.desc.contains("metric")) {
@@ -378,7 +412,7 @@ int replayCommand(const ReplayOptions& options) {
     std::ofstream(run.policy) << replayPolicy(c);
   }
   for (size_t k = 0; k < c.tensors.size(); ++k) fs::remove(replayedFile(out, k), ec);
-  if (blasGemm(c)) {
+  if (blasCase(c)) {
     run.command = {selfExe(), "replay-call", absolutePath(options.case_dir), out};
   } else {
     const std::string script = (fs::path(out) / "replay.py").string();

@@ -1,6 +1,7 @@
 """Preload integration tests: real programs on real OpenBLAS under LD_PRELOAD=libfumi.so."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -632,6 +633,32 @@ class Replay(CorruptShim, unittest.TestCase):
         _, cases = self.dump([BLAS_DEMO, "layouts"], "*dgemm*",
                              "{ plugin: checksum, tolerance: 1e-300 }")
         self.assertEqual(len(cases), 12)
+        for case in cases:
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("bit-identical to the recorded one", p.stdout)
+
+    def test_gemv_findings_reproduced(self):
+        # Both transposes, x with increment 2, y with increment -1 and beta != 0 (y read too).
+        r, cases = self.dump([BLAS_DEMO, "layouts"], "sgemv_",
+                             "{ plugin: highprec, tolerance: 1e-300 }")
+        recorded = {v["call_index"]: v["value"] for v in r.of("violation")}
+        self.assertEqual(len(cases), 2)
+        lengths = set()
+        for case in cases:
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("violation — reproduced", p.stdout)
+            lengths |= set(re.findall(r"output:   bit-identical to the recorded one \((\d+) "
+                                      r"elements\)", p.stdout))
+            with open(os.path.join(case, "call.json")) as f:
+                index = json.load(f)["call_index"]
+            self.assertEqual(self.replayed_worst(case, "sgemv_", "highprec.normwise_rel"),
+                             recorded[index])
+        self.assertEqual(lengths, {"7", "5"})  # y of op(A) 7 x 5 (N) and 5 x 7 (T)
+        _, cases = self.dump([BLAS_DEMO, "layouts"], "dgemv_",
+                             "{ plugin: checksum, tolerance: 1e-300 }")
+        self.assertEqual(len(cases), 2)
         for case in cases:
             p = self.replay(case)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
