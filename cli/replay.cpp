@@ -419,6 +419,10 @@ int replayCommand(const ReplayOptions& options) {
     std::ofstream(script) << replayTorchScript();
     run.command = {replayPython(c), script, absolutePath(options.case_dir), out};
   }
+  // The call keeps its index (random checks draw from it): the replay numbers each op's calls
+  // from the recorded one.
+  setenv("FUMI_FIRST_CALL_INDEX", std::to_string(c.desc.value("call_index", uint64_t{0})).c_str(),
+         1);
   const int rc = runCommand(run);
   if (rc != 0) {
     std::cerr << "fumi replay: the replay did not complete (exit status " << rc << ")\n";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -12,6 +13,7 @@
 #include "loss_scaling.h"
 #include "report.h"
 #include "runtime.h"
+#include "settings.h"
 
 namespace fumi {
 __thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -19,6 +21,18 @@ __thread ThreadCounts* t_counts __attribute__((tls_model("initial-exec"))) = nul
 namespace {
 std::atomic<OpSite*> g_head{nullptr};
 std::atomic<uint32_t> g_next_slot{0};
+
+// FUMI_FIRST_CALL_INDEX: the index of every op's first call (0 unless a replay sets it). Read
+// once, when the first site is made (hook sites are made while the library loads).
+uint64_t firstCallIndex() {
+  static const uint64_t first = [] {
+    const std::string text = readSettings().first_call_index;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    return end && *end == '\0' && !text.empty() && text[0] != '-' ? uint64_t{v} : uint64_t{0};
+  }();
+  return first;
+}
 std::atomic<ThreadCounts*> g_counts_head{nullptr};
 
 void pushSite(OpSite* s) {
@@ -42,7 +56,7 @@ ThreadCounts* registerThreadCounts() {
 }
 
 uint64_t OpSite::totalCalls() const {
-  uint64_t total = calls.load(std::memory_order_relaxed);
+  uint64_t total = calls.load(std::memory_order_relaxed) - firstCallIndex();
   if (slot < kMaxCountedSites)
     for (ThreadCounts* t = g_counts_head.load(std::memory_order_acquire); t; t = t->next)
       total += t->n[slot].load(std::memory_order_relaxed);
@@ -50,14 +64,15 @@ uint64_t OpSite::totalCalls() const {
 }
 
 void OpSite::resetCounts() {
-  calls.store(0);
+  calls.store(firstCallIndex());
   if (slot < kMaxCountedSites)
     for (ThreadCounts* t = g_counts_head.load(std::memory_order_acquire); t; t = t->next)
       t->n[slot].store(0);
 }
 
 OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtype)
-    : name(op_name),
+    : calls(firstCallIndex()),
+      name(op_name),
       scaler_marker(static_cast<uint8_t>(scalerMarkerOf(op_name))),
       backend(backend_name),
       dtype(op_dtype),

@@ -628,15 +628,21 @@ class Replay(CorruptShim, unittest.TestCase):
             self.assertEqual(self.replayed_worst(case, desc["op"], "highprec.normwise_rel"),
                              recorded[(desc["op"], desc["call_index"])])
         self.assertEqual(ops, {"sgemm_", "cblas_sgemm"})
-        # fp64 calls under checksum (its vectors are drawn for the replay's call index 0, so
-        # only the verdict and the output are compared).
-        _, cases = self.dump([BLAS_DEMO, "layouts"], "*dgemm*",
+        # fp64 calls under checksum: its vectors are drawn from the call index, which the replay
+        # keeps (calls #0 to #5 of each op), so the figures are the recorded ones too.
+        r, cases = self.dump([BLAS_DEMO, "layouts"], "*dgemm*",
                              "{ plugin: checksum, tolerance: 1e-300 }")
+        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
         self.assertEqual(len(cases), 12)
         for case in cases:
             p = self.replay(case)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("bit-identical to the recorded one", p.stdout)
+            with open(os.path.join(case, "call.json")) as f:
+                desc = json.load(f)
+            self.assertEqual(self.replayed_worst(case, desc["op"], "checksum.normwise_rel"),
+                             recorded[(desc["op"], desc["call_index"])])
+        self.assertGreater(max(i for _, i in recorded), 0)
 
     def test_gemv_findings_reproduced(self):
         # Both transposes, x with increment 2, y with increment -1 and beta != 0 (y read too).

@@ -1780,18 +1780,24 @@ class Replay(unittest.TestCase):
         finally:
             shutil.rmtree(alone, ignore_errors=True)
 
-    def test_perturb_figure_of_a_first_call_reproduced(self):
-        # The replay's call has index 0: perturb draws the noise of the program's call 0.
+    def test_perturb_figures_reproduced(self):
+        # perturb draws its noise from its rule's and plugin's names (the replay's rule has the
+        # recorded name) and the call index (kept: FUMI_FIRST_CALL_INDEX): the same figure for
+        # the op's first call and for later ones.
         r, cases = self.dump("{ plugin: perturb, trials: 2, tolerance: 1e-300 }")
-        [case] = [c for n, c in cases.items() if n.endswith("aten::conv2d-0")]
-        [value] = [v["value"] for v in r.of("violation")
-                   if v["op"] == "aten::conv2d" and v["call_index"] == 0]
-        p = self.replay(case)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        [summary] = [e for e in read_events(os.path.join(case, "replay"))
-                     if e["event"] == "summary"]
-        worst = next(o for o in summary["ops"] if o["op"] == "aten::conv2d")["worst"]
-        self.assertEqual(worst["perturb.fumi_ratio"], value)
+        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")
+                    if v["metric"] == "fumi_ratio"}
+        later = max(i for op, i in recorded if op == "aten::linear")
+        self.assertGreater(later, 0)
+        for op, index in (("aten::conv2d", 0), ("aten::linear", later)):
+            [case] = [c for n, c in cases.items() if n.endswith("%s-%d" % (op, index))]
+            p = self.replay(case)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("bit-identical to the recorded one", p.stdout)
+            [summary] = [e for e in read_events(os.path.join(case, "replay"))
+                         if e["event"] == "summary"]
+            worst = next(o for o in summary["ops"] if o["op"] == op)["worst"]
+            self.assertEqual(worst["perturb.fumi_ratio"], recorded[(op, index)], op)
 
 
 if __name__ == "__main__":
