@@ -24,6 +24,9 @@ except ImportError as e:
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16,
           "bf16": torch.bfloat16}
+# The integer and boolean tensors of a call (call.json's aux_tensors), by PyTorch's names.
+AUX_DTYPES = {"int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+              "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
 
 
 class CannotReplay(Exception):
@@ -32,7 +35,7 @@ class CannotReplay(Exception):
 
 def load(case, t):
     """A recorded tensor: its file's bytes viewed with its shape and strides (on the host)."""
-    dtype = DTYPES.get(t["dtype"])
+    dtype = (AUX_DTYPES if t.get("aux") else DTYPES).get(t["dtype"])
     if dtype is None:
         raise CannotReplay("tensor %s has dtype %s" % (t["name"], t["dtype"]))
     path = os.path.join(case, t["file"])
@@ -89,6 +92,7 @@ def arguments(case, desc, schema, device):
     """The op's positional and keyword arguments, from the recorded tensors (by their schema
     names: `self`, `weight`, `tensors[0]` ...) and the recorded text of the others."""
     inputs = {t["name"]: t for t in desc["tensors"] if t["role"] == "input"}
+    inputs.update({t["name"]: dict(t, aux=True) for t in desc.get("aux_tensors", [])})
     args = desc.get("args", {})
 
     def tensor(label):
@@ -110,9 +114,9 @@ def arguments(case, desc, schema, device):
             value = parse(args[key], type_name, a.name)
         elif "Tensor" in type_name:
             raise CannotReplay(
-                "argument %s (%s) was not recorded: fumi records the floating tensors a call "
-                "reads (an integer or boolean tensor, an empty list or a list with None "
-                "elements is not replayable)" % (a.name, type_name))
+                "argument %s (%s) was not recorded: fumi records a call's floating, integer "
+                "and boolean tensors (a complex or quantized one, an empty list or a list with "
+                "None elements is not replayable)" % (a.name, type_name))
         else:
             raise CannotReplay("argument %s (%s) was not recorded" % (a.name, type_name))
         if a.kwarg_only:

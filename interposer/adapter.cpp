@@ -188,6 +188,10 @@ class AdapterCall final : public Call {
 #endif
     return c_.contract ? c_.contract(c_.self, &view, dim, count, vectors, out) : FUMI_UNSUPPORTED;
   }
+  std::string writeAux(const std::string& dir) override {
+    const char* text = c_.write_aux ? c_.write_aux(c_.self, dir.c_str()) : nullptr;
+    return text ? text : "";
+  }
   fumi_status convolveDevice(const fumi_device_conv& conv) override {
 #if FUMI_WITH_CUDA
     if (const fumi_status st =

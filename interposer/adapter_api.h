@@ -28,8 +28,9 @@ extern "C" {
  * 9: compare (the host's comparison of two host buffers, for the adapter's own figures) and
  *    account (the adapter's own time on sampled calls, for the summary).
  * 10: fumi_adapter_call.cuda_stream (fumi's own kernels for the primitives and checksum's
- *    projections of CUDA tensors, on the framework's stream). */
-#define FUMI_ADAPTER_ABI_VERSION 10u
+ *    projections of CUDA tensors, on the framework's stream).
+ * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump). */
+#define FUMI_ADAPTER_ABI_VERSION 11u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -137,6 +138,13 @@ typedef struct fumi_adapter_call {
    * the framework's ops take dozens), scratch from alloc_device, copies on that stream; where
    * they decline (no kernels, a capturing stream), the functions above serve. NULL: never. */
   int (*cuda_stream)(void* self, void** stream);
+  /* ABI 11 — for a dump (a rule's `action: dump`): the input tensors `tensors` leaves out
+   * (integer and boolean ones: indices, targets, masks), each written into the directory `dir`
+   * as the raw bytes of a contiguous host copy, described by the returned JSON array of
+   * {"name", "dtype" (PyTorch's name: "int64", "bool" ...), "shape", "strides", "file"}, so that
+   * the call can be made again (fumi replay). The text stays valid until the check returns.
+   * NULL (function or result): none. */
+  const char* (*write_aux)(void* self, const char* dir);
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

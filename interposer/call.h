@@ -79,6 +79,9 @@ class Call {
   // contractDevice, checksum's projection of a device op's convolution. The default serves
   // fumi's own hooks as contractDevice's does; FUMI_UNSUPPORTED as there.
   virtual fumi_status convolveDevice(const fumi_device_conv& conv);
+  // For a dump: the call's tensors that tensors() leaves out (a framework op's integer
+  // arguments), written into `dir`; their JSON description (adapter_api.h, write_aux), or "".
+  virtual std::string writeAux(const std::string& /*dir*/) { return {}; }
 
   // The number of terms each output sums (fumi_call_info.reduction_length; 0: unknown).
   void setReductionLength(int64_t k) { info_.reduction_length = k; }

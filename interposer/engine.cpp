@@ -728,6 +728,11 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
   if (c->check && c->check->spec)
     for (const auto& [key, value] : c->check->spec->params) params[key] = value;
   desc["check_params"] = std::move(params);
+  // A framework op's integer and boolean tensors (indices, targets), which checks never see.
+  if (const std::string aux = call.writeAux(path); !aux.empty()) {
+    nlohmann::json parsed = nlohmann::json::parse(aux, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_array() && !parsed.empty()) desc["aux_tensors"] = std::move(parsed);
+  }
   desc["tensors"] = nlohmann::json::array();
   for (size_t i = 0; i < call.tensors().size(); ++i) {
     const fumi_tensor& t = call.tensors()[i];

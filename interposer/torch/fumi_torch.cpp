@@ -205,6 +205,20 @@ bool readable(const at::Tensor& t) {
   return t.layout() == c10::kStrided && t.has_storage() && !fumi::torch_compat::nested(t);
 }
 
+// PyTorch's name of an integer or boolean dtype (a dumped auxiliary tensor's, for replay.py);
+// null for the others.
+const char* auxDtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Int: return "int32";
+    case c10::ScalarType::Short: return "int16";
+    case c10::ScalarType::Char: return "int8";
+    case c10::ScalarType::Byte: return "uint8";
+    case c10::ScalarType::Bool: return "bool";
+    default: return nullptr;
+  }
+}
+
 // What a tensor fumi does not read is, for the reason a call with one goes unchecked; null for
 // a wrapper without storage (its transform's physical op is observed instead).
 const char* unreadKind(const at::Tensor& t) {
@@ -1038,6 +1052,7 @@ class CapturedCall final : public at::ObserverContext {
     c.contract = &CapturedCall::contractThunk;
     c.convolve = &CapturedCall::convolveThunk;
     c.cuda_stream = &CapturedCall::cudaStreamThunk;
+    c.write_aux = &CapturedCall::writeAuxThunk;
     const Clock::time_point checks_started = Clock::now();
     const bool violated = g_api->check(site_, token_, index_, &c) != 0;
     in_checks_s_ = secondsSince(checks_started);
@@ -1107,7 +1122,10 @@ class CapturedCall final : public at::ObserverContext {
         continue;
       }
       forEachTensor(inputs_[i], [&](const at::Tensor& t, int k) {
-        input_slots_.push_back(add(t, label(name, k), FUMI_ROLE_INPUT));
+        const int slot = add(t, label(name, k), FUMI_ROLE_INPUT);
+        input_slots_.push_back(slot);
+        if (slot < 0 && readable(t) && auxDtypeName(t.scalar_type()))
+          aux_.emplace_back(label(name, k), t);  // for a dump: writeAuxThunk
       });
     }
     const auto& rets = schema.returns();
@@ -1293,6 +1311,39 @@ class CapturedCall final : public at::ObserverContext {
 
   // fumi_adapter_call.cuda_stream (ABI 10): the current stream of the call's CUDA device, where
   // that device is the thread's current one (libfumi's kernels run in the current context).
+  // The integer and boolean inputs, for a dump: aux<k>.bin in `dir`, contiguous host copies.
+  static const char* writeAuxThunk(void* self, const char* dir) {
+    CapturedCall& c = callOf(self);
+    if (c.aux_.empty() || !dir) return nullptr;
+    try {
+      QuietScope quiet;
+      std::ostringstream json;
+      json << "[";
+      for (size_t k = 0; k < c.aux_.size(); ++k) {
+        const at::Tensor t = c.aux_[k].second.contiguous().cpu();
+        const std::string file = "aux" + std::to_string(k) + ".bin";
+        FILE* f = std::fopen((std::string(dir) + "/" + file).c_str(), "wb");
+        if (!f) return nullptr;
+        const size_t bytes = t.nbytes();
+        const bool written = bytes == 0 || std::fwrite(t.data_ptr(), 1, bytes, f) == bytes;
+        if (std::fclose(f) != 0 || !written) return nullptr;
+        json << (k ? ", " : "") << "{\"name\": \"" << c.aux_[k].first << "\", \"dtype\": \""
+             << auxDtypeName(t.scalar_type()) << "\", \"file\": \"" << file << "\", \"shape\": [";
+        for (int64_t d = 0; d < t.dim(); ++d) json << (d ? ", " : "") << t.size(d);
+        json << "], \"strides\": [";
+        for (int64_t d = 0; d < t.dim(); ++d) json << (d ? ", " : "") << t.stride(d);
+        json << "]}";
+      }
+      json << "]";
+      c.aux_json_ = json.str();
+      return c.aux_json_.c_str();
+    } catch (const std::exception& e) {
+      noteFailureOnce(c.op_.schema().name().c_str(), "writing its integer tensors for a dump",
+                      e.what(), "its dumps lack them");
+      return nullptr;
+    }
+  }
+
   static int cudaStreamThunk(void* self, void** stream) {
     const CapturedCall& c = callOf(self);
     if (!c.device_ || !c.device_->is_cuda()) return 0;
@@ -1655,6 +1706,10 @@ class CapturedCall final : public at::ObserverContext {
   c10::optional<c10::Device> device_;  // where the device tensors live (none: a CPU call)
   std::vector<at::Tensor> scratch_;    // device scratch libfumi holds (allocThunk)
   std::vector<std::pair<std::string, std::string>> args_;
+  // Integer and boolean inputs (labelled), which tensors_ leaves out; and their description
+  // for the dump that wrote them (writeAuxThunk).
+  std::vector<std::pair<std::string, at::Tensor>> aux_;
+  std::string aux_json_;
   std::vector<TensorKey> input_keys_;  // per tensor of inputs_ (walk order): the originals'
   std::vector<at::Tensor> wide_;        // per output slot: the first wider rerun's result
   c10::ScalarType wide_dtype_ = c10::ScalarType::Double;

@@ -1675,9 +1675,9 @@ REPLAY_OPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_op
 
 class Replay(unittest.TestCase):
     """`fumi replay CASE` on PyTorch cases: the op called again from its recorded tensors and
-    arguments (lists, optional sizes, dtypes, in-place and out= forms, tensor lists, autocast),
-    checked as in the program: the same figure and bit-identical outputs. Ops with integer
-    tensors, which fumi does not record, are refused with the reason."""
+    arguments (lists, optional sizes, dtypes, in-place and out= forms, tensor lists, integer
+    tensors, autocast), checked as in the program: the same figure and bit-identical outputs.
+    A case missing an argument is refused with the reason."""
 
     OPS = ["aten::conv2d", "aten::convolution_backward", "aten::batch_norm",
            "aten::native_batch_norm_backward", "aten::lstm.input",
@@ -1708,8 +1708,6 @@ class Replay(unittest.TestCase):
     def test_torch_cases_reproduced_with_their_figures(self):
         r, cases = self.dump("{ plugin: highprec, tolerance: 1e-300 }")
         recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
-        refused = {"aten::cross_entropy_loss": "argument target (Tensor) was not recorded",
-                   "aten::embedding_backward": "argument indices (Tensor) was not recorded"}
         replayed = set()
         for name, case in sorted(cases.items()):
             with open(os.path.join(case, "call.json")) as f:
@@ -1720,10 +1718,6 @@ class Replay(unittest.TestCase):
                 continue  # one case per op (and the product under autocast)
             replayed.add(op)
             p = self.replay(case)
-            if op in refused:
-                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-                self.assertIn(refused[op], p.stderr)
-                continue
             self.assertEqual(p.returncode, 0, name + "\n" + p.stdout + p.stderr)
             self.assertIn("violation — reproduced", p.stdout)
             self.assertIn("output:   bit-identical to the recorded one", p.stdout)
@@ -1733,6 +1727,26 @@ class Replay(unittest.TestCase):
             self.assertEqual(worst["highprec.normwise_rel"], recorded[(op, desc["call_index"])],
                              name)
         self.assertEqual(replayed, set(self.OPS))
+        # The integer tensors were recorded for the dump (the adapter's write_aux), and a case
+        # without one is refused, saying which argument it lacks.
+        loss = next(c for n, c in cases.items() if "aten::cross_entropy_loss" in n)
+        with open(os.path.join(loss, "call.json")) as f:
+            desc = json.load(f)
+        [target] = desc["aux_tensors"]
+        self.assertEqual((target["name"], target["dtype"], target["shape"]),
+                         ("target", "int64", [2]))
+        bare = tempfile.mkdtemp(prefix="fumi-replay-bare-")
+        try:
+            shutil.rmtree(bare)
+            shutil.copytree(loss, bare)
+            del desc["aux_tensors"]
+            with open(os.path.join(bare, "call.json"), "w") as f:
+                json.dump(desc, f)
+            p = self.replay(bare)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("argument target (Tensor) was not recorded", p.stderr)
+        finally:
+            shutil.rmtree(bare, ignore_errors=True)
         # FUMI_REPLAY_PYTHON is the Python that replays: one without PyTorch is told.
         conv = next(c for n, c in cases.items() if "aten::conv2d" in n)
         no_torch = tempfile.mkdtemp(prefix="fumi-replay-python-")
