@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|bias_bn|sum_dtype|
-       functorch_ensemble"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|bias_bn|
+       sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -99,6 +99,17 @@ def bn_eval():
         show("bn_eval", bn(torch.randn(2, 16, 4, 4)))
 
 
+def rnn_dropout():
+    # A 2-layer LSTM with dropout between its layers: in training it draws masks inside
+    # aten::lstm (no random tag on the op); in eval mode it draws none.
+    torch.manual_seed(7)
+    lstm = torch.nn.LSTM(8, 16, num_layers=2, dropout=0.5)
+    x = torch.randn(6, 3, 8)
+    with torch.no_grad():
+        show("lstm_train", lstm(x)[0])
+        show("lstm_eval", lstm.eval()(x)[0])
+
+
 def bias_bn():
     # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
     # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
@@ -149,5 +160,5 @@ def functorch_ensemble():
 
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
-     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "bias_bn": bias_bn, "sum_dtype": sum_dtype,
-     "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()
+     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "bias_bn": bias_bn,
+     "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

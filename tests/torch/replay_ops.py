@@ -2,8 +2,8 @@
 convolutions forward and backward (bool lists, optional sizes), batch norm in training mode
 (running statistics written in place, three outputs), an LSTM (tensor lists in and out),
 softmax's backward (a dtype argument), in-place and out= forms, a concatenation, a product
-under bf16 autocast, and ops with integer tensors (embedding, cross entropy), which fumi does
-not record. Prints the loss as a hex float."""
+under bf16 autocast, and ops with integer tensors (embedding, cross entropy, whose backward
+gets an undefined tensor for its optional weight). Prints the results as hex floats."""
 import torch
 
 
@@ -14,9 +14,9 @@ def main():
     bn = torch.nn.BatchNorm2d(4)
     lstm = torch.nn.LSTM(8, 6, batch_first=True)
     head = torch.nn.Linear(4 * 4 * 4 + 6, 5)
-    x = torch.randn(2, 3, 8, 8)
-    tokens = torch.randint(0, 20, (2, 5))
-    target = torch.tensor([1, 3])
+    x = torch.randn(3, 3, 8, 8)
+    tokens = torch.randint(0, 20, (3, 5))
+    target = torch.tensor([1, 3, 0])
 
     h = torch.relu(bn(conv(x)))
     h = torch.nn.functional.max_pool2d(h, 2).flatten(1)
