@@ -338,11 +338,20 @@ inline void countElements(const Context& ctx, const std::vector<int32_t>& tensor
 
 // Reruns the call in `precision` on `inputs` mapped by `kind` (FUMI_MAP_COPY: converted to the
 // rerun's dtype; FUMI_MAP_ABS: |x|) straight into rerun buffers, with fresh buffers for
-// `outputs`; `buffers` receives them all.
+// `outputs`; `buffers` receives them all. `reuse`: the buffers of an earlier rerun in the same
+// precision whose inputs' buffers are free now — the inputs are mapped into those (a second
+// set of input copies in fp64 had put a 512-channel 7x7 convolution's backward over the
+// scratch budget).
 inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
                                const std::vector<int32_t>& outputs, fumi_dtype precision,
-                               fumi_map_kind kind, std::vector<void*>* buffers) {
-  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
+                               fumi_map_kind kind, std::vector<void*>* buffers,
+                               const std::vector<void*>* reuse = nullptr) {
+  if (reuse) {
+    buffers->assign(static_cast<size_t>(ctx.tensorCount()), nullptr);
+    for (int32_t i : inputs) (*buffers)[static_cast<size_t>(i)] = (*reuse)[static_cast<size_t>(i)];
+  } else {
+    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
+  }
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
   for (int32_t i : inputs)
     FUMI_RETURN_IF_NOT_OK(ctx.map(i, (*buffers)[static_cast<size_t>(i)],
@@ -362,7 +371,8 @@ inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
 // the call is (see below). y_k is the exact value where the check has it (`exact`: highprec's
 // wider rerun, at `precision`), else the call's own output: an output the op got wrong — all
 // zeros, values flushed below the dtype's normals — is no noise when its exact value is not.
-// Costs one rerun at `precision`; checks call it only for a verdict over tolerance.
+// Costs one rerun at `precision` (its inputs in `exact`'s input buffers, which that rerun no
+// longer needs); checks call it only for a verdict over tolerance.
 constexpr double kNoiseRoundoffs = 4;
 
 inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs,
@@ -371,7 +381,8 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
                                 const std::vector<void*>* exact = nullptr) {
   noise->assign(outputs.size(), false);
   std::vector<void*> buffers;
-  FUMI_RETURN_IF_NOT_OK(rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers));
+  FUMI_RETURN_IF_NOT_OK(
+      rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers, exact));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int32_t o = outputs[k];
     fumi_comparison c;

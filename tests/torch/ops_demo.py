@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
-Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|bias_bn|
-       sum_dtype|functorch_ensemble"""
+Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
+       bias_bn|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -110,6 +110,16 @@ def rnn_dropout():
         show("lstm_eval", lstm.eval()(x)[0])
 
 
+def conv_bn():
+    # A convolution with a bias before batch norm: its bias gradient is rounding noise, which
+    # highprec finds by a second rerun on |x| (noiseOutputs).
+    torch.manual_seed(8)
+    m = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64),
+                            torch.nn.LeakyReLU())
+    m(torch.randn(4, 64, 16, 16)).square().mean().backward()
+    show("conv_bn_grad_bias", m[0].bias.grad)
+
+
 def bias_bn():
     # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
     # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
@@ -160,5 +170,6 @@ def functorch_ensemble():
 
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
-     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "bias_bn": bias_bn,
+     "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
+     "bias_bn": bias_bn,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

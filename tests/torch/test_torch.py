@@ -574,6 +574,25 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual((lstm["calls"], lstm["checked"], lstm["skipped"]), (2, 1, 1), lstm)
         self.assertIn("it draws dropout masks (a rerun cannot reproduce them)", r.stderr)
 
+    def test_noise_rerun_fits_where_the_reference_fits(self):
+        # highprec's rerun on |x| (which finds the bias gradient before batch norm to be noise,
+        # for a verdict over tolerance) took a second set of fp64 input copies: 1.6 MB of inputs
+        # and outputs here, 3.3 MB with the second set, over a 2.5 MB budget (a 512-channel 7x7
+        # convolution's backward in minDiffusion went over the default 256 MiB so). The inputs
+        # go into the first rerun's buffers now: 1.9 MB.
+        r = self.demo("conv_bn", """
+            version: 1
+            scratch_budget: 2500000
+            rules:
+              - match: { op: aten::convolution_backward }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec, tolerance: 1e-12 } ]
+            """)
+        conv = torch_summary(r)["aten::convolution_backward"]
+        self.assertEqual((conv["checked"], conv["skipped"]), (1, 0), conv)
+        [check] = r.of("violation")
+        self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # grad_bias
+
     def test_eval_mode_batch_norm_checked(self):
         # Its empty saved statistics own no memory: every check declined the call
         # ("unsupported") until an empty tensor's missing data stopped counting as unreadable.
