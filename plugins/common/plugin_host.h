@@ -346,12 +346,16 @@ inline fumi_status rerunMapped(Context& ctx, const std::vector<int32_t>& inputs,
                                const std::vector<int32_t>& outputs, fumi_dtype precision,
                                fumi_map_kind kind, std::vector<void*>* buffers,
                                const std::vector<void*>* reuse = nullptr) {
-  if (reuse) {
-    buffers->assign(static_cast<size_t>(ctx.tensorCount()), nullptr);
-    for (int32_t i : inputs) (*buffers)[static_cast<size_t>(i)] = (*reuse)[static_cast<size_t>(i)];
-  } else {
-    FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(inputs, precision, buffers));
+  std::vector<int32_t> fresh;  // the inputs that get new buffers
+  buffers->assign(static_cast<size_t>(ctx.tensorCount()), nullptr);
+  for (int32_t i : inputs) {
+    const size_t k = static_cast<size_t>(i);
+    if (reuse && k < reuse->size() && (*reuse)[k])
+      (*buffers)[k] = (*reuse)[k];
+    else
+      fresh.push_back(i);
   }
+  FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(fresh, precision, buffers));
   FUMI_RETURN_IF_NOT_OK(ctx.allocLikeAll(outputs, precision, buffers));
   for (int32_t i : inputs)
     FUMI_RETURN_IF_NOT_OK(ctx.map(i, (*buffers)[static_cast<size_t>(i)],
