@@ -1333,8 +1333,6 @@ class CapturedCall final : public at::ObserverContext {
     return c.onDevice(k, "scan", [&] { return deviceScan(c.bufferView(k, buffer, dtype), out); });
   }
 
-  // fumi_adapter_call.cuda_stream (ABI 10): the current stream of the call's CUDA device, where
-  // that device is the thread's current one (libfumi's kernels run in the current context).
   // The integer and boolean inputs, for a dump: aux<k>.bin in `dir`, contiguous host copies.
   static const char* writeAuxThunk(void* self, const char* dir) {
     CapturedCall& c = callOf(self);
@@ -1368,6 +1366,8 @@ class CapturedCall final : public at::ObserverContext {
     }
   }
 
+  // fumi_adapter_call.cuda_stream (ABI 10): the current stream of the call's CUDA device, where
+  // that device is the thread's current one (libfumi's kernels run in the current context).
   static int cudaStreamThunk(void* self, void** stream) {
     const CapturedCall& c = callOf(self);
     if (!c.device_ || !c.device_->is_cuda()) return 0;
