@@ -8,11 +8,15 @@ namespace fumi::cli {
 
 namespace fs = std::filesystem;
 
-std::string exeDir() {
+std::string exePath() {
   std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec || exe.empty()) return ".";
-  return exe.parent_path().string();
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.string();
+}
+
+std::string exeDir() {
+  const std::string exe = exePath();
+  return exe.empty() ? "." : fs::path(exe).parent_path().string();
 }
 
 std::string libfumiPath() {

@@ -7,7 +7,9 @@
 
 namespace fumi::cli {
 
-// Directory of the running executable (from /proc/self/exe); "." when it cannot be read.
+// The running executable (from /proc/self/exe); empty when it cannot be read.
+std::string exePath();
+// Directory of the running executable; "." when it cannot be read.
 std::string exeDir();
 // <exe_dir>/../lib/libfumi.so, normalized.
 std::string libfumiPath();

@@ -6,7 +6,6 @@
 // the program's Python running replay_torch.py (written into the replay's directory). Each
 // child writes the call's outputs as DIR/replayed-t<i>.bin. Usage and exit codes: docs/cli.md.
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -128,18 +127,23 @@ std::string replayedFile(const std::string& dir, size_t index) {
   return (fs::path(dir) / ("replayed-t" + std::to_string(index) + ".bin")).string();
 }
 
-// The raw bytes of `path`, an operand laid out as `t`, as elements of T: at least t's span of
-// them, else an error.
-template <class T>
-std::vector<T> loadOperand(const std::string& path, const CaseTensor& t) {
+// The raw bytes of `path`, an operand laid out as `t` with elements of `elem_bytes`: at least
+// t's span of them, else an error.
+std::vector<char> loadBytes(const std::string& path, const CaseTensor& t, size_t elem_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const int64_t need = t.span();
-  if (static_cast<int64_t>(bytes.size()) < need * static_cast<int64_t>(sizeof(T)))
+  const int64_t need = t.span() * static_cast<int64_t>(elem_bytes);
+  if (static_cast<int64_t>(bytes.size()) < need)
     throw std::runtime_error(path + ": " + std::to_string(bytes.size()) +
-                             " bytes, the operand spans " +
-                             std::to_string(need * static_cast<int64_t>(sizeof(T))));
+                             " bytes, the operand spans " + std::to_string(need));
+  return bytes;
+}
+
+// The same as elements of T.
+template <class T>
+std::vector<T> loadOperand(const std::string& path, const CaseTensor& t) {
+  const std::vector<char> bytes = loadBytes(path, t, sizeof(T));
   std::vector<T> v(bytes.size() / sizeof(T));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
   return v;
@@ -256,14 +260,6 @@ void replayBlas(const Case& c, const std::string& dir) {
   if (!o) throw std::runtime_error("cannot write " + out_file);
 }
 
-fumi_dtype dtypeNamed(const std::string& name) {
-#define FUMI_DTYPE(e, spelling, ...) \
-  if (name == spelling) return FUMI_DTYPE_##e;
-#include "fumi/dtypes.def"
-#undef FUMI_DTYPE
-  return FUMI_DTYPE_UNKNOWN;
-}
-
 // How the replayed outputs (the files the child wrote into `dir`) compare with the recorded
 // ones, element by element over their shapes: bit for bit, and the largest relative difference.
 std::string compareOutputs(const Case& c, const std::string& dir, bool* identical) {
@@ -272,14 +268,11 @@ std::string compareOutputs(const Case& c, const std::string& dir, bool* identica
   for (size_t k = 0; k < c.tensors.size(); ++k) {
     const CaseTensor& t = c.tensors[k];
     if (t.role != "output") continue;
-    const fumi_dtype dt = dtypeNamed(t.dtype);
+    const fumi_dtype dt = dtypeNamed(t.dtype.c_str());
     const size_t bytes = static_cast<size_t>(dtypeBytes(dt));
     if (bytes == 0) throw std::runtime_error("output " + t.name + " has dtype " + t.dtype);
-    const std::vector<char> want = loadOperand<char>((fs::path(c.dir) / t.file).string(), t),
-                            got = loadOperand<char>(replayedFile(dir, k), t);
-    if (want.size() < static_cast<size_t>(t.span()) * bytes ||
-        got.size() < static_cast<size_t>(t.span()) * bytes)
-      throw std::runtime_error("output " + t.name + ": a file shorter than its span");
+    const std::vector<char> want = loadBytes((fs::path(c.dir) / t.file).string(), t, bytes),
+                            got = loadBytes(replayedFile(dir, k), t, bytes);
     forEachElement(t.layout(), [&](int64_t, int64_t at) {
       ++total;
       const size_t byte = static_cast<size_t>(at) * bytes;
@@ -318,12 +311,6 @@ bool replayedFigure(const std::string& out, const Case& c, double* value, bool* 
     return true;
   }
   return false;
-}
-
-std::string selfExe() {
-  std::vector<char> buf(4096);
-  const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : std::string("fumi");
 }
 
 // A policy that checks the case's op with the check that flagged it, as it was judged: its
@@ -413,7 +400,9 @@ int replayCommand(const ReplayOptions& options) {
   }
   for (size_t k = 0; k < c.tensors.size(); ++k) fs::remove(replayedFile(out, k), ec);
   if (blasCase(c)) {
-    run.command = {selfExe(), "replay-call", absolutePath(options.case_dir), out};
+    const std::string fumi = exePath();
+    run.command = {fumi.empty() ? "fumi" : fumi, "replay-call", absolutePath(options.case_dir),
+                   out};
   } else {
     const std::string script = (fs::path(out) / "replay.py").string();
     std::ofstream(script) << replayTorchScript();

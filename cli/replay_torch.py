@@ -33,6 +33,13 @@ class CannotReplay(Exception):
     pass
 
 
+def span(t):
+    """Elements from the first to the last one a recorded tensor's shape and strides reach."""
+    if 0 in t["shape"]:
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(t["shape"], t["strides"]))
+
+
 def load(case, t):
     """A recorded tensor: its file's bytes viewed with its shape and strides (on the host)."""
     dtype = (AUX_DTYPES if t.get("aux") else DTYPES).get(t["dtype"])
@@ -44,13 +51,14 @@ def load(case, t):
             data = bytearray(f.read())
     except OSError as e:
         raise CannotReplay("cannot read %s (%s)" % (path, e.strerror))
-    span = 0 if 0 in t["shape"] else 1 + sum((n - 1) * s for n, s in zip(t["shape"], t["strides"]))
+    elements = span(t)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(data) < span * itemsize:
-        raise CannotReplay("%s: %d bytes, the tensor spans %d" % (path, len(data), span * itemsize))
-    if span == 0:
+    if len(data) < elements * itemsize:
+        raise CannotReplay("%s: %d bytes, the tensor spans %d" % (path, len(data),
+                                                                  elements * itemsize))
+    if elements == 0:
         return torch.empty_strided(t["shape"], t["strides"], dtype=dtype)
-    flat = torch.frombuffer(data, dtype=dtype, count=span)
+    flat = torch.frombuffer(data, dtype=dtype, count=elements)
     return flat.as_strided(t["shape"], t["strides"])
 
 
@@ -146,12 +154,11 @@ def floating_outputs(result):
 
 def write(path, t, like):
     """t written in the recorded layout `like` (shape and strides), as the span of its file."""
-    span = 0 if 0 in like["shape"] else 1 + sum(
-        (n - 1) * s for n, s in zip(like["shape"], like["strides"]))
-    flat = torch.zeros(span, dtype=t.dtype)
-    if span:
+    elements = span(like)
+    flat = torch.zeros(elements, dtype=t.dtype)
+    if elements:
         flat.as_strided(like["shape"], like["strides"]).copy_(t.cpu())
-    raw = flat.view(torch.uint8) if span else torch.empty(0, dtype=torch.uint8)
+    raw = flat.view(torch.uint8) if elements else torch.empty(0, dtype=torch.uint8)
     with open(path, "wb") as f:
         f.write(raw.numpy().tobytes())
 

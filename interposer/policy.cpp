@@ -199,13 +199,8 @@ class Parser {
 
   // A dtype named by the scalar `v` ("f32"); an error when it names none.
   bool dtypeOf(const YAML::Node& v, const std::string& s, fumi_dtype* out) {
-    for (int d = 0; d < FUMI_DTYPE_UNKNOWN; ++d) {
-      const DtypeInfo* info = dtypeInfo(static_cast<fumi_dtype>(d));
-      if (info && s == info->name) {
-        *out = static_cast<fumi_dtype>(d);
-        return true;
-      }
-    }
+    *out = dtypeNamed(s.c_str());
+    if (*out != FUMI_DTYPE_UNKNOWN) return true;
     error(v, "unknown dtype '" + s + "' (known: f64, f32, f16, bf16, tf32)");
     return false;
   }

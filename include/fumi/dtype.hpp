@@ -47,6 +47,15 @@ inline const char* dtypeName(fumi_dtype dt) {
   return i ? i->name : "unknown";
 }
 
+// The dtype spelled `name` in policies and reports ("f32"); FUMI_DTYPE_UNKNOWN for none.
+inline fumi_dtype dtypeNamed(const char* name) {
+  for (int d = 0; d < FUMI_DTYPE_UNKNOWN; ++d) {
+    const DtypeInfo* info = dtypeInfo(static_cast<fumi_dtype>(d));
+    if (info && std::strcmp(name, info->name) == 0) return static_cast<fumi_dtype>(d);
+  }
+  return FUMI_DTYPE_UNKNOWN;
+}
+
 inline int dtypeBytes(fumi_dtype dt) {
   const DtypeInfo* i = dtypeInfo(dt);
   return i ? i->bytes : 0;
