@@ -609,66 +609,59 @@ class Replay(CorruptShim, unittest.TestCase):
         self.assertEqual(len(summary), 1)
         return next(o for o in summary[0]["ops"] if o["op"] == op)["worst"][key]
 
+    def reproduced(self, case, recorded, key):
+        """Replays `case`: its violation comes back with the figure the program recorded
+        (recorded[(op, call index)] for the summary's `key`) and a bit-identical output.
+        Returns the replay's output and the case's call.json."""
+        p = self.replay(case)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("violation — reproduced", p.stdout)
+        self.assertIn("output:   bit-identical to the recorded one (", p.stdout)
+        with open(os.path.join(case, "call.json")) as f:
+            desc = json.load(f)
+        self.assertEqual(self.replayed_worst(case, desc["op"], key),
+                         recorded[(desc["op"], desc["call_index"])])
+        return p.stdout, desc
+
+    def dump_findings(self, op, check):
+        """blas_demo's layouts with every call of `op` dumped: the cases, and the recorded
+        figures by (op, call index)."""
+        r, cases = self.dump([BLAS_DEMO, "layouts"], op, check)
+        return cases, {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
+
     def test_blas_findings_reproduced_in_every_layout(self):
         # highprec (deterministic): the same figure as recorded, on 12 calls of sgemm_ and
         # cblas_sgemm (both transposes, row- and column-major, ld 11 > m, beta 0.5).
-        r, cases = self.dump([BLAS_DEMO, "layouts"], "*sgemm*",
-                             "{ plugin: highprec, tolerance: 1e-300 }")
-        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
+        cases, recorded = self.dump_findings("*sgemm*", "{ plugin: highprec, tolerance: 1e-300 }")
         self.assertEqual(len(cases), 12)
         ops = set()
         for case in cases:
-            p = self.replay(case)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("violation — reproduced", p.stdout)
-            self.assertIn("output:   bit-identical to the recorded one (35 elements)", p.stdout)
-            with open(os.path.join(case, "call.json")) as f:
-                desc = json.load(f)
+            out, desc = self.reproduced(case, recorded, "highprec.normwise_rel")
+            self.assertIn("output:   bit-identical to the recorded one (35 elements)", out)
             ops.add(desc["op"])
-            self.assertEqual(self.replayed_worst(case, desc["op"], "highprec.normwise_rel"),
-                             recorded[(desc["op"], desc["call_index"])])
         self.assertEqual(ops, {"sgemm_", "cblas_sgemm"})
         # fp64 calls under checksum: its vectors are drawn from the call index, which the replay
         # keeps (calls #0 to #5 of each op), so the figures are the recorded ones too.
-        r, cases = self.dump([BLAS_DEMO, "layouts"], "*dgemm*",
-                             "{ plugin: checksum, tolerance: 1e-300 }")
-        recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
+        cases, recorded = self.dump_findings("*dgemm*", "{ plugin: checksum, tolerance: 1e-300 }")
         self.assertEqual(len(cases), 12)
         for case in cases:
-            p = self.replay(case)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("bit-identical to the recorded one", p.stdout)
-            with open(os.path.join(case, "call.json")) as f:
-                desc = json.load(f)
-            self.assertEqual(self.replayed_worst(case, desc["op"], "checksum.normwise_rel"),
-                             recorded[(desc["op"], desc["call_index"])])
+            self.reproduced(case, recorded, "checksum.normwise_rel")
         self.assertGreater(max(i for _, i in recorded), 0)
 
     def test_gemv_findings_reproduced(self):
         # Both transposes, x with increment 2, y with increment -1 and beta != 0 (y read too).
-        r, cases = self.dump([BLAS_DEMO, "layouts"], "sgemv_",
-                             "{ plugin: highprec, tolerance: 1e-300 }")
-        recorded = {v["call_index"]: v["value"] for v in r.of("violation")}
+        cases, recorded = self.dump_findings("sgemv_", "{ plugin: highprec, tolerance: 1e-300 }")
         self.assertEqual(len(cases), 2)
         lengths = set()
         for case in cases:
-            p = self.replay(case)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("violation — reproduced", p.stdout)
+            out, _ = self.reproduced(case, recorded, "highprec.normwise_rel")
             lengths |= set(re.findall(r"output:   bit-identical to the recorded one \((\d+) "
-                                      r"elements\)", p.stdout))
-            with open(os.path.join(case, "call.json")) as f:
-                index = json.load(f)["call_index"]
-            self.assertEqual(self.replayed_worst(case, "sgemv_", "highprec.normwise_rel"),
-                             recorded[index])
+                                      r"elements\)", out))
         self.assertEqual(lengths, {"7", "5"})  # y of op(A) 7 x 5 (N) and 5 x 7 (T)
-        _, cases = self.dump([BLAS_DEMO, "layouts"], "dgemv_",
-                             "{ plugin: checksum, tolerance: 1e-300 }")
+        cases, recorded = self.dump_findings("dgemv_", "{ plugin: checksum, tolerance: 1e-300 }")
         self.assertEqual(len(cases), 2)
         for case in cases:
-            p = self.replay(case)
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("bit-identical to the recorded one", p.stdout)
+            self.reproduced(case, recorded, "checksum.normwise_rel")
 
     def test_perturb_finding_reproduced_with_its_figure(self):
         # The program's only call has index 0, as the replay's: perturb draws the same noise.

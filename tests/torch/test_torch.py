@@ -1742,6 +1742,13 @@ class Replay(unittest.TestCase):
         return subprocess.run([FUMI, "replay", case, *extra], capture_output=True, text=True,
                               timeout=300)
 
+    @staticmethod
+    def replayed_worst(case, op):
+        """The worst figures of `op` in the summary of the replay of `case`."""
+        [summary] = [e for e in read_events(os.path.join(case, "replay"))
+                     if e["event"] == "summary"]
+        return next(o for o in summary["ops"] if o["op"] == op)["worst"]
+
     def test_torch_cases_reproduced_with_their_figures(self):
         r, cases = self.dump("{ plugin: highprec, tolerance: 1e-300 }")
         recorded = {(v["op"], v["call_index"]): v["value"] for v in r.of("violation")}
@@ -1758,9 +1765,7 @@ class Replay(unittest.TestCase):
             self.assertEqual(p.returncode, 0, name + "\n" + p.stdout + p.stderr)
             self.assertIn("violation — reproduced", p.stdout)
             self.assertIn("output:   bit-identical to the recorded one", p.stdout)
-            [summary] = [e for e in read_events(os.path.join(case, "replay"))
-                         if e["event"] == "summary"]
-            worst = next(o for o in summary["ops"] if o["op"] == op)["worst"]
+            worst = self.replayed_worst(case, op)
             self.assertEqual(worst["highprec.normwise_rel"], recorded[(op, desc["call_index"])],
                              name)
         self.assertEqual(replayed, set(self.OPS))
@@ -1845,10 +1850,8 @@ class Replay(unittest.TestCase):
             p = self.replay(case)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("bit-identical to the recorded one", p.stdout)
-            [summary] = [e for e in read_events(os.path.join(case, "replay"))
-                         if e["event"] == "summary"]
-            worst = next(o for o in summary["ops"] if o["op"] == op)["worst"]
-            self.assertEqual(worst["perturb.fumi_ratio"], recorded[(op, index)], op)
+            self.assertEqual(self.replayed_worst(case, op)["perturb.fumi_ratio"],
+                             recorded[(op, index)], op)
 
 
 if __name__ == "__main__":
