@@ -14,6 +14,10 @@
 #             checked (no target; the report says where the time goes)
 #   abft      as leaves, with the checks nan_inf + checksum (vectors 2) + perturb (trials 1):
 #             every compute leaf checked at production cost (issue 13 item 4: target ≤ 3×)
+#   production  preloaded, config/production.yaml (the policy teams leave on; no target)
+#
+# Besides step times, each run reports its process's peak resident set (torch_step.py's
+# peak_rss_kb): the table's memory column, the median over the rounds against the baseline's.
 #
 # For each model the modes alternate (baseline, attached, default, leaves, baseline, ...) for R
 # rounds; each run is one process of bench/torch_step.py (W warm-up steps, then N timed steps).
@@ -70,14 +74,17 @@ done
 if [[ $QUICK == 1 ]]; then ROUNDS=1 WARMUP=2 STEPS=4; else ROUNDS=5 WARMUP=3 STEPS=10; fi
 # leaves (every call of the compute leaves checked) is resnet18's breakdown of where check time
 # goes; on the language models it takes 15 s and more a step, so they run the other three.
-modes_of() { if [[ $1 == resnet18 ]]; then echo baseline attached default leaves abft; else echo baseline attached default; fi; }
+modes_of() {
+  if [[ $1 == resnet18 ]]; then echo baseline attached default production leaves abft
+  else echo baseline attached default production; fi
+}
 
 # ---- build ------------------------------------------------------------------------------------
 if [[ $BUILD_IT == 1 ]]; then
   [[ -f $BUILD/CMakeCache.txt ]] || cmake -S "$ROOT" -B "$BUILD" >&2
   # Build output goes to stderr so that stdout is only the tables.
   cmake --build "$BUILD" -j"$(nproc)" --target fumi fumi_cli \
-    fumi_nan_inf fumi_highprec fumi_perturb fumi_determinism >&2
+    fumi_nan_inf fumi_highprec fumi_perturb fumi_determinism fumi_checksum >&2
 fi
 LIBFUMI=$BUILD/lib/libfumi.so
 FUMI=$BUILD/bin/fumi
@@ -132,6 +139,8 @@ run_mode() {
     default) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out") ;;
     leaves) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/leaves.yaml") ;;
     abft) env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$TMP/abft.yaml") ;;
+    production)
+      env+=(LD_PRELOAD="$LIBFUMI" FUMI_OUT="$out" FUMI_POLICY="$ROOT/config/production.yaml") ;;
   esac
   if ! "${env[@]}" "$PYTHON" "$ROOT/bench/torch_step.py" --model "$model" "${AUTOCAST[@]}" \
        --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
@@ -198,8 +207,11 @@ label = {
     "default": "default: preloaded, embedded default policy",
     "leaves": "leaves: default policy, torch-compute `sample: { every: 1 }`",
     "abft": "abft: leaves with nan_inf + checksum (vectors 2) + perturb (trials 1)",
+    "production": "production: preloaded, config/production.yaml",
 }
 target = {"attached": 1.03, "default": 1.05, "abft": 3.0}
+
+peak_kb = {}  # mode -> [peak resident set of each process, KiB]
 
 def read_steps(mode, r):
     """[(kind, seconds, loss_hex, minor_faults)] of one process, warm-up included."""
@@ -208,6 +220,8 @@ def read_steps(mode, r):
         f = line.split()  # step <i> warmup|timed step_s <s> loss <hex> minflt <n>
         if len(f) == 9 and f[0] == "step":
             rows.append((f[2], float(f[4]), f[6], int(f[8])))
+        elif len(f) == 2 and f[0] == "peak_rss_kb":
+            peak_kb.setdefault(mode, []).append(int(f[1]))
     if len(rows) != warmup + steps:
         sys.exit(f"torch.sh: {mode} round {r} printed {len(rows)} steps, expected {warmup + steps}")
     return rows
@@ -285,11 +299,22 @@ print(f"{rounds} round(s), modes alternating; each run is one process of bench/t
       f"{rounds * (warmup + steps)} steps, warm-up included, shows them, and the mean of the "
       f"timed steps shows the random checks that the median passes over. Checks: checked calls "
       f"in each process (all steps). Faults: minor page faults per process over all steps, "
-      f"median of the processes (mean per timed step in brackets). Losses: each step's loss, "
+      f"median of the processes (mean per timed step in brackets). Peak memory: the "
+      f"process's peak resident set (getrusage), median of the processes, and its increase "
+      f"over the baseline's. Losses: each step's loss, "
       f"bit for bit, against the baseline run of the same round.")
 print()
-print("| mode | median step s (p10–p90) | median per round | factor | target | verdict | mean s, timed steps (factor) | mean s, all steps incl. warm-up (factor) | checks per process | faults (per timed step) | losses vs baseline |")
-print("|---|---:|---|---:|---|---|---:|---:|---|---:|---|")
+print("| mode | median step s (p10–p90) | median per round | factor | target | verdict | mean s, timed steps (factor) | mean s, all steps incl. warm-up (factor) | checks per process | faults (per timed step) | peak memory MiB (added) | losses vs baseline |")
+print("|---|---:|---|---:|---|---|---:|---:|---|---:|---:|---|")
+peak_mib = {m: statistics.median(peak_kb[m]) / 1024 if peak_kb.get(m) else None for m in modes}
+
+def peak(m):
+    if peak_mib[m] is None:
+        return "?"
+    if m == "baseline" or peak_mib["baseline"] is None:
+        return f"{peak_mib[m]:.0f}"
+    add = peak_mib[m] - peak_mib["baseline"]
+    return f"{peak_mib[m]:.0f} ({add:+.0f}, {100 * add / peak_mib['baseline']:+.0f}%)"
 for m in modes:
     f = med[m] / med["baseline"]
     if m == "baseline":
@@ -304,7 +329,7 @@ for m in modes:
           f"| {mean_timed[m]:.4f} ({mean_timed[m] / mean_timed['baseline']:.2f}) "
           f"| {mean_all[m]:.4f} ({mean_all[m] / mean_all['baseline']:.2f}) "
           f"| {checks(m)} | {statistics.median(faults_run[m]):.0f} ({faults_timed[m]:.0f}) "
-          f"| {losses(m)} |")
+          f"| {peak(m)} | {losses(m)} |")
 print()
 
 att = [sum(o["calls"] for o in p if o["backend"] == "torch") for p in ops["attached"]]

@@ -23,6 +23,8 @@ Runs W warm-up steps, then N timed steps. Prints one line per step:
 A step is zero_grad + forward + loss + backward + parameter update + loss.item(),
 timed with time.perf_counter(); drawing the batch is outside the timed region. minflt: the
 process's minor page faults during the step (getrusage), the allocator's footprint.
+At the end: peak_rss_kb <n>, the process's peak resident set (getrusage ru_maxrss): with
+libfumi preloaded, fumi's memory is in it (its scratch, the reruns' tensors, its own state).
 
 Usage: /usr/bin/python3 bench/torch_step.py [--model resnet18|lstm|transformer] [--steps N]
                                             [--warmup W] [--batch B] [--size S] [--threads T]
@@ -260,6 +262,7 @@ def main():
         print(f"step {step} {kind} step_s {dt:.6f} loss {value.hex()} minflt {faults}",
               flush=True)
     copies.close()
+    print(f"peak_rss_kb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", flush=True)
     if args.emulate:
         print(f"emulated_checks {fumi_emulate.calls()}", flush=True)
         print(f"emulated_own_s {fumi_emulate.own_seconds()!r}", flush=True)
