@@ -3,11 +3,13 @@
 // the kernel's zeroing cost more than a GEMM's checks themselves: docs/benchmarks.md part 2).
 // Checks on one thread nest at most as calls inside calls, so a mark taken when a check starts
 // and rewound when it ends frees exactly its allocations. The contents of scratch are unspecified
-// (plugin.h). What stays allocated between checks is bounded: the largest check's use, at most
-// the `keep` bytes rewind() is given (the policy's scratch budget: a check within the budget
-// never pays fresh pages twice), and trim() gives back what checks that come seldom would keep
-// for nothing (the engine's call, scratchToKeep()). Blocks are mapped pages of their own, so
-// what is freed leaves the process's resident set at once.
+// (plugin.h). What stays allocated between checks is bounded: the largest check's use, in one
+// block, at most the `keep` bytes rewind() is given (the policy's scratch budget: a check within
+// the budget pays fresh pages twice at most, once while the arena grows block by block and once
+// for the part of the one block that replaces them which the largest had not), and trim() gives
+// back what checks that come seldom would keep for nothing (the engine's call, scratchToKeep()).
+// Blocks are mapped pages of their own, so what is freed leaves the process's resident set at
+// once.
 #pragma once
 
 #include <cmath>
@@ -47,8 +49,11 @@ class ScratchArena {
     char* data;
     size_t size, used;
   };
+  void consolidate(size_t keep_bytes);
+
   std::vector<Block> blocks_;
   size_t current_ = 0;
+  size_t peak_ = 0;  // the most bytes live at once since the arena was last at its bottom
 };
 
 // Host staging of device memory for one primitive (a read, a staged write): bytes from the
