@@ -481,7 +481,8 @@ void noteFailureOnce(const char* op, const std::string& rerun, const char* what,
 //   generated  its output against its own wider rerun on the inputs it got (highprec's figure)
 //   amplified  its wider rerun on the inputs it got against the one on the producers'
 //              references: the error already in its inputs, carried through the op
-// (normwise relative errors; docs/detection.md). Cleared at each optimizer step; bounded.
+// (normwise relative errors; docs/detection.md). Cleared at each optimizer step; bounded; an
+// entry goes as soon as its output has.
 
 struct TensorKey {
   const void* storage = nullptr;
@@ -528,6 +529,15 @@ class Producers {
 
   void add(Produced p) {
     std::lock_guard<std::mutex> lock(mu_);
+    // References of outputs the program has dropped can match nothing any more: they go first
+    // (a job without torch.optim never clears the list at an optimizer step).
+    for (auto it = entries_.begin(); it != entries_.end();)
+      if (it->output.expired()) {
+        bytes_ -= it->bytes();
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
     bytes_ += p.bytes();
     entries_.push_back(std::move(p));
     while (!entries_.empty() && (entries_.size() > kMaxEntries || bytes_ > kMaxBytes)) {
