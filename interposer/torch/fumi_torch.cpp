@@ -1827,6 +1827,50 @@ NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
 
 bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
 
+// What the sentinel may need of an op's inputs once the op has returned. RecordFunction's
+// inputs are valid only inside the start callback: an unboxed call's arguments are boxed into a
+// temporary array for it and destroyed as soon as it returns (reading them at the end read
+// freed memory: a segmentation fault, now and then, at the first NaN of a job). The tensors are
+// held weakly: a strong reference would raise their use counts while the op runs, which
+// autograd reads (AccumulateGrad takes a gradient over only when nothing else holds it).
+class InputNote {
+ public:
+  InputNote() = default;
+  template <class Values>
+  explicit InputNote(const Values& inputs) : recorded_(!inputs.empty()) {
+    for (const c10::IValue& v : inputs) {
+      if (v.isDouble()) {
+        const double d = v.toDouble();
+        nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
+        scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
+      }
+      forEachTensor(v, [&](const at::Tensor& t, int) {
+        tensors_.emplace_back(t.getIntrusivePtr());
+      });
+    }
+  }
+  bool recorded() const { return recorded_; }  // the op had inputs
+  bool nonfiniteScalar() const { return nonfinite_scalar_; }  // a floating scalar not finite
+  bool scalarAboveOne() const { return scalar_above_one_; }  // |a floating scalar| > 1
+  // f(tensor) for each input tensor; false when one of them is gone (the op held its last
+  // reference and dropped it), whose values are then unknown.
+  template <class F>
+  bool forEachLive(F&& f) const {
+    bool all = true;
+    for (const auto& weak : tensors_) {
+      const at::Tensor t(weak.lock());
+      if (t.defined()) f(t);
+      else all = false;
+    }
+    return all;
+  }
+
+ private:
+  bool recorded_ = false, nonfinite_scalar_ = false, scalar_above_one_ = false;
+  c10::SmallVector<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>, 4>
+      tensors_;
+};
+
 // ---- the observer ---------------------------------------------------------------------------
 
 // What the observer keeps between an op's start and end, when there is anything to keep: a
@@ -1861,17 +1905,13 @@ std::string argName(const at::RecordFunction& fn, size_t i) {
 
 // Loss scaling's forward step: a multiplication of the loss by the scale (a Python float, or
 // GradScaler's one-element tensor) above 1.
-template <class Values>
-bool scalesUp(const at::RecordFunction& fn, const Values& inputs) {
-  if (std::strncmp(fumi::torch_compat::opName(fn), "aten::mul", 9) != 0) return false;
-  bool scaling = false;
-  for (const c10::IValue& v : inputs) {
-    if (v.isDouble()) scaling = scaling || std::fabs(v.toDouble()) > 1;
-    forEachTensor(v, [&](const at::Tensor& t, int) {
-      if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu() && readable(t))
-        scaling = scaling || std::fabs(t.item<double>()) > 1;
-    });
-  }
+bool scalesUp(const char* op, const InputNote& inputs) {
+  if (std::strncmp(op, "aten::mul", 9) != 0) return false;
+  bool scaling = inputs.scalarAboveOne();
+  inputs.forEachLive([&](const at::Tensor& t) {
+    if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu() && readable(t))
+      scaling = scaling || std::fabs(t.item<double>()) > 1;
+  });
   return scaling;
 }
 
@@ -1884,7 +1924,7 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   size_t first_bad = 0;
   obs.inputs_bad = scanValues(inputs, &first_bad);
   if (obs.inputs_bad.any()) obs.bad_input = argName(fn, first_bad);
-  obs.scaling = scalesUp(fn, inputs);
+  obs.scaling = scalesUp(fumi::torch_compat::opName(fn), InputNote(inputs));
 }
 
 // Reports the op as where non-finite outputs `out` appeared from finite inputs. An overflow of
@@ -1925,7 +1965,7 @@ void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation&
 //                  a search follows them back.
 enum class NonFiniteSource { kConstants, kFiniteInputs, kUnknown };
 
-NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
+NonFiniteSource nonFiniteSource(const InputNote& inputs,
                                 const std::vector<c10::IValue>& outputs) {
   const auto aliasesOutput = [&](const at::Tensor& t) {
     bool alias = false;
@@ -1933,23 +1973,17 @@ NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
       forEachTensor(o, [&](const at::Tensor& out, int) { alias = alias || t.is_alias_of(out); });
     return alias;
   };
-  const auto inputs = fumi::torch_compat::inputsOf(fn);
-  bool constants = false, tensors = false, written = inputs.empty();
-  for (const c10::IValue& v : inputs) {
-    if (v.isDouble()) {
-      constants = constants || !std::isfinite(v.toDouble());
-      continue;
+  bool constants = inputs.nonfiniteScalar(), tensors = false, written = !inputs.recorded();
+  // An input the op dropped: what it held is unknown, as for one written in place.
+  written = !inputs.forEachLive([&](const at::Tensor& t) {
+    if (tensors) return;
+    if (aliasesOutput(t)) {
+      written = true;
+      return;
     }
-    forEachTensor(v, [&](const at::Tensor& t, int) {
-      if (tensors) return;
-      if (aliasesOutput(t)) {
-        written = true;
-        return;
-      }
-      if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
-    });
-    if (tensors) return NonFiniteSource::kUnknown;
-  }
+    if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
+  }) || written;
+  if (tensors) return NonFiniteSource::kUnknown;
   if (constants) return NonFiniteSource::kConstants;
   return written ? NonFiniteSource::kUnknown : NonFiniteSource::kFiniteInputs;
 }
@@ -1964,18 +1998,17 @@ NonFiniteSource nonFiniteSource(const at::RecordFunction& fn,
 // unsqueeze_), and whatever bytes such memory held from its last use — a NaN pattern now and
 // then — would start a search for a NaN no op made. The op that writes the memory is watched
 // when it returns.
-void watchOutputs(const at::RecordFunction& fn, const std::vector<c10::IValue>& outputs,
-                  void* site, uint64_t index) {
+void watchOutputs(const char* op, const InputNote& inputs,
+                  const std::vector<c10::IValue>& outputs, void* site, uint64_t index) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
-    if (!scanTensor(t).any() || undefinedOutput(fumi::torch_compat::opName(fn))) continue;
-    switch (nonFiniteSource(fn, outputs)) {
+    if (!scanTensor(t).any() || undefinedOutput(op)) continue;
+    switch (nonFiniteSource(inputs, outputs)) {
       case NonFiniteSource::kConstants: break;
       case NonFiniteSource::kFiniteInputs:
-        reportOrigin(site, index, outputs, scanValues(outputs),
-                     scalesUp(fn, fumi::torch_compat::inputsOf(fn)));
+        reportOrigin(site, index, outputs, scanValues(outputs), scalesUp(op, inputs));
         break;
       case NonFiniteSource::kUnknown: g_api->nonfinite_seen(site, index); break;
     }
@@ -1988,6 +2021,7 @@ struct Running {
   void* site;
   uint64_t index;
   bool view;  // returns views of its inputs: neither watched nor scanned
+  InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
 };
 thread_local std::vector<Running> t_running;
 
@@ -2119,7 +2153,10 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (!g_sentinels && !g_capture) return nullptr;
   try {
     pushShared(fn);
-    if (g_sentinels) t_running.push_back(Running{site, index, view});
+    if (g_sentinels) {
+      const auto inputs = fumi::torch_compat::inputsOf(fn);
+      t_running.push_back(Running{site, index, view, view ? InputNote() : InputNote(inputs)});
+    }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
       g_api->optimizer_step();
@@ -2158,7 +2195,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     obs->checked->account(secondsSince(started));
   }
   if (g_sentinels && !t_running.empty()) {
-    const Running op = t_running.back();
+    const Running op = std::move(t_running.back());
     t_running.pop_back();
     if (op.view) {
       g_api->pop_context();
@@ -2167,7 +2204,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (obs && obs->searching) searchOutputs(outputs, *obs);
-      else if (!outputs.empty()) watchOutputs(fn, outputs, op.site, op.index);
+      else if (!outputs.empty())
+        watchOutputs(fumi::torch_compat::opName(fn), op.inputs, outputs, op.site, op.index);
     } catch (...) {
     }
   }

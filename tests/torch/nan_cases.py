@@ -15,6 +15,9 @@
   oneoff     a recall metric each step, hits / count of class 3: on one step the batch has no
              class 3 and the division makes NaN (0/0) from finite integer counts, once (the
              origin, on the line marked ONEOFF); no later step repeats it.
+  listinputs  a score each step from an op whose operands come as a list (einsum): on one step
+             it overflows to Inf from finite inputs, once. The sentinel judges the inputs of the
+             ops that return it after they ran, a list's included.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -64,6 +67,11 @@ for step in range(4):
         hits = ((out.argmax(-1) == 3) & (labels == 3)).sum()
         recall = hits / (labels == 3).sum()  # ONEOFF
         print(f"recall {recall.item():.3f}", file=sys.stderr)
+    if mode == "listinputs":
+        with torch.no_grad():
+            v = out[:2, 0].abs() + (1e30 if step == 2 else 1.0)
+            score = torch.einsum("i,i->", v, v)  # LISTINPUTS
+        print(f"score {score.item():.3g}", file=sys.stderr)
     if mode == "finite_checks":
         w = model[0].weight
         assert torch.isfinite(w).all() and not torch.isinf(x).any()
