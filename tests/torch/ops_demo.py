@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
 Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
-       bias_bn|sum_dtype|functorch_ensemble"""
+       bias_bn|scaled_bn|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -120,6 +120,28 @@ def conv_bn():
     show("conv_bn_grad_bias", m[0].bias.grad)
 
 
+def scaled_bn():
+    # Quantization-aware training's fused conv-bn divides the convolution's output by a
+    # per-channel scale before batch norm, which takes the scale out again: the scale's gradient
+    # (DivBackward0's sum over the batch and positions) is exactly 0 but for rounding, which the
+    # ops before it leave at tens to hundreds of unit roundoffs of its terms. The same with a
+    # convolution's bias in channels_last (its grad_bias at 4-8 roundoffs of its terms).
+    torch.manual_seed(3)
+    conv = torch.nn.Conv2d(16, 32, 3, padding=1)
+    bn = torch.nn.BatchNorm2d(32)
+    scale = torch.nn.Parameter(torch.rand(32, 1, 1) + 0.5)
+    head = torch.nn.Linear(32, 10)
+    conv = conv.to(memory_format=torch.channels_last)
+    for _ in range(2):
+        x = torch.randn(8, 16, 12, 12).contiguous(memory_format=torch.channels_last)
+        for p in (*conv.parameters(), scale):
+            p.grad = None
+        y = torch.relu(bn(conv(x) / scale)).mean((2, 3))
+        torch.nn.functional.cross_entropy(head(y), torch.arange(8)).backward()
+        show("scale_grad", scale.grad)
+        show("conv_bias_grad", conv.bias.grad)
+
+
 def bias_bn():
     # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
     # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
@@ -171,5 +193,5 @@ def functorch_ensemble():
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
-     "bias_bn": bias_bn,
+     "bias_bn": bias_bn, "scaled_bn": scaled_bn,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()
