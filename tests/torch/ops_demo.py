@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
 Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
-       bias_bn|scaled_bn|sum_dtype|functorch_ensemble"""
+       bias_bn|scaled_bn|grid|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -142,6 +142,23 @@ def scaled_bn():
         show("conv_bias_grad", conv.bias.grad)
 
 
+def grid():
+    # Ops that round their result to a grid, as quantization-aware training and metrics run
+    # them: at a step a wider or perturbed rerun lands on the other side. Then a Linear under
+    # dynamic int8 quantization (quantized::linear_dynamic).
+    torch.manual_seed(5)
+    x = torch.arange(-64.0, 64.0) * 0.37  # on the steps, but for the rounding of the products
+    with torch.no_grad():
+        show("floor_div", torch.div(x, 0.37, rounding_mode="floor"))
+        show("remainder", torch.remainder(x, 0.37))
+        show("histc", torch.histc(x, bins=128, min=-64 * 0.37, max=64 * 0.37))
+        show("fake_quant", torch.fake_quantize_per_tensor_affine(x, 0.74, 0, -128, 127))
+        show("round", torch.round(x / 0.74))
+        model = torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(torch.nn.Linear(64, 32)), {torch.nn.Linear}, dtype=torch.qint8)
+        show("linear_dynamic", model(torch.randn(8, 64)))
+
+
 def bias_bn():
     # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
     # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
@@ -193,5 +210,5 @@ def functorch_ensemble():
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
-     "bias_bn": bias_bn, "scaled_bn": scaled_bn,
+     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "grid": grid,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

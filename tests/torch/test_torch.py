@@ -582,6 +582,29 @@ class AtenChecks(unittest.TestCase):
                  and c["check"] == "highprec" and c["extra"].get("noise_outputs", 0) >= 1]
         self.assertEqual(len(scale), 2, backward)  # the scale's gradient, both steps
 
+    def test_ops_that_round_to_a_grid_skipped_saying_why(self):
+        # Floor division, remainders, histograms and fake quantization jump where an input
+        # crosses a step: a wider or perturbed rerun measured where the rounding fell (batch 7,
+        # a policy naming every op: histc, div with rounding_mode, QAT's fake quantizers).
+        # Dynamic int8 kernels have no wider rerun (highprec failed in Double) and jump as well.
+        # On values next to the steps: 9 violations of highprec and perturb before.
+        r = self.demo("grid", """
+            version: 1
+            rules:
+              - match: { op: ["aten::*", "quantized::*"] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: perturb } ]
+            """)
+        self.assertEqual(r.of("violation"), [])
+        ops = torch_summary(r)
+        rounding = ["aten::div.Tensor_mode", "aten::remainder.Scalar", "aten::histc",
+                    "aten::fake_quantize_per_tensor_affine_cachemask", "aten::round"]
+        for op in rounding + ["quantized::linear_dynamic"]:
+            self.assertEqual((ops[op]["checked"], ops[op]["skipped"]), (0, ops[op]["calls"]), op)
+        self.assertIn("aten::histc: not checked: it rounds its result to a grid", r.stderr)
+        self.assertIn("quantized::linear_dynamic: not checked: a quantized kernel", r.stderr)
+        self.assertGreater(ops["aten::mul.Tensor"]["checked"], 0)  # x * 100: checked
+
     def test_rnn_dropout_in_training_skipped_in_eval_checked(self):
         # aten::lstm draws its dropout masks between layers itself, with no random tag: its f64
         # rerun drew others, and highprec raised 0.1 on a healthy 2-layer LSTM (pytorch/
