@@ -82,6 +82,15 @@ class AdapterCall final : public Call {
     for (int32_t i = 0; i < c.nargs; ++i) addArg(c.arg_names[i], c.arg_values[i]);
     setAutocast(c.autocast);
     setReductionLength(frameworkReductionLength(site.name, tensors(), args()));
+    // Scalar arguments arrive as text: a floating one reads "inf", "-inf" or "nan".
+    int32_t nonfinite = 0;
+    for (int32_t i = 0; i < c.nargs; ++i) {
+      const char* v = c.arg_values[i];
+      char* end = nullptr;
+      const double d = std::strtod(v, &end);
+      if (end != v && *end == '\0' && !std::isfinite(d)) ++nonfinite;
+    }
+    setNonfiniteScalars(nonfinite);
   }
   fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
     return c_.rerun(c_.self, precision, buffers);

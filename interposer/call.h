@@ -87,6 +87,8 @@ class Call {
   void setReductionLength(int64_t k) { info_.reduction_length = k; }
   // The training phase the call ran in (fumi_call_info.phase; the engine's, when it checks).
   void setPhase(const char* phase) { info_.phase = phase; }
+  // Floating scalar arguments that are not finite (fumi_call_info.nonfinite_scalars).
+  void setNonfiniteScalars(int32_t n) { info_.nonfinite_scalars = n; }
 
   // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
   void setAutocast(fumi_dtype d) { autocast_ = d; }

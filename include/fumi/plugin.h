@@ -150,6 +150,10 @@ typedef struct fumi_call_info {
    * node), "optimizer" (inside an optimizer's step), or "" where the host cannot tell (no
    * framework). Read it only when struct_size covers it. */
   const char* phase;
+  /* Appended: how many of the call's floating scalar arguments are not finite (a framework
+   * op's fill value: masked_fill(mask, -inf) writes -inf from finite tensors). NaN/Inf in the
+   * outputs came in through them as through a tensor. Read it only when struct_size covers it. */
+  int32_t nonfinite_scalars;
 } fumi_call_info;
 
 typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checked */

@@ -4,14 +4,16 @@
 //   nan_from_inf  inputs hold Inf but no NaN, outputs hold NaN: Inf - Inf or 0 * Inf happened
 //                 here (a fully masked softmax row, say).
 //   propagated    otherwise: the non-finite values came in through the inputs (a mask's -inf
-//                 flowing through baddbmm). Counted in the summary, not a violation, unless
-//                 `propagated: violation`.
+//                 flowing through baddbmm), tensors or scalar arguments (masked_fill(mask,
+//                 -inf), fill_(-inf): fumi_call_info.nonfinite_scalars). Counted in the summary,
+//                 not a violation, unless `propagated: violation`.
 // A mask-style -inf that a softmax turns into zeros leaves no non-finite output: no event.
 //
 // Policy parameters:
 //   tolerance    non-finite outputs allowed where they appear (default 0)
 //   propagated   count (default) | violation
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -55,14 +57,21 @@ class NanInfCheck {
     Verdict v("nonfinite", static_cast<double>(nonfinite), tolerance_);
     if (nonfinite > 0) {
       // Inputs are read only when there is something to explain.
-      size_t input_nonfinite = 0, input_nan = 0;
+      // A non-finite scalar argument (masked_fill's -inf) counts as a non-finite input.
+      const fumi_call_info& info = ctx.info();
+      const bool has_scalars = info.struct_size >= offsetof(fumi_call_info, nonfinite_scalars) +
+                                                       sizeof(info.nonfinite_scalars);
+      size_t input_nonfinite = has_scalars ? static_cast<size_t>(info.nonfinite_scalars) : 0;
+      size_t input_nan = 0;
       for (int32_t i : inputs) {
         fumi_scan s;
         FUMI_RETURN_IF_NOT_OK(ctx.scan(i, nullptr, FUMI_DTYPE_UNKNOWN, &s));
         input_nonfinite += s.nan + s.inf;
         input_nan += s.nan;
       }
-      const bool nan_from_inf = input_nonfinite > 0 && input_nan == 0 && nan > 0;
+      // (A NaN scalar is not told from an infinite one: with any, nothing is "from inf".)
+      const bool nan_from_inf = input_nonfinite > 0 && input_nan == 0 && nan > 0 &&
+                                !(has_scalars && info.nonfinite_scalars > 0);
       const bool propagated = input_nonfinite > 0 && !nan_from_inf;
       if (propagated && !propagated_violates_) v.violated(false);
       const char* origin = propagated ? "propagated" : nan_from_inf ? "nan_from_inf" : "appeared";

@@ -1394,6 +1394,25 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(baddbmm["nonfinite_propagated"], 4)  # the mask's -inf, counted
         self.assertNotIn("nonfinite_propagated", r.op("aten::_softmax"))  # zeros, not -inf
 
+    def test_infinite_fill_values_pass_along(self):
+        # masked_fill(mask, -inf) (attention masks), full(-inf) and fill_(inf) write the
+        # program's non-finite scalar: nan_inf saw Inf appear from finite tensors, raised a
+        # violation and started a search that ended "not found" (batch 7, a policy naming every
+        # op). The scalar counts as a non-finite input now: passed along, counted.
+        r = run([PYTHON, "-c", FILLS], policy="""
+            version: 1
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.of("nan_search"), [])
+        for op in ("aten::masked_fill.Scalar", "aten::fill_.Scalar"):
+            self.assertGreater(r.op(op)["nonfinite_propagated"], 0, op)
+        self.assertEqual(r.stdout.split(), ["8.0", "0.0"])
+
     def test_comparisons_with_inf_and_printing_start_no_search(self):
         # torch.isfinite / isinf / != inf and print() on finite tensors wrap the Python inf in
         # one-element tensors: the program's constant, not a NaN any op made (before, each
@@ -1503,6 +1522,16 @@ del p
 before = resident()
 q = torch.mm(a[:4], b[:, :4])
 print("released", before - resident())
+"""
+
+# A causal mask filled with -inf, a tensor full of -inf, one filled with inf in place.
+FILLS = """
+import torch
+x = torch.ones(8, 8)
+a = x.masked_fill(torch.triu(torch.ones(8, 8, dtype=torch.bool), 1), float("-inf"))
+b = torch.full((4, 4), float("-inf"))
+c = torch.empty(4).fill_(float("inf"))
+print(a.softmax(-1).sum().item(), b.exp().sum().item() + c.neg().exp().sum().item())
 """
 
 # Layer norm's backward has three outputs; their gradients reach AccumulateGrad.
