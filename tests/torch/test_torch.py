@@ -1248,6 +1248,24 @@ class TorchAdapter(unittest.TestCase):
         self.assertEqual(len(table.of("violation")), 5)
         self.assertEqual(table.stdout, r.stdout)
 
+    def test_encoder_fast_path_checked_by_the_default_policy(self):
+        # nn.TransformerEncoder in eval under no_grad runs one fused op per layer, whose layer
+        # norms are not dispatched: no rule named it, and they went unchecked (batch 7). The
+        # default policy checks it whole; on padded (nested) inputs it says why it cannot.
+        for padded in (False, True):
+            r = run([PYTHON, "-c", ENCODER_FAST_PATH, str(int(padded))])
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.of("violation"), [])
+            fused = r.op("aten::_transformer_encoder_layer_fwd")
+            if padded:
+                self.assertEqual((fused["checked"], fused["skipped"]), (0, 1), fused)
+                self.assertIn("_transformer_encoder_layer_fwd: not checked: nested tensors",
+                              r.stderr)
+                self.assertGreaterEqual(r.op("aten::_addmm_activation")["checked"], 1)
+            else:
+                self.assertEqual(fused["checked"], 1, fused)  # the first call, as for any op
+                self.assertLess(fused["metrics"]["highprec.normwise_rel"]["max"], 1e-5)
+
     def test_aten_ops_observed_forward_backward_optimizer(self):
         r = run([PYTHON, TRAIN] + STEPS, policy=CHECK_SGEMM)
         self.assertEqual(r.rc, 0, r.stderr)
@@ -1522,6 +1540,20 @@ del p
 before = resident()
 q = torch.mm(a[:4], b[:, :4])
 print("released", before - resident())
+"""
+
+# A 2-layer Transformer encoder in eval, the fast path (argv[1] 1: padded, nested inputs).
+ENCODER_FAST_PATH = """
+import sys, torch
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+enc = torch.nn.TransformerEncoder(layer, 2).eval()
+x = torch.randn(4, 12, 64)
+pad = torch.arange(12)[None, :] >= torch.tensor([12, 9, 7, 12])[:, None]
+with torch.no_grad():
+    for _ in range(3):
+        y = enc(x, src_key_padding_mask=pad if sys.argv[1] == "1" else None)
+print(float(y.abs().sum()))
 """
 
 # A causal mask filled with -inf, a tensor full of -inf, one filled with inf in place.
