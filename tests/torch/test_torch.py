@@ -25,6 +25,12 @@ def losses(stdout):
     return [line for line in stdout.splitlines() if line.startswith("step ")]
 
 
+def every_call(op, checks="[ { plugin: highprec } ]"):
+    """A policy checking every call of `op` (YAML text) with `checks`."""
+    return f"version: 1\nrules:\n  - match: {{ op: {op} }}\n    sample: {{ every: 1 }}\n" \
+           f"    checks: {checks}\n"
+
+
 class TorchTraining(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -184,13 +190,8 @@ class BuildAdapterByHand(unittest.TestCase):
             print("maps", [l.split()[-1] for l in open("/proc/self/maps") if "fumi_torch" in l])
             """)
         plain = run([PYTHON, "-c", job], preload=False)
-        r = run([PYTHON, "-c", job], policy="""
-            version: 1
-            rules:
-              - match: { op: aten::linear }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec } ]
-            """, env={"LD_PRELOAD": os.path.join(lib, "libfumi.so")})
+        r = run([PYTHON, "-c", job], policy=every_call("aten::linear"),
+                env={"LD_PRELOAD": os.path.join(lib, "libfumi.so")})
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.stdout.splitlines()[0], plain.stdout.splitlines()[0])
         self.assertIn(repr(adapter), r.stdout)  # this adapter attached to the job, not the build's
@@ -1515,13 +1516,7 @@ class Attribution(unittest.TestCase):
         """The wider reference kept for attribution goes with its output: a job that never
         calls an optimizer's step (where the list is cleared) does not hold the references of
         every output it has dropped (49 MB for this product's f64 result)."""
-        r = run([PYTHON, "-c", DROPPED], policy="""
-            version: 1
-            rules:
-              - match: { op: aten::mm }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec } ]
-            """)
+        r = run([PYTHON, "-c", DROPPED], policy=every_call("aten::mm"))
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.op("aten::mm")["checked"], 2)
         released = int(r.stdout.split()[-1])
