@@ -74,6 +74,12 @@ inline const char* phaseOf(const fumi_call_info& info) {
   return info.phase;
 }
 
+// fumi_call_info.nonfinite_scalars, 0 where the host's struct predates it.
+inline int32_t nonfiniteScalarsOf(const fumi_call_info& info) {
+  if (info.struct_size < offsetof(fumi_call_info, nonfinite_scalars) + sizeof(int32_t)) return 0;
+  return info.nonfinite_scalars;
+}
+
 // The tolerance of an error check on the call `info`: as toleranceFor, with the policy's error
 // model (`tolerances: { error: precision }`) deriving it from the call's precision and shape.
 inline double errorToleranceFor(const metrics::Tolerance& t, const fumi_call_info& info) {

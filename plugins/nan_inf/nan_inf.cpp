@@ -13,7 +13,6 @@
 //   tolerance    non-finite outputs allowed where they appear (default 0)
 //   propagated   count (default) | violation
 #include <algorithm>
-#include <cstddef>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -58,11 +57,8 @@ class NanInfCheck {
     if (nonfinite > 0) {
       // Inputs are read only when there is something to explain.
       // A non-finite scalar argument (masked_fill's -inf) counts as a non-finite input.
-      const fumi_call_info& info = ctx.info();
-      const bool has_scalars = info.struct_size >= offsetof(fumi_call_info, nonfinite_scalars) +
-                                                       sizeof(info.nonfinite_scalars);
-      size_t input_nonfinite = has_scalars ? static_cast<size_t>(info.nonfinite_scalars) : 0;
-      size_t input_nan = 0;
+      const size_t scalars = static_cast<size_t>(fumi::plugin::nonfiniteScalarsOf(ctx.info()));
+      size_t input_nonfinite = scalars, input_nan = 0;
       for (int32_t i : inputs) {
         fumi_scan s;
         FUMI_RETURN_IF_NOT_OK(ctx.scan(i, nullptr, FUMI_DTYPE_UNKNOWN, &s));
@@ -70,8 +66,7 @@ class NanInfCheck {
         input_nan += s.nan;
       }
       // (A NaN scalar is not told from an infinite one: with any, nothing is "from inf".)
-      const bool nan_from_inf = input_nonfinite > 0 && input_nan == 0 && nan > 0 &&
-                                !(has_scalars && info.nonfinite_scalars > 0);
+      const bool nan_from_inf = input_nonfinite > 0 && input_nan == 0 && nan > 0 && scalars == 0;
       const bool propagated = input_nonfinite > 0 && !nan_from_inf;
       if (propagated && !propagated_violates_) v.violated(false);
       const char* origin = propagated ? "propagated" : nan_from_inf ? "nan_from_inf" : "appeared";
