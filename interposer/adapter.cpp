@@ -371,8 +371,9 @@ std::atomic<bool> g_torch_attached{false};
 // largest block freed, e.g. the logits) hands the heap top back to the kernel and the next step
 // faults it in again: 3x the page faults and 1.4x the step time on an LSTM language model
 // (docs/benchmarks.md part 4c). Fixed thresholds (mmap 32 MiB, glibc's dynamic maximum; trim
-// never) stop that; results are unchanged, peak memory is the same (the heap top is re-faulted
-// every step anyway). Not when the program's environment tunes malloc itself.
+// never) stop that; results are unchanged, the peak can grow (the LSTM of part 4e: 537 MB
+// against 481-508; `malloc_thresholds: leave` keeps glibc's). Not when the program's
+// environment tunes malloc itself.
 static void pinMallocThresholds() {
   Engine* e = engine();
   if (!e || !e->policy().pin_malloc_thresholds) return;
