@@ -577,8 +577,10 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(r.of("violation"), [])
         backward = [c for c in r.of("check") if c["phase"] == "backward"]
         conv = [c for c in backward if c["op"] == "aten::convolution_backward"]
-        self.assertEqual(len(conv), 4)  # highprec and perturb, two steps: grad_bias is noise
-        self.assertTrue(all(c["extra"].get("noise_outputs", 0) >= 1 for c in conv), conv)
+        self.assertEqual(len(conv), 4)  # highprec and perturb, two steps
+        conv_highprec = [c for c in conv if c["check"] == "highprec"]
+        self.assertTrue(all(c["extra"].get("noise_outputs", 0) >= 1 for c in conv_highprec),
+                        conv)  # grad_bias: its relative error is large, and it is noise
         scale = [c for c in backward if c["op"] == "aten::sum.dim_IntList"
                  and c["check"] == "highprec" and c["extra"].get("noise_outputs", 0) >= 1]
         self.assertEqual(len(scale), 2, backward)  # the scale's gradient, both steps
