@@ -2027,9 +2027,11 @@ NonFiniteSource nonFiniteSource(const InputNote& inputs,
 // its empty one-element result with as_strided before filling it; max.dim its results with
 // unsqueeze_), and whatever bytes such memory held from its last use — a NaN pattern now and
 // then — would start a search for a NaN no op made. The op that writes the memory is watched
-// when it returns.
-void watchOutputs(const char* op, const InputNote& inputs,
-                  const std::vector<c10::IValue>& outputs, void* site, uint64_t index) {
+// when it returns. `origin_inside`: an op this one called has been reported as the origin
+// (einsum's bmm made the Inf that einsum returns from finite operands): the origin is that op,
+// not this one too. True when this call reports an origin.
+bool watchOutputs(const char* op, const InputNote& inputs, const std::vector<c10::IValue>& outputs,
+                  void* site, uint64_t index, bool origin_inside) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
@@ -2038,12 +2040,14 @@ void watchOutputs(const char* op, const InputNote& inputs,
     switch (nonFiniteSource(inputs, outputs)) {
       case NonFiniteSource::kConstants: break;
       case NonFiniteSource::kFiniteInputs:
+        if (origin_inside) break;
         reportOrigin(site, index, outputs, scanValues(outputs), scalesUp(op, inputs));
-        break;
+        return true;
       case NonFiniteSource::kUnknown: g_api->nonfinite_seen(site, index); break;
     }
-    return;
+    return false;
   }
+  return false;
 }
 
 // The ops running on this thread, innermost last: the sentinel names the op.
@@ -2052,6 +2056,7 @@ struct Running {
   uint64_t index;
   bool view;  // returns views of its inputs: neither watched nor scanned
   InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
+  bool origin_inside = false;  // an op it called was reported as a NaN/Inf origin
 };
 thread_local std::vector<Running> t_running;
 
@@ -2238,8 +2243,9 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (obs && obs->searching) searchOutputs(outputs, *obs);
-      else if (!outputs.empty())
-        watchOutputs(fumi::torch_compat::opName(fn), op.inputs, outputs, op.site, op.index);
+      else if (!outputs.empty() && watchOutputs(fumi::torch_compat::opName(fn), op.inputs,
+                                                outputs, op.site, op.index, op.origin_inside))
+        for (Running& outer : t_running) outer.origin_inside = true;
     } catch (...) {
     }
   }
