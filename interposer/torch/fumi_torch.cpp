@@ -2004,15 +2004,16 @@ NonFiniteSource nonFiniteSource(const InputNote& inputs,
     return alias;
   };
   bool constants = inputs.nonfiniteScalar(), tensors = false, written = !inputs.recorded();
-  // An input the op dropped: what it held is unknown, as for one written in place.
-  written = !inputs.forEachLive([&](const at::Tensor& t) {
+  const bool all_live = inputs.forEachLive([&](const at::Tensor& t) {
     if (tensors) return;
     if (aliasesOutput(t)) {
       written = true;
       return;
     }
     if (scanTensor(t).any()) (t.dim() == 0 ? constants : tensors) = true;
-  }) || written;
+  });
+  // An input the op dropped: what it held is unknown, as for one written in place.
+  written = written || !all_live;
   if (tensors) return NonFiniteSource::kUnknown;
   if (constants) return NonFiniteSource::kConstants;
   return written ? NonFiniteSource::kUnknown : NonFiniteSource::kFiniteInputs;

@@ -591,13 +591,8 @@ class AtenChecks(unittest.TestCase):
         # a policy naming every op: histc, div with rounding_mode, QAT's fake quantizers).
         # Dynamic int8 kernels have no wider rerun (highprec failed in Double) and jump as well.
         # On values next to the steps: 9 violations of highprec and perturb before.
-        r = self.demo("grid", """
-            version: 1
-            rules:
-              - match: { op: ["aten::*", "quantized::*"] }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec }, { plugin: perturb } ]
-            """)
+        r = self.demo("grid", every_call('["aten::*", "quantized::*"]',
+                                         "[ { plugin: highprec }, { plugin: perturb } ]"))
         self.assertEqual(r.of("violation"), [])
         ops = torch_summary(r)
         rounding = ["aten::div.Tensor_mode", "aten::remainder.Scalar", "aten::histc",
@@ -1418,13 +1413,7 @@ class NanOrigin(unittest.TestCase):
         # program's non-finite scalar: nan_inf saw Inf appear from finite tensors, raised a
         # violation and started a search that ended "not found" (batch 7, a policy naming every
         # op). The scalar counts as a non-finite input now: passed along, counted.
-        r = run([PYTHON, "-c", FILLS], policy="""
-            version: 1
-            rules:
-              - match: { op: "aten::*" }
-                sample: { every: 1 }
-                checks: [ { plugin: nan_inf } ]
-            """)
+        r = run([PYTHON, "-c", FILLS], policy=every_call('"aten::*"', "[ { plugin: nan_inf } ]"))
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.of("violation"), [])
         self.assertEqual(r.of("nan_search"), [])
