@@ -3,6 +3,7 @@
 #include "contract.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -136,6 +137,68 @@ FUMI_KERNEL double laneSum(typename Vec<W>::Lanes x) {
 #endif
 }
 
+// The lane sums of N vectors at once, out[i] = laneSum(v[i]): W vectors at a time folded
+// pairwise as a tree, each fold two two-source shuffles and one add that halve both vectors'
+// groups of lanes and interleave them, until one vector holds the W sums (lane i that of
+// vector treeOrder[i]). N separate lane sums took N x log2(W) dependent folds, extracts and a
+// trip through the stack: as much time as the arithmetic of a run of 256 elements.
+#if defined(__clang__) || __GNUC__ >= 12
+constexpr size_t foldIndex(int W, int B, size_t i, bool upper) {
+  return static_cast<size_t>(((i / B) % 2 ? W : 0) + (i / (2 * B)) * 2 * B + i % B +
+                             (upper ? B : 0));
+}
+template <int W, int B, size_t... I>
+FUMI_KERNEL typename Vec<W>::Lanes foldPair(typename Vec<W>::Lanes x, typename Vec<W>::Lanes y,
+                                            std::index_sequence<I...>) {
+  return __builtin_shufflevector(x, y, foldIndex(W, B, I, false)...) +
+         __builtin_shufflevector(x, y, foldIndex(W, B, I, true)...);
+}
+// Which vector's sum lane i of the tree's result holds (the folds above, run on labels).
+template <int W>
+constexpr std::array<int, W> treeOrder() {
+  std::array<std::array<int, W>, W> v{};
+  for (int t = 0; t < W; ++t)
+    for (int i = 0; i < W; ++i) v[t][i] = t;
+  for (int b = W / 2, n = W; b >= 1; b /= 2, n /= 2)
+    for (int t = 0; t < n / 2; ++t) {
+      std::array<int, W> f{};
+      for (int i = 0; i < W; ++i) {
+        const size_t j = foldIndex(W, b, static_cast<size_t>(i), false);
+        f[i] = j < W ? v[2 * t][j] : v[2 * t + 1][j - W];
+      }
+      v[t] = f;
+    }
+  return v[0];
+}
+#endif
+#if defined(__clang__) || __GNUC__ >= 12
+// N vectors folded into N / 2 with groups of B lanes, down to one vector.
+template <int W, int B, int N>
+FUMI_KERNEL void foldLevels(typename Vec<W>::Lanes* v) {
+  for (int t = 0; t < N / 2; ++t)
+    v[t] = foldPair<W, B>(v[2 * t], v[2 * t + 1], std::make_index_sequence<W>{});
+  if constexpr (B > 1) foldLevels<W, B / 2, N / 2>(v);
+}
+#endif
+template <int W, int N>
+FUMI_KERNEL void laneSums(const typename Vec<W>::Lanes* x, double* out) {
+#if defined(__clang__) || __GNUC__ >= 12
+  if constexpr (W > 1) {
+    using Lanes = typename Vec<W>::Lanes;
+    constexpr std::array<int, W> order = treeOrder<W>();
+    for (int c = 0; c < N; c += W) {
+      Lanes v[W];
+      for (int t = 0; t < W; ++t) v[t] = c + t < N ? x[c + t] : Lanes{};
+      foldLevels<W, W / 2, W>(v);
+      for (int i = 0; i < W; ++i)
+        if (c + order[i] < N) out[c + order[i]] = v[0][i];
+    }
+    return;
+  }
+#endif
+  for (int i = 0; i < N; ++i) out[i] = laneSum<W>(x[i]);
+}
+
 // The contracted axis has unit stride: dot products of the contiguous runs with the S vectors,
 // R runs (kept indices) at a time, so each load of a vector serves R runs and R x S independent
 // sums are in flight. R is a constant so that the sums stay in registers.
@@ -154,10 +217,12 @@ FUMI_KERNEL void dotRuns(const typename E::T* m, int64_t k0, int64_t sk, int64_t
       for (int s = 0; s < S; ++s) acc[r][s] += x * v[s];
     }
   }
+  double sums[R * S];
+  laneSums<W, R * S>(&acc[0][0], sums);
   for (int r = 0; r < R; ++r) {
     const typename E::T* row = m + (k0 + r) * sk;
     for (int s = 0; s < S; ++s) {
-      double sum = laneSum<W>(acc[r][s]);
+      double sum = sums[r * S + s];
       for (int64_t q = l; q < L; ++q) sum += E::load(row[q]) * V[s * ldv + q];
       double* o = out + (k0 + r) * out_k + s * out_s;
       *o = accumulate ? *o + alpha * sum : alpha * sum;
@@ -178,47 +243,49 @@ FUMI_KERNEL void dotKernel(const typename E::T* m, int64_t K, int64_t sk, int64_
 }
 
 // The kept axis has unit stride: scaled adds of the contiguous runs into per-vector rows of
-// `tmp` (S x K), four runs (contracted indices) at a time, so each row of `tmp` is loaded and
-// stored once per four runs. Along K in tiles whose S rows of sums stay in the L1 cache (16 KiB)
-// while every run adds to them (a filter gradient's runs are thousands long).
+// `tmp` (S x K), C runs (contracted indices) at a time, so each row of `tmp` is loaded and
+// stored once per C runs: 8 where the registers hold 8 runs' weights for each of up to 2
+// vectors (AVX-512; 4 runs took a fifth more time, 256 x 256 fp32 with 2 vectors), else 4.
+// Along K in tiles whose S rows of sums stay in the L1 cache (16 KiB) while every run adds to
+// them (a filter gradient's runs are thousands long).
 template <int W, class E, int S>
 FUMI_KERNEL void axpyKernel(const typename E::T* m, int64_t K, int64_t L, int64_t sl,
                             const double* V, int64_t ldv, double* tmp) {
   using Lanes = typename Vec<W>::Lanes;
+  constexpr int C = Vec<W>::kRegisters >= 32 && S <= 2 ? 8 : 4;
   std::fill(tmp, tmp + S * K, 0.0);
   constexpr int64_t kTile = 2048 / S;
   for (int64_t k0 = 0; k0 < K; k0 += kTile) {
     const int64_t k1 = std::min(K, k0 + kTile);
     int64_t l = 0;
-    for (; l + 4 <= L; l += 4) {
-      const typename E::T* c0 = m + l * sl;
-      const typename E::T *c1 = c0 + sl, *c2 = c1 + sl, *c3 = c2 + sl;
-      double w[S][4];
-      for (int s = 0; s < S; ++s)
-        for (int j = 0; j < 4; ++j) w[s][j] = V[s * ldv + l + j];
+    for (; l + C <= L; l += C) {
+      const typename E::T* col[C];
+      double w[S][C];
+      for (int c = 0; c < C; ++c) {
+        col[c] = m + (l + c) * sl;
+        for (int s = 0; s < S; ++s) w[s][c] = V[s * ldv + l + c];
+      }
       // W lanes at a time, written out: GCC leaves the loop over S rows of tmp scalar.
       int64_t k = k0;
       for (; k + W <= k1; k += W) {
-        const Lanes x0 = loadLanes<W, E>(c0 + k), x1 = loadLanes<W, E>(c1 + k),
-                    x2 = loadLanes<W, E>(c2 + k), x3 = loadLanes<W, E>(c3 + k);
+        Lanes x[C];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) x[c] = loadLanes<W, E>(col[c] + k);
         for (int s = 0; s < S; ++s) {
           Lanes t;
           std::memcpy(&t, tmp + s * K + k, sizeof t);
           // One multiply-add per run: each row's chain is independent of the next W rows'
           // (a tree of products and adds took half as many more instructions).
-          t += x0 * w[s][0];
-          t += x1 * w[s][1];
-          t += x2 * w[s][2];
-          t += x3 * w[s][3];
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) t += x[c] * w[s][c];
           std::memcpy(tmp + s * K + k, &t, sizeof t);
         }
       }
-      for (; k < k1; ++k) {
-        const double x0 = E::load(c0[k]), x1 = E::load(c1[k]), x2 = E::load(c2[k]),
-                     x3 = E::load(c3[k]);
-        for (int s = 0; s < S; ++s)
-          tmp[s * K + k] += (x0 * w[s][0] + x1 * w[s][1]) + (x2 * w[s][2] + x3 * w[s][3]);
-      }
+      for (; k < k1; ++k)
+        for (int c = 0; c < C; ++c) {
+          const double x = E::load(col[c][k]);
+          for (int s = 0; s < S; ++s) tmp[s * K + k] += x * w[s][c];
+        }
     }
     for (; l < L; ++l) {
       const typename E::T* col = m + l * sl;
@@ -276,8 +343,7 @@ FUMI_KERNEL void twoSidedRuns(const typename E::T* m, int64_t K, int64_t l, int6
       *mx = a > *mx ? a : *mx;
     }
   }
-  for (int c = 0; c < C; ++c)
-    for (int s = 0; s < S; ++s) outL[(l + c) * S + s] = laneSum<W>(acc[c][s]);
+  laneSums<W, C * S>(&acc[0][0], outL + l * S);
   for (; k < K; ++k)
     for (int c = 0; c < C; ++c) {
       const double x = E::load(col[c][k]);

@@ -59,16 +59,22 @@ inline double logPositive(double s) {
 // Pairs p0 .. p0 + n - 1 (n <= kPairs) of the stream `seed` into out[0 .. 2n): each attempt of
 // Marsaglia's polar method for all the pairs still open at once (their hashes, then s, the
 // logarithm and the square root as vector loops), the rejected ones (21% at the first attempt)
-// gathered for the next. Every element comes out of this one function, so a vector drawn
-// whole and an element drawn alone (gaussianAt) are the same bits in either clone.
-constexpr int kPairs = 64;
-template <int kMax = kPairs>
-FUMI_WIDE void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* out) {
-  double u[kMax], v[kMax], f[kMax];
-  int open[kMax], m = n;
+// gathered for the next. The vector loops run in whole groups of kGroup, the lanes past the
+// open pairs computed and not used: a loop's scalar remainder (with a scalar division, square
+// root and logarithm per pair) was half the time at 64 pairs a call. Every element comes out
+// of this one function, and each is a function of (seed, pair, attempt) alone, so a vector
+// drawn whole, in blocks of any size, and an element drawn alone (gaussianAt) are the same
+// bits in either clone.
+constexpr int kPairs = 256;
+constexpr int kGroup = 8;
+FUMI_WIDE inline void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* out) {
+  double u[kPairs + kGroup], v[kPairs + kGroup], f[kPairs + kGroup];
+  int open[kPairs + kGroup], m = n;
   for (int j = 0; j < n; ++j) open[j] = j;
   for (uint64_t a = 0; m > 0; ++a) {
     const uint64_t stream = a == 0 ? seed : metrics::mixSeed(seed, ~a);
+    const int groups = (m + kGroup - 1) / kGroup;
+    for (int j = m; j < groups * kGroup; ++j) open[j] = open[0];
     // (u, v) uniform in [-1, 1)^2: draws 2p and 2p + 1 of the stream, perturb's counter-based
     // draws (32-bit arithmetic, vectorised on AVX2 too, where 64-bit hashes ran scalar; 32
     // random bits each: the deviates' resolution is far below anything the estimate sees).
@@ -76,18 +82,19 @@ FUMI_WIDE void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* out) {
     // serves the loop.
     const uint32_t base = metrics::noiseBase(stream, 2 * p0);
     const uint32_t low0 = static_cast<uint32_t>(2 * p0);
-    FUMI_SIMD()
-    for (int j = 0; j < m; ++j) {
-      const uint32_t low = low0 + 2 * static_cast<uint32_t>(open[j]);
-      u[j] = metrics::noiseDraw(base, low);
-      v[j] = metrics::noiseDraw(base, low + 1);
-    }
-    FUMI_SIMD()
-    for (int j = 0; j < m; ++j) {  // f = 0 marks a point outside the unit disc (or its centre)
-      const double s = u[j] * u[j] + v[j] * v[j];
-      const bool in = s < 1.0 && s > 0.0;
-      const double t = in ? s : 0.5;
-      f[j] = in ? std::sqrt(-2.0 * logPositive(t) / t) : 0.0;
+    for (int g = 0; g < groups; ++g) {
+      FUMI_SIMD()
+      for (int q = 0; q < kGroup; ++q) {
+        const int j = g * kGroup + q;
+        const uint32_t low = low0 + 2 * static_cast<uint32_t>(open[j]);
+        u[j] = metrics::noiseDraw(base, low);
+        v[j] = metrics::noiseDraw(base, low + 1);
+        // f = 0 marks a point outside the unit disc (or its centre)
+        const double s = u[j] * u[j] + v[j] * v[j];
+        const bool in = s < 1.0 && s > 0.0;
+        const double t = in ? s : 0.5;
+        f[j] = in ? std::sqrt(-2.0 * logPositive(t) / t) : 0.0;
+      }
     }
     if (m == n) {  // the first attempt: every pair in place
       FUMI_SIMD()
