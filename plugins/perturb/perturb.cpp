@@ -146,7 +146,7 @@ class PerturbCheck {
     for (uint64_t m : moved) changed += m;
     const double perturbed_fraction =
         static_cast<double>(changed) / (static_cast<double>(in_total) * trials_);
-    if (changed == 0 && shiftIsToBlame(shift, storage, in_total) && anyNonzero(ctx, inputs))
+    if (changed == 0 && shiftIsToBlame(shift, storage, nonzeroAtLeast(ctx, inputs)))
       warnIneffective(ctx, shift, storage);
 
     Verdict v = normwise_primary_ ? Verdict("normwise", normwise, tolerance)
@@ -201,26 +201,31 @@ class PerturbCheck {
 
   // Whether "no input moved" says the shift is too small rather than that a few elements drew
   // small noise. At a shift of at least 2^-p of the storage dtype, every nonzero normal element
-  // moves with probability 1/2 or more, so a handful of them (a sum over a loss's five scores)
-  // all stay put now and then by chance; past kChanceElements draws that no longer happens
-  // (2^-kChanceElements). A shift below 2^-p is a configuration that moves few elements at
-  // best: said whatever the size.
-  bool shiftIsToBlame(double shift, fumi_dtype storage, size_t in_total) const {
-    return shift < lastBit(storage) ||
-           static_cast<double>(in_total) * trials_ >= static_cast<double>(kChanceElements);
+  // moves with probability 1/2 or more, so a handful of them (a sum over a loss's five scores,
+  // a gradient that ReLU zeroed but for a few elements) all stay put now and then by chance;
+  // past kChanceElements draws of nonzero elements that no longer happens (2^-kChanceElements).
+  // A shift below 2^-p is a configuration that moves few elements at best: said whatever the
+  // count. `nonzero`: at least that many input elements are nonzero (nonzeroAtLeast).
+  bool shiftIsToBlame(double shift, fumi_dtype storage, double nonzero) const {
+    if (!(nonzero > 0)) return false;  // zeros stay zeros whatever the shift
+    return shift < lastBit(storage) || nonzero * trials_ >= static_cast<double>(kChanceElements);
   }
   static constexpr int kChanceElements = 32;
 
-  // Whether any input holds a nonzero finite element: zeros (an accuracy count with nothing
-  // right, a head initialised to zero) stay zeros whatever the shift, so all-zero inputs do not
-  // make the shift ineffective.
-  static bool anyNonzero(Context& ctx, const std::vector<int32_t>& inputs) {
+  // A lower bound on the number of nonzero finite input elements, from each input's scan:
+  // ||x||_2^2 <= nonzero(x) * max|x|^2. Infinity where an input cannot be scanned (it may hold
+  // anything). All-zero inputs (an accuracy count with nothing right, a head initialised to
+  // zero) give 0.
+  static double nonzeroAtLeast(Context& ctx, const std::vector<int32_t>& inputs) {
+    double count = 0;
     for (int32_t t : inputs) {
       fumi_scan sc{};
       sc.struct_size = sizeof sc;
-      if (ctx.scan(t, nullptr, FUMI_DTYPE_UNKNOWN, &sc) != FUMI_OK || sc.max_abs > 0) return true;
+      if (ctx.scan(t, nullptr, FUMI_DTYPE_UNKNOWN, &sc) != FUMI_OK)
+        return std::numeric_limits<double>::infinity();
+      if (sc.max_abs > 0) count += std::max(1.0, std::floor(std::pow(sc.norm / sc.max_abs, 2)));
     }
-    return false;
+    return count;
   }
 
   // Once per policy entry: the verdicts carry perturbed_fraction = 0 for every call anyway.

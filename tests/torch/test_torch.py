@@ -690,8 +690,9 @@ class AtenChecks(unittest.TestCase):
     def test_perturb_warns_of_an_ineffective_shift_only_where_one_could_move(self):
         # All-zero inputs stay zeros whatever the shift: no advice to raise it (before, an
         # accuracy count with nothing right or a zero-initialised head drew it), nor where a few
-        # elements' draws left them in place by chance (sums over a handful of scores); a shift
-        # below half an ulp of nonzero inputs still says so.
+        # nonzero elements' draws left them in place by chance (sums over a handful of scores,
+        # or a few nonzero ones among zeros); a shift below half an ulp of nonzero inputs still
+        # says so.
         def warned(code, shift=""):
             r = run([PYTHON, "-c", "import torch\n" + code], policy=f"""
                 version: 1
@@ -710,6 +711,10 @@ class AtenChecks(unittest.TestCase):
         # the warning showed before); a tiny shift is still said on one element.
         self.assertFalse(warned("torch.tensor([1.25]).sum()", ", trials: 1"))
         self.assertTrue(warned("torch.tensor([1.25]).sum()", ", shift: 1e-12"))
+        # The same one element among a thousand zeros (a gradient that ReLU zeroed but for a
+        # few elements): the chance is that of the nonzero elements (the warning showed before).
+        self.assertFalse(warned("x = torch.zeros(1000); x[0] = 1.25; x.sum()", ", trials: 1"))
+        self.assertTrue(warned("x = torch.zeros(1000); x[:40] = 1.25; x.sum()", ", shift: 1e-12"))
 
     def test_wider_rerun_widens_dtype_arguments(self):
         """sum(x, dim, dtype=float32) of f32 data, with and without out=: highprec's f64 rerun
