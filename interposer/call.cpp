@@ -41,6 +41,22 @@ int Call::addTensor(const fumi_tensor& t) {
   return static_cast<int>(tensors_.size()) - 1;
 }
 
+bool Call::keptScan(int32_t index, fumi_scan* out) const {
+  if (index < 0 || static_cast<size_t>(index) >= scans_.size() ||
+      !scans_[static_cast<size_t>(index)].first)
+    return false;
+  const uint32_t size = out->struct_size;
+  *out = scans_[static_cast<size_t>(index)].second;
+  out->struct_size = size;
+  return true;
+}
+
+void Call::keepScan(int32_t index, const fumi_scan& scan) {
+  if (index < 0 || static_cast<size_t>(index) >= tensors_.size()) return;
+  if (scans_.size() < tensors_.size()) scans_.resize(tensors_.size(), {false, fumi_scan{}});
+  scans_[static_cast<size_t>(index)] = {true, scan};
+}
+
 const fumi_call_info& Call::info() {
   info_.ntensors = static_cast<int32_t>(tensors_.size());
   info_.tensors = tensors_.data();

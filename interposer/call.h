@@ -90,6 +90,13 @@ class Call {
   // Floating scalar arguments that are not finite (fumi_call_info.nonfinite_scalars).
   void setNonfiniteScalars(int32_t n) { info_.nonfinite_scalars = n; }
 
+  // The scan (fumi_host_api.scan) of tensor `index`'s own data in its own dtype, kept for the
+  // call's other checks: nan_inf after checksum (whose contraction of the output scans it in
+  // the same pass) reads the output again otherwise. The call's memory does not change while
+  // its checks run (results never change; reruns write fumi's buffers).
+  bool keptScan(int32_t index, fumi_scan* out) const;
+  void keepScan(int32_t index, const fumi_scan& scan);
+
   // The autocast dtype the framework ran the op under (FUMI_DTYPE_UNKNOWN: none), for reports.
   void setAutocast(fumi_dtype d) { autocast_ = d; }
   fumi_dtype autocast() const { return autocast_; }
@@ -107,6 +114,7 @@ class Call {
   std::vector<std::pair<const char*, std::string>> args_;
   int64_t size_;
   fumi_dtype autocast_ = FUMI_DTYPE_UNKNOWN;
+  std::vector<std::pair<bool, fumi_scan>> scans_;  // keepScan's, by tensor index
 };
 
 }  // namespace fumi

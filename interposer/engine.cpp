@@ -441,6 +441,14 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
   if (!validIndex(c, index) || (scan && scan->struct_size < sizeof(fumi_scan))) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (!validSides(n, sides, t)) return FUMI_ERROR;
+  // The call's own data: a scan kept from another check is not made again, and one made here
+  // is kept (hostScan).
+  const bool own = buffer == nullptr;
+  if (scan && own && c->call->keptScan(index, scan)) scan = nullptr;
+  const auto done = [&](fumi_status st) {
+    if (st == FUMI_OK && scan && own) c->call->keepScan(index, *scan);
+    return st;
+  };
   if (t.memory != FUMI_MEMORY_HOST) {  // contracted and scanned where it lives, if it can be
     Call& call = *c->call;
     fumi_dtype dt = dtype;
@@ -450,12 +458,12 @@ fumi_status hostContractSides(fumi_call* c, int32_t index, const void* buffer, f
       return call.contractDevice(view, dim, count, vectors, out);
     };
     if (src && contractSidesOnDevice(t, src, dt, n, sides, device))
-      return scan ? call.scanDevice(index, src, dt, scan) : FUMI_OK;
+      return done(scan ? call.scanDevice(index, src, dt, scan) : FUMI_OK);
   }
   Stage stage;
   const void* src = tensorHostData(t, buffer, &dtype, stage, c->call);
   if (!src) return FUMI_UNSUPPORTED;
-  return contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED;
+  return done(contractSides(t, src, dtype, n, sides, scan) ? FUMI_OK : FUMI_UNSUPPORTED);
 }
 
 // project and contract: one set of vectors.
@@ -519,10 +527,15 @@ fumi_status hostScan(fumi_call* c, int32_t index, const void* buffer, fumi_dtype
   const SettleOnReturn settle;
   if (!validIndex(c, index) || !out || out->struct_size < sizeof(fumi_scan)) return FUMI_ERROR;
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  const bool own = buffer == nullptr;  // the call's own data: kept for its other checks
+  if (own && c->call->keptScan(index, out)) return FUMI_OK;
   buffer = resolveBuffer(t, buffer, &dtype);
   if (!buffer) return FUMI_UNSUPPORTED;
-  return t.memory != FUMI_MEMORY_HOST ? c->call->scanDevice(index, buffer, dtype, out)
-                                      : scanTensor(t, buffer, dtype, out);
+  const fumi_status st = t.memory != FUMI_MEMORY_HOST
+                             ? c->call->scanDevice(index, buffer, dtype, out)
+                             : scanTensor(t, buffer, dtype, out);
+  if (own && st == FUMI_OK) c->call->keepScan(index, *out);
+  return st;
 }
 
 fumi_status hostScatter(fumi_call* c, int32_t index, const double* in, void* buffer,

@@ -495,6 +495,41 @@ rules:
   EXPECT_EQ(worst[FUMI_MEMORY_DEVICE], worst[FUMI_MEMORY_HOST]);
 }
 
+// A call's own output is scanned once for all its checks (Call::keepScan): two nan_inf checks
+// (as nan_inf after checksum's contraction, which scans the output in the same pass) read the
+// output once, and say the same.
+class ScanCountingCall final : public FakeDeviceCall {
+ public:
+  using FakeDeviceCall::FakeDeviceCall;
+  fumi_status scanDevice(int32_t index, const void* buffer, fumi_dtype dtype,
+                         fumi_scan* out) override {
+    ++scans[index];
+    return Call::scanDevice(index, buffer, dtype, out);
+  }
+  std::map<int32_t, int> scans;
+};
+
+TEST_F(EngineFixture, OwnOutputScannedOnceForAllChecks) {
+  const char* yaml = R"(version: 1
+rules:
+  - match: { op: unit_op_scan }
+    checks: [ { plugin: nan_inf }, { plugin: nan_inf, tolerance: 1 } ]
+)";
+  std::vector<float> x(16, 1.0f), y(16, 2.0f);
+  y[3] = std::numeric_limits<float>::infinity();
+  OpSite site("unit_op_scan", "unit", FUMI_DTYPE_F32);
+  auto e = make(yaml);
+  e->compileSite(site);
+  ScanCountingCall call(site, x, y, FUMI_MEMORY_DEVICE);
+  e->runChecks(call, *site.decision.load()->select(CallFacts{16}, 0));
+  const OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 1u);
+  EXPECT_EQ(call.scans[1], 1);  // the output: once, where each check read it before
+  EXPECT_EQ(call.scans[0], 1);  // the input, read to explain the Inf: once as well
+  EXPECT_EQ(st.worst.at("nan_inf.nonfinite"), 1.0);
+  EXPECT_EQ(st.violations, 1u);  // the first check's (tolerance 0); the second allows one
+}
+
 // A device whose maps leave their count for later where the plugin allows it
 // (FUMI_MAP_CHANGED_LATER): stored when the host settles (engine.h, deferUntilSettled), as fumi's
 // kernels do; `fail_rerun` makes the check return before any comparison.
