@@ -110,6 +110,14 @@ struct EngineFixture : ::testing::Test {
                                      std::vector<std::string>{FUMI_TEST_PLUGIN_DIR,
                                                               FUMI_BUILTIN_PLUGIN_DIR});
   }
+  // One call of `site` checked under `yaml` (its first call, of problem size `size`): the
+  // site's statistics after it.
+  OpStats checkOnce(const std::string& yaml, OpSite& site, Call& call, int64_t size) {
+    auto e = make(yaml);
+    e->compileSite(site);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{size}, 0));
+    return site.statsSnapshot();
+  }
 };
 
 TEST_F(EngineFixture, FirstMatchingRuleAndExclusion) {
@@ -479,11 +487,8 @@ rules:
   std::map<std::string, double> worst[2];
   for (fumi_memory memory : {FUMI_MEMORY_HOST, FUMI_MEMORY_DEVICE}) {
     OpSite site("unit_op_mem", "unit", FUMI_DTYPE_F32);  // one name: the same noise
-    auto e = make(yaml);
-    e->compileSite(site);
     FakeDeviceCall call(site, x, y, memory);
-    e->runChecks(call, *site.decision.load()->select(CallFacts{37}, 0));
-    const OpStats st = site.statsSnapshot();
+    const OpStats st = checkOnce(yaml, site, call, 37);
     EXPECT_EQ(st.checked, 1u);
     EXPECT_EQ(call.live, 0);
     if (memory == FUMI_MEMORY_HOST) EXPECT_EQ(call.to_host, 0u);
@@ -518,11 +523,8 @@ rules:
   std::vector<float> x(16, 1.0f), y(16, 2.0f);
   y[3] = std::numeric_limits<float>::infinity();
   OpSite site("unit_op_scan", "unit", FUMI_DTYPE_F32);
-  auto e = make(yaml);
-  e->compileSite(site);
   ScanCountingCall call(site, x, y, FUMI_MEMORY_DEVICE);
-  e->runChecks(call, *site.decision.load()->select(CallFacts{16}, 0));
-  const OpStats st = site.statsSnapshot();
+  const OpStats st = checkOnce(yaml, site, call, 16);
   EXPECT_EQ(st.checked, 1u);
   EXPECT_EQ(call.scans[1], 1);  // the output: once, where each check read it before
   EXPECT_EQ(call.scans[0], 1);  // the input, read to explain the Inf: once as well
