@@ -167,7 +167,7 @@ std::vector<SiteState> collectSiteStates() {
 }
 
 Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
-                                           bool if_changed) {
+                                           bool periodic) {
   const InsideLock<std::mutex> lock(state_mu_);
   const std::vector<SiteState> sites = collectSiteStates();
   uint64_t calls = 0, checked = 0, skipped = 0, violations = 0;
@@ -180,8 +180,18 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     check_s += s.stats.check_seconds;
   }
   const uint64_t fingerprint = calls + checked + skipped;
-  if (if_changed && fingerprint == last_fingerprint_) return {false, calls, checked, violations};
+  const double elapsed = monotonicSeconds() - start_time_;
+  if (periodic) {
+    if (fingerprint != prometheus_fingerprint_) {
+      prometheus_fingerprint_ = fingerprint;
+      writePrometheus(sites, elapsed);
+    }
+    if (fingerprint == last_fingerprint_ ||
+        !periodicSnapshotDue(settings_.snapshot_every, elapsed - last_state_elapsed_, elapsed))
+      return {false, calls, checked, violations};
+  }
   last_fingerprint_ = fingerprint;
+  last_state_elapsed_ = elapsed;
 
   nlohmann::json ops = nlohmann::json::array();
   for (const SiteState& s : sites) {
@@ -216,7 +226,6 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     if (st.autotuning) ops.back()["autotuning"] = st.autotuning;
     if (st.adapter_seconds > 0) ops.back()["adapter_s"] = st.adapter_seconds;
   }
-  const double elapsed = monotonicSeconds() - start_time_;
   nlohmann::json ev;
   ev["event"] = type;
   if (reason) ev["reason"] = reason;
@@ -227,7 +236,10 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
   ev["ops"] = std::move(ops);
   if (nlohmann::json ls = lossScalingSummary(); !ls.is_null()) ev["loss_scaling"] = std::move(ls);
   event(std::move(ev));
-  writePrometheus(sites, elapsed);
+  if (!periodic) {
+    prometheus_fingerprint_ = fingerprint;
+    writePrometheus(sites, elapsed);
+  }
   return {true, calls, checked, violations};
 }
 

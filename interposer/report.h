@@ -2,6 +2,7 @@
 // (spdlog, private logger), and the exit summary.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,23 @@ struct SiteState {
   OpStats stats;
 };
 std::vector<SiteState> collectSiteStates();
+
+// The least time between two periodic snapshot events of a process `age` seconds old:
+// report.snapshot_every, or a sixtieth of its age where that is longer. Each snapshot is the
+// whole per-op state (15-21 KB for a training job's 90 ops): one a minute added 1 MB an hour to
+// the events file for as long as a job ran (210 MB a week), where this writes about 370 in a
+// week (60 in the first hour, then 60 per e-fold of the age). A process killed without warning
+// loses the counts of at most that long (a sixtieth of its life); its violations are events of
+// their own, written as they happen.
+constexpr double kSnapshotsPerAge = 60;
+inline double snapshotSpacing(double every, double age) {
+  return std::max(every, age / kSnapshotsPerAge);
+}
+// Whether a periodic tick (every `every` seconds) at `age` writes its event, the last state
+// event `since` seconds before: half a tick of slack, as ticks drift by a snapshot's time.
+inline bool periodicSnapshotDue(double every, double since, double age) {
+  return since >= snapshotSpacing(every, age) - every / 2;
+}
 
 class Reporter {
  public:
@@ -63,8 +81,10 @@ class Reporter {
   }
   // The summary state of every op site: `summary` at the end of the process image, `snapshot`
   // (with why: "periodic", a signal's name, "exec") while it runs. Each also rewrites the
-  // Prometheus file. `snapshot` returns false (and writes nothing) for a periodic snapshot
-  // when nothing changed since the last state written.
+  // Prometheus file. A periodic one (every report.snapshot_every seconds) rewrites the
+  // Prometheus file when a count changed since it was last written, and writes its event only
+  // when a count changed since the last state event and snapshotSpacing has passed since it;
+  // `snapshot` returns whether the event was written.
   void summary();
   bool snapshot(const char* reason);
 
@@ -80,8 +100,8 @@ class Reporter {
     bool written = false;
     uint64_t calls = 0, checked = 0, violations = 0;
   };
-  // Writes a state event (unless `if_changed` and nothing changed); returns its totals.
-  StateTotals writeState(const char* type, const char* reason, bool if_changed);
+  // Writes a state event (a periodic one as `snapshot` says); returns its totals.
+  StateTotals writeState(const char* type, const char* reason, bool periodic);
   void writePrometheus(const std::vector<SiteState>& sites, double elapsed);
 
   ReportSettings settings_;
@@ -90,7 +110,9 @@ class Reporter {
   std::mutex mu_;        // the events file
   std::mutex state_mu_;  // one state event at a time (taken before mu_)
   uint64_t state_seq_ = 0;
-  uint64_t last_fingerprint_ = 0;  // calls + checked + skipped of the last state written
+  uint64_t last_fingerprint_ = 0;  // calls + checked + skipped of the last state event
+  uint64_t prometheus_fingerprint_ = 0;  // ... of the last Prometheus file written
+  double last_state_elapsed_ = 0;  // seconds since start at the last state event
   std::string prometheus_path_;    // "" : no Prometheus file
   std::FILE* events_ = nullptr;
   std::shared_ptr<spdlog::logger> logger_;

@@ -723,9 +723,10 @@ class ConvDeviceKernels(unittest.TestCase):
         self.assertIn("device kernels loaded", device.stderr)
         moved = {name: bytes_to_host(r) - bytes_to_host(plain)
                  for name, r in (("device", device), ("host", host))}
-        # Staged, every operand and output comes to the host (four calls, 256 KiB outputs);
+        # Staged, every operand and output comes to the host (four calls, 256 KiB outputs and
+        # activations; an output once for both checks: checksum's pass scans it for nan_inf);
         # on the device, the projections (a few KiB a vector) and 64 bytes a scan.
-        self.assertGreater(moved["host"], 4 * 3 * 256 * 1024)
+        self.assertGreater(moved["host"], 4 * 2 * 256 * 1024)
         self.assertLess(moved["device"], moved["host"] / 6)
         for r in (device, host):
             self.assertEqual(lines(plain.stdout), lines(r.stdout))

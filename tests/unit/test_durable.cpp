@@ -2,6 +2,7 @@
 // Prometheus textfile (format, escaping, file names).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -10,6 +11,7 @@
 #include "policy.h"
 #include "prometheus.h"
 #include "rank.h"
+#include "report.h"
 
 namespace fumi {
 namespace {
@@ -83,6 +85,29 @@ TEST(Snapshot, DefaultIntervalIsAMinute) {
   ASSERT_TRUE(r.ok());
   EXPECT_DOUBLE_EQ(r.policy->report.snapshot_every, 60);
   EXPECT_TRUE(r.policy->report.prometheus.empty());
+}
+
+// Periodic snapshots thin out as a process ages (each is the whole per-op state): a week-long
+// job whose counts change at every tick writes about 370, not one a minute (10 080), and a
+// kill loses the counts of at most a sixtieth of the job's age and a tick.
+TEST(Snapshot, SpacingGrowsWithTheProcessAge) {
+  EXPECT_DOUBLE_EQ(snapshotSpacing(60, 30), 60);
+  EXPECT_DOUBLE_EQ(snapshotSpacing(60, 3600), 60);
+  EXPECT_DOUBLE_EQ(snapshotSpacing(60, 36000), 600);
+  EXPECT_DOUBLE_EQ(snapshotSpacing(0.5, 2), 0.5);  // short runs: every tick, as configured
+  int events = 0, first_hour = 0;
+  double last = 0, worst_lag = 0;
+  for (double t = 60.02; t < 7 * 86400.0; t += 60.02) {  // ticks, each a little late
+    worst_lag = std::max(worst_lag, (t - last) - std::max(60.0, t / kSnapshotsPerAge));
+    if (!periodicSnapshotDue(60, t - last, t)) continue;
+    last = t;
+    ++events;
+    if (t < 3600) ++first_hour;
+  }
+  EXPECT_EQ(first_hour, 59);  // every tick of the first hour
+  EXPECT_GT(events, 330);
+  EXPECT_LT(events, 400);
+  EXPECT_LE(worst_lag, 60.02);  // never more than a tick past the spacing
 }
 
 TEST(LossScaling, PolicyAndMarkers) {
