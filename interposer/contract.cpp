@@ -170,8 +170,6 @@ constexpr std::array<int, W> treeOrder() {
     }
   return v[0];
 }
-#endif
-#if defined(__clang__) || __GNUC__ >= 12
 // N vectors folded into N / 2 with groups of B lanes, down to one vector.
 template <int W, int B, int N>
 FUMI_KERNEL void foldLevels(typename Vec<W>::Lanes* v) {
