@@ -1,9 +1,17 @@
 // call.cpp — Call model bookkeeping.
 #include "call.h"
 
+#include <charconv>
+
 #include "site.h"
 
 namespace fumi {
+
+std::string formatScalar(double v) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 Call::Call(OpSite& site, fumi_dtype dtype, fumi_dtype compute, int64_t size,
            uint64_t call_index)
@@ -15,6 +23,7 @@ Call::Call(OpSite& site, fumi_dtype dtype, fumi_dtype compute, int64_t size,
   info_.compute = compute;
   info_.call_index = call_index;
   tensors_.reserve(6);
+  args_.reserve(8);
 }
 
 int Call::addTensor(const char* name, fumi_role role, fumi_dtype dtype, fumi_memory memory,

@@ -18,6 +18,11 @@ namespace fumi {
 
 struct OpSite;
 
+// The shortest text that reads back as `v` (std::to_chars: "1", "0.5", "0.1", "inf"), for a
+// call's scalar arguments (Call::addArg; `fumi replay` parses them back). snprintf's "%.17g"
+// took longer than the rest of a checked call's bookkeeping.
+std::string formatScalar(double v);
+
 class Call {
  public:
   Call(OpSite& site, fumi_dtype dtype, fumi_dtype compute, int64_t size, uint64_t call_index);

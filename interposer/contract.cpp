@@ -411,6 +411,19 @@ void withLanes(F&& f) {
   onBaseline(f);
 }
 
+// The K sums of one vector, v[k * step], into o[k * c.out_k] as `c` says (alpha, accumulate):
+// a loop for each case rather than a choice per element.
+void putScaled(const AxisContraction& c, int64_t K, const double* v, int64_t step, double* o) {
+  const double alpha = c.alpha;
+  const int64_t ok = c.out_k;
+  if (c.accumulate)
+    for (int64_t k = 0; k < K; ++k) o[k * ok] += alpha * v[k * step];
+  else if (alpha == 1.0)
+    for (int64_t k = 0; k < K; ++k) o[k * ok] = v[k * step];
+  else
+    for (int64_t k = 0; k < K; ++k) o[k * ok] = alpha * v[k * step];
+}
+
 template <class E, int S>
 void block(const AxisContraction& c, const typename E::T* m, const double* V, double* out,
            std::vector<double>& scratch) {
@@ -426,12 +439,7 @@ void block(const AxisContraction& c, const typename E::T* m, const double* V, do
     withLanes([&](auto w) FUMI_KERNEL_LAMBDA {
       axpyKernel<decltype(w)::value, E, S>(m, c.K, c.L, c.sl, V, c.ldv, scratch.data());
     });
-    for (int s = 0; s < S; ++s)
-      for (int64_t k = 0; k < c.K; ++k) {
-        double* o = out + k * c.out_k + s * c.out_s;
-        const double v = c.alpha * scratch[static_cast<size_t>(s * c.K + k)];
-        *o = c.accumulate ? *o + v : v;
-      }
+    for (int s = 0; s < S; ++s) putScaled(c, c.K, scratch.data() + s * c.K, 1, out + s * c.out_s);
     return;
   }
   // Neither axis contiguous: each run is staged as fp64, then the unit-stride kernel.
@@ -600,14 +608,9 @@ bool contractBoth(const AxisContraction& a, const AxisContraction& b, double* su
       if (S == 4) scan ? run(T4{}, Yes{}) : run(T4{}, No{});
       else if (S == 2) scan ? run(T2{}, Yes{}) : run(T2{}, No{});
       else scan ? run(T1{}, Yes{}) : run(T1{}, No{});
-      auto put = [](const AxisContraction& c, double* o, double v) {
-        *o = c.accumulate ? *o + c.alpha * v : c.alpha * v;
-      };
       for (int32_t s = 0; s < S; ++s) {
-        for (int64_t k = 0; k < K; ++k)
-          put(a, a.out + k * a.out_k + (s0 + s) * a.out_s, tmp[static_cast<size_t>(s * K + k)]);
-        for (int64_t l = 0; l < L; ++l)
-          put(b, b.out + l * b.out_k + (s0 + s) * b.out_s, outL[static_cast<size_t>(l * S + s)]);
+        putScaled(a, K, tmp.data() + s * K, 1, a.out + (s0 + s) * a.out_s);
+        putScaled(b, L, outL.data() + s, S, b.out + (s0 + s) * b.out_s);
       }
       s0 += S;
     }

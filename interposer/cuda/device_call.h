@@ -40,9 +40,6 @@ inline auto forwardReal(F f, A... a) {
 
 namespace fumi::cuda {
 
-// A sampled call that runs unchecked: counted `skipped`, with the reason in the debug log.
-inline std::string formatScalar(double v) { return fmt::format("{:.17g}", v); }
-
 // Scalars in `type` for a host-pointer-mode rerun.
 struct HostScalars {
   unsigned char alpha[8] = {}, beta[8] = {};

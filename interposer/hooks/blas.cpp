@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <memory>
@@ -198,13 +197,6 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
   }
   checkSafely(cs.site, sampler,
               [&] { return build(cs.call_index, inout ? snapshot.data() : nullptr); });
-}
-
-// Text that reads back to the same double.
-std::string formatScalar(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
 }
 
 // Describe a GEMM given in the user's layout. Column-major operands use strides {1, ld}

@@ -437,8 +437,8 @@ cublasStatus_t checkedGemm(const CallSite& cs, RuleSampler* sampler, cudaStream_
     call->addArg("compute", dtypeName(p.compute));
     call->addArg("pointer_mode", p.device_scalars ? "device" : "host");
     if (!p.device_scalars) {
-      call->addArg("alpha", cuda::formatScalar(call->alpha));
-      call->addArg("beta", cuda::formatScalar(call->beta));
+      call->addArg("alpha", formatScalar(call->alpha));
+      call->addArg("beta", formatScalar(call->beta));
     }
     describe(*call);
     return std::move(call);

@@ -400,12 +400,12 @@ cudnnStatus_t checkedConv(const CallSite& cs, RuleSampler* sampler, ConvProblem&
     call->addArg("compute_type", dtypeName(dtypeOfCudnn(p.conv.compute)));
     call->addArg("math_mode", mathName(p.conv.math));
     if (p.algo >= 0) call->addArg("algo", std::to_string(p.algo));  // legacy calls only
-    call->addArg("alpha", cuda::formatScalar(p.alpha));
+    call->addArg("alpha", formatScalar(p.alpha));
     if (p.fused) {
-      call->addArg("alpha2", cuda::formatScalar(p.alpha2));
+      call->addArg("alpha2", formatScalar(p.alpha2));
       call->addArg("activation", p.act.mode == CUDNN_ACTIVATION_RELU ? "relu" : "identity");
     } else {
-      call->addArg("beta", cuda::formatScalar(p.beta));
+      call->addArg("beta", formatScalar(p.beta));
     }
     if (more) more(*call);
     return std::move(call);

@@ -336,13 +336,13 @@ cudnnStatus_t checkedBn(const CallSite& cs, RuleSampler* sampler, const BnProble
     call->addArg("n", std::to_string(p.x.dims[0]));
     call->addArg("c", std::to_string(p.x.dims[1]));
     call->addArg("layout", p.x.layout());
-    call->addArg("epsilon", cuda::formatScalar(p.epsilon));
-    if (training) call->addArg("factor", cuda::formatScalar(p.factor));
-    call->addArg("alpha", cuda::formatScalar(p.alpha));
-    call->addArg("beta", cuda::formatScalar(p.beta));
+    call->addArg("epsilon", formatScalar(p.epsilon));
+    if (training) call->addArg("factor", formatScalar(p.factor));
+    call->addArg("alpha", formatScalar(p.alpha));
+    call->addArg("beta", formatScalar(p.beta));
     if (bwd) {
-      call->addArg("alpha_param", cuda::formatScalar(p.alpha_param));
-      call->addArg("beta_param", cuda::formatScalar(p.beta_param));
+      call->addArg("alpha_param", formatScalar(p.alpha_param));
+      call->addArg("beta_param", formatScalar(p.beta_param));
     }
     if (p.ex) call->addArg("bn_ops", "bn");
     return std::move(call);

@@ -239,37 +239,39 @@ class Estimator {
   // One side: `got` (the output contracted, + got_lo) against `exact` (+ exact_lo), laid out
   // as contract() writes them for `sp` (of the output) and `count` vectors. `columns`: the
   // vectors ran over the rows, so the per-index figures are per column.
-  void addSide(const double* got, const double* got_lo, const double* exact,
-               const double* exact_lo, Split sp, int32_t count, bool columns) {
+  FUMI_WIDE void addSide(const double* got, const double* got_lo, const double* exact,
+                         const double* exact_lo, Split sp, int32_t count, bool columns) {
     const int64_t n = sp.outer * count * sp.inner;
-    // Vector loops: x - x is 0 for a finite x and NaN for Inf or NaN, so the sums of those
-    // tell whether a side has a non-finite element, and the magnitudes' maximum is that of the
-    // finite ones when it has none (else the side is not used).
-    double top = 0.0, zero_exact = 0.0, zero_got = 0.0;
-    FUMI_SIMD(reduction(+ : zero_exact, zero_got) reduction(max : top))
+    std::vector<double>& per = columns ? per_col_ : per_row_;  // summed over repeated sides
+    per.resize(static_cast<size_t>(sp.outer * sp.inner), 0.0);
+    sq_.resize(static_cast<size_t>(n));
+    double* d2 = sq_.data();
+    // One vector loop: x - x is 0 for a finite x and NaN for Inf or NaN, so the sums of those
+    // tell whether a side has a non-finite element; the magnitudes' maximum is that of the
+    // finite ones when it has none (else the side is not used); and the squared differences
+    // and sums, unscaled, stand where no square can leave fp64's normal range (the common
+    // case: a separate pass for the scale first took a third of the estimator's time).
+    double top = 0.0, zero_exact = 0.0, zero_got = 0.0, err = 0.0, ref = 0.0;
+    FUMI_SIMD(reduction(+ : zero_exact, zero_got, err, ref) reduction(max : top))
     for (int64_t k = 0; k < n; ++k) {
       zero_exact += exact[k] - exact[k];
       zero_got += got[k] - got[k];
       top = std::max(top, std::max(std::fabs(exact[k]), std::fabs(got[k])));
+      const double d = got[k] - exact[k];
+      err += d * d;
+      ref += exact[k] * exact[k];
+      d2[k] = d * d;
     }
     unusable_ = unusable_ || !(zero_exact == 0.0);
     nonfinite_ = nonfinite_ || !(zero_got == 0.0);
-    const double max_abs = top;
     if (unusable_ || nonfinite_) return;
-    const int e = max_abs > 0 ? std::max(std::ilogb(max_abs), -1022) : 0;
-    const double scale = std::ldexp(1.0, -e);
-    std::vector<double>& per = columns ? per_col_ : per_row_;  // summed over repeated sides
-    per.resize(static_cast<size_t>(sp.outer * sp.inner), 0.0);
-    // 2^(2e) as a factor where it is a normal number (the same rounding as ldexp, without a
-    // call per element).
-    const bool direct = 2 * e >= -1022 && 2 * e <= 1023;
-    const double unscale2 = direct ? std::ldexp(1.0, 2 * e) : 0.0;
-    // The squared differences in one pass over the side (a vector loop for plain sums), then
-    // summed into the per-index figures.
-    sq_.resize(static_cast<size_t>(n));
-    double* d2 = sq_.data();
-    double err = 0.0, ref = 0.0;
-    if (got_lo || exact_lo) {  // compensated sides (fp64 calls)
+    // Scaled by 2^-e where the magnitudes are beyond 2^+-400 (or compensated): the same sums,
+    // since a power of two scales exactly.
+    const bool unscaled = !got_lo && !exact_lo && top < 0x1p400 && (top == 0.0 || top > 0x1p-400);
+    const int e = unscaled || top == 0.0 ? 0 : std::max(std::ilogb(top), -1022);
+    if (!unscaled) {
+      const double scale = std::ldexp(1.0, -e);
+      err = ref = 0.0;
       for (int64_t k = 0; k < n; ++k) {
         const double lo = (got_lo ? got_lo[k] : 0.0) - (exact_lo ? exact_lo[k] : 0.0);
         const double d = (got[k] * scale - exact[k] * scale) + lo * scale;
@@ -278,24 +280,34 @@ class Estimator {
         ref += r * r;
         d2[k] = d * d;
       }
-    } else {
-      FUMI_SIMD(reduction(+ : err, ref))
-      for (int64_t k = 0; k < n; ++k) {
-        const double d = got[k] * scale - exact[k] * scale;
-        const double r = exact[k] * scale;
-        err += d * d;
-        ref += r * r;
-        d2[k] = d * d;
-      }
     }
-    for (int64_t o = 0; o < sp.outer; ++o) {
-      double* dst = per.data() + o * sp.inner;
-      const double* src = d2 + o * count * sp.inner;
-      for (int64_t q = 0; q < sp.inner; ++q) {  // the vectors' squares summed in a register
-        double sum = 0.0;
-        for (int32_t s = 0; s < count; ++s) sum += src[s * sp.inner + q];
-        dst[q] += direct ? sum * unscale2 : std::ldexp(sum, 2 * e);
+    // The per-index figures: the vectors' squares summed, brought back to scale 1 (2^(2e) as a
+    // factor where it is a normal number: the same rounding as ldexp, without a call each).
+    const bool direct = 2 * e >= -1022 && 2 * e <= 1023;
+    const double unscale2 = direct ? std::ldexp(1.0, 2 * e) : 0.0;
+    // Vector loops along the index, one vector at a time (a loop over the vectors for each
+    // index was most of the estimator's time; a side's sums are the same, bit for bit).
+    double* dst = per.data();
+    if (!direct) {
+      for (int64_t o = 0; o < sp.outer; ++o)
+        for (int64_t q = 0; q < sp.inner; ++q) {
+          double sum = 0.0;
+          for (int32_t s = 0; s < count; ++s) sum += d2[(o * count + s) * sp.inner + q];
+          dst[o * sp.inner + q] += std::ldexp(sum, 2 * e);
+        }
+    } else if (sp.inner == 1) {  // laid out index-major: every count-th square
+      for (int32_t s = 0; s < count; ++s) {
+        FUMI_SIMD()
+        for (int64_t o = 0; o < sp.outer; ++o) dst[o] += d2[o * count + s] * unscale2;
       }
+    } else {
+      for (int64_t o = 0; o < sp.outer; ++o)
+        for (int32_t s = 0; s < count; ++s) {
+          const double* src = d2 + (o * count + s) * sp.inner;
+          double* to = dst + o * sp.inner;
+          FUMI_SIMD()
+          for (int64_t q = 0; q < sp.inner; ++q) to[q] += src[q] * unscale2;
+        }
     }
     sides_.push_back(Side{err, ref, e, count});
     if (columns) col_side_ = true;
@@ -306,7 +318,7 @@ class Estimator {
   // scanValues of a dense copy.
   void setOutputNorm(double norm) { out_norm_ = norm; }
 
-  Estimate result() const {
+  FUMI_WIDE Estimate result() const {
     Estimate est;
     est.out_norm = out_norm_;
     est.nonfinite = nonfinite_ && !unusable_;
@@ -339,8 +351,10 @@ class Estimator {
     if (row_side_) est.worst_row = argmax(per_row_);
     if (col_side_) {
       est.worst_col = argmax(per_col_);
+      const double* c = per_col_.data();
       double total = 0.0;
-      for (double x : per_col_) total += x;
+      FUMI_SIMD(reduction(+ : total))
+      for (size_t i = 0; i < per_col_.size(); ++i) total += c[i];
       est.col_share = total > 0 ? per_col_[static_cast<size_t>(est.worst_col)] / total : 0.0;
     }
     return est;
@@ -352,9 +366,15 @@ class Estimator {
     int exponent;
     int32_t count;
   };
+  // The first index of the largest (a vector loop for the value, then a search for it).
   static int64_t argmax(const std::vector<double>& v) {
     if (v.empty()) return -1;
-    return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
+    const double* p = v.data();
+    const size_t n = v.size();
+    double top = 0.0;  // the figures are sums of squares
+    FUMI_SIMD(reduction(max : top))
+    for (size_t i = 0; i < n; ++i) top = std::max(top, p[i]);
+    return static_cast<int64_t>(std::find(v.begin(), v.end(), top) - v.begin());
   }
 
   std::vector<Side> sides_;
