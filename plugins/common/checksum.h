@@ -34,26 +34,24 @@ constexpr double kGrossError = 0.1;
 
 namespace detail {
 
-// ln(s) for a positive normal s, in plain arithmetic the compiler vectorises (std::log is a
-// library call per element): s = 2^e * m with m folded into [sqrt(1/2), sqrt(2)), ln m =
-// 2 atanh(z) with z = (m - 1) / (m + 1), |z| <= 0.172, from its odd series to z^19 (the next
-// term is below 2^-55 of the sum), and e ln 2 in two parts (the first exact for |e| < 2^11).
-// Within 2 ulp of std::log; unit-tested against it.
-inline double logPositive(double s) {
-  uint64_t bits;
+// ln(s) for a positive normal fp32 s, in plain arithmetic the compiler vectorises (std::log is
+// a library call per element): s = 2^e * m with m folded into [sqrt(1/2), sqrt(2)), ln m =
+// 2 atanh(z) with z = (m - 1) / (m + 1), |z| <= 0.172, from its odd series to z^9 (the next
+// term is below 2^-30 of the sum). Within 2 ulp (fp32) of std::log; unit-tested against it.
+inline float logPositive(float s) {
+  uint32_t bits;
   std::memcpy(&bits, &s, sizeof bits);
-  // The exponent through a 32-bit integer: x86 converts those to double in vectors everywhere.
-  double e = static_cast<double>(static_cast<int32_t>(bits >> 32) >> 20) - 1023.0;
-  const uint64_t mant = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;  // [1, 2)
-  double m;
+  float e = static_cast<float>(static_cast<int32_t>(bits >> 23)) - 127.0f;
+  const uint32_t mant = (bits & 0x007fffffu) | 0x3f800000u;  // [1, 2)
+  float m;
   std::memcpy(&m, &mant, sizeof m);
-  const bool fold = m > 1.4142135623730951;
-  m = fold ? 0.5 * m : m;
-  e = fold ? e + 1.0 : e;
-  const double z = (m - 1.0) / (m + 1.0), z2 = z * z;
-  double p = 1.0 / 19;
-  for (int k = 17; k >= 3; k -= 2) p = p * z2 + 1.0 / k;
-  return e * 0x1.62e42fee00000p-1 + (e * 0x1.a39ef35793c76p-33 + (2.0 * z + 2.0 * z * z2 * p));
+  const bool fold = m > 1.41421356f;
+  m = fold ? 0.5f * m : m;
+  e = fold ? e + 1.0f : e;
+  const float z = (m - 1.0f) / (m + 1.0f), z2 = z * z;
+  float p = 1.0f / 9;
+  for (int k = 7; k >= 3; k -= 2) p = p * z2 + 1.0f / static_cast<float>(k);
+  return e * 0x1.62e430p-1f + (2.0f * z + 2.0f * z * z2 * p);
 }
 
 // Pairs p0 .. p0 + n - 1 (n <= kPairs) of the stream `seed` into out[0 .. 2n): each attempt of
@@ -61,57 +59,63 @@ inline double logPositive(double s) {
 // logarithm and the square root as vector loops), the rejected ones (21% at the first attempt)
 // gathered for the next. The vector loops run in whole groups of kGroup, the lanes past the
 // open pairs computed and not used: a loop's scalar remainder (with a scalar division, square
-// root and logarithm per pair) was half the time at 64 pairs a call. Every element comes out
-// of this one function, and each is a function of (seed, pair, attempt) alone, so a vector
-// drawn whole, in blocks of any size, and an element drawn alone (gaussianAt) are the same
-// bits in either clone.
+// root and logarithm per pair) was half the time at 64 pairs a call. In fp32, widened at the
+// end: the deviates are exact inputs of both sides of the projection, so their precision does
+// not matter, only their distribution (normal to fp32's resolution), and fp32's divisions and
+// square roots take a quarter of fp64's time per element (1024 deviates 2.5 -> 1.3 us). Every
+// element comes out of this one function, and each is a function of (seed, pair, attempt)
+// alone, so a vector drawn whole, in blocks of any size, and an element drawn alone
+// (gaussianAt) are the same bits in either clone.
 constexpr int kPairs = 256;
-constexpr int kGroup = 8;
+constexpr int kGroup = 16;
 FUMI_WIDE inline void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* out) {
-  double u[kPairs + kGroup], v[kPairs + kGroup], f[kPairs + kGroup];
+  float u[kPairs + kGroup], v[kPairs + kGroup], f[kPairs + kGroup];
   int open[kPairs + kGroup], m = n;
   for (int j = 0; j < n; ++j) open[j] = j;
   for (uint64_t a = 0; m > 0; ++a) {
     const uint64_t stream = a == 0 ? seed : metrics::mixSeed(seed, ~a);
     const int groups = (m + kGroup - 1) / kGroup;
     for (int j = m; j < groups * kGroup; ++j) open[j] = open[0];
-    // (u, v) uniform in [-1, 1)^2: draws 2p and 2p + 1 of the stream, perturb's counter-based
-    // draws (32-bit arithmetic, vectorised on AVX2 too, where 64-bit hashes ran scalar; 32
-    // random bits each: the deviates' resolution is far below anything the estimate sees).
-    // A run of pairs shares one high half of the index (kPairs divides 2^31), so one base
-    // serves the loop.
+    // (u, v) uniform in [-1, 1)^2 on a grid of 2^-23: draws 2p and 2p + 1 of the stream,
+    // perturb's counter-based draws (32-bit arithmetic, vectorised on AVX2 too, where 64-bit
+    // hashes ran scalar), their top 24 bits each. A run of pairs shares one high half of the
+    // index (kPairs divides 2^31), so one base serves the loop.
     const uint32_t base = metrics::noiseBase(stream, 2 * p0);
     const uint32_t low0 = static_cast<uint32_t>(2 * p0);
+    const auto draw = [base](uint32_t low) {
+      const int32_t bits = static_cast<int32_t>(metrics::noiseMix(low * metrics::kNoiseStep + base));
+      return static_cast<float>(bits >> 8) * 0x1.0p-23f;
+    };
     for (int g = 0; g < groups; ++g) {
       FUMI_SIMD()
       for (int q = 0; q < kGroup; ++q) {
         const int j = g * kGroup + q;
         const uint32_t low = low0 + 2 * static_cast<uint32_t>(open[j]);
-        u[j] = metrics::noiseDraw(base, low);
-        v[j] = metrics::noiseDraw(base, low + 1);
+        u[j] = draw(low);
+        v[j] = draw(low + 1);
         // f = 0 marks a point outside the unit disc (or its centre)
-        const double s = u[j] * u[j] + v[j] * v[j];
-        const bool in = s < 1.0 && s > 0.0;
-        const double t = in ? s : 0.5;
-        f[j] = in ? std::sqrt(-2.0 * logPositive(t) / t) : 0.0;
+        const float s = u[j] * u[j] + v[j] * v[j];
+        const bool in = s < 1.0f && s > 0.0f;
+        const float t = in ? s : 0.5f;
+        f[j] = in ? std::sqrt(-2.0f * logPositive(t) / t) : 0.0f;
       }
     }
     if (m == n) {  // the first attempt: every pair in place
       FUMI_SIMD()
       for (int j = 0; j < n; ++j) {
-        out[2 * j] = u[j] * f[j];
-        out[2 * j + 1] = v[j] * f[j];
+        out[2 * j] = static_cast<double>(u[j] * f[j]);
+        out[2 * j + 1] = static_cast<double>(v[j] * f[j]);
       }
     } else {
       for (int j = 0; j < m; ++j) {
-        out[2 * open[j]] = u[j] * f[j];
-        out[2 * open[j] + 1] = v[j] * f[j];
+        out[2 * open[j]] = static_cast<double>(u[j] * f[j]);
+        out[2 * open[j] + 1] = static_cast<double>(v[j] * f[j]);
       }
     }
     int left = 0;
     for (int j = 0; j < m; ++j) {  // without a branch: 21% rejections are unpredictable
       open[left] = open[j];
-      left += f[j] == 0.0 ? 1 : 0;
+      left += f[j] == 0.0f ? 1 : 0;
     }
     m = left;
   }
@@ -124,8 +128,9 @@ FUMI_WIDE inline void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* o
 // [-1, 1)^2 drawn until it falls inside the unit disc (attempt a > 0 hashes a stream of its own;
 // 79% land at the first), then (u, v) * sqrt(-2 ln s / s) with s = u^2 + v^2: one logarithm
 // and no sine or cosine per pair (Box-Muller's trigonometry was half the cost of drawing the
-// vectors), all of it in vector loops (detail::gaussianPairs: 1024 deviates in about 2 us where
-// a loop of std::log took 8). Any element of any vector is reproducible on its own, in any order.
+// vectors), all of it in fp32 vector loops (detail::gaussianPairs: 1024 deviates in about 1.3 us
+// where a loop of std::log took 8). Any element of any vector is reproducible on its own, in any
+// order.
 inline double gaussianAt(uint64_t seed, uint64_t index) {
   double pair[2];
   detail::gaussianPairs(seed, index / 2, 1, pair);
