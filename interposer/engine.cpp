@@ -429,6 +429,7 @@ fumi_status hostProjectSides(fumi_call* c, int32_t index, int32_t n, const fumi_
   const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
   if (t.role != FUMI_ROLE_OUTPUT || !validSides(n, sides, t)) return FUMI_ERROR;
   std::vector<Projection> ps;
+  ps.reserve(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i)
     ps.push_back(Projection{sides[i].dim, sides[i].count, sides[i].vectors, sides[i].out,
                             sides[i].out_lo});

@@ -315,7 +315,7 @@ fumi_status matmulProjectInPlace(const std::vector<fumi_tensor>& ts, const Matmu
     return FUMI_UNSUPPORTED;
   // Each vector summed against the bias: sum(R) (columns), or L^T bias (rows).
   auto biasTerms = [&](const Projection* p, bool rows) {
-    std::vector<double> term(p ? static_cast<size_t>(p->count) : 0, 0.0);
+    std::vector<double> term(p && !bias.empty() ? static_cast<size_t>(p->count) : 0, 0.0);
     const int64_t len = rows ? m : n;
     for (int32_t q = 0; p && q < p->count && !bias.empty(); ++q)
       for (int64_t i = 0; i < len; ++i)

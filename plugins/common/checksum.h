@@ -378,7 +378,7 @@ class Estimator {
     const size_t n = v.size();
     double top = 0.0;  // the figures are sums of squares
     FUMI_SIMD(reduction(max : top))
-    for (size_t i = 0; i < n; ++i) top = std::max(top, p[i]);
+    for (size_t i = 0; i < n; ++i) top = p[i] > top ? p[i] : top;  // std::max stays scalar
     return static_cast<int64_t>(std::find(v.begin(), v.end(), top) - v.begin());
   }
 
@@ -405,6 +405,8 @@ fumi_status projectSides(const int64_t* shape, int32_t ndim, std::initializer_li
                          int32_t count, bool compensated, uint64_t seed, Project&& project,
                          Contract&& contract_y, Alloc&& alloc, fumi_scan* scan, Estimator* est) {
   std::vector<fumi_side> exact_sides, got_sides;
+  exact_sides.reserve(req.size());
+  got_sides.reserve(req.size());
   for (const SideRequest& r : req) {
     const Split sp = splitAround(shape, ndim, r.dim);
     const int32_t total = count * static_cast<int32_t>(r.streams.size());
