@@ -12,7 +12,7 @@
 #   leaves    the default policy with the torch-compute rule's sample line replaced by
 #             `sample: { every: 1 }` and no overhead_budget: every call of the compute leaves
 #             checked (no target; the report says where the time goes)
-#   abft      as leaves, with the checks nan_inf + checksum (vectors 2) + perturb (trials 1):
+#   abft      as leaves, with the checks checksum (vectors 2) + nan_inf + perturb (trials 1):
 #             every compute leaf checked at production cost (issue 13 item 4: target ≤ 3×)
 #   production  preloaded, config/production.yaml (the policy teams leave on; no target)
 #
@@ -115,7 +115,7 @@ if len(hits) != 1:
 print(lines[hits[0]].strip())
 lines[hits[0]] = "    sample: { every: 1 }\n"
 checks = [i for i in range(starts[0] + 1, end) if re.match(r"^      - \{ plugin:", lines[i])]
-abft = ["      - { plugin: nan_inf }\n", "      - { plugin: checksum, vectors: 2 }\n",
+abft = ["      - { plugin: checksum, vectors: 2 }\n", "      - { plugin: nan_inf }\n",
         "      - { plugin: perturb, trials: 1 }\n"]
 lines_abft = lines[:checks[0]] + abft + lines[checks[-1] + 1:]
 keep = lambda ls: "".join(l for l in ls if not l.startswith("overhead_budget:"))
@@ -206,7 +206,7 @@ label = {
     "attached": "attached: preloaded, `rules: []` (adapter counts every op, none selected)",
     "default": "default: preloaded, embedded default policy",
     "leaves": "leaves: default policy, torch-compute `sample: { every: 1 }`",
-    "abft": "abft: leaves with nan_inf + checksum (vectors 2) + perturb (trials 1)",
+    "abft": "abft: leaves with checksum (vectors 2) + nan_inf + perturb (trials 1)",
     "production": "production: preloaded, config/production.yaml",
 }
 target = {"attached": 1.03, "default": 1.05, "abft": 3.0}
