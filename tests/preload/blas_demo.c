@@ -130,7 +130,7 @@ static int layouts(void) {
     fill_f(a, BIG); fill_f(x, BIG); fill_f(y, BIG);
     fill_d(da, BIG); fill_d(dx, BIG); fill_d(dy, BIG);
     const float alpha = 1.5f, beta = 0.25f;
-    const double dalpha = 0.5, dbeta = 2.0;
+    const double dalpha = 0.3, dbeta = 2.0;  /* not dyadic: dgemv_'s result is rounded */
     sgemv_(trans[t], &m, &n, &alpha, a, &ld, x, &incx, &beta, y, &incy);
     dgemv_(trans[t], &m, &n, &dalpha, da, &ld, dx, &incx, &dbeta, dy, &incy);
     char tag[32];
