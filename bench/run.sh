@@ -8,12 +8,13 @@
 #   Part 1c the same for the cuDNN backend hook (bench_cudnn_hook on a no-op cudnnBackendExecute;
 #           skipped when the build has no cuDNN headers)
 #   Part 2  checked-call cost on real OpenBLAS sgemm_, n = 64, 256, 512, per check set;
-#           2b: the checksum check alone, n = 256 and 512, one BLAS thread
+#           2b: the checksum check alone, n = 256 and 512, one BLAS thread (and in rounds
+#               alternating with the plain call: the target's figure)
 #           2c: the default check set, n = 256 and 512, one BLAS thread
 #   Part 3  the embedded default policy and config/production.yaml on a real PyTorch CPU
 #           training job (examples/train_mlp.py)
 #
-# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]      (~70 s on 2 idle cores)
+# Usage: bench/run.sh [--quick] [--no-build] [--skip-train]   (~3 min on 2 idle cores)
 #   --quick       fewer repetitions, no callgrind (a smoke run, ~25 s; numbers are rougher)
 #   --no-build    use the build as it is (default: configure if needed, then build the
 #                 `fumi_bench` target, a no-op when up to date)
