@@ -425,8 +425,8 @@ echo "|---:|---|---:|"
 for n in 256 512; do
   vals=()
   for ((r = 0; r < CK_ROUNDS; r++)); do [[ -n ${SHARE[$n/$r]} ]] && vals+=("${SHARE[$n/$r]}"); done
-  med=$(printf '%s\n' "${vals[@]}" | sort -g |
-    awk '{v[NR] = $1} END {if (NR) printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  med=$(printf '%s\n' "${vals[@]}" | sort -g | awk '{v[NR] = $1}
+    END {if (NR) printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
   echo "| $n | $(printf '%s%% ' "${vals[@]}")| ${med:-n/a}% |"
 done
 echo
