@@ -73,12 +73,22 @@ void restoreDefaults() {
   }
 }
 
-// Remove events-*.jsonl left by an earlier run so the summary describes this run only.
+// Remove events-*.jsonl left by an earlier run so the summary describes this run only, and
+// each one's process log (fumi-<tag>.log beside events-<tag>.jsonl), which would otherwise sit
+// among this run's logs. Dumped cases stay: they are the user's to keep.
 void removeOldEvents(const std::string& dir) {
-  for (const std::string& path : report::findEventFiles(dir)) {
+  const auto remove = [](const fs::path& path) {
     std::error_code ec;
-    fs::remove(path, ec);
-    if (ec) std::cerr << "fumi: warning: cannot remove old " << path << ": " << ec.message() << "\n";
+    if (fs::remove(path, ec) || !ec) return;
+    std::cerr << "fumi: warning: cannot remove old " << path.string() << ": " << ec.message()
+              << "\n";
+  };
+  for (const std::string& events : report::findEventFiles(dir)) {
+    const fs::path path(events);
+    const std::string name = path.filename().string();  // events-<tag>.jsonl
+    const std::string tag = name.substr(7, name.size() - 7 - 6);
+    remove(path);
+    remove(path.parent_path() / ("fumi-" + tag + ".log"));
   }
 }
 

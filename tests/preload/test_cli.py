@@ -53,6 +53,23 @@ class Run(unittest.TestCase):
         self.assertEqual(op["violations"], 2)
         self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
 
+    def test_second_run_into_one_directory_replaces_the_first(self):
+        # The first run's events and process logs go; its dumped cases stay (the user's).
+        out = tempfile.mkdtemp(prefix="fumi-cli-")
+        cases = os.path.join(out, "cases", "kept")
+        os.makedirs(cases)
+        for argv in (["sh", "-c", f"{BLAS_DEMO} well >/dev/null; {BLAS_DEMO} well >/dev/null"],
+                     [BLAS_DEMO, "well"]):
+            r = fumi("run", "--out", out, "--", *argv)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        names = os.listdir(out)
+        events = [n for n in names if n.startswith("events-")]
+        logs = [n for n in names if n.startswith("fumi-") and n.endswith(".log")]
+        self.assertEqual(len(events), 1, names)
+        self.assertEqual(logs, ["fumi-" + events[0][len("events-"):-len(".jsonl")] + ".log"])
+        self.assertTrue(os.path.isdir(cases))
+        self.assertIn("fumi: 1 process,", r.stderr)
+
     def test_processes_left_running_are_waited_for(self):
         # The command ends while a process it started still runs (multiprocessing's resource
         # tracker ends a moment after its parent): its summary is read, not "incomplete".
