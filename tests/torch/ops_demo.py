@@ -159,6 +159,24 @@ def grid():
         show("linear_dynamic", model(torch.randn(8, 64)))
 
 
+def decompositions():
+    # Singular and eigenvectors are defined up to their signs: an f64 rerun of this SVD (batch
+    # 9's Gaussian-process fit) returns 2 of its 20 vector pairs flipped, and a comparison of U
+    # and Vh read 0.63. Then eigh, the legacy svd, and eig/eigvals (eigenvalues in no defined
+    # order).
+    torch.manual_seed(1)
+    a = torch.randn(500, 20) @ torch.randn(20, 20) + 0.1 * torch.randn(500, 20)
+    a = a - a.mean(0)
+    with torch.no_grad():
+        u, s, vh = torch.linalg.svd(a, full_matrices=False)
+        show("svd", torch.cat([s, (u[:, :3] * vh[:3, :1].T).sum(0)]))
+        w, v = torch.linalg.eigh(a.T @ a)
+        show("eigh", torch.cat([w, v[0, :3] * v[1, :3]]))
+        show("svd_legacy", torch.svd(a[:40])[1])
+        show("eigvals", torch.linalg.eigvals(a[:20, :20]).abs().sort().values)
+        show("eig", torch.linalg.eig(a[:20, :20])[0].abs().sort().values)
+
+
 def bias_bn():
     # A Linear's bias before batch norm (as GAN generators have it): batch norm takes out what
     # the bias adds, so the bias gradient, a sum over the batch of rows that cancel, is exactly
@@ -210,5 +228,5 @@ def functorch_ensemble():
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
-     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "grid": grid,
+     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "grid": grid, "decompositions": decompositions,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

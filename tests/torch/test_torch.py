@@ -603,6 +603,27 @@ class AtenChecks(unittest.TestCase):
         self.assertIn("quantized::linear_dynamic: not checked: a quantized kernel", r.stderr)
         self.assertGreater(ops["aten::mul.Tensor"]["checked"], 0)  # x * 100: checked
 
+    def test_decomposition_vectors_not_compared_values_are(self):
+        # A singular or eigenvector is defined up to its sign: an f64 rerun of a healthy SVD
+        # flipped 2 of its 20 vector pairs and highprec read 0.63 (batch 9, a Gaussian-process
+        # fit). The values (sorted: unique) are compared, the vectors not listed; eig's
+        # eigenvalues come in no defined order, so eig and eigvals are skipped, saying why.
+        ops = ["aten::linalg_svd", "aten::_linalg_svd", "aten::svd", "aten::linalg_eigh",
+               "aten::_linalg_eigh", "aten::linalg_eig", "aten::linalg_eigvals"]
+        policy = every_call(json.dumps(ops), "[ { plugin: highprec }, { plugin: perturb } ]")
+        r = self.demo("decompositions", policy + "report: { all_checks: true }\n")
+        self.assertEqual(r.of("violation"), [])
+        summary = torch_summary(r)
+        for op in ("aten::linalg_svd", "aten::linalg_eigh", "aten::svd"):
+            self.assertGreaterEqual(summary[op]["checked"], 1, (op, summary[op]))
+        shapes = {e["op"]: e["shape"] for e in r.of("check")}
+        self.assertEqual(sorted(shapes["aten::linalg_svd"]), ["A", "S"])
+        self.assertEqual(sorted(shapes["aten::linalg_eigh"]), ["eigenvalues", "self"])
+        for op in ("aten::linalg_eig", "aten::linalg_eigvals"):
+            self.assertEqual(summary[op]["checked"], 0, summary[op])
+        self.assertIn("aten::linalg_eig: not checked: its eigenvalues come in no defined order",
+                      r.stderr)
+
     def test_rnn_dropout_in_training_skipped_in_eval_checked(self):
         # aten::lstm draws its dropout masks between layers itself, with no random tag: its f64
         # rerun drew others, and highprec raised 0.1 on a healthy 2-layer LSTM (pytorch/
