@@ -195,6 +195,7 @@ struct GlobalOp {
   uint64_t nonfinite_propagated = 0;
   uint64_t handled_overflow = 0;
   std::map<std::string, uint64_t> declined;
+  std::map<std::string, uint64_t> not_checked;
 };
 
 // A parsed check/violation event.
@@ -249,6 +250,7 @@ struct SummaryOpEvent {
   uint64_t nonfinite_propagated = 0;
   uint64_t handled_overflow = 0;
   std::vector<std::pair<std::string, uint64_t>> declined;  // "check reason" -> calls
+  std::vector<std::pair<std::string, uint64_t>> not_checked;  // fumi's reason -> calls
 };
 
 MetricSummary parseMetric(const std::string& key, const json& m) {
@@ -318,6 +320,11 @@ SummaryEvent parseSummaryEvent(const json& obj) {
             so.declined.emplace_back(it.key() + " " + reason, n);
         }
       }
+    }
+    if (const json* why = getObject(o, "not_checked")) {
+      for (auto it = why->begin(); it != why->end(); ++it)
+        if (const uint64_t n = getCount(*why, it.key().c_str()).value_or(0))
+          so.not_checked.emplace_back(it.key(), n);
     }
     ev.ops.push_back(std::move(so));
   }
@@ -409,6 +416,7 @@ class Aggregator {
       s.nonfinite_propagated = g.nonfinite_propagated;
       s.handled_overflow = g.handled_overflow;
       s.declined = g.declined;
+      s.not_checked = g.not_checked;
     }
     for (Segment& seg : segments_) {
       seg.info.incomplete = seg.info.ended.empty() || seg.info.ended == "killed";
@@ -476,6 +484,7 @@ class Aggregator {
       g.nonfinite_propagated += so.nonfinite_propagated;
       g.handled_overflow += so.handled_overflow;
       for (const auto& [k, n] : so.declined) g.declined[k] += n;
+      for (const auto& [k, n] : so.not_checked) g.not_checked[k] += n;
     }
   }
 

@@ -155,6 +155,9 @@ struct OpStats {
   // "check reason" -> calls that check declined (the summary's ops[].checks skipped_<reason>:
   // "checksum unsupported", "highprec no_scratch", ...)
   std::map<std::string, uint64_t> declined;
+  // fumi's reason -> sampled calls skipped before any check (the summary's ops[].not_checked:
+  // the overhead budget, an adapter's reason such as sparse tensors)
+  std::map<std::string, uint64_t> not_checked;
   bool incomplete = false;            // some counts come from a process without a summary
   std::map<int64_t, uint64_t> rank_violations;  // launcher rank -> violations (ranked processes)
   // The rank with the most violations of this op (the lowest such rank on ties); none when no

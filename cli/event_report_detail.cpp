@@ -142,10 +142,11 @@ std::string opCountsText(const Report& report, uint64_t OpStats::*count) {
   return text;
 }
 
-std::string declinedText(const Report& report) {
+std::string reasonsText(const Report& report,
+                        std::map<std::string, uint64_t> OpStats::*reasons) {
   std::string text;
   for (const OpStats& s : report.ops)
-    for (const auto& [why, n] : s.declined)
+    for (const auto& [why, n] : s.*reasons)
       text += (text.empty() ? "" : ", ") + s.op + " (" + why + ": " + plural(n, "call") + ")";
   return text;
 }

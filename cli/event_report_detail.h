@@ -59,8 +59,9 @@ std::vector<const NanSearch*> searchesNotFound(const Report& report);
 // "aten::log (3 calls), ..." over the ops whose `count` (nonfinite_propagated: NaN/Inf that came
 // with their inputs; handled_overflow: a loss scaler handled it) is not zero; empty for none.
 std::string opCountsText(const Report& report, uint64_t OpStats::*count);
-// "op (check reason: N calls), ..." over the ops' declined counts; empty when there are none.
-std::string declinedText(const Report& report);
+// "op (reason: N calls), ..." over the ops' counts by reason (OpStats::declined: "check
+// reason"; OpStats::not_checked: fumi's reason); empty when there are none.
+std::string reasonsText(const Report& report, std::map<std::string, uint64_t> OpStats::*reasons);
 
 // An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
 // sensitivity check), valued by its maximum.

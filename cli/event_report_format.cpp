@@ -134,9 +134,11 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
     out << "  Backward-pass overflow handled by the loss scaler (counted, not violations): "
         << handled << "\n";
   }
-  if (const std::string declined = declinedText(report); !declined.empty())
+  if (const std::string declined = reasonsText(report, &OpStats::declined); !declined.empty())
     out << "  Calls a check could not judge (skipped by it; docs/report-schema.md): " << declined
         << "\n";
+  if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
+    out << "  Sampled calls not checked (skipped before any check ran): " << why << "\n";
 
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
@@ -327,6 +329,7 @@ json toJson(const Report& report) {
     oj["nonfinite_propagated"] = s.nonfinite_propagated;
     oj["handled_overflow"] = s.handled_overflow;
     oj["declined"] = s.declined;
+    oj["not_checked"] = s.not_checked;
     const auto worst_rank = s.worstRank();
     oj["worst_rank"] = worst_rank ? json(*worst_rank) : json(nullptr);
     json rank_violations = json::object();

@@ -296,9 +296,12 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
            "violations): "
         << esc(handled) << "</p>\n";
   }
-  if (const std::string declined = declinedText(report); !declined.empty())
+  if (const std::string declined = reasonsText(report, &OpStats::declined); !declined.empty())
     out << "<p class=\"meta\">Calls a check could not judge (skipped by it): " << esc(declined)
         << "</p>\n";
+  if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
+    out << "<p class=\"meta\">Sampled calls not checked (skipped before any check ran): "
+        << esc(why) << "</p>\n";
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
   out << "<h3>Most sensitive ops</h3>\n<p class=\"meta\">Data, not alarms: how far outputs move "

@@ -853,7 +853,7 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
     // `first: N` calls are checked whatever the budget (N per op: a bounded cost, and the
     // coverage a run is guaranteed); they are charged like any other check.
     if (index >= cand->rule->rule->sample.first && budget_.spent()) {
-      site_.addStats(0, 1);
+      site_.countSkipped("the overhead budget was spent (overhead_budget)");
       return nullptr;
     }
     // Take one of max_checks; past the cap the counter only grows, which is harmless.

@@ -221,6 +221,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
       checks[name] = std::move(one);
     }
     if (!checks.empty()) ops.back()["checks"] = std::move(checks);
+    if (!st.not_checked.empty()) ops.back()["not_checked"] = st.not_checked;
     if (st.nonfinite_propagated) ops.back()["nonfinite_propagated"] = st.nonfinite_propagated;
     if (st.handled_overflow) ops.back()["handled_overflow"] = st.handled_overflow;
     if (st.autotuning) ops.back()["autotuning"] = st.autotuning;
@@ -266,14 +267,22 @@ bool Reporter::snapshot(const char* reason) {
   return writeState("snapshot", reason, std::strcmp(reason, "periodic") == 0).written;
 }
 
+namespace {
+spdlog::level::level_enum spdlogLevel(int fumi_level) {
+  return fumi_level >= FUMI_LOG_ERROR  ? spdlog::level::err
+         : fumi_level == FUMI_LOG_WARN ? spdlog::level::warn
+         : fumi_level == FUMI_LOG_INFO ? spdlog::level::info
+                                       : spdlog::level::debug;
+}
+}  // namespace
+
 void logMessage(int fumi_level, const std::string& text) {
+  if (Reporter* r = activeReporter()) r->log().log(spdlogLevel(fumi_level), "{}", text);
+}
+
+bool logEnabled(int fumi_level) {
   Reporter* r = activeReporter();
-  if (!r) return;
-  const spdlog::level::level_enum l = fumi_level >= FUMI_LOG_ERROR  ? spdlog::level::err
-                                      : fumi_level == FUMI_LOG_WARN ? spdlog::level::warn
-                                      : fumi_level == FUMI_LOG_INFO ? spdlog::level::info
-                                                                    : spdlog::level::debug;
-  r->log().log(l, "{}", text);
+  return r && r->log().should_log(spdlogLevel(fumi_level));
 }
 
 }  // namespace fumi

@@ -124,6 +124,8 @@ class Reporter {
 Reporter* activeReporter();
 // A line in the active reporter's log at a fumi_log_level (plugins and adapters log this way).
 void logMessage(int fumi_level, const std::string& text);
+// Whether a line at `fumi_level` would be written (to build a frequent line only then).
+bool logEnabled(int fumi_level);
 
 // UTC timestamp, ISO 8601 with milliseconds.
 std::string isoNow();

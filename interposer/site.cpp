@@ -116,10 +116,19 @@ void OpSite::addAdapterSeconds(double seconds) {
 // backtrace).
 void OpSite::countSkipped(const char* why) {
   const InsideScope inside;  // hooks count skips outside their checks: see InsideLock
-  addStats(0, 1);
-  if (!why) return;
-  std::string reason(why);
+  std::string reason(why ? why : "unknown");
   reason = reason.substr(0, reason.find('\n'));
+  {
+    const InsideLock<std::mutex> lock(stats_mu);
+    ++stats.skipped;
+    auto it = stats.not_checked.find(reason);
+    if (it == stats.not_checked.end() && stats.not_checked.size() >= kMaxNotCheckedReasons)
+      it = stats.not_checked.emplace(kOtherReasons, 0).first;
+    else if (it == stats.not_checked.end())
+      it = stats.not_checked.emplace(reason, 0).first;
+    ++it->second;
+  }
+  if (!why) return;
   static constexpr size_t kMaxReasons = 4096;  // past it, every reason at debug level
   static std::mutex mu;
   static auto* said = new std::set<std::pair<const OpSite*, std::string>>;  // immortal: at exit
@@ -128,9 +137,10 @@ void OpSite::countSkipped(const char* why) {
     std::lock_guard<std::mutex> lock(mu);
     if (said->size() < kMaxReasons) first = said->emplace(this, reason).second;
   }
-  logMessage(first ? FUMI_LOG_INFO : FUMI_LOG_DEBUG,
-             std::string(name) + ": not checked: " + reason +
-                 (first ? " (said once per op and reason)" : ""));
+  if (first || logEnabled(FUMI_LOG_DEBUG))  // the line is built only to be written
+    logMessage(first ? FUMI_LOG_INFO : FUMI_LOG_DEBUG,
+               std::string(name) + ": not checked: " + reason +
+                   (first ? " (said once per op and reason)" : ""));
 }
 
 // Counts one more violation of `key` in `counts`: true while within `cap`; the first one past

@@ -75,6 +75,10 @@ struct OpStats {
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
   std::map<std::string, CheckCounts> checks;   // check name -> its runs
+  // Why sampled calls were skipped before any check ran (countSkipped: the overhead budget, an
+  // adapter's reason such as sparse tensors) -> how many; past kMaxNotCheckedReasons distinct
+  // reasons, the rest count under kOtherReasons.
+  std::map<std::string, uint64_t> not_checked;
   // "check.metric" -> violations offered to the text log (report.log_violations) and to the
   // events file (report.violation_events); apart from `metrics`, which the summary writes out.
   std::map<std::string, uint64_t> log_lines, event_lines;
@@ -129,9 +133,11 @@ struct OpSite {
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
   void addAdapterSeconds(double seconds);
-  // A sampled call that will not be checked: counted skipped; why is logged (info once per op
-  // and reason, debug every time).
+  // A sampled call that will not be checked: counted skipped, by reason (the summary's
+  // ops[].not_checked); why is logged (info once per op and reason, debug every time).
   void countSkipped(const char* why);
+  static constexpr size_t kMaxNotCheckedReasons = 16;
+  static constexpr const char* kOtherReasons = "other reasons";
   void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);

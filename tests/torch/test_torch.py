@@ -1004,6 +1004,13 @@ class AtenChecks(unittest.TestCase):
         self.assertIn("aten::mm: not checked: sparse COO tensors (fumi reads strided ones)",
                       r.stderr)
         self.assertIn("aten::_sparse_mm: not checked: sparse CSR tensors", r.stderr)
+        # The summary says why by reason, and `fumi report` with it (batch 9: a GCN's sparse
+        # products showed only as "skipped" in the report).
+        self.assertEqual(mm["not_checked"], {"sparse COO tensors (fumi reads strided ones)": 1})
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("Sampled calls not checked (skipped before any check ran): ", report.stdout)
+        self.assertIn("aten::mm (sparse COO tensors (fumi reads strided ones): 1 call)",
+                      report.stdout)
         # A nested tensor is strided over a storage, but has no sizes to read (asking threw,
         # with a C++ backtrace, for every sampled call).
         self.assertEqual(ops["aten::add.Tensor"]["skipped"], 1)

@@ -268,6 +268,10 @@ rules:
   const uint64_t skipped = site.statsSnapshot().skipped;
   EXPECT_EQ(limited.select(CallFacts{2}, 0), nullptr);  // sampled, but the budget is spent
   EXPECT_EQ(site.statsSnapshot().skipped, skipped + 1);
+  // ... and says why in the summary (ops[].not_checked)
+  const std::map<std::string, uint64_t> why = {
+      {"the overhead budget was spent (overhead_budget)", 1}};
+  EXPECT_EQ(site.statsSnapshot().not_checked, why);
   EXPECT_EQ(limited.candidates[0]->checked.load(), 0u);  // took no max_checks slot
   // `first: N` calls are checked whatever the budget; later ones are not.
   OpSite first_site("unit_op_j", "unit", FUMI_DTYPE_F32);

@@ -97,6 +97,39 @@ TEST(Report, CallsAChecksDeclinedByReason) {
   EXPECT_EQ(fumi::report::formatText(aggregate({c})).find("could not judge"), std::string::npos);
 }
 
+// Sampled calls skipped before any check (the overhead budget, an adapter's reason) are summed
+// by reason over processes and named in every format.
+TEST(Report, CallsNotCheckedByReason) {
+  const auto process = [](int pid, const std::string& why) {
+    return EventFile{"out/events-" + std::to_string(pid) + ".jsonl",
+                     lines({startLine(pid), summaryLine(pid, R"([{"op":"aten::mm",
+                       "backend":"torch","calls":9,"checked":1,"skipped":8,"violations":0,
+                       "worst":{},"not_checked":)" + why + "}]")})};
+  };
+  const std::string sparse = "sparse COO tensors (fumi reads strided ones)",
+                    budget = "the overhead budget was spent (overhead_budget)";
+  const auto counts = [](const std::string& a, int n, const std::string& b, int m) {
+    return "{\"" + a + "\":" + std::to_string(n) + (b.empty() ? "" : ",\"" + b + "\":" +
+                                                          std::to_string(m)) + "}";
+  };
+  const Report r = aggregate({process(100, counts(sparse, 6, budget, 2)),
+                              process(200, counts(budget, 3, "", 0))});
+  const OpStats* s = findOp(r, "aten::mm", "torch");
+  ASSERT_NE(s, nullptr);
+  const std::map<std::string, uint64_t> want = {{sparse, 6}, {budget, 5}};
+  EXPECT_EQ(s->not_checked, want);
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("Sampled calls not checked (skipped before any check ran): aten::mm "
+                      "(sparse COO tensors (fumi reads strided ones): 6 calls), aten::mm (the "
+                      "overhead budget was spent (overhead_budget): 5 calls)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["not_checked"][sparse], 6);
+  EXPECT_NE(fumi::report::formatHtml(r).find("the overhead budget was spent"), std::string::npos);
+  EXPECT_EQ(fumi::report::formatText(aggregate({process(300, "{}")})).find("not checked ("),
+            std::string::npos);
+}
+
 TEST(Report, AggregatesOpsAcrossTwoProcesses) {
   EventFile a{"out/events-100.jsonl",
               lines({startLine(100), violationLine(100, "sgemm_", 7, 0.5),
