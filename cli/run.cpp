@@ -276,8 +276,11 @@ int runCommand(const RunOptions& options) {
                  "(`fumi report "
               << out << "` reads them again)\n";
   if (nfiles == 0) {
+    // libfumi starts writing at a process's first intercepted call: one that makes none (a
+    // launcher, a script that never reaches BLAS or torch) leaves no file either.
     std::cerr << "fumi: no event files were written to " << out
-              << " (libfumi was not loaded: static or setuid programs ignore LD_PRELOAD)\n";
+              << " (no process made a call fumi intercepts — BLAS, cuBLAS, cuDNN, PyTorch ops "
+                 "— or libfumi was not loaded: static or setuid programs ignore LD_PRELOAD)\n";
   } else {
     std::cerr << report::formatRunSummary(rep, out);
   }

@@ -176,23 +176,23 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
     return;
   }
   std::vector<unsigned char> snapshot;
-  bool check = true;
+  const char* why_not = nullptr;
   if (inout) {
     const size_t bytes = static_cast<size_t>(inout_span) * elem_bytes;
-    check = bytes <= eng.policy().scratch_budget;  // else the snapshot alone is over budget
-    if (check) {
+    if (bytes > eng.policy().scratch_budget)  // the snapshot alone is over budget
+      why_not = "the copy of its input/output operand before the call exceeds scratch_budget";
+    else
       try {
         InsideScope inside;
         snapshot.assign(static_cast<const unsigned char*>(inout),
                         static_cast<const unsigned char*>(inout) + bytes);
       } catch (const std::bad_alloc&) {
-        check = false;
+        why_not = "no memory for the copy of its input/output operand before the call";
       }
-    }
   }
   forward();  // outside any try: what the real function does is the caller's business
-  if (!check) {
-    cs.site.addStats(0, 1);
+  if (why_not) {
+    cs.site.countSkipped(why_not);
     return;
   }
   checkSafely(cs.site, sampler,

@@ -218,6 +218,16 @@ class HtmlReport(unittest.TestCase):
 
 
 class Commands(unittest.TestCase):
+    def test_run_of_a_program_making_no_intercepted_call(self):
+        # libfumi is loaded (a dynamic program) but writes nothing until a call it intercepts:
+        # the summary does not claim it was not loaded (batch 9: a launcher process).
+        out = tempfile.mkdtemp(prefix="fumi-cli-")
+        r = fumi("run", "--out", out, "--", "sh", "-c", "grep -c libfumi /proc/$$/maps")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(int(r.stdout), 0)  # mapped
+        self.assertIn("no process made a call fumi intercepts", r.stderr)
+        self.assertIn("or libfumi was not loaded", r.stderr)
+
     def test_report_without_events(self):
         self.assertEqual(fumi("report", tempfile.mkdtemp()).returncode, 1)
 
