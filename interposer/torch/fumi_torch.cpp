@@ -1014,6 +1014,16 @@ const char* noPrecisionToMeasure(const c10::OperatorHandle& op, const Inputs& in
                                                    "aten::eig", "aten::_linalg_eig"};
   if (kUnordered.count(name) > 0)
     return "its eigenvalues come in no defined order (a wider rerun may list them otherwise)";
+  // LU and LDL factorizations pivot by comparing magnitudes: at a tie or near one (integer
+  // matrices have them) a perturbed or wider rerun picks another row and the factors jump
+  // (perturb read 370 on a healthy lu_factor). A solve through them is continuous and checked
+  // as the op the program called (linalg_solve, lu_solve).
+  static const std::set<std::string> kPivoting = {
+      "aten::linalg_lu_factor", "aten::linalg_lu_factor_ex", "aten::linalg_lu", "aten::lu",
+      "aten::_lu_with_info",    "aten::linalg_ldl_factor",   "aten::linalg_ldl_factor_ex"};
+  if (kPivoting.count(name) > 0)
+    return "it pivots by comparing magnitudes (a rerun measures where the pivots fall, not "
+           "precision)";
   if (name.rfind("quantized::", 0) == 0 || name.rfind("aten::quantized_", 0) == 0 ||
       name.rfind("aten::fbgemm_", 0) == 0 || name.find("_byte_rowwise") != std::string::npos ||
       name.find("_4bit_rowwise") != std::string::npos)

@@ -175,6 +175,11 @@ def decompositions():
         show("svd_legacy", torch.svd(a[:40])[1])
         show("eigvals", torch.linalg.eigvals(a[:20, :20]).abs().sort().values)
         show("eig", torch.linalg.eig(a[:20, :20])[0].abs().sort().values)
+        # An integer matrix: pivots tie, and a perturbed rerun picked other rows (perturb 370).
+        b = torch.randint(-3, 4, (30, 30), generator=torch.Generator().manual_seed(0)).float()
+        lu, pivots = torch.linalg.lu_factor(b)
+        show("lu_factor", torch.cat([lu.flatten(), pivots.float()]))
+        show("solve", torch.linalg.solve(b, torch.ones(30)))
 
 
 def bias_bn():

@@ -608,8 +608,11 @@ class AtenChecks(unittest.TestCase):
         # flipped 2 of its 20 vector pairs and highprec read 0.63 (batch 9, a Gaussian-process
         # fit). The values (sorted: unique) are compared, the vectors not listed; eig's
         # eigenvalues come in no defined order, so eig and eigvals are skipped, saying why.
+        # LU pivots by magnitude: at ties (an integer matrix) a perturbed rerun picked other
+        # rows and perturb read 370; lu_factor is skipped, saying why, the solve is checked.
         ops = ["aten::linalg_svd", "aten::_linalg_svd", "aten::svd", "aten::linalg_eigh",
-               "aten::_linalg_eigh", "aten::linalg_eig", "aten::linalg_eigvals"]
+               "aten::_linalg_eigh", "aten::linalg_eig", "aten::linalg_eigvals",
+               "aten::linalg_lu_factor_ex", "aten::linalg_solve"]
         policy = every_call(json.dumps(ops), "[ { plugin: highprec }, { plugin: perturb } ]")
         r = self.demo("decompositions", policy + "report: { all_checks: true }\n")
         self.assertEqual(r.of("violation"), [])
@@ -623,6 +626,9 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(summary[op]["checked"], 0, summary[op])
         self.assertIn("aten::linalg_eig: not checked: its eigenvalues come in no defined order",
                       r.stderr)
+        self.assertEqual(summary["aten::linalg_lu_factor_ex"]["checked"], 0)
+        self.assertIn("aten::linalg_lu_factor_ex: not checked: it pivots by comparing", r.stderr)
+        self.assertGreaterEqual(summary["aten::linalg_solve"]["checked"], 1)
 
     def test_rnn_dropout_in_training_skipped_in_eval_checked(self):
         # aten::lstm draws its dropout masks between layers itself, with no random tag: its f64
