@@ -83,8 +83,8 @@ FUMI_WIDE inline void gaussianPairs(uint64_t seed, uint64_t p0, int n, double* o
     const uint32_t base = metrics::noiseBase(stream, 2 * p0);
     const uint32_t low0 = static_cast<uint32_t>(2 * p0);
     const auto draw = [base](uint32_t low) {
-      const uint32_t hash = metrics::noiseMix(low * metrics::kNoiseStep + base);
-      return static_cast<float>(static_cast<int32_t>(hash) >> 8) * 0x1.0p-23f;
+      const auto bits = static_cast<int32_t>(metrics::noiseBits(base, low));
+      return static_cast<float>(bits >> 8) * 0x1.0p-23f;
     };
     for (int g = 0; g < groups; ++g) {
       FUMI_SIMD()

@@ -55,9 +55,14 @@ FUMI_HOST_DEVICE inline uint32_t noiseBase(uint64_t seed, uint64_t index) {
          static_cast<uint32_t>(index >> 32) * kNoiseHigh;
 }
 
-// The draw whose index has low half `low`, given its noiseBase.
+// The 32 random bits of the draw whose index has low half `low`, given its noiseBase.
+FUMI_HOST_DEVICE inline uint32_t noiseBits(uint32_t base, uint32_t low) {
+  return noiseMix(low * kNoiseStep + base);
+}
+
+// That draw, uniform in [-1, 1).
 FUMI_HOST_DEVICE inline double noiseDraw(uint32_t base, uint32_t low) {
-  return static_cast<double>(static_cast<int32_t>(noiseMix(low * kNoiseStep + base))) * 0x1.0p-31;
+  return static_cast<double>(static_cast<int32_t>(noiseBits(base, low))) * 0x1.0p-31;
 }
 
 // Draw `index` (0-based) of the noise stream of `seed`, uniform in [-1, 1).
