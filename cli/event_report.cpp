@@ -314,8 +314,12 @@ SummaryEvent parseSummaryEvent(const json& obj) {
     if (const json* checks = getObject(o, "checks")) {
       for (auto it = checks->begin(); it != checks->end(); ++it) {
         if (!it->is_object()) badField("checks", "an object of objects");
-        for (const char* reason : {"unsupported", "no_scratch", "failed"}) {
-          const std::string field_name = std::string("skipped_") + reason;
+        // skipped_<field> -> how the report names the reason
+        for (const auto& [field, reason] : {std::pair{"unsupported", "unsupported"},
+                                            std::pair{"no_scratch", "no_scratch"},
+                                            std::pair{"failed", "failed"},
+                                            std::pair{"budget", "over budget"}}) {
+          const std::string field_name = std::string("skipped_") + field;
           if (const uint64_t n = getCount(*it, field_name.c_str()).value_or(0))
             so.declined.emplace_back(it.key() + " " + reason, n);
         }

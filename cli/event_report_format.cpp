@@ -135,7 +135,7 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
         << handled << "\n";
   }
   if (const std::string declined = reasonsText(report, &OpStats::declined); !declined.empty())
-    out << "  Calls a check could not judge (skipped by it; docs/report-schema.md): " << declined
+    out << "  Calls a check skipped (by check and reason; docs/report-schema.md): " << declined
         << "\n";
   if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
     out << "  Sampled calls not checked (skipped before any check ran): " << why << "\n";

@@ -297,7 +297,7 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
         << esc(handled) << "</p>\n";
   }
   if (const std::string declined = reasonsText(report, &OpStats::declined); !declined.empty())
-    out << "<p class=\"meta\">Calls a check could not judge (skipped by it): " << esc(declined)
+    out << "<p class=\"meta\">Calls a check skipped (by check and reason): " << esc(declined)
         << "</p>\n";
   if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
     out << "<p class=\"meta\">Sampled calls not checked (skipped before any check ran): "

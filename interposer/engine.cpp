@@ -822,24 +822,55 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
   return false;
 }
 
+namespace {
+// Why a sampled call was skipped when none of its checks could run for the budget.
+constexpr const char* kOverBudget = "the overhead budget was spent (overhead_budget)";
+}  // namespace
+
 CheckBudget::CheckBudget(double fraction) : fraction_(fraction), started_(monotonicSeconds()) {}
+
+void CheckBudget::setChecks(std::vector<std::string> names) {
+  names_ = std::move(names);
+  check_used_ns_ = std::make_unique<std::atomic<int64_t>[]>(names_.size());
+}
+
+size_t CheckBudget::checkId(const std::string& name) const {
+  return static_cast<size_t>(std::find(names_.begin(), names_.end(), name) - names_.begin());
+}
+
+double CheckBudget::allowedSeconds() const {
+  return fraction_ * std::max(monotonicSeconds() - started_, kMinWindow);
+}
 
 bool CheckBudget::spent() const {
   if (fraction_ <= 0) return false;
-  const double window = std::max(monotonicSeconds() - started_, kMinWindow);
-  if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= fraction_ * window)
+  if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= allowedSeconds())
     return false;
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
-    logMessage(FUMI_LOG_WARN, fmt::format("overhead budget reached (checks took more than {:g}% "
-                                          "of the run so far): sampled calls are skipped until "
-                                          "they are back under it",
-                                          fraction_ * 100));
+    logMessage(FUMI_LOG_WARN,
+               fmt::format("overhead budget reached (checks took more than {:g}% of the run so "
+                           "far): until they are back under it, a check runs only while it is "
+                           "within its share (1/{} of the budget) and a sampled call none of "
+                           "whose checks is within its share is skipped",
+                           fraction_ * 100, std::max<size_t>(names_.size(), 1)));
   return true;
+}
+
+bool CheckBudget::withinShare(size_t id) const {
+  if (fraction_ <= 0) return true;
+  if (id >= names_.size()) return false;
+  return static_cast<double>(check_used_ns_[id].load(std::memory_order_relaxed)) * 1e-9 <=
+         allowedSeconds() / static_cast<double>(names_.size());
 }
 
 void CheckBudget::charge(double seconds) {
   used_ns_.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+void CheckBudget::chargeCheck(size_t id, double seconds) {
+  if (id < names_.size())
+    check_used_ns_[id].fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
 }
 
 RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
@@ -851,9 +882,12 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
         single_ ? call_index : cand->matched.fetch_add(1, std::memory_order_relaxed);
     if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
     // `first: N` calls are checked whatever the budget (N per op: a bounded cost, and the
-    // coverage a run is guaranteed); they are charged like any other check.
-    if (index >= cand->rule->rule->sample.first && budget_.spent()) {
-      site_.countSkipped("the overhead budget was spent (overhead_budget)");
+    // coverage a run is guaranteed); they are charged like any other check. Later calls while
+    // the budget is spent only if one of their checks is within its share (runChecks).
+    if (index >= cand->rule->rule->sample.first && budget_.spent() &&
+        std::none_of(cand->rule->checks.begin(), cand->rule->checks.end(),
+                     [&](const CheckInstance& ci) { return budget_.withinShare(ci.budget_id); })) {
+      site_.countSkipped(kOverBudget);
       return nullptr;
     }
     // Take one of max_checks; past the cap the counter only grows, which is harmless.
@@ -952,6 +986,14 @@ void Engine::instantiate() {
     }
     rules_.push_back(std::move(rr));
   }
+  // The overhead budget's shares: one per check the policy names.
+  std::vector<std::string> names;
+  for (const auto& rr : rules_)
+    for (const CheckInstance& ci : rr->checks)
+      if (std::find(names.begin(), names.end(), ci.name) == names.end()) names.push_back(ci.name);
+  budget_.setChecks(names);
+  for (auto& rr : rules_)
+    for (CheckInstance& ci : rr->checks) ci.budget_id = budget_.checkId(ci.name);
 }
 
 void Engine::compileAll() {
@@ -1038,19 +1080,27 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   const Rule& rule = *sampler.rule->rule;
   // Where the call was made, not where it is checked (a checker thread has no framework ops).
   call.setPhase(origin ? origin->phase : currentPhase());
-  uint64_t checked = 0, attempted = 0;
+  uint64_t checked = 0, attempted = 0, over_budget = 0;
   bool violated = false, error_violated = false;
   for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
     CheckInstance& ci = sampler.rule->checks[j];
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
     // A check with its own sample runs on the calls it picks among those the rule picked,
     // numbered 0, 1, 2, ... per op.
+    const uint64_t seen = sampler.check_seen[j].fetch_add(1, std::memory_order_relaxed);
     if (ci.spec->has_sample) {
-      const uint64_t seen = sampler.check_seen[j].fetch_add(1, std::memory_order_relaxed);
       if (!sampleHit(ci.spec->sample, seen)) continue;
       if (sampler.check_taken[j].fetch_add(1, std::memory_order_relaxed) >=
           ci.spec->sample.max_checks)
         continue;
+    }
+    // Its first calls (the rule's `first:`, or its own) run whatever the budget; later ones
+    // while the budget is not spent or this check is within its share (CheckBudget).
+    const uint64_t first = ci.spec->has_sample ? ci.spec->sample.first : rule.sample.first;
+    if (seen >= first && !budget_.allows(ci.budget_id)) {
+      call.site().recordCheckOverBudget(ci.name);
+      ++over_budget;
+      continue;
     }
     ++attempted;
     fumi_call handle{&call, &reporter_, &rule, &ci, policy_.scratch_budget, origin, 0, {},
@@ -1091,12 +1141,14 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
         }
       }
     }
-    call.site().recordCheck(ci.name, st, handle.violated,
-                            monotonicSeconds() - check_started);
+    const double check_seconds = monotonicSeconds() - check_started;
+    call.site().recordCheck(ci.name, st, handle.violated, check_seconds);
+    budget_.chargeCheck(ci.budget_id, check_seconds);
   }
   const double ended = monotonicSeconds();
   const double seconds = ended - started;
   budget_.charge(seconds);
+  if (!attempted && over_budget) call.site().countSkipped(kOverBudget);
   // Scratch stays for the next checks only while they come often (scratch_arena.h).
   thread_local CheckDuty duty;
   ScratchArena::local().trim(scratchToKeep(duty.checked(started, ended),

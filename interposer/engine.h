@@ -44,6 +44,7 @@ struct CheckInstance {
   void* instance = nullptr;
   std::string name;  // plugin name, as reported
   fumi_kind kind = FUMI_KIND_ERROR;  // what its findings mean (fumi_plugin.kind)
+  size_t budget_id = 0;  // its share of the overhead budget (CheckBudget::checkId(name))
 };
 
 struct RuleRuntime {
@@ -77,21 +78,36 @@ struct RuleSampler {
 };
 
 // The policy's overhead_budget: checks may take at most `fraction` of the wall time since the
-// engine started, counted over at least kMinWindow so that a job's first checks can run. A
-// sampled call that finds the budget spent is not checked (counted as skipped). The clock is
-// read only for sampled calls.
+// engine started, counted over at least kMinWindow so that a job's first checks can run. Each
+// check (by name: checksum, highprec, ...) is also charged on its own, and keeps a share of
+// 1/n of the budget (n: the checks the policy names) however much the others spent: a check
+// may run while the budget is not spent, or while it is within its share. So reruns that
+// overspend (a few large calls) cannot stop the cheap checks, and while one check is over its
+// share the others together can pass the budget by their shares at most. A sampled call none
+// of whose checks may run is not checked (counted as skipped). The clock is read only for
+// sampled calls.
 class CheckBudget {
  public:
   static constexpr double kMinWindow = 10.0;  // seconds
   explicit CheckBudget(double fraction);
+  // The checks sharing the budget, before any call (Engine::instantiate).
+  void setChecks(std::vector<std::string> names);
+  // A check's index in setChecks' names; names.size() for a name not there (within no share).
+  size_t checkId(const std::string& name) const;
   bool spent() const;
-  void charge(double seconds);
+  bool withinShare(size_t id) const;
+  bool allows(size_t id) const { return !spent() || withinShare(id); }
+  void charge(double seconds);                  // the whole time of a call's checks
+  void chargeCheck(size_t id, double seconds);  // one check's own part of it
   double fraction() const { return fraction_; }
 
  private:
+  double allowedSeconds() const;  // fraction × the window so far
   const double fraction_;  // 0: unlimited
   const double started_;
   std::atomic<int64_t> used_ns_{0};
+  std::vector<std::string> names_;
+  std::unique_ptr<std::atomic<int64_t>[]> check_used_ns_;
 };
 
 class OpDecision {
@@ -212,6 +228,7 @@ class Engine {
   CallOrigin captureOrigin(const OpSite& site, uint64_t call_index) const;
 
   const Policy& policy() const { return policy_; }
+  CheckBudget& budget() { return budget_; }
   // Whether some rule with a working check can match ops of `backend`.
   bool checksBackend(const char* backend) const;
 

@@ -216,7 +216,8 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
                             {"violations", c.violations}, {"check_s", c.seconds}};
       for (const auto& [why, n] : {std::pair{"unsupported", c.unsupported},
                                    std::pair{"no_scratch", c.no_scratch},
-                                   std::pair{"failed", c.failed}})
+                                   std::pair{"failed", c.failed},
+                                   std::pair{"budget", c.budget}})
         if (n) one["skipped_" + std::string(why)] = n;
       checks[name] = std::move(one);
     }

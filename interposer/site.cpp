@@ -202,6 +202,11 @@ void OpSite::recordCheck(const std::string& check, fumi_status status, bool viol
   c.seconds += seconds;
 }
 
+void OpSite::recordCheckOverBudget(const std::string& check) {
+  const InsideLock<std::mutex> lock(stats_mu);
+  ++stats.checks[check].budget;
+}
+
 void MetricStats::add(double value, bool violated) {
   ++count;
   violations += violated ? 1 : 0;

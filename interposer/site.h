@@ -50,15 +50,17 @@ struct MetricStats {
 // One check of an op: how often it ran to a verdict, was skipped, raised; its wall time. The
 // skips by what the check answered: it cannot judge this call (FUMI_UNSUPPORTED, FUMI_SKIPPED:
 // a dtype, layout or op it does not cover, an unusable estimate), the scratch budget was too
-// small (FUMI_NO_SCRATCH), or it failed (an error: the plugin is disabled).
+// small (FUMI_NO_SCRATCH), or it failed (an error: the plugin is disabled); or it was not
+// started: the overhead budget was spent and this check was over its share (CheckBudget).
 struct CheckCounts {
   uint64_t runs = 0;
   uint64_t unsupported = 0;
   uint64_t no_scratch = 0;
   uint64_t failed = 0;
+  uint64_t budget = 0;
   uint64_t violations = 0;
   double seconds = 0;
-  uint64_t skipped() const { return unsupported + no_scratch + failed; }
+  uint64_t skipped() const { return unsupported + no_scratch + failed + budget; }
 };
 
 struct OpStats {
@@ -139,6 +141,7 @@ struct OpSite {
   static constexpr size_t kMaxNotCheckedReasons = 16;
   static constexpr const char* kOtherReasons = "other reasons";
   void recordCheck(const std::string& check, fumi_status status, bool violated, double seconds);
+  void recordCheckOverBudget(const std::string& check);
   // A held NaN/Inf finding (recorded as not violated) turned out a violation / was handled.
   void addHeldViolation(const std::string& key);
   // Counts a violation of `key` ("check.metric") for the text log: true for the first

@@ -293,6 +293,76 @@ rules:
   EXPECT_FALSE(unlimited.spent());
 }
 
+// Each check keeps its share of the overhead budget (1/n of it for n named checks): reruns that
+// overspent it cannot stop a cheap check; a call none of whose checks is within its share is
+// skipped; a check's `first:` calls run whatever the budget.
+TEST_F(EngineFixture, OverheadBudgetKeepsEachChecksShare) {
+  OpSite site("unit_op_share", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+overhead_budget: 0.01
+rules:
+  - match: { op: unit_op_share }
+    sample: { every: 1 }
+    checks: [ { plugin: highprec }, { plugin: nan_inf } ]
+)");
+  e->compileSite(site);
+  CheckBudget& budget = e->budget();
+  const size_t highprec = budget.checkId("highprec"), nan_inf = budget.checkId("nan_inf");
+  ASSERT_NE(highprec, nan_inf);
+  EXPECT_EQ(budget.checkId("perturb"), 2u);  // named by no rule: no share
+  EXPECT_FALSE(budget.withinShare(2));
+  // highprec's reruns took 0.2 s: over the whole budget (1% of the 10 s window) and over its
+  // share (half of it); nan_inf took nothing.
+  budget.charge(0.2);
+  budget.chargeCheck(highprec, 0.2);
+  ASSERT_TRUE(budget.spent());
+  EXPECT_FALSE(budget.allows(highprec));
+  EXPECT_TRUE(budget.allows(nan_inf));
+  std::vector<float> x{1, 2}, y{2, 4};
+  DoubleCall call(site, x, y);
+  RuleSampler* s = site.decision.load()->select(CallFacts{2}, 0);
+  ASSERT_NE(s, nullptr);  // nan_inf is within its share
+  e->runChecks(call, *s);
+  EXPECT_EQ(call.reruns, 0);  // highprec did not run
+  OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 1u);
+  EXPECT_EQ(st.checks["nan_inf"].runs, 1u);
+  EXPECT_EQ(st.checks["highprec"].budget, 1u);
+  EXPECT_EQ(st.checks["highprec"].runs, 0u);
+  // nan_inf over its share too: the call is not checked, and the summary says why.
+  budget.chargeCheck(nan_inf, 0.06);
+  EXPECT_EQ(site.decision.load()->select(CallFacts{2}, 1), nullptr);
+  st = site.statsSnapshot();
+  EXPECT_EQ(st.skipped, 1u);
+  EXPECT_EQ(st.not_checked["the overhead budget was spent (overhead_budget)"], 1u);
+  // `first:` calls, the rule's or a check's own, run over the check's share; later ones do not.
+  auto g = make(R"(version: 1
+overhead_budget: 0.01
+rules:
+  - match: { op: unit_op_rule_first }
+    sample: { first: 1, every: 1 }
+    checks: [ { plugin: highprec } ]
+  - match: { op: unit_op_check_first }
+    sample: { every: 1 }
+    checks: [ { plugin: nan_inf }, { plugin: highprec, sample: { first: 1, every: 1 } } ]
+)");
+  g->budget().charge(0.2);
+  g->budget().chargeCheck(g->budget().checkId("highprec"), 0.2);
+  for (const char* op : {"unit_op_rule_first", "unit_op_check_first"}) {
+    OpSite first_site(op, "unit", FUMI_DTYPE_F32);
+    g->compileSite(first_site);
+    DoubleCall first_call(first_site, x, y);
+    for (uint64_t i = 0; i < 3; ++i)
+      if (RuleSampler* f = first_site.decision.load()->select(CallFacts{2}, i))
+        g->runChecks(first_call, *f);
+    EXPECT_EQ(first_call.reruns, 1) << op;
+    st = first_site.statsSnapshot();
+    EXPECT_EQ(st.checks["highprec"].runs, 1u) << op;
+    EXPECT_EQ(st.checks["highprec"].budget, op == std::string("unit_op_check_first") ? 2u : 0u)
+        << op;  // the rule's first: later calls are refused before any check
+  }
+}
+
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
   OpSite site("unit_op_b", "unit", FUMI_DTYPE_F32);
   auto e = make(R"(version: 1

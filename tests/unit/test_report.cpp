@@ -62,8 +62,8 @@ std::string lines(const std::vector<std::string>& ls) {
   return s;
 }
 
-// The summary's per-check counts (ops[].checks): the calls each check could not judge, by
-// reason, summed over processes, in the text report and its JSON.
+// The summary's per-check counts (ops[].checks): the calls each check skipped (could not judge,
+// or over its share of the overhead budget), by reason, summed over processes, in the text report and its JSON.
 TEST(Report, CallsAChecksDeclinedByReason) {
   const std::string checks = R"("checks":{"checksum":{"runs":5,"skipped":3,
     "skipped_unsupported":3,"violations":0,"check_s":0.1},"highprec":{"runs":8,"skipped":0,
@@ -74,19 +74,22 @@ TEST(Report, CallsAChecksDeclinedByReason) {
   EventFile b{"out/events-200.jsonl",
               lines({startLine(200), summaryLine(200, R"([{"op":"sgemm_","backend":"blas",
                 "calls":4,"checked":4,"skipped":0,"violations":0,"worst":{},
-                "checks":{"checksum":{"runs":2,"skipped":2,"skipped_no_scratch":2}}}])")})};
+                "checks":{"checksum":{"runs":2,"skipped":2,"skipped_no_scratch":2},
+                "highprec":{"runs":1,"skipped":7,"skipped_budget":7}}}])")})};
   const Report r = aggregate({a, b});
   const OpStats* s = findOp(r, "sgemm_", "blas");
   ASSERT_NE(s, nullptr);
   const std::map<std::string, uint64_t> want = {{"checksum unsupported", 3},
-                                                {"checksum no_scratch", 2}};
+                                                {"checksum no_scratch", 2},
+                                                {"highprec over budget", 7}};
   EXPECT_EQ(s->declined, want);
   const std::string text = fumi::report::formatText(r);
-  EXPECT_NE(text.find("Calls a check could not judge"), std::string::npos) << text;
+  EXPECT_NE(text.find("Calls a check skipped"), std::string::npos) << text;
   EXPECT_NE(text.find("sgemm_ (checksum no_scratch: 2 calls), sgemm_ (checksum unsupported: 3 "
                       "calls)"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("sgemm_ (highprec over budget: 7 calls)"), std::string::npos) << text;
   EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["declined"]["checksum unsupported"], 3);
   EXPECT_NE(fumi::report::formatHtml(r).find("sgemm_ (checksum no_scratch: 2 calls)"),
             std::string::npos);
@@ -94,7 +97,8 @@ TEST(Report, CallsAChecksDeclinedByReason) {
   EventFile c{"out/events-300.jsonl",
               lines({startLine(300), summaryLine(300, R"([{"op":"sgemm_","backend":"blas",
                 "calls":1,"checked":1,"skipped":0,"violations":0,"worst":{}}])")})};
-  EXPECT_EQ(fumi::report::formatText(aggregate({c})).find("could not judge"), std::string::npos);
+  EXPECT_EQ(fumi::report::formatText(aggregate({c})).find("Calls a check skipped"),
+            std::string::npos);
 }
 
 // Sampled calls skipped before any check (the overhead budget, an adapter's reason) are summed
