@@ -11,7 +11,8 @@
 //   vectors   Gaussian vectors per side (right: over the columns; left: over the rows), 1 to
 //             64, default 8: 16 samples, so the estimate is within 2x of the true error with
 //             probability >= 99.8% even for a rank-1 error (one wrong element or column).
-//             An output with one side only (a vector) gets 2 * vectors on it.
+//             An output with one side only (a vector) gets 2 * vectors on it. A side no
+//             longer than its vectors is projected on its unit vectors: exact, not estimated.
 //   tolerance of the normwise relative error, per precision like highprec's (dtype table).
 // fp64 calls are checked with compensated sums on both sides (about 4x the cost).
 #include <string>
@@ -68,7 +69,10 @@ class ChecksumCheck {
         .extra("worst_row", static_cast<double>(worst.worst_row))
         .extra("worst_col", static_cast<double>(worst.worst_col))
         .extra("col_share", worst.col_share)
+        .extra("exact", worst.exact ? 1.0 : 0.0)
         .detail(worst.nonfinite ? "checksum: non-finite output where the exact projections are finite"
+                : worst.exact   ? "checksum: exact, on the unit vectors of the output's narrow side, "
+                                  "against host fp64"
                                 : "checksum: random projections against host fp64");
     ctx.report(v);
     return FUMI_OK;

@@ -227,7 +227,10 @@ struct Estimate {
   double err_norm = 0;   // estimated ||E||_F
   double out_norm = 0;   // ||C||_F
   double ref_norm = 0;   // estimated ||C_exact||_F (same vectors)
-  int32_t samples = 0;   // N
+  int32_t samples = 0;   // N; where `exact`, the unit vectors projected
+  // The output's figure is exact, not an estimate: a dimension no longer than the vectors on it
+  // was projected on its unit vectors (projectSides), which sum to ||E||_F^2 exactly.
+  bool exact = false;
   // Where the error is: the row (right vectors) and column (left vectors) with the largest
   // estimated error, as indices of the output flattened around the projected dimension
   // (batched outputs: batch * m + i and batch * n + j); -1 where that side was not projected.
@@ -244,8 +247,11 @@ class Estimator {
   // One side: `got` (the output contracted, + got_lo) against `exact` (+ exact_lo), laid out
   // as contract() writes them for `sp` (of the output) and `count` vectors. `columns`: the
   // vectors ran over the rows, so the per-index figures are per column.
+  // `unit`: the vectors were the dimension's unit vectors (all of them), so the side's sums are
+  // ||E||_F^2 and ||C_exact||_F^2 themselves, one sample.
   FUMI_WIDE void addSide(const double* got, const double* got_lo, const double* exact,
-                         const double* exact_lo, Split sp, int32_t count, bool columns) {
+                         const double* exact_lo, Split sp, int32_t count, bool columns,
+                         bool unit = false) {
     const int64_t n = sp.outer * count * sp.inner;
     std::vector<double>& per = columns ? per_col_ : per_row_;  // summed over repeated sides
     per.resize(static_cast<size_t>(sp.outer * sp.inner), 0.0);
@@ -314,7 +320,8 @@ class Estimator {
           for (int64_t q = 0; q < sp.inner; ++q) to[q] += src[q] * unscale2;
         }
     }
-    sides_.push_back(Side{err, ref, e, count});
+    sides_.push_back(Side{err, ref, e, unit ? 1 : count, unit, unit ? count : 0});
+    any_unit_ = any_unit_ || unit;
     if (columns) col_side_ = true;
     else row_side_ = true;
   }
@@ -333,20 +340,28 @@ class Estimator {
       est.rel = est.err_norm = std::numeric_limits<double>::infinity();
       return est;
     }
-    // (1/N) sum over every sample of every side, each side's sums brought to one scale.
+    // (1/N) sum over every sample of every side, each side's sums brought to one scale; only
+    // the exact sides where there are any (an estimate would only add its spread).
     int top = -1022;
     for (const Side& s : sides_) top = std::max(top, s.exponent);
     double err = 0.0, ref = 0.0;
+    int32_t vectors = 0;
     for (const Side& s : sides_) {
+      if (any_unit_ && !s.unit) continue;
       err += std::ldexp(s.err, 2 * (s.exponent - top));
       ref += std::ldexp(s.ref, 2 * (s.exponent - top));
       est.samples += s.count;
+      vectors += s.unit_vectors;
     }
+    est.exact = any_unit_;
     if (est.samples == 0) return est;
     est.err_norm = std::ldexp(std::sqrt(err / est.samples), top);
     est.ref_norm = std::ldexp(std::sqrt(ref / est.samples), top);
+    if (est.exact) est.samples = vectors;
     const double small = est.err_norm / out_norm_;  // inf or NaN when ||C|| is 0: below
-    if (out_norm_ > 0 && small <= kGrossError) {
+    if (est.exact && est.ref_norm > 0) {  // both norms exact: the error relative to the exact
+      est.rel = std::sqrt(err / ref);
+    } else if (out_norm_ > 0 && small <= kGrossError) {
       est.rel = small;
     } else if (est.ref_norm > 0) {
       est.rel = std::sqrt(err / ref);
@@ -369,7 +384,9 @@ class Estimator {
   struct Side {
     double err, ref;  // scaled by 2^-exponent (squares: 2^-2 exponent)
     int exponent;
-    int32_t count;
+    int32_t count;  // samples: the vectors, or 1 for unit vectors
+    bool unit;
+    int32_t unit_vectors;
   };
   // The first index of the largest (a vector loop for the value, then a search for it).
   static int64_t argmax(const std::vector<double>& v) {
@@ -387,6 +404,7 @@ class Estimator {
   std::vector<double> sq_;  // addSide's squared differences
   double out_norm_ = 0.0;
   bool row_side_ = false, col_side_ = false, nonfinite_ = false, unusable_ = false;
+  bool any_unit_ = false;
 };
 
 // Sets of vectors along dimensions of the output (`shape`), `count` vectors per stream of each
@@ -405,11 +423,16 @@ fumi_status projectSides(const int64_t* shape, int32_t ndim, std::initializer_li
                          int32_t count, bool compensated, uint64_t seed, Project&& project,
                          Contract&& contract_y, Alloc&& alloc, fumi_scan* scan, Estimator* est) {
   std::vector<fumi_side> exact_sides, got_sides;
+  std::vector<bool> unit;
   exact_sides.reserve(req.size());
   got_sides.reserve(req.size());
   for (const SideRequest& r : req) {
     const Split sp = splitAround(shape, ndim, r.dim);
-    const int32_t total = count * static_cast<int32_t>(r.streams.size());
+    // A dimension no longer than the vectors asked for along it is projected on its unit
+    // vectors instead: no more work, and the side's figure is exact (Estimator::addSide).
+    const bool units = sp.len <= count * static_cast<int64_t>(r.streams.size());
+    const int32_t total =
+        units ? static_cast<int32_t>(sp.len) : count * static_cast<int32_t>(r.streams.size());
     const size_t size = static_cast<size_t>(sp.outer * total * sp.inner);
     double* v = alloc(static_cast<size_t>(sp.len * total));
     double* exact = alloc(size);
@@ -417,11 +440,17 @@ fumi_status projectSides(const int64_t* shape, int32_t ndim, std::initializer_li
     double* exact_lo = compensated ? alloc(size) : nullptr;
     double* got_lo = compensated ? alloc(size) : nullptr;
     if (!v || !exact || !got || (compensated && (!exact_lo || !got_lo))) return FUMI_NO_SCRATCH;
-    double* set = v;
-    for (uint64_t stream : r.streams) {
-      gaussianVectors(metrics::mixSeed(seed, stream), count, sp.len, set);
-      set += static_cast<size_t>(count * sp.len);
+    if (units) {
+      std::fill(v, v + sp.len * total, 0.0);
+      for (int64_t s = 0; s < sp.len; ++s) v[s * sp.len + s] = 1.0;
+    } else {
+      double* set = v;
+      for (uint64_t stream : r.streams) {
+        gaussianVectors(metrics::mixSeed(seed, stream), count, sp.len, set);
+        set += static_cast<size_t>(count * sp.len);
+      }
     }
+    unit.push_back(units);
     exact_sides.push_back(fumi_side{sizeof(fumi_side), r.dim, total, v, exact, exact_lo});
     got_sides.push_back(fumi_side{sizeof(fumi_side), r.dim, total, v, got, got_lo});
   }
@@ -435,7 +464,7 @@ fumi_status projectSides(const int64_t* shape, int32_t ndim, std::initializer_li
     // per-column figures.
     est->addSide(got_sides[k].out, got_sides[k].out_lo, e.out, e.out_lo,
                  splitAround(shape, ndim, e.dim), e.count,
-                 /*columns=*/e.dim != ndim - 1 || ndim == 1);
+                 /*columns=*/e.dim != ndim - 1 || ndim == 1, unit[k]);
   }
   return FUMI_OK;
 }
@@ -468,7 +497,13 @@ fumi_status estimateOutput(size_t n, const int64_t* shape, int32_t ndim, int32_t
   // only (a convolution's channels) both along the first one it can (streams 0 and 2).
   const int32_t rows = ndim >= 2 ? ndim - 2 : 0, cols = ndim - 1;
   const bool one_dim = cols == rows;
-  fumi_status st = one_dim ? sides({{rows, {0, 2}}}) : sides({{rows, {0}}, {cols, {1}}});
+  // A side no longer than its vectors goes on its unit vectors, exactly (projectSides): that
+  // side alone, where the host projects it.
+  fumi_status st = FUMI_UNSUPPORTED;
+  for (int32_t d : {cols, rows})
+    if (!one_dim && st == FUMI_UNSUPPORTED && shape[d] <= vectors) st = sides({{d, {d == cols ? 1u : 0u}}});
+  if (st == FUMI_UNSUPPORTED)
+    st = one_dim ? sides({{rows, {0, 2}}}) : sides({{rows, {0}}, {cols, {1}}});
   if (st == FUMI_UNSUPPORTED && !one_dim) {  // one side at a time: which one does the host have?
     int32_t first = rows;
     st = sides({{rows, {0}}});
