@@ -262,6 +262,7 @@ MetricSummary parseMetric(const std::string& key, const json& m) {
   s.median = getNumber(m, "median");
   s.p99 = getNumber(m, "p99");
   s.max = getNumber(m, "max");
+  s.of_tolerance = getNumber(m, "of_tolerance");
   return s;
 }
 
@@ -358,6 +359,8 @@ void mergeMetric(MetricAcc& acc, const MetricSummary& m) {
   acc.m.count += m.count;
   acc.m.violations += m.violations;
   if (m.max && (!acc.m.max || worse(*m.max, *acc.m.max))) acc.m.max = m.max;
+  if (m.of_tolerance && (!acc.m.of_tolerance || *m.of_tolerance > *acc.m.of_tolerance))
+    acc.m.of_tolerance = m.of_tolerance;
   if ((m.median || m.p99) && (!acc.has_quantiles || m.count > acc.quantile_count)) {
     acc.m.median = m.median;
     acc.m.p99 = m.p99;

@@ -130,6 +130,8 @@ struct MetricSummary {
   std::optional<double> median;
   std::optional<double> p99;
   std::optional<double> max;  // over processes
+  // The largest value / tolerance over the calls (the summary's of_tolerance), over processes.
+  std::optional<double> of_tolerance;
 };
 
 // The violations of one kind of an op, from its violation events.

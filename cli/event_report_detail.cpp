@@ -2,6 +2,8 @@
 #include "event_report_detail.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace fumi::report::detail {
 
@@ -37,11 +39,21 @@ std::string joinArgv(const std::vector<std::string>& argv, size_t max_len) {
   return s;
 }
 
-std::string worstText(const std::map<std::string, double>& worst) {
+std::string worstText(const OpStats& op) {
   std::string s;
-  for (const auto& [k, v] : worst) {
+  for (const auto& [k, v] : op.worst) {
     if (!s.empty()) s += "  ";
     s += k + "=" + formatValue(v);
+    // How close the op came to its tolerance, which differs per call where it grows with the
+    // terms summed: the largest value / tolerance over the calls (not necessarily the worst's).
+    const auto m = op.metrics.find(k);
+    if (m != op.metrics.end() && m->second.of_tolerance && std::isfinite(*m->second.of_tolerance)) {
+      const double percent = *m->second.of_tolerance * 100;
+      char buf[32];
+      std::snprintf(buf, sizeof buf, percent >= 10 ? " (%.0f%% of tol)" : " (%.2g%% of tol)",
+                    percent);
+      s += buf;
+    }
   }
   return s.empty() ? "-" : s;
 }

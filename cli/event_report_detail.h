@@ -25,8 +25,9 @@ std::string kernelList(const nlohmann::json& kernels);
 // The argv joined by spaces, cut to `max_len` characters ("..." at the end) when longer.
 std::string joinArgv(const std::vector<std::string>& argv, size_t max_len = 60);
 
-// "highprec.normwise_rel=0.5  perturb.fumi_ratio=0.01"; "-" when empty.
-std::string worstText(const std::map<std::string, double>& worst);
+// "highprec.normwise_rel=0.5 (62% of tol)  perturb.fumi_ratio=0.01 (0.1% of tol)": each
+// metric's worst value and the largest value / tolerance over its calls; "-" when empty.
+std::string worstText(const OpStats& op);
 
 // Violations per kind over all ops.
 std::map<std::string, uint64_t> violationsByKind(const Report& report);

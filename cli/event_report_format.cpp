@@ -215,7 +215,7 @@ void formatOpsTable(std::ostream& out, const Report& report, const TextOptions& 
     any_incomplete |= s.incomplete;
     rows.push_back({s.op + (s.incomplete ? "*" : ""), s.backend.empty() ? "-" : s.backend,
                     std::to_string(s.calls), std::to_string(s.checked), std::to_string(s.skipped),
-                    std::to_string(s.violations), worstText(s.worst)});
+                    std::to_string(s.violations), worstText(s)});
     if (ranked) {
       const auto r = s.worstRank();
       rows.back().insert(rows.back().begin() + 6, r ? std::to_string(*r) : "-");
@@ -323,7 +323,8 @@ json toJson(const Report& report) {
                     {"violations", m.violations},
                     {"median", optNumberJson(m.median)},
                     {"p99", optNumberJson(m.p99)},
-                    {"max", optNumberJson(m.max)}};
+                    {"max", optNumberJson(m.max)},
+                    {"of_tolerance", optNumberJson(m.of_tolerance)}};
     }
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;
@@ -474,7 +475,7 @@ std::string formatRunSummary(const Report& report, const std::string& dir, size_
     ++shown;
     out << "  " << s.op << " (" << (s.backend.empty() ? "-" : s.backend) << "): " << s.violations
         << " violation" << (s.violations == 1 ? "" : "s") << " in " << s.checked << " checked of "
-        << s.calls << " calls; worst " << worstText(s.worst) << "\n";
+        << s.calls << " calls; worst " << worstText(s) << "\n";
   }
   for (const NanOrigin& o : report.nan_origins)
     out << "fumi: NaN/Inf origin: " << originText(o) << "\n";

@@ -660,7 +660,7 @@ void opRows(std::ostream& out, const Report& report, const std::vector<const OpS
       const auto r = s->worstRank();
       out << "<td class=\"n\">" << (r ? std::to_string(*r) : "-") << "</td>";
     }
-    out << "<td>" << esc(worstText(s->worst)) << "</td></tr>\n";
+    out << "<td>" << esc(worstText(*s)) << "</td></tr>\n";
   }
   out << "</table>\n";
 }

@@ -307,7 +307,7 @@ void apiRecordMetric(void* site, uint64_t index, const char* name, fumi_kind kin
   if (!site || !name) return;
   OpSite& s = *static_cast<OpSite*>(site);
   if (std::isnan(bound) || value <= bound) {
-    s.recordMetric(name, kind, value, /*violated=*/false);
+    s.recordMetric(name, kind, value, /*violated=*/false, /*counted_nonfinite=*/false, bound);
     return;
   }
   const std::string key = name;  // "check.metric"

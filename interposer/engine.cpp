@@ -603,7 +603,7 @@ void recordUnderflow(OpSite& site, uint64_t index, const fumi_verdict* v, const 
   const double bound = e ? e->policy().underflow_bound : NAN;
   if (std::isnan(bound) || *fraction <= bound)
     site.recordMetric("gradient.underflow", FUMI_KIND_PRECISION_COST, *fraction,
-                      /*violated=*/false);
+                      /*violated=*/false, /*counted_nonfinite=*/false, bound);
   else
     reportHostViolation(site, index, "gradient", FUMI_KIND_PRECISION_COST, "underflow",
                         *fraction, bound, nlohmann::json::object());
@@ -622,7 +622,7 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
   // NaN/Inf of the backward pass waits for what the loss scaler does (loss_scaling.h).
   const bool held = v->violated && lossScalingHolds(metric, phase);
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
-                           counted_nonfinite);
+                           counted_nonfinite, v->tolerance);
   recordUnderflow(call.site(), call.info().call_index, v, phase);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
   // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not.
@@ -775,7 +775,8 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
   const char* phase = currentPhase();
   const bool held = lossScalingHolds(
       metric, phase, more.is_object() ? more.value("detail", std::string()) : std::string());
-  site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held);
+  site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held,
+                    /*counted_nonfinite=*/false, tolerance);
   Reporter* rep = activeReporter();
   if (!rep) return;
   InsideScope inside;

@@ -205,10 +205,12 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
                    {"check_s", st.check_seconds},
                    {"worst", st.worst}});
     nlohmann::json metrics = nlohmann::json::object();
-    for (const auto& [key, m] : st.metrics)
+    for (const auto& [key, m] : st.metrics) {
       metrics[key] = {{"kind", kindName(m.kind)}, {"count", m.count},
                       {"violations", m.violations}, {"median", m.quantile(0.5)},
                       {"p99", m.quantile(0.99)},    {"max", m.max}};
+      if (!std::isnan(m.of_tolerance)) metrics[key]["of_tolerance"] = m.of_tolerance;
+    }
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
     nlohmann::json checks = nlohmann::json::object();
     for (const auto& [name, c] : st.checks) {

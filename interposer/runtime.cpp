@@ -86,7 +86,8 @@ pid_t g_owner_pid = 0;
 std::atomic<void (*)()> g_before_summary{nullptr};
 std::atomic<void (*)()> g_after_init{nullptr};
 
-// The snapshot thread (started by init in the initialising process; fork children have none).
+// The snapshot thread: started by init, and again in each fork child (afterForkInChild), whose
+// threads fork did not copy.
 int g_wake_fd = -1;          // eventfd: a signal handler's request
 pid_t g_snapshot_pid = 0;    // the process whose thread it is
 std::atomic<int> g_pending_signal{0};
@@ -168,6 +169,12 @@ void afterForkInChild() {
   lossScalingAfterFork();
   nanSearchAfterFork();
   g_reporter->reopenInChild();
+  // A thread of its own for its periodic and signal snapshots (a pool worker ended by SIGTERM
+  // had lost everything it did), on an eventfd of its own: the inherited one is the parent's.
+  if (g_wake_fd >= 0) ::close(g_wake_fd);
+  g_wake_fd = -1;
+  g_snapshot_pid = 0;
+  startSnapshotThread(g_reporter->settings().snapshot_every);
 }
 
 void printDiagnostics(const PolicyResult& pr) {

@@ -207,12 +207,16 @@ void OpSite::recordCheckOverBudget(const std::string& check) {
   ++stats.checks[check].budget;
 }
 
-void MetricStats::add(double value, bool violated) {
+void MetricStats::add(double value, bool violated, double tolerance) {
   ++count;
   violations += violated ? 1 : 0;
   if (std::isnan(value)) {
     ++nan;
     return;
+  }
+  if (tolerance > 0 && std::isfinite(tolerance)) {
+    const double ratio = value / tolerance;
+    if (std::isnan(of_tolerance) || ratio > of_tolerance) of_tolerance = ratio;
   }
   max = std::max(max, value);
   if (bins.empty()) bins.assign(kBins, 0);
@@ -242,7 +246,7 @@ double MetricStats::quantile(double q) const {
 }
 
 void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
-                          bool counted_nonfinite) {
+                          bool counted_nonfinite, double tolerance) {
   const InsideLock<std::mutex> lock(stats_mu);
   if (violated) ++stats.violations;
   if (counted_nonfinite) ++stats.nonfinite_propagated;
@@ -251,7 +255,7 @@ void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, 
   if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
   MetricStats& m = stats.metrics[key];
   m.kind = kind;
-  m.add(value, violated);
+  m.add(value, violated, tolerance);
 }
 
 OpStats OpSite::statsSnapshot() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -40,9 +41,12 @@ struct MetricStats {
   uint64_t violations = 0;
   uint64_t nan = 0;  // metrics that could not be computed (NaN): in count, not in the bins
   double max = 0;
+  // The largest value / tolerance over the calls judged against a tolerance (NaN: none): how
+  // close the op came to a violation where tolerances differ per call (policy.md).
+  double of_tolerance = NAN;
   std::vector<uint32_t> bins;  // kBins, allocated on the first value
 
-  void add(double value, bool violated);
+  void add(double value, bool violated, double tolerance = NAN);
   // The q-quantile (0 < q <= 1) of the finite values; 0 when there are none.
   double quantile(double q) const;
 };
@@ -154,8 +158,9 @@ struct OpSite {
   void addHandledOverflow();
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);
+  // `tolerance`: what the value was judged against (NaN: nothing), for MetricStats::of_tolerance.
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
-                    bool counted_nonfinite = false);
+                    bool counted_nonfinite = false, double tolerance = NAN);
   OpStats statsSnapshot();
 
  private:

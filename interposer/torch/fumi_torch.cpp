@@ -370,6 +370,7 @@ void forEachTensor(const c10::IValue& v, F&& f) {
 struct Facts {
   fumi_dtype dtype = FUMI_DTYPE_UNKNOWN;  // of the first floating input
   int64_t size = 0;                       // elements of the largest floating input
+  int64_t any_size = 0;                   // elements of the largest readable input, any dtype
   std::string device = "cpu";
   bool dense = true;    // every tensor input is readable (strided, with a storage)
   bool complex = false; // a complex input (torch.fft's, a complex einsum's)
@@ -397,6 +398,7 @@ Facts factsOf(const Inputs& inputs) {
         }
         return;
       }
+      f.any_size = std::max<int64_t>(f.any_size, t.numel());
       if (t.is_complex()) {
         f.complex = true;
         f.size = std::max<int64_t>(f.size, t.numel());
@@ -2126,38 +2128,45 @@ int readsSharedMemory() {
   return 0;
 }
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
-// only the outermost sampled call is checked.
+// only the outermost sampled call is checked. `t_checked_op`: why the nested ones were not.
 thread_local int t_checked_depth = 0;
+thread_local std::string t_checked_op;
 
 // `view`: the op may return views of its inputs (returnsView; CapturedCall::check).
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
                                            uint64_t index, bool view) {
-  if (t_checked_depth > 0) return nullptr;
   const auto name = fn.operator_name();
   if (!name) return nullptr;  // a range (autograd node, optimizer step), not an operator
   const auto inputs = fumi::torch_compat::inputsOf(fn);
   const Facts facts = factsOf(inputs);
   const fumi_dtype autocast = autocastFor(facts.device);
+  // Calls a rule selects but fumi does not check are sampled like any call, so that the report
+  // says why (an every-call rule showed sums and means neither checked nor skipped).
+  const auto skipSampled = [&](fumi_dtype dtype, int64_t size, const std::string& why) {
+    if (void* token = g_api->sample(site, index, size, dtype, facts.device.c_str(), autocast))
+      g_api->skip(site, token, why.c_str());
+    return nullptr;
+  };
+  if (t_checked_depth > 0)
+    return skipSampled(facts.dtype, std::max(facts.size, facts.any_size),
+                       "inside a checked call of " + t_checked_op + " (checked as part of it)");
   if (!facts.dense) {
     // A wrapper without storage (functorch's transforms): the op it runs underneath, on the
     // physical tensors, is observed in its turn. A layout fumi does not read is sampled like
     // any call, so that a rule that selects it says why it went unchecked (an every-call rule
     // on mm had checked a GCN's dense products only, silently: its adjacency is sparse).
     if (!facts.layout) return nullptr;
-    if (void* token = g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str(),
-                                    autocast))
-      g_api->skip(site, token,
-                  (std::string(facts.layout) + " tensors (fumi reads strided ones)").c_str());
-    return nullptr;
+    return skipSampled(facts.dtype, facts.size,
+                       std::string(facts.layout) + " tensors (fumi reads strided ones)");
   }
   if (facts.dtype == FUMI_DTYPE_UNKNOWN) {
-    // complex32 only: sampled like any call, so that a rule that selects it says why it went
-    // unchecked (an every-call rule on bmm had checked a fifth of an FNO's calls, silently).
-    if (!facts.complex) return nullptr;
-    if (void* token = g_api->sample(site, index, facts.size, FUMI_DTYPE_UNKNOWN,
-                                    facts.device.c_str(), autocast))
-      g_api->skip(site, token, "complex32 tensors (fumi reads complex64 and complex128)");
-    return nullptr;
+    // complex32 (an every-call rule on bmm had checked a fifth of an FNO's calls, silently),
+    // or integer and boolean tensors only (a boolean sum: nothing rounds).
+    if (facts.complex)
+      return skipSampled(FUMI_DTYPE_UNKNOWN, facts.size,
+                         "complex32 tensors (fumi reads complex64 and complex128)");
+    return skipSampled(FUMI_DTYPE_UNKNOWN, facts.any_size,
+                       "no floating-point operand (integers or booleans: nothing rounds)");
   }
   void* token =
       g_api->sample(site, index, facts.size, facts.dtype, facts.device.c_str(), autocast);
@@ -2198,7 +2207,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
         std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
     captured->capture(inputs, written_memory);
     captured->before_s = secondsSince(sampled);
-    ++t_checked_depth;
+    if (t_checked_depth++ == 0) t_checked_op = name->name;
     return captured;
   } catch (const std::exception& e) {
     g_api->skip(site, token, e.what());

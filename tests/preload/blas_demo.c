@@ -14,6 +14,8 @@
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
  *   blas_demo fork_exit  the same, the child ending with _exit() (no destructors run)
+ *   blas_demo fork_term  one sgemm_ in the parent, then fork(): 3 small sgemm_ calls in the
+ *                      child, which then waits; the parent ends it with SIGTERM (a pool worker)
  *   blas_demo linger MS  one sgemm_, then MS milliseconds of sleep before it exits (a process
  *                      that outlives the command that started it)
  *   blas_demo vfork    one sgemm_, then vfork() a child whose exec fails and which calls
@@ -239,6 +241,28 @@ static int forked(int with_exit) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static int fork_terminated(void) {
+  well();
+  fflush(stdout);
+  int ready[2];
+  if (pipe(ready) != 0) return 1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    small_sgemms(3, NULL);
+    const char one = 1;
+    if (write(ready[1], &one, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  char got = 0;
+  if (read(ready[0], &got, 1) != 1) return 1;
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  printf("child %s\n", WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM ? "ended by SIGTERM"
+                                                                          : "ended otherwise");
+  return 0;
+}
+
 static int vforked(void) {
   well();  /* fumi is active before the vfork */
   fflush(stdout);
@@ -285,6 +309,7 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "threads") && argc > 3) return threads(atoi(argv[2]), atoi(argv[3]));
   if (!strcmp(argv[1], "fork")) return forked(0);
   if (!strcmp(argv[1], "fork_exit")) return forked(1);
+  if (!strcmp(argv[1], "fork_term")) return fork_terminated();
   if (!strcmp(argv[1], "vfork")) return vforked();
   if (!strcmp(argv[1], "linger") && argc > 2) {
     loop(1);

@@ -61,6 +61,10 @@ class IllConditioned(unittest.TestCase):
         self.assertEqual(op["checked"], 1)
         self.assertGreaterEqual(op["violations"], 2)
         self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
+        # The value against the tolerance it was judged by (CHECK_ALL: 1e-5).
+        highprec = op["metrics"]["highprec.normwise_rel"]
+        self.assertAlmostEqual(highprec["of_tolerance"], highprec["max"] / 1e-5,
+                               delta=1e-9 * highprec["of_tolerance"])
 
 
 class WellConditioned(unittest.TestCase):
@@ -320,6 +324,24 @@ class Processes(unittest.TestCase):
                 self.assertEqual(len(violators), 1)  # only the child ran the ill-conditioned call
                 for s in r.of("summary"):
                     self.assertEqual(s["ops"][0]["calls"], 1, s)  # no inherited counts
+
+    def test_forked_child_ended_by_sigterm_leaves_its_snapshot(self):
+        # A fork child (a multiprocessing pool worker) has a snapshot thread of its own: ended by
+        # SIGTERM, it writes its counts before dying of the signal (batch 10: pool workers'
+        # data was lost, and they were reported incomplete).
+        plain = run([BLAS_DEMO, "fork_term"], preload=False)
+        r = run([BLAS_DEMO, "fork_term"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        self.assertIn("child ended by SIGTERM", r.stdout)
+        parent = r.of("start")[0]["pid"]
+        snaps = [e for e in r.of("snapshot") if e["pid"] != parent]
+        self.assertEqual([e["reason"] for e in snaps], ["SIGTERM"], r.events)
+        self.assertEqual(snaps[0]["totals"]["calls"], 3)
+        self.assertEqual(snaps[0]["totals"]["checked"], 3)
+        self.assertEqual([e["pid"] for e in r.of("summary")], [parent])
+        listing = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertNotIn("incomplete", listing.stdout)
 
     def test_vfork_child_exit_leaves_the_parent_alone(self):
         # The vfork child's _exit runs on the parent's memory: fumi must not write a summary

@@ -964,6 +964,48 @@ class AtenChecks(unittest.TestCase):
             self.assertLess(ops[op]["worst"]["checksum.normwise_rel"], 1e-6, op)
             self.assertGreater(ops[op]["worst"]["checksum.normwise_rel"], 0, op)
 
+    def test_every_selected_call_checked_or_skipped_with_a_reason(self):
+        """Batch 10: an every-call rule on sums and means showed calls neither checked nor
+        skipped: a boolean sum (no floating operand) and the sum a checked mean runs inside
+        (checked as part of the mean). Both are now counted skipped, saying why."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(4, 8, 3, 3, generator=g, requires_grad=True)
+            pooled = torch.nn.AdaptiveAvgPool2d(1)(x)
+            hits = (torch.rand(16, generator=g) > 0.5).sum()
+            total = x.detach().sum()
+            print(pooled.flatten().tolist(), int(hits), float(total))
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            rules:
+              - match: { op: [aten::sum, aten::mean] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        selected = [n for n in ops if n.split(".")[0] in ("aten::sum", "aten::mean")]
+        self.assertGreaterEqual(len(selected), 3, sorted(ops))
+        reasons = {}
+        for name in selected:  # every call the rule selected: checked or counted skipped
+            op = ops[name]
+            self.assertEqual(op["checked"] + op["skipped"], op["calls"], (name, op))
+            for why, n in op.get("not_checked", {}).items():
+                reasons[why] = reasons.get(why, 0) + n
+        self.assertEqual(ops["aten::mean.dim"]["checked"], 1)
+        # the boolean sum and the sum it runs inside
+        self.assertEqual(reasons.get(
+            "no floating-point operand (integers or booleans: nothing rounds)"), 2, reasons)
+        for outer in ("aten::mean", "aten::sum"):  # the float sum runs one inside it too
+            self.assertEqual(reasons.get(f"inside a checked call of {outer} (checked as part of it)"),
+                             1, reasons)
+        self.assertGreaterEqual(sum(ops[n]["checked"] for n in selected), 2)  # the float sum too
+
     def test_sparse_and_nested_operands_counted_skipped_with_their_kind(self):
         """A sparse operand (a GCN's normalised adjacency, torch.sparse.mm) is not strided, a
         nested one has no sizes: fumi does not read them, and a rule that selects such a call

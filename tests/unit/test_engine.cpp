@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -361,6 +362,19 @@ rules:
     EXPECT_EQ(st.checks["highprec"].budget, op == std::string("unit_op_check_first") ? 2u : 0u)
         << op;  // the rule's first: later calls are refused before any check
   }
+}
+
+// Each metric keeps the largest value / tolerance over its calls (the summary's of_tolerance).
+TEST(OpSiteMetrics, LargestShareOfTheTolerance) {
+  OpSite site("unit_op_tol", "unit", FUMI_DTYPE_F32);
+  site.recordMetric("highprec.normwise_rel", FUMI_KIND_ERROR, 3e-4, false, false, 1e-3);
+  site.recordMetric("highprec.normwise_rel", FUMI_KIND_ERROR, 5e-4, false, false, 2e-3);
+  site.recordMetric("highprec.normwise_rel", FUMI_KIND_ERROR, 1e-2, false);  // no tolerance
+  const MetricStats m = site.statsSnapshot().metrics.at("highprec.normwise_rel");
+  EXPECT_DOUBLE_EQ(m.of_tolerance, 0.3);  // 3e-4 of 1e-3, not the largest value's 0.25
+  EXPECT_DOUBLE_EQ(m.max, 1e-2);
+  site.recordMetric("nan_inf.nonfinite", FUMI_KIND_ERROR, 0, false, false, 0);
+  EXPECT_TRUE(std::isnan(site.statsSnapshot().metrics.at("nan_inf.nonfinite").of_tolerance));
 }
 
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {

@@ -101,6 +101,34 @@ TEST(Report, CallsAChecksDeclinedByReason) {
             std::string::npos);
 }
 
+// How close an op came to its tolerance (the summary's metrics[].of_tolerance: the largest value
+// / tolerance over its calls; tolerances grow with the terms summed, so the worst value alone
+// does not say): the largest over processes, shown beside the worst value in every format.
+TEST(Report, WorstValueShowsItsShareOfTheTolerance) {
+  const auto process = [](int pid, const std::string& of_tolerance) {
+    return EventFile{"out/events-" + std::to_string(pid) + ".jsonl",
+                     lines({startLine(pid), summaryLine(pid, R"([{"op":"aten::norm",
+                       "backend":"torch","calls":4,"checked":4,"skipped":0,"violations":0,
+                       "worst":{"highprec.normwise_rel":5.5e-4},"metrics":{
+                       "highprec.normwise_rel":{"kind":"error","count":2,"violations":0,
+                       "max":5.5e-4)" + of_tolerance + "}}}]")})};
+  };
+  const Report r = aggregate({process(100, R"(,"of_tolerance":0.62)"),
+                              process(200, R"(,"of_tolerance":0.4)"), process(300, "")});
+  const OpStats* s = findOp(r, "aten::norm", "torch");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->metrics.at("highprec.normwise_rel").of_tolerance);
+  EXPECT_DOUBLE_EQ(*s->metrics.at("highprec.normwise_rel").of_tolerance, 0.62);
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("highprec.normwise_rel=0.00055 (62% of tol)"), std::string::npos) << text;
+  EXPECT_DOUBLE_EQ(
+      fumi::report::toJson(r)["ops"][0]["metrics"]["highprec.normwise_rel"]["of_tolerance"], 0.62);
+  EXPECT_NE(fumi::report::formatHtml(r).find("(62% of tol)"), std::string::npos);
+  // Files without it (older ones): the value alone.
+  EXPECT_EQ(fumi::report::formatText(aggregate({process(400, "")})).find("of tol"),
+            std::string::npos);
+}
+
 // Sampled calls skipped before any check (the overhead budget, an adapter's reason) are summed
 // by reason over processes and named in every format.
 TEST(Report, CallsNotCheckedByReason) {
