@@ -81,7 +81,8 @@ struct RuleSampler {
 // engine started, counted over at least kMinWindow so that a job's first checks can run. Each
 // check (by name: checksum, highprec, ...) is also charged on its own, and keeps a share of
 // 1/n of the budget (n: the checks the policy names) however much the others spent: a check
-// may run while the budget is not spent, or while it is within its share. So reruns that
+// may run while the budget is not spent, or while it is within its share (its own time, plus
+// its part of the time no check is charged with: an adapter's copies). So reruns that
 // overspend (a few large calls) cannot stop the cheap checks, and while one check is over its
 // share the others together can pass the budget by their shares at most. A sampled call none
 // of whose checks may run is not checked (counted as skipped). The clock is read only for
@@ -97,8 +98,9 @@ class CheckBudget {
   bool spent() const;
   bool withinShare(size_t id) const;
   bool allows(size_t id) const { return !spent() || withinShare(id); }
-  void charge(double seconds);                  // the whole time of a call's checks
-  void chargeCheck(size_t id, double seconds);  // one check's own part of it
+  // The whole time of a call's checks, or an adapter's work around them (apiAccount).
+  void charge(double seconds);
+  void chargeCheck(size_t id, double seconds);  // one check's own part of what charge() counted
   double fraction() const { return fraction_; }
 
  private:
@@ -106,6 +108,7 @@ class CheckBudget {
   const double fraction_;  // 0: unlimited
   const double started_;
   std::atomic<int64_t> used_ns_{0};
+  std::atomic<int64_t> checks_ns_{0};  // the part of used_ns_ charged to a check (chargeCheck)
   std::vector<std::string> names_;
   std::unique_ptr<std::atomic<int64_t>[]> check_used_ns_;
 };

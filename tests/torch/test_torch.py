@@ -964,6 +964,38 @@ class AtenChecks(unittest.TestCase):
             self.assertLess(ops[op]["worst"]["checksum.normwise_rel"], 1e-6, op)
             self.assertGreater(ops[op]["worst"]["checksum.normwise_rel"], 0, op)
 
+    def test_adapter_copies_count_towards_the_overhead_budget(self):
+        """The copies the adapter takes of a tensor an op writes (4 M elements, in place) cost far
+        more than nan_inf's scan of it: the overhead budget counts them, so checks stop once
+        they have taken the budget although the checks' own time is a fraction of it."""
+        code = textwrap.dedent("""
+            import torch
+            x = torch.randn(1 << 22, generator=torch.Generator().manual_seed(0))
+            for i in range(30):
+                x.mul_(1.0 + 1e-7 * i)
+            print(float(x.sum()))
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            overhead_budget: 0.006  # 60 ms of the 10 s minimum window
+            rules:
+              - match: { op: "aten::mul_*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        op = torch_summary(r)["aten::mul_.Tensor"]
+        self.assertEqual(op["calls"], 30)
+        self.assertEqual(op["checked"] + op["skipped"], 30)
+        self.assertEqual(op["not_checked"], {"the overhead budget was spent (overhead_budget)":
+                                             op["skipped"]})
+        self.assertGreater(op["skipped"], 10, op)
+        self.assertLess(op["check_s"], 0.03, op)  # the checks alone never spent the 60 ms
+        self.assertGreater(op["adapter_s"], 0.06, op)
+
     def test_every_selected_call_checked_or_skipped_with_a_reason(self):
         """Batch 10: an every-call rule on sums and means showed calls neither checked nor
         skipped: a boolean sum (no floating operand) and the sum a checked mean runs inside

@@ -336,6 +336,16 @@ rules:
   st = site.statsSnapshot();
   EXPECT_EQ(st.skipped, 1u);
   EXPECT_EQ(st.not_checked["the overhead budget was spent (overhead_budget)"], 1u);
+  // Time no check is charged with (a framework adapter's copies) is shared by every check: over
+  // the whole budget, no check is within its share.
+  CheckBudget copies(0.01);
+  copies.setChecks({"highprec", "nan_inf"});
+  copies.charge(0.04);
+  EXPECT_FALSE(copies.spent());
+  copies.charge(0.08);  // 0.12 s: over the 0.1 s of the 10 s window, 0.06 each
+  EXPECT_TRUE(copies.spent());
+  EXPECT_FALSE(copies.withinShare(0));
+  EXPECT_FALSE(copies.withinShare(1));
   // `first:` calls, the rule's or a check's own, run over the check's share; later ones do not.
   auto g = make(R"(version: 1
 overhead_budget: 0.01
