@@ -2131,6 +2131,7 @@ int readsSharedMemory() {
 // only the outermost sampled call is checked. `t_checked_op`: why the nested ones were not.
 thread_local int t_checked_depth = 0;
 thread_local std::string t_checked_op;
+thread_local bool t_checked_autocast = false;  // the outermost one ran under autocast
 
 // `view`: the op may return views of its inputs (returnsView; CapturedCall::check).
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
@@ -2147,9 +2148,19 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, why.c_str());
     return nullptr;
   };
-  if (t_checked_depth > 0)
-    return skipSampled(facts.dtype, std::max(facts.size, facts.any_size),
+  if (t_checked_depth > 0) {
+    const int64_t size = std::max(facts.size, facts.any_size);
+    if (t_checked_autocast && name->name == t_checked_op) {
+      // Autocast's own call of the op on the cast inputs, which no rule selects (it runs outside
+      // the autocast region): the user's one call shows as two, so it says which (batch 11:
+      // every autocast op read "2 calls, 1 checked, 0 skipped").
+      g_api->skip(site, nullptr, "autocast's call of the op on its cast inputs (checked as "
+                                 "the call around it)");
+      return nullptr;
+    }
+    return skipSampled(facts.dtype, size,
                        "inside a checked call of " + t_checked_op + " (checked as part of it)");
+  }
   if (!facts.dense) {
     // A wrapper without storage (functorch's transforms): the op it runs underneath, on the
     // physical tensors, is observed in its turn. A layout fumi does not read is sampled like
@@ -2207,7 +2218,10 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
         std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
     captured->capture(inputs, written_memory);
     captured->before_s = secondsSince(sampled);
-    if (t_checked_depth++ == 0) t_checked_op = name->name;
+    if (t_checked_depth++ == 0) {
+      t_checked_op = name->name;
+      t_checked_autocast = autocast != FUMI_DTYPE_UNKNOWN;
+    }
     return captured;
   } catch (const std::exception& e) {
     g_api->skip(site, token, e.what());

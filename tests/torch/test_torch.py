@@ -964,6 +964,57 @@ class AtenChecks(unittest.TestCase):
             self.assertLess(ops[op]["worst"]["checksum.normwise_rel"], 1e-6, op)
             self.assertGreater(ops[op]["worst"]["checksum.normwise_rel"], 0, op)
 
+    def test_autocast_inner_call_counted_with_its_reason(self):
+        """Under autocast an op records twice: the user's call on the f32 values (checked) and
+        autocast's own call on the cast inputs inside it, which no rule selects. The report
+        showed "2 calls, 1 checked, 0 skipped" (batch 11); the inner one now says what it is."""
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(64, 32)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = lin(torch.randn(4, 64))
+            print(y.float().sum().item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::linear, autocast: [bf16] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        op = torch_summary(r)["aten::linear"]
+        self.assertEqual((op["calls"], op["checked"], op["skipped"]), (2, 1, 1), op)
+        self.assertEqual(op["not_checked"], {
+            "autocast's call of the op on its cast inputs (checked as the call around it)": 1})
+
+    def test_weight_norm_checked_by_the_default_policy(self):
+        """nn.utils.weight_norm (a TCN's layers) runs in the fused _weight_norm_interface and its
+        backward, which no rule named (batch 11): the default policy checks them, quietly."""
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            conv = torch.nn.utils.weight_norm(torch.nn.Conv1d(30, 30, 7, dilation=4, padding=24))
+            x = torch.randn(4, 30, 100)
+            for _ in range(3):
+                conv(x).square().mean().backward()
+            print([p.grad.sum().item() for p in conv.parameters()])
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code])  # the embedded default policy
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        for op in ("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward"):
+            self.assertGreaterEqual(ops[op]["checked"], 1, op)  # `first: 1`
+            self.assertEqual(ops[op]["violations"], 0, op)
+            self.assertIn("highprec.normwise_rel", ops[op]["worst"], op)
+
     def test_adapter_copies_count_towards_the_overhead_budget(self):
         """The copies the adapter takes of a tensor an op writes (4 M elements, in place) cost far
         more than nan_inf's scan of it: the overhead budget counts them, so checks stop once
