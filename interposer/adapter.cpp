@@ -93,9 +93,11 @@ class AdapterCall final : public Call {
     setNonfiniteScalars(nonfinite);
   }
   fumi_status rerun(fumi_dtype precision, void* const* buffers) override {
+    const RerunScope rerunning;  // its BLAS calls from the framework's threads are fumi's
     return c_.rerun(c_.self, precision, buffers);
   }
   fumi_status reference(int32_t output, double* out) override {
+    const RerunScope rerunning;
     return c_.reference ? c_.reference(c_.self, output, out) : FUMI_UNSUPPORTED;
   }
   // checksum's projections, from the op's schema names and arguments (framework_projection.h).

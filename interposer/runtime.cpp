@@ -39,6 +39,15 @@ namespace fumi {
 
 std::atomic<int> g_state{kUninit};
 __thread bool t_inside_fumi __attribute__((tls_model("initial-exec"))) = false;
+std::atomic<int> g_reruns{0};
+
+// omp_in_parallel of the OpenMP runtime the process loaded (libgomp with torch), looked up once;
+// none loaded: no parallel region.
+bool insideParallelRegion() {
+  using Fn = int (*)();
+  static const Fn in_parallel = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "omp_in_parallel"));
+  return in_parallel && in_parallel() != 0;
+}
 __thread int t_deferred_signal __attribute__((tls_model("initial-exec"))) = 0;
 __thread int t_signals_prompt __attribute__((tls_model("initial-exec"))) = 0;
 

@@ -54,10 +54,27 @@ inline void leaveFumi(bool previous) {
 
 bool initSlow();
 
+// Framework reruns in flight (RerunScope). An op fumi reruns can spread its work over the
+// framework's OpenMP threads (aten's slow_conv2d, bmm: a BLAS call per image from each worker),
+// which are not inside fumi by their own flag: while a rerun is in flight, a call from inside
+// an OpenMP parallel region is taken as fumi's (insideParallelRegion).
+extern std::atomic<int> g_reruns;
+bool insideParallelRegion();
+
+class RerunScope {
+ public:
+  RerunScope() { g_reruns.fetch_add(1, std::memory_order_relaxed); }
+  ~RerunScope() { g_reruns.fetch_sub(1, std::memory_order_relaxed); }
+  RerunScope(const RerunScope&) = delete;
+  RerunScope& operator=(const RerunScope&) = delete;
+};
+
 inline bool enter() {
   if (t_inside_fumi) return false;
   const int s = g_state.load(std::memory_order_acquire);
-  if (s == kActive) return true;
+  if (s == kActive)
+    return __builtin_expect(g_reruns.load(std::memory_order_relaxed) == 0, 1) ||
+           !insideParallelRegion();
   if (s == kUninit || s == kInitializing) return initSlow();  // init, or wait for it
   return false;
 }

@@ -7,6 +7,8 @@
  *                      row- and column-major cblas, negative vector increments
  *   blas_demo loop N   N small sgemm_ calls (sampling tests)
  *   blas_demo threads T N   T threads, each N small sgemm_ calls
+ *   blas_demo empty    empty problems: sgemm_ with k = 0 (C = beta C), and with n = 0; dgemv_
+ *                      with m = 0; then one well-conditioned sgemm_
  *   blas_demo overflow sgemm_ with finite inputs whose products overflow fp32 (Inf appears)
  *   blas_demo checksum 3 sgemm_ and 3 dgemm_ calls of 48x40 by 40x36 (transposes, beta != 0,
  *                      mixed-sign data); the checksum tests corrupt one of them (corrupt_blas.c)
@@ -92,6 +94,20 @@ static int well(void) {
   sgemm_("N", "N", &m, &n, &k, &one, a, &m, b, &k, &zero, c, &m);
   print_f("well", c, M * N);
   return 0;
+}
+
+static int empty(void) {
+  float a[4] = {1, 2, 3, 4}, b[4] = {1, 1, 1, 1}, c[4] = {1, 2, 3, 4};
+  double da[4] = {1, 2, 3, 4}, dx[2] = {1, 1}, dy[2] = {5, 6};
+  const int two = 2, zero_dim = 0, one_inc = 1;
+  const float one = 1.0f, half = 0.5f;
+  const double done = 1.0;
+  sgemm_("N", "N", &two, &two, &zero_dim, &one, a, &two, b, &two, &half, c, &two);
+  sgemm_("N", "N", &two, &zero_dim, &two, &one, a, &two, b, &two, &half, c, &two);
+  dgemv_("N", &zero_dim, &two, &done, da, &two, dx, &one_inc, &done, dy, &one_inc);
+  print_f("empty_c", c, 4);
+  print_d("empty_y", dy, 2);
+  return well();
 }
 
 static int layouts(void) {
@@ -317,6 +333,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(argv[1], "overflow")) return overflow();
+  if (!strcmp(argv[1], "empty")) return empty();
   if (!strcmp(argv[1], "checksum")) return checksum();
   if (!strcmp(argv[1], "exec")) return exec_self(argv[0]);
   if (!strcmp(argv[1], "sigterm") && argc > 2) return sigterm(argv[2]);

@@ -239,6 +239,20 @@ class Events(unittest.TestCase):
             """)
         self.assertEqual([c["call_index"] for c in r.of("check")], [0, 5, 10, 15])
 
+    def test_empty_problems_counted_skipped_with_their_reason(self):
+        # m, n or k = 0 (LAPACK makes such calls inside numpy's svd): nothing to check, and the
+        # summary says why instead of showing calls neither checked nor skipped (batch 12).
+        plain = run([BLAS_DEMO, "empty"], preload=False)
+        r = run([BLAS_DEMO, "empty"], policy=CHECK_ALL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(plain.stdout, r.stdout)
+        why = "an empty product (m, n or k is 0)"
+        sgemm, dgemv = r.op("sgemm_"), r.op("dgemv_")
+        self.assertEqual((sgemm["calls"], sgemm["checked"], sgemm["skipped"]), (3, 1, 2))
+        self.assertEqual(sgemm["not_checked"], {why: 2})
+        self.assertEqual((dgemv["calls"], dgemv["checked"], dgemv["skipped"]), (1, 0, 1))
+        self.assertEqual(dgemv["not_checked"], {why: 1})
+
     def test_overflow_appears_and_non_finite_metrics_are_strings(self):
         r = run([BLAS_DEMO, "overflow"], policy=CHECK_ALL)
         self.assertEqual(r.rc, 0, r.stderr)

@@ -992,6 +992,38 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(op["not_checked"], {
             "autocast's call of the op on its cast inputs (checked as the call around it)": 1})
 
+    def test_rerun_blas_calls_on_the_frameworks_threads_are_fumis(self):
+        """highprec reruns a 7x7 stride-2 stem in f64 through aten's slow_conv2d, which calls
+        dgemm_ for each image from its OpenMP threads: with 2 threads, the worker's call was
+        counted as the program's and checked (batch 12). The program makes no f64 product."""
+        code = textwrap.dedent("""
+            import torch
+            torch.set_num_threads(2)
+            torch.manual_seed(0)
+            with torch.no_grad():
+                y = torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False)(torch.randn(4, 3, 64, 64))
+            print(y.sum().item(), torch.get_num_threads())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        if not plain.stdout.strip().endswith(" 2"):
+            self.skipTest("one OpenMP thread only: no worker to call BLAS")
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            rules:
+              - match: { op: aten::convolution }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+              - match: { op: "*gemm*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = {o["op"]: o for s in r.of("summary") for o in s["ops"]}
+        self.assertEqual(ops["aten::convolution"]["checked"], 1)
+        self.assertNotIn("dgemm_", ops)
+
     def test_weight_norm_checked_by_the_default_policy(self):
         """nn.utils.weight_norm (a TCN's layers) runs in the fused _weight_norm_interface and its
         backward, which no rule named (batch 11): the default policy checks them, quietly."""
