@@ -71,7 +71,7 @@ found=$(grep -c -E 'ERROR: AddressSanitizer|WARNING: ThreadSanitizer' "$work/uni
 printf '%-28s rc=%-3s %-19s sanitizer reports=%s\n' "unit tests" "$rc" "" "$found"
 [[ $rc == 0 && $found == 0 ]] || { reports=$((reports + 1)); tail -40 "$work/unit.log"; }
 
-for mode in ill well layouts "loop 50"; do
+for mode in ill well layouts "loop 50" fork_term empty; do
   # shellcheck disable=SC2086
   run "blas_demo $mode" "$work/policy-gem.yaml" "" "$dir/bin/blas_demo" $mode
 done
