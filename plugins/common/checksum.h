@@ -320,7 +320,7 @@ class Estimator {
           for (int64_t q = 0; q < sp.inner; ++q) to[q] += src[q] * unscale2;
         }
     }
-    sides_.push_back(Side{err, ref, e, unit ? 1 : count, unit, unit ? count : 0});
+    sides_.push_back(Side{err, ref, e, count, unit});
     any_unit_ = any_unit_ || unit;
     if (columns) col_side_ = true;
     else row_side_ = true;
@@ -345,19 +345,19 @@ class Estimator {
     int top = -1022;
     for (const Side& s : sides_) top = std::max(top, s.exponent);
     double err = 0.0, ref = 0.0;
-    int32_t vectors = 0;
+    int32_t samples = 0, vectors = 0;  // a unit-vector side is one sample of ||E||_F^2 itself
     for (const Side& s : sides_) {
       if (any_unit_ && !s.unit) continue;
       err += std::ldexp(s.err, 2 * (s.exponent - top));
       ref += std::ldexp(s.ref, 2 * (s.exponent - top));
-      est.samples += s.count;
-      vectors += s.unit_vectors;
+      samples += s.unit ? 1 : s.count;
+      vectors += s.count;
     }
     est.exact = any_unit_;
-    if (est.samples == 0) return est;
-    est.err_norm = std::ldexp(std::sqrt(err / est.samples), top);
-    est.ref_norm = std::ldexp(std::sqrt(ref / est.samples), top);
-    if (est.exact) est.samples = vectors;
+    est.samples = est.exact ? vectors : samples;
+    if (samples == 0) return est;
+    est.err_norm = std::ldexp(std::sqrt(err / samples), top);
+    est.ref_norm = std::ldexp(std::sqrt(ref / samples), top);
     const double small = est.err_norm / out_norm_;  // inf or NaN when ||C|| is 0: below
     if (est.exact && est.ref_norm > 0) {  // both norms exact: the error relative to the exact
       est.rel = std::sqrt(err / ref);
@@ -384,9 +384,8 @@ class Estimator {
   struct Side {
     double err, ref;  // scaled by 2^-exponent (squares: 2^-2 exponent)
     int exponent;
-    int32_t count;  // samples: the vectors, or 1 for unit vectors
-    bool unit;
-    int32_t unit_vectors;
+    int32_t count;  // vectors
+    bool unit;      // the dimension's unit vectors (Estimator::addSide)
   };
   // The first index of the largest (a vector loop for the value, then a search for it).
   static int64_t argmax(const std::vector<double>& v) {

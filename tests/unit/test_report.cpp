@@ -62,6 +62,12 @@ std::string lines(const std::vector<std::string>& ls) {
   return s;
 }
 
+// The event file of process `pid` that started and ended with a summary of `ops_json`.
+EventFile summaryFile(int pid, const std::string& ops_json) {
+  return EventFile{"out/events-" + std::to_string(pid) + ".jsonl",
+                   lines({startLine(pid), summaryLine(pid, ops_json)})};
+}
+
 // The summary's per-check counts (ops[].checks): the calls each check skipped (could not judge,
 // or over its share of the overhead budget), by reason, summed over processes, in the text report and its JSON.
 TEST(Report, CallsAChecksDeclinedByReason) {
@@ -106,12 +112,10 @@ TEST(Report, CallsAChecksDeclinedByReason) {
 // does not say): the largest over processes, shown beside the worst value in every format.
 TEST(Report, WorstValueShowsItsShareOfTheTolerance) {
   const auto process = [](int pid, const std::string& of_tolerance) {
-    return EventFile{"out/events-" + std::to_string(pid) + ".jsonl",
-                     lines({startLine(pid), summaryLine(pid, R"([{"op":"aten::norm",
-                       "backend":"torch","calls":4,"checked":4,"skipped":0,"violations":0,
-                       "worst":{"highprec.normwise_rel":5.5e-4},"metrics":{
-                       "highprec.normwise_rel":{"kind":"error","count":2,"violations":0,
-                       "max":5.5e-4)" + of_tolerance + "}}}]")})};
+    return summaryFile(pid, R"([{"op":"aten::norm","backend":"torch","calls":4,"checked":4,
+      "skipped":0,"violations":0,"worst":{"highprec.normwise_rel":5.5e-4},"metrics":{
+      "highprec.normwise_rel":{"kind":"error","count":2,"violations":0,"max":5.5e-4)" +
+                                    of_tolerance + "}}}]");
   };
   const Report r = aggregate({process(100, R"(,"of_tolerance":0.62)"),
                               process(200, R"(,"of_tolerance":0.4)"), process(300, "")});
@@ -133,10 +137,8 @@ TEST(Report, WorstValueShowsItsShareOfTheTolerance) {
 // by reason over processes and named in every format.
 TEST(Report, CallsNotCheckedByReason) {
   const auto process = [](int pid, const std::string& why) {
-    return EventFile{"out/events-" + std::to_string(pid) + ".jsonl",
-                     lines({startLine(pid), summaryLine(pid, R"([{"op":"aten::mm",
-                       "backend":"torch","calls":9,"checked":1,"skipped":8,"violations":0,
-                       "worst":{},"not_checked":)" + why + "}]")})};
+    return summaryFile(pid, R"([{"op":"aten::mm","backend":"torch","calls":9,"checked":1,
+      "skipped":8,"violations":0,"worst":{},"not_checked":)" + why + "}]");
   };
   const std::string sparse = "sparse COO tensors (fumi reads strided ones)",
                     budget = "the overhead budget was spent (overhead_budget)";
