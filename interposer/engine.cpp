@@ -847,8 +847,7 @@ bool CheckBudget::spent() const {
   if (fraction_ <= 0) return false;
   if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= allowedSeconds())
     return false;
-  static std::atomic<bool> said{false};
-  if (!said.exchange(true))
+  if (!said_.exchange(true))
     logMessage(FUMI_LOG_WARN,
                fmt::format("overhead budget reached (checks took more than {:g}% of the run so "
                            "far): until they are back under it, a check runs only while it is "
@@ -869,6 +868,14 @@ bool CheckBudget::withinShare(size_t id) const {
   const double mine = static_cast<double>(check_used_ns_[id].load(std::memory_order_relaxed)) +
                       static_cast<double>(unattributed) / n;
   return mine * 1e-9 <= allowedSeconds() / n;
+}
+
+void CheckBudget::restartAfterFork() {
+  started_ = monotonicSeconds();
+  used_ns_.store(0);
+  checks_ns_.store(0);
+  for (size_t i = 0; i < names_.size(); ++i) check_used_ns_[i].store(0);
+  said_.store(false);
 }
 
 void CheckBudget::charge(double seconds) {

@@ -102,11 +102,15 @@ class CheckBudget {
   void charge(double seconds);
   void chargeCheck(size_t id, double seconds);  // one check's own part of what charge() counted
   double fraction() const { return fraction_; }
+  // In a fork child: its budget is a fraction of its own run, from the fork, with nothing used
+  // (a child of a parent that had spent its budget checked nothing).
+  void restartAfterFork();
 
  private:
   double allowedSeconds() const;  // fraction × the window so far
   const double fraction_;  // 0: unlimited
-  const double started_;
+  double started_;
+  mutable std::atomic<bool> said_{false};  // the "budget reached" warning, once per process
   std::atomic<int64_t> used_ns_{0};
   std::atomic<int64_t> checks_ns_{0};  // the part of used_ns_ charged to a check (chargeCheck)
   std::vector<std::string> names_;

@@ -446,7 +446,8 @@ fumi_status frameworkProjection(const char* op, const std::vector<fumi_tensor>& 
       const std::vector<fumi_tensor>* host = device->on_host ? device->on_host() : nullptr;
       return host ? gemm(*host, args, g[1], g[2], g[3], output, p, nullptr) : FUMI_UNSUPPORTED;
     }
-  if (name == "aten::convolution") return convolution(ts, args, false, output, p, device);
+  if (name == "aten::convolution" || name == "aten::_convolution")  // a traced graph's call
+    return convolution(ts, args, false, output, p, device);
   if (name == "aten::convolution_backward") return convolution(ts, args, true, output, p, device);
   return FUMI_UNSUPPORTED;
 }

@@ -21,8 +21,8 @@ class Call;
 
 // Output `output` of the call of `op` ("aten::addmm"; an overload suffix is ignored) projected
 // as fumi_host_api.project says. Modelled: aten::mm, bmm, mv, addmm, baddbmm, addmv (self
-// broadcast as C) and aten::convolution / convolution_backward (not transposed; grad_input and
-// grad_weight). FUMI_UNSUPPORTED for anything else.
+// broadcast as C) and aten::convolution (_convolution) / convolution_backward (not transposed;
+// grad_input and grad_weight). FUMI_UNSUPPORTED for anything else.
 // The work a device op's projection does on its device (Call: contractDevice, convolveDevice,
 // scanDevice of the call's tensor `index`), and host copies of the call's tensors (made when
 // first asked for; null when they cannot be) for what the device does not do.

@@ -175,6 +175,7 @@ void afterForkInChild() {
     s->stats = OpStats{};
   }
   g_engine->resetSamplingAfterFork();
+  g_engine->budget().restartAfterFork();
   g_reruns.store(0);  // another thread's rerun at the fork did not come along
   lossScalingAfterFork();
   nanSearchAfterFork();

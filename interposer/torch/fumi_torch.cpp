@@ -8,6 +8,7 @@
 // torch-version difference is in torch_compat.h.
 #include <dlfcn.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -2094,24 +2096,27 @@ thread_local std::vector<Running> t_running;
 
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
 
-// The operator calls running on this thread with their inputs recorded, innermost last, and
-// whether each reads an input in shared memory, for libfumi's probe (adapter_api.h
-// set_shared_probe). The RecordFunction is only a key: a call whose end this thread never sees
-// (a range ended elsewhere) is dropped when a call below it ends.
+// The operator calls running on this thread with their inputs recorded, innermost last: each
+// one's site and whether a rule may check it (for its implementation steps: callerChecksIt),
+// and whether it reads an input in shared memory, for libfumi's probe (adapter_api.h set_shared_probe). The
+// RecordFunction is only a key: a call whose end this thread never sees (a range ended
+// elsewhere) is dropped when a call below it ends.
 struct SharedEntry {
   const at::RecordFunction* fn;
+  void* site;
+  bool checkable;
   bool shared;
 };
 thread_local std::vector<SharedEntry> t_shared;
 
-void pushShared(const at::RecordFunction& fn) {
+void pushShared(const at::RecordFunction& fn, void* site, bool checkable) {
   bool shared = false;  // ranges (autograd nodes, optimizer steps) have no inputs
   for (const c10::IValue& v : fumi::torch_compat::inputsOf(fn))
     forEachTensor(v, [&](const at::Tensor& t, int) { shared = shared || sharedStorage(t); });
   // Calls whose ends this thread never sees, with no call below them to end, would stay: a
   // stack this deep holds them, and the oldest go.
   if (t_shared.size() >= 4096) t_shared.erase(t_shared.begin(), t_shared.begin() + 2048);
-  t_shared.push_back(SharedEntry{&fn, shared});
+  t_shared.push_back(SharedEntry{&fn, site, checkable, shared});
 }
 
 void popShared(const at::RecordFunction& fn) {
@@ -2127,6 +2132,32 @@ int readsSharedMemory() {
     if (e.shared) return 1;
   return 0;
 }
+// Ops that are another op's implementation step, with that op: called by it, a call is the same
+// call (a rule naming both would sample it twice), left to its caller where a rule may check
+// that, and counted skipped; called on its own (a traced model's graph calls aten::_convolution directly), it is
+// checked as itself.
+constexpr std::pair<const char*, const char*> kImplementationOf[] = {
+    {"aten::_convolution", "aten::convolution"}};
+
+// The caller's name when the call on top of this thread's stack (`site`) is the implementation
+// step of a caller some rule may check, else null.
+const char* callerChecksIt(void* site) {
+  constexpr size_t kCount = std::size(kImplementationOf);
+  static const std::array<std::pair<void*, void*>, kCount> sites = [] {
+    std::array<std::pair<void*, void*>, kCount> out{};
+    for (size_t i = 0; i < kCount; ++i)
+      out[i] = {siteNamed(kImplementationOf[i].first), siteNamed(kImplementationOf[i].second)};
+    return out;
+  }();
+  if (t_shared.size() < 2 || t_shared.back().site != site) return nullptr;
+  const SharedEntry& caller = t_shared[t_shared.size() - 2];
+  if (!caller.checkable) return nullptr;
+  for (size_t i = 0; i < kCount; ++i)
+    if (sites[i].first == site && sites[i].second == caller.site)
+      return kImplementationOf[i].second;
+  return nullptr;
+}
+
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
 // only the outermost sampled call is checked. `t_checked_op`: why the nested ones were not.
 thread_local int t_checked_depth = 0;
@@ -2148,6 +2179,13 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       g_api->skip(site, token, why.c_str());
     return nullptr;
   };
+  if (const char* caller = callerChecksIt(site)) {
+    // Every such call, unsampled: its own `first:` calls are then the ones it makes on its own.
+    g_api->skip(site, nullptr, (std::string("the implementation step of a call of ") + caller +
+                                " (the same call, left to its rule)")
+                                   .c_str());
+    return nullptr;
+  }
   if (t_checked_depth > 0) {
     const int64_t size = std::max(facts.size, facts.any_size);
     if (t_checked_autocast && name->name == t_checked_op) {
@@ -2244,7 +2282,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   g_api->push_context(site, index);
   if (!g_sentinels && !g_capture) return nullptr;
   try {
-    pushShared(fn);
+    pushShared(fn, site, checkable != 0);
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view, view ? InputNote() : InputNote(inputs)});

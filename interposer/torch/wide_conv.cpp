@@ -466,18 +466,20 @@ bool run(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   if (!name.overload_name.empty()) return false;
   // aten::convolution(input, weight, bias?, stride, padding, dilation, transposed,
   //                   output_padding, groups)
+  // aten::_convolution(the same nine, benchmark, deterministic, cudnn_enabled, allow_tf32)
   // aten::conv1d / conv2d / conv3d(input, weight, bias?, stride, padding, dilation, groups)
   // aten::convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding,
   //                            dilation, transposed, output_padding, groups, output_mask)
-  const bool convolution = name.name == "aten::convolution";
+  const bool step = name.name == "aten::_convolution";
+  const bool convolution = step || name.name == "aten::convolution";
   const bool convnd = name.name == "aten::conv1d" || name.name == "aten::conv2d" ||
                       name.name == "aten::conv3d";
   const bool backward_op = name.name == "aten::convolution_backward";
-  const size_t args = convolution ? 9 : convnd ? 7 : backward_op ? 11 : 0;
+  const size_t args = step ? 13 : convolution ? 9 : convnd ? 7 : backward_op ? 11 : 0;
   if (args == 0 || stack.size() != args) return false;
   try {
     const c10::IValue* a = stack.data() + (backward_op ? 1 : 0);  // from input on
-    const c10::IValue& groups_arg = backward_op ? a[8] : a[args - 1];
+    const c10::IValue& groups_arg = convnd ? a[args - 1] : a[8];
     if (!a[0].isTensor() || !a[1].isTensor() || !a[3].isIntList() || !a[4].isIntList() ||
         !a[5].isIntList() || !groups_arg.isInt() || (backward_op && !stack[0].isTensor()))
       return false;

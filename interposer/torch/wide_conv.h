@@ -63,8 +63,9 @@ at::Tensor transposed(const at::Tensor& x, const at::Tensor& w, const at::Tensor
                       c10::IntArrayRef output_padding, c10::IntArrayRef dilation, int64_t groups,
                       int64_t column_bytes = kColumnBytes);
 
-// When `op` is aten::convolution, aten::conv1d, conv2d or conv3d (the overloads with numeric
-// padding) or aten::convolution_backward, its arguments on `stack` are within the reach of
+// When `op` is aten::convolution (or its implementation step aten::_convolution, which a traced
+// graph calls), aten::conv1d, conv2d or conv3d (the overloads with numeric padding) or
+// aten::convolution_backward, its arguments on `stack` are within the reach of
 // forward(), backward() or transposed(), and the convolution is one this file does faster
 // (above), replaces them by the op's results, as OperatorHandle::callBoxed would, and returns
 // true; otherwise leaves the stack and returns false.

@@ -1047,6 +1047,86 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(ops[op]["violations"], 0, op)
             self.assertIn("highprec.normwise_rel", ops[op]["worst"], op)
 
+    def test_traced_convolutions_checked_once(self):
+        """A traced model's graph calls aten::_convolution, convolution's implementation step,
+        directly (batch 12: its convolutions went unchecked). The default policy checks it
+        there, checksum projects it; where aten::convolution calls it, the one call is left to
+        the rule that may check convolution (never sampled twice, and its `first:` calls are
+        the graph's) and counted skipped saying so, but checked as itself where no rule may
+        check convolution."""
+        code = textwrap.dedent("""
+            import sys, torch
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                      torch.nn.Conv2d(8, 4, 3, stride=2)).eval()
+            x = torch.randn(2, 3, 16, 16)
+            with torch.no_grad():
+                eager = net(x)
+                traced = torch.jit.trace(net, x, check_trace=False)
+                ys = [traced(x) for _ in range(3)]
+            print(eager.sum().item(), [y.sum().item() for y in ys])
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+
+        def summary(policy):
+            r = run([PYTHON, "-c", code], policy=policy)
+            self.assertEqual(r.rc, 0, r.stderr)
+            self.assertEqual(r.stdout, plain.stdout)
+            return torch_summary(r)
+
+        # Deployed: a process that loads a saved trace, under the embedded default policy.
+        saved = os.path.join(tempfile.mkdtemp(prefix="fumi-trace-"), "net.pt")
+        deploy = textwrap.dedent(f"""
+            import torch
+            torch.manual_seed(0)
+            net = torch.jit.load({saved!r})
+            with torch.no_grad():
+                print([net(torch.randn(2, 3, 16, 16)).sum().item() for _ in range(3)])
+            """)
+        made = run([PYTHON, "-c", code.replace("check_trace=False)",
+                                               f"check_trace=False); traced.save({saved!r})")],
+                   preload=False)
+        self.assertEqual(made.rc, 0, made.stderr)
+        plain_deploy = run([PYTHON, "-c", deploy], preload=False)
+        self.assertEqual(plain_deploy.rc, 0, plain_deploy.stderr)
+        r = run([PYTHON, "-c", deploy])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain_deploy.stdout)
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::_convolution"]["calls"], 6)
+        self.assertGreaterEqual(ops["aten::_convolution"]["checked"], 1)  # `first: 1`
+        self.assertEqual(ops["aten::_convolution"]["violations"], 0)
+        both = """
+            version: 1
+            rules:
+              - match: { op: aten::convolution }
+                sample: { every: 2 }
+                checks: [ { plugin: highprec }, { plugin: checksum } ]
+              - match: { op: aten::_convolution }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec }, { plugin: checksum } ]
+            """
+        ops = summary(both)
+        conv, step = ops["aten::convolution"], ops["aten::_convolution"]
+        self.assertEqual(conv["calls"], 4)  # the eager forward's two, and tracing's
+        self.assertEqual(conv["checked"], 2)
+        self.assertEqual(step["calls"], 4 + 6)  # under the eager ones, and the graph's
+        self.assertEqual(step["checked"], 6)  # the graph's, each checked as itself
+        self.assertEqual(step["not_checked"], {  # each one, checked by its caller or not
+            "the implementation step of a call of aten::convolution (the same call, left to its "
+            "rule)": 4})
+        self.assertEqual(step["violations"], 0)
+        self.assertIn("checksum.normwise_rel", step["worst"])  # projected, not declined
+        only_step = summary("""
+            version: 1
+            rules:
+              - match: { op: aten::_convolution }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(only_step["aten::_convolution"]["checked"], 10)  # no rule on its caller
+
     def test_adapter_copies_count_towards_the_overhead_budget(self):
         """The copies the adapter takes of a tensor an op writes (4 M elements, in place) cost far
         more than nan_inf's scan of it: the overhead budget counts them, so checks stop once

@@ -1013,6 +1013,7 @@ TEST(Checksum, DeviceConvolutionProjectionAgreesWithTheHostOne) {
       for (int i = 3; i < 6; ++i) bwd[static_cast<size_t>(i)].role = FUMI_ROLE_OUTPUT;
       for (const auto& [op, ts, output] :
            {std::tuple{"aten::convolution", &fwd, 3},
+            std::tuple{"aten::_convolution", &fwd, 3},  // its implementation step, as traced
             std::tuple{"aten::convolution_backward", &bwd, 3},
             std::tuple{"aten::convolution_backward", &bwd, 4}}) {
         const bool filter = output == 4;

@@ -3,8 +3,8 @@
 //   fumi_test::wide_conv_backward wide_conv::backward, likewise: (dx, dw, db), None where
 //                                 the mask leaves one out
 //   fumi_test::wide_conv_transposed  wide_conv::transposed, likewise
-//   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's or aten::conv2d's
-//                                 arguments: the result, or None where it declines
+//   fumi_test::wide_conv_run      wide_conv::run on aten::convolution's, _convolution's or
+//                                 conv2d's arguments: the result, or None where it declines
 //   fumi_test::wide_conv_run_backward  the same on aten::convolution_backward's
 //   fumi_test::wide_winograd     winograd.h's F(2×2, 3×3) itself on a 3×3 stride-1 convolution:
 //                                 the result, or None where a result was not finite
@@ -56,8 +56,9 @@ at::Tensor transposedOp(const at::Tensor& x, const at::Tensor& w,
   return y;
 }
 
-// run() on the stack aten::convolution (name "convolution", output padding 0) or aten::conv2d
-// ("conv2d": no transposed, no output padding) would get.
+// run() on the stack aten::convolution (name "convolution", output padding 0), its implementation
+// step aten::_convolution ("_convolution": the same and four flags) or aten::conv2d ("conv2d":
+// no transposed, no output padding) would get.
 c10::optional<at::Tensor> runOp(const std::string& name, const at::Tensor& x, const at::Tensor& w,
                                 const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation,
@@ -66,11 +67,13 @@ c10::optional<at::Tensor> runOp(const std::string& name, const at::Tensor& x, co
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(qualified.c_str(), "");
   torch::jit::Stack stack{x, w, b ? c10::IValue(*b) : c10::IValue(), stride.vec(), padding.vec(),
                           dilation.vec()};
-  if (name == "convolution") {
+  if (name == "convolution" || name == "_convolution") {
     stack.emplace_back(transposed);
     stack.emplace_back(std::vector<int64_t>(stride.size(), 0));
   }
   stack.emplace_back(groups);
+  if (name == "_convolution")  // benchmark, deterministic, cudnn_enabled, allow_tf32
+    for (bool flag : {false, false, true, true}) stack.emplace_back(flag);
   if (!fumi::wide_conv::run(op, stack)) return c10::nullopt;
   TORCH_CHECK(stack.size() == 1 && stack[0].isTensor(), "run() left no single tensor");
   return stack[0].toTensor();
