@@ -977,6 +977,17 @@ bool drawsDropout(const c10::OperatorHandle& op, const Inputs& inputs) {
   return dropout && train && layers;
 }
 
+// The names of the statistics a normalisation saves for its backward (its returns are unnamed),
+// as the checks know them (plugin_host.h savedMean: judged against the terms they average);
+// empty for any other output.
+std::string savedStatistic(const std::string& op, size_t output) {
+  static const std::set<std::string> kNorms = {"aten::native_layer_norm",
+                                               "aten::native_group_norm",
+                                               "aten::native_batch_norm"};
+  if (output == 0 || output > 2 || kNorms.count(op) == 0) return std::string();
+  return output == 1 ? "save_mean" : op == "aten::native_batch_norm" ? "save_invstd" : "save_rstd";
+}
+
 // Outputs that the inputs do not determine: a singular or eigenvector is defined up to its
 // sign (a phase, complex) and, within a repeated value, up to a rotation of the subspace, so a
 // wider or perturbed rerun may return another with no error at all (batch 9: an f64 rerun of a
@@ -1227,6 +1238,7 @@ class CapturedCall final : public at::ObserverContext {
     const auto& rets = schema.returns();
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string name = i < rets.size() ? rets[i].name() : std::string();
+      if (name.empty()) name = savedStatistic(schema.name(), i);
       if (name.empty()) name = outputs.size() == 1 ? "out" : "out" + std::to_string(i);
       const bool ambiguous = ambiguousOutput(schema.name(), name);
       forEachTensor(outputs[i], [&](const at::Tensor& t, int k) {
