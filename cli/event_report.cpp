@@ -420,6 +420,13 @@ class Aggregator {
         }
       }
       for (auto& [k, acc] : g.metrics) s.metrics[k] = acc.m;
+      // Violation events are capped (report.violation_events per op and metric); the
+      // summaries' metrics count every violation of their kind (batch 13: "21597 violations
+      // (1001 error, 1000 sensitivity)" where the metrics held 16792 and 4805).
+      std::map<std::string, uint64_t> counted;
+      for (const auto& [k, m] : s.metrics) counted[m.kind] += m.violations;
+      for (const auto& [kind, n] : counted)
+        if (n > 0) s.by_kind[kind].violations = std::max(s.by_kind[kind].violations, n);
       s.nonfinite_propagated = g.nonfinite_propagated;
       s.handled_overflow = g.handled_overflow;
       s.declined = g.declined;

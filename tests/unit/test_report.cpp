@@ -133,6 +133,34 @@ TEST(Report, WorstValueShowsItsShareOfTheTolerance) {
             std::string::npos);
 }
 
+// Violation events stop at report.violation_events per op and metric: the count of each kind
+// comes from the summaries' metrics, which count every one (batch 13: the header read "1001
+// error" of 16792), and from the events where a process left no metrics.
+TEST(Report, ViolationsByKindCountedBeyondTheEventCap) {
+  EventFile capped{"out/events-100.jsonl",
+                   lines({startLine(100), violationLine(100, "sgemm_", 1, 0.5),
+                          violationLine(100, "sgemm_", 2, 0.5),
+                          summaryLine(100, R"([{"op":"sgemm_","backend":"blas","calls":9,
+                            "checked":9,"skipped":0,"violations":7,"worst":{},"metrics":{
+                            "highprec.normwise_rel":{"kind":"error","count":9,"violations":5},
+                            "perturb.fumi_ratio":{"kind":"sensitivity","count":9,
+                            "violations":2}}}])")})};
+  EventFile older{"out/events-200.jsonl",
+                  lines({startLine(200), violationLine(200, "sgemm_", 3, 0.5),
+                         summaryLine(200, R"([{"op":"sgemm_","backend":"blas","calls":4,
+                           "checked":4,"skipped":0,"violations":1,"worst":{}}])")})};
+  const Report r = aggregate({capped});
+  const OpStats* s = findOp(r, "sgemm_", "blas");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->by_kind.at("error").violations, 5u);
+  EXPECT_EQ(s->by_kind.at("sensitivity").violations, 2u);
+  EXPECT_NE(fumi::report::formatText(r).find("7 violations (5 error, 2 sensitivity)"),
+            std::string::npos) << fumi::report::formatText(r);
+  EXPECT_EQ(fumi::report::toJson(r)["totals"]["violations_by_kind"]["error"], 5);
+  const Report o = aggregate({older});  // no metrics: its event counts
+  EXPECT_EQ(findOp(o, "sgemm_", "blas")->by_kind.at("error").violations, 1u);
+}
+
 // Sampled calls skipped before any check (the overhead budget, an adapter's reason) are summed
 // by reason over processes and named in every format.
 TEST(Report, CallsNotCheckedByReason) {
