@@ -123,8 +123,13 @@ std::string originText(const NanOrigin& o) {
   if (v.call_index) s += ", call " + std::to_string(*v.call_index);
   if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
   s += ": " + (v.detail.empty() ? std::string("appeared") : v.detail);
-  if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf")) {
-    s += " (" + v.extra["nan"].dump() + " NaN, " + v.extra["inf"].dump() + " Inf)";
+  if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf") &&
+      v.extra["nan"].is_number() && v.extra["inf"].is_number()) {
+    // Counts, written as integers by the search and as numbers by a nan_inf check.
+    const auto count = [](const nlohmann::json& n) {
+      return std::to_string(static_cast<uint64_t>(n.get<double>()));
+    };
+    s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf)";
   }
   if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
   return s;

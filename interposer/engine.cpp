@@ -625,9 +625,16 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
                            counted_nonfinite, v->tolerance);
   recordUnderflow(call.site(), call.info().call_index, v, phase);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
-  // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not.
-  if (metric == "nonfinite" && v->value > 0 && (v->violated || extraValue(v, "nan") > 0))
-    nanSentinel(&call.site(), call.info().call_index);
+  // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not. Made from
+  // finite inputs ("appeared", "nan_from_inf"), the call is its own origin, claimed with its
+  // event below: a search waited for the values to appear again, and a job where they did not
+  // said "origin not found" under the violation that had seen them appear (batch 13).
+  const bool nonfinite_seen =
+      metric == "nonfinite" && v->value > 0 && (v->violated || extraValue(v, "nan") > 0);
+  const char* how = FUMI_VERDICT_HAS(v, detail) && v->detail ? v->detail : "";
+  const bool own_origin = nonfinite_seen && v->violated && !held &&
+                          (std::strcmp(how, "appeared") == 0 || std::strcmp(how, "nan_from_inf") == 0);
+  if (nonfinite_seen && !own_origin) nanSentinel(&call.site(), call.info().call_index);
   Reporter& rep = *c->reporter;
   if (!v->violated && !rep.settings().all_checks) return;
 
@@ -682,8 +689,17 @@ void hostReport(fumi_call* c, const fumi_verdict* v) {
     // Past report.violation_events of this op and metric: counted in the summary (above), no
     // event, no stacks, no dump — a job violating on every call writes a bounded file.
     if (!held &&
-        !call.site().writesViolationEvent(check + "." + metric, rep.settings().violation_events))
+        !call.site().writesViolationEvent(check + "." + metric, rep.settings().violation_events)) {
+      if (own_origin) nanSentinel(&call.site(), call.info().call_index);  // no event to claim
       return;
+    }
+    if (own_origin) {
+      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index);
+      if (!sentinel.is_null()) {
+        ev["origin"] = true;
+        ev["sentinel"] = std::move(sentinel);
+      }
+    }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";

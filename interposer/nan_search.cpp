@@ -118,32 +118,36 @@ void nanPropagated(const OpSite* site, const char* input) {
   s.first_propagated = std::string(site->name) + " (input '" + (input ? input : "?") + "')";
 }
 
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index) {
+  if (!site) return nullptr;
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
+  if (s.origins.count(site->name)) {
+    ++s.repeats;  // the same origin again: already reported
+    if (searching) endSearch(s, nullptr, "");
+    return nullptr;
+  }
+  nlohmann::json sentinel;
+  if (searching) {
+    sentinel = sentinelJson(s);
+    endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
+  } else {
+    // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
+    // counts as one against max_searches.
+    const NanOriginSettings* cfg = settings();
+    if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return nullptr;
+    ++s.searches;
+    sentinel = {{"op", site->name}, {"call_index", index}};
+  }
+  s.origins.insert(site->name);
+  return sentinel;
+}
+
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf) {
-  if (!site) return;
-  SearchState& s = state();
-  nlohmann::json sentinel;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    if (s.origins.count(site->name)) {
-      ++s.repeats;  // the same origin again: already reported
-      if (searching) endSearch(s, nullptr, "");
-      return;
-    }
-    if (searching) {
-      sentinel = sentinelJson(s);
-      endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
-    } else {
-      // A sentinel that is its own origin (its inputs were finite): no search is needed, but
-      // it counts as one against max_searches.
-      const NanOriginSettings* cfg = settings();
-      if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return;
-      ++s.searches;
-      sentinel = {{"op", site->name}, {"call_index", index}};
-    }
-    s.origins.insert(site->name);
-  }
+  nlohmann::json sentinel = nanOriginClaim(site, index);
+  if (sentinel.is_null()) return;
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0,
                       {{"detail", detail ? detail : "appeared"},

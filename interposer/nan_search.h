@@ -4,8 +4,9 @@
 // by sentinels and only then looks everywhere:
 //   sentinel   something cheap saw a non-finite value: a sampled nan_inf check (any backend), or
 //              the torch adapter's scan of single-element outputs (losses, norms) on every op.
-//              Where that op's inputs were all finite (0/0 in a metric), it is the origin at
-//              once: reported without a search (a one-off would never show to one).
+//              Where that op's inputs were all finite (0/0 in a metric; a nan_inf check's
+//              "appeared"), it is the origin at once: reported without a search (a one-off
+//              would never show to one).
 //   search     every framework op's outputs are scanned; the first op whose outputs hold NaN or
 //              Inf while its inputs (tensors and scalar arguments, outputs it writes in place
 //              excepted) are finite is the origin: one `violation` event with "origin": true,
@@ -22,6 +23,8 @@
 
 #include <atomic>
 #include <cstdint>
+
+#include <nlohmann/json.hpp>
 
 namespace fumi {
 
@@ -41,6 +44,12 @@ bool nanSearchOp();
 // `detail`: "appeared", "nan_from_inf" or "scaled_overflow". Captures the calling thread's stacks.
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf);
+// nanOrigin's bookkeeping alone, for a caller that reports the call itself (a sampled nan_inf
+// check that saw the values appear from finite inputs): ends a search running (found), or
+// counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
+// where the call is not reported as an origin (its op already was one, origins are off, or
+// max_searches are spent).
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index);
 // The search saw `site`'s call receive non-finite values through input `input`.
 void nanPropagated(const OpSite* site, const char* input);
 // In a forked child (a DataLoader worker): no search runs and none has; the parent's search

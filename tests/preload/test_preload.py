@@ -260,6 +260,15 @@ class Events(unittest.TestCase):
         self.assertEqual(len(nan_inf), 1)
         self.assertEqual(nan_inf[0]["detail"], "appeared")
         self.assertEqual(nan_inf[0]["value"], 16)
+        # From finite inputs: the call is the origin, on its own event (batch 13: a search
+        # began, found nothing more and said "origin not found" under this violation).
+        self.assertIs(nan_inf[0].get("origin"), True)
+        self.assertEqual(nan_inf[0]["sentinel"], {"op": "sgemm_", "call_index": 0})
+        self.assertEqual([e for e in r.of("nan_search") if e.get("result") == "not_found"], [])
+        listing = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("NaN/Inf origin: sgemm_ (blas)", listing.stdout)
+        self.assertIn("appeared (0 NaN, 16 Inf)", listing.stdout)
+        self.assertNotIn("origin not found", listing.stdout)
         values = [v["value"] for v in r.of("violation") + r.of("check")]
         self.assertNotIn(None, values)
 
