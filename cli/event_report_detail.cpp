@@ -117,6 +117,23 @@ std::string sentinelText(const json& sentinel) {
   return s;
 }
 
+std::string cancellationText(const ViolationInfo& v) {
+  if (!v.extra.is_object()) return std::string();
+  const auto c = v.extra.find("cancellation"), e = v.extra.find("error_of_terms");
+  if (c == v.extra.end() || e == v.extra.end() || !c->is_number() || !e->is_number())
+    return std::string();
+  const double cancel = c->get<double>(), error = e->get<double>();
+  if (!(cancel >= 10)) return std::string();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "its terms cancel %.3g-fold; against their magnitudes the error is %.3g", cancel,
+                error);
+  std::string s = buf;
+  if (v.tolerance && error <= *v.tolerance)
+    s += " (within the tolerance: the inputs cancel, and the op kept what its precision allows)";
+  return s;
+}
+
 std::string originText(const NanOrigin& o) {
   const ViolationInfo& v = o.violation;
   std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);

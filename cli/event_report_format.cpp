@@ -118,6 +118,7 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
           continue;
         }
         if (!v.detail.empty()) out << "        " << v.detail << "\n";
+        if (const std::string c = cancellationText(v); !c.empty()) out << "        " << c << "\n";
         if (v.kernels.is_array() && !v.kernels.empty()) {
           out << "        kernels: " << kernelList(v.kernels) << "\n";
         }

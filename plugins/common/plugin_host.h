@@ -421,13 +421,16 @@ inline bool savedMean(const fumi_tensor& t) {
 }
 
 // `deviation` (with `tolerance`): the check's normwise figure for each output, for savedMean's.
+// `of_terms`, where asked for: each output's ||y_k|| / ||op(|x|)_k||, the exact value's where the
+// check has it (a sum that cancels 1e6-fold: 1e-6), for the verdict's `cancellation`.
 inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs,
                                 const std::vector<int32_t>& outputs, fumi_dtype precision,
                                 std::vector<bool>* noise, double resolution = 0,
                                 const std::vector<void*>* exact = nullptr,
                                 const std::vector<double>* deviation = nullptr,
-                                double tolerance = 0) {
+                                double tolerance = 0, std::vector<double>* of_terms = nullptr) {
   noise->assign(outputs.size(), false);
+  if (of_terms) of_terms->assign(outputs.size(), 0.0);
   std::vector<void*> buffers;
   FUMI_RETURN_IF_NOT_OK(
       rerunMapped(ctx, inputs, outputs, precision, FUMI_MAP_ABS, &buffers, exact));
@@ -451,8 +454,9 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
     const bool mean = deviation && savedMean(ctx.tensor(o));
     double own = 0, exact_ratio = 0;
     FUMI_RETURN_IF_NOT_OK(ofTerms(nullptr, &own));
-    if (exact && (own <= level || mean))
+    if (exact && (own <= level || mean || of_terms))
       FUMI_RETURN_IF_NOT_OK(ofTerms((*exact)[static_cast<size_t>(o)], &exact_ratio));
+    if (of_terms) (*of_terms)[k] = exact ? exact_ratio : own;
     // At noise level, as the call gave it and as it is exactly (where the check has that).
     (*noise)[k] = own <= level && (!exact || exact_ratio <= level);
     // A saved mean: its deviation against its terms (by the reference's size, else its own).
@@ -538,13 +542,20 @@ class ReferenceErrors {
   // The verdict: primary metric against the tolerance (the policy's, else the dtype table's for
   // the call's effective precision), the others as extras. `noise`: outputs left out as
   // rounding noise (noiseOutputs).
-  void report(Context& ctx, const Sums& s, const std::string& detail, size_t noise = 0) const {
+  // `of_terms` (positive: measured): the judged output's ||exact|| / ||op(|x|)||, which makes
+  // the extras `cancellation` (its inverse: how far the terms cancel) and `error_of_terms` (the
+  // normwise error against the terms' magnitudes: a kernel as good as its precision allows
+  // keeps it near a unit roundoff however far they cancel).
+  void report(Context& ctx, const Sums& s, const std::string& detail, size_t noise = 0,
+              double of_terms = 0) const {
     static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
     Verdict v(kNames[primary_], s.metric[primary_], tolerance(ctx));
     for (size_t m = 0; m < 3; ++m)
       if (m != primary_) v.extra(kNames[m], s.metric[m]);
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
     if (noise) v.extra("noise_outputs", static_cast<double>(noise));
+    if (of_terms > 0)
+      v.extra("cancellation", 1.0 / of_terms).extra("error_of_terms", s.metric[kNormwise] * of_terms);
     if (s.underflow_elements)  // the fraction of a low-precision output's values flushed
       v.extra("underflow",
               static_cast<double>(s.underflow) / static_cast<double>(s.underflow_elements));

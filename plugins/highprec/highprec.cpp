@@ -85,6 +85,7 @@ class HighprecCheck {
     const std::string detail =
         std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun";
     size_t noise_count = 0;
+    double of_terms = 0;  // the judged output's, against its terms (ReferenceErrors::report)
     if (errors_.violates(ctx, sums) && outputs.size() > 0) {
       // Over tolerance: outputs that are rounding noise of their terms do not count, nor a saved
       // mean accurate to its terms.
@@ -92,17 +93,26 @@ class HighprecCheck {
       std::vector<double> deviation;  // a saved mean's, judged against its terms
       for (const ReferenceErrors::Sums& s : per_output)
         deviation.push_back(ReferenceErrors::normwise(s));
+      std::vector<double> ratios;
       FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, inputs, outputs, wider, &noise, 0,
                                                         &buffers, &deviation,
-                                                        errors_.relativeTolerance(ctx)));
+                                                        errors_.relativeTolerance(ctx), &ratios));
       ReferenceErrors::Sums kept;
+      double worst = -1;  // the kept output with the largest normwise error gives of_terms
       for (size_t k = 0; k < outputs.size(); ++k) {
-        if (noise[k]) ++noise_count;
-        else ReferenceErrors::merge(kept, per_output[k]);
+        if (noise[k]) {
+          ++noise_count;
+          continue;
+        }
+        ReferenceErrors::merge(kept, per_output[k]);
+        if (ReferenceErrors::normwise(per_output[k]) > worst) {
+          worst = ReferenceErrors::normwise(per_output[k]);
+          of_terms = ratios[k];
+        }
       }
       if (noise_count) sums = kept;
     }
-    errors_.report(ctx, sums, detail, noise_count);
+    errors_.report(ctx, sums, detail, noise_count, of_terms);
     return FUMI_OK;
   }
 

@@ -610,6 +610,15 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual([c for c in r.of("violation") if c["phase"] == "backward"], [])
         forward = {(v["op"], v["check"]) for v in r.of("violation") if v["phase"] == "forward"}
         self.assertIn(("aten::sum.dim_IntList", "highprec"), forward)
+        # It says why: the terms cancel, and against their magnitudes the sum is as good as f32
+        # allows (batch 13: a dopri5 error estimate read as a kernel computing badly).
+        [centred] = [v for v in r.of("violation") if v["phase"] == "forward"
+                     and v["check"] == "highprec"]
+        self.assertGreater(centred["extra"]["cancellation"], 1e3)
+        self.assertLess(centred["extra"]["error_of_terms"], 4 * 2.0 ** -24)
+        listing = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("(within the tolerance: the inputs cancel, and the op kept what its "
+                      "precision allows)", listing.stdout)
 
     def test_gradient_zero_but_for_the_rounding_before_it_is_no_violation(self):
         # A per-channel scale that batch norm takes out again (quantization-aware training's

@@ -133,6 +133,31 @@ TEST(Report, WorstValueShowsItsShareOfTheTolerance) {
             std::string::npos);
 }
 
+// A wider check's violation on terms that cancel says how far they cancel and how large the
+// error is against their magnitudes; within the tolerance, that the inputs lost the digits
+// (batch 13: a dopri5 error estimate read as "the op computed its result badly").
+TEST(Report, CancellationOfTheTermsIsNamed) {
+  const auto file = [](const std::string& extra) {
+    std::string v = violationLine(100, "sgemm_", 1, 0.5);
+    v.replace(v.find(R"("extra":{"max_rel":1.0})"), 23, R"("extra":{"max_rel":1.0)" + extra + "}");
+    return EventFile{"out/events-100.jsonl", lines({startLine(100), v})};
+  };
+  const std::string inputs =
+      fumi::report::formatText(aggregate({file(R"(,"cancellation":1.5e6,"error_of_terms":3e-8)")}));
+  EXPECT_NE(inputs.find("its terms cancel 1.5e+06-fold; against their magnitudes the error is "
+                        "3e-08 (within the tolerance: the inputs cancel, and the op kept what "
+                        "its precision allows)"),
+            std::string::npos) << inputs;
+  const std::string kernel =
+      fumi::report::formatText(aggregate({file(R"(,"cancellation":1.5e6,"error_of_terms":2e-4)")}));
+  EXPECT_NE(kernel.find("its terms cancel 1.5e+06-fold; against their magnitudes the error is "
+                        "0.0002\n"),
+            std::string::npos) << kernel;  // over 1e-5: the op itself lost digits
+  EXPECT_EQ(fumi::report::formatText(aggregate({file(R"(,"cancellation":3,"error_of_terms":1e-7)")}))
+                .find("cancel"),
+            std::string::npos);  // 3-fold: nothing to say
+}
+
 // Violation events stop at report.violation_events per op and metric: the count of each kind
 // comes from the summaries' metrics, which count every one (batch 13: the header read "1001
 // error" of 16792), and from the events where a process left no metrics.
