@@ -2146,7 +2146,7 @@ int readsSharedMemory() {
 }
 // Ops that are another op's implementation step, with that op: called by it, a call is the same
 // call (a rule naming both would sample it twice), left to its caller where a rule may check
-// that, and counted skipped; called on its own (a traced model's graph calls aten::_convolution directly), it is
+// that; called on its own (a traced model's graph calls aten::_convolution directly), it is
 // checked as itself.
 constexpr std::pair<const char*, const char*> kImplementationOf[] = {
     {"aten::_convolution", "aten::convolution"}};
@@ -2192,10 +2192,13 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
     return nullptr;
   };
   if (const char* caller = callerChecksIt(site)) {
-    // Every such call, unsampled: its own `first:` calls are then the ones it makes on its own.
-    g_api->skip(site, nullptr, (std::string("the implementation step of a call of ") + caller +
-                                " (the same call, left to its rule)")
-                                   .c_str());
+    // Never sampled (its own `first:` calls are then the ones it makes on its own); counted
+    // skipped where its caller is being checked, so that an every-call rule accounts for every
+    // call, and passed over otherwise (an eager job's every convolution would read "skipped").
+    if (t_checked_depth > 0)
+      g_api->skip(site, nullptr, (std::string("the implementation step of a checked call of ") +
+                                  caller + " (checked as that call)")
+                                     .c_str());
     return nullptr;
   }
   if (t_checked_depth > 0) {

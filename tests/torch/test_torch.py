@@ -1114,8 +1114,8 @@ class AtenChecks(unittest.TestCase):
         directly (batch 12: its convolutions went unchecked). The default policy checks it
         there, checksum projects it; where aten::convolution calls it, the one call is left to
         the rule that may check convolution (never sampled twice, and its `first:` calls are
-        the graph's) and counted skipped saying so, but checked as itself where no rule may
-        check convolution."""
+        the graph's), counted skipped where that call is checked, and checked as itself where
+        no rule may check convolution."""
         code = textwrap.dedent("""
             import sys, torch
             torch.manual_seed(0)
@@ -1175,9 +1175,9 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(conv["checked"], 2)
         self.assertEqual(step["calls"], 4 + 6)  # under the eager ones, and the graph's
         self.assertEqual(step["checked"], 6)  # the graph's, each checked as itself
-        self.assertEqual(step["not_checked"], {  # each one, checked by its caller or not
-            "the implementation step of a call of aten::convolution (the same call, left to its "
-            "rule)": 4})
+        self.assertEqual(step["not_checked"], {  # under the convolutions checked: counted
+            "the implementation step of a checked call of aten::convolution (checked as that "
+            "call)": 2})
         self.assertEqual(step["violations"], 0)
         self.assertIn("checksum.normwise_rel", step["worst"])  # projected, not declined
         only_step = summary("""
