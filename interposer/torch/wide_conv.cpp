@@ -209,9 +209,17 @@ bool transposedShape(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef 
 // Whether run() takes the convolution `d` from aten (measured here against aten's fp64 kernel):
 // one group only (grouped and depthwise convolutions ran 1.3-5x slower as one small GEMM per
 // group), and not a stem (fewer than 8 channels and 256 output positions or more: the tap
-// copies are a few bytes each, and aten's per-image GEMMs are wide enough to run at rate).
+// copies are a few bytes each, and aten's per-image GEMMs are wide enough to run at rate) —
+// unless aten's im2col buffer, which it takes for the whole batch at once, passes
+// kColumnBytes: mapped afresh and faulted in on every call, torchaudio's Resample (32
+// waveforms of 16 028 samples by one 28-tap filter: 57 MB) took aten 190-470 ms, this file
+// 26-137 (batch 13).
 bool faster(const Shape& d) {
-  return d.groups == 1 && !(d.cg < kFewChannels && d.outputs() >= kLargeImage);
+  if (d.groups != 1) return false;
+  const bool stem = d.cg < kFewChannels && d.outputs() >= kLargeImage;
+  const double aten_columns = static_cast<double>(d.n) * static_cast<double>(d.outputs()) *
+                              static_cast<double>(d.taps()) * sizeof(double);
+  return !stem || aten_columns > static_cast<double>(kColumnBytes);
 }
 
 // How many images' im2col rows go in one GEMM.

@@ -192,6 +192,16 @@ class WideConv(unittest.TestCase):
         wide = torch.randn(2, 8, 18, 18, dtype=torch.float64)
         w8 = torch.randn(6, 8, 3, 3, dtype=torch.float64)
         self.assertIsNotNone(run("conv2d", wide, w8, None, [1, 1], [0, 0], [1, 1], False, 1))
+        # A stem whose im2col buffer, which aten takes for the whole batch, passes 32 MiB
+        # (torchaudio's Resample: 57 MB, faulted in afresh each call): taken, and right.
+        waves = torch.randn(32, 1, 16028, dtype=torch.float64)
+        sinc = torch.randn(1, 1, 28, dtype=torch.float64)
+        got = run("conv1d", waves, sinc, None, [2], [0], [1], False, 1)
+        self.assertIsNotNone(got)
+        want = F.conv1d(waves, sinc, None, 2)
+        tol = sum_bound(28, F.conv1d(waves.abs(), sinc.abs(), None, 2))
+        self.assertTrue(bool(((got - want).abs() <= tol).all()))
+        self.assertIsNone(run("conv1d", waves[:4], sinc, None, [2], [0], [1], False, 1))  # 7 MB
 
 
 class WideConvBackward(unittest.TestCase):
