@@ -48,6 +48,14 @@ namespace fumi::torch_compat {
 
 // Whether the calling thread is in an autocast region for ops on `device` (CPU or CUDA), and
 // its dtype.
+// Whether autocast has a kernel of its own for `op` on `device` (an op on its lists: it casts
+// the inputs, down or up); every other op falls through autocast and runs on its inputs' own
+// dtypes (batch norm's backward on bf16 activations and f32 statistics).
+inline bool autocastKernel(const c10::OperatorHandle& op, c10::DeviceType device) {
+  return op.hasKernelForDispatchKey(device == c10::DeviceType::CUDA ? c10::DispatchKey::AutocastCUDA
+                                                                    : c10::DispatchKey::AutocastCPU);
+}
+
 inline bool autocastDtype(c10::DeviceType device, c10::ScalarType* dtype) {
 #if FUMI_TORCH_AUTOCAST_API == 1
   if (!at::autocast::is_autocast_enabled(device)) return false;
