@@ -85,9 +85,9 @@ struct RankTotals {
   uint64_t violations = 0;
 };
 
-// The two kinds of finding (docs/policy.md): an error means the op computed its result badly;
-// a sensitivity is how far its outputs move when its inputs move by their rounding (data; an
-// alarm only above a high bound).
+// The two kinds of finding (docs/policy.md): an error means an op's results are off by more than
+// their tolerance; a sensitivity is how far its outputs move when its inputs move by their
+// rounding (data; an alarm only above a high bound).
 inline constexpr const char* kKindError = "error";
 inline constexpr const char* kKindSensitivity = "sensitivity";
 inline constexpr const char* kKindPrecisionCost = "precision_cost";

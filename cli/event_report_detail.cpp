@@ -78,7 +78,7 @@ std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kin
 }
 
 std::string kindHeading(const std::string& kind) {
-  if (kind == kKindError) return "Errors (the op computed its result badly):";
+  if (kind == kKindError) return "Errors (results off by more than their tolerance):";
   if (kind == kKindSensitivity) {
     return "Sensitivity above its bound (outputs move far when inputs move by their rounding):";
   }

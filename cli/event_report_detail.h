@@ -35,7 +35,7 @@ std::map<std::string, uint64_t> violationsByKind(const Report& report);
 // Kinds in the order a person reads them: errors, then sensitivity, then any newer kind by name.
 std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind);
 
-// The heading of a kind's findings ("Errors (the op computed its result badly):").
+// The heading of a kind's findings ("Errors (results off by more than their tolerance):").
 std::string kindHeading(const std::string& kind);
 
 // The ops with violations of `kind`, most violations first.

@@ -44,7 +44,7 @@ class Run(unittest.TestCase):
         self.assertIn("sgemm_", text.stdout)
         self.assertIn("blas_demo.c", text.stdout)  # first violation's stack
         # Findings (errors with their first stack) come before the table of checked ops.
-        self.assertLess(text.stdout.index("Findings:"), text.stdout.index("Errors (the op computed"))
+        self.assertLess(text.stdout.index("Findings:"), text.stdout.index("Errors (results off"))
         self.assertLess(text.stdout.index("blas_demo.c"), text.stdout.index("Checked ops:"))
         js = fumi("report", out, "--format", "json")
         doc = json.loads(js.stdout)

@@ -620,7 +620,7 @@ TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
                            "NaN/Inf origin: aten::log (torch) pid 1, call 12 at "
                            "/src/train.py:42 in loss: appeared (3 NaN, 0 Inf); "
                            "sentinel aten::mse_loss #14\n");
-  const size_t errors = at(text, "Errors (the op computed its result badly):");
+  const size_t errors = at(text, "Errors (results off by more than their tolerance):");
   const size_t addmm = at(text,
                           "aten::addmm (torch): 1 violation; first: pid 1, call 3, "
                           "highprec.m = 0.01 > 0.001");
@@ -941,7 +941,7 @@ TEST(ReportHtml, EveryFirstViolationWithItsStacksAndEverythingEscaped) {
   EXPECT_NE(html.find("<span class=\"user\">/src/train.py:42 in loss</span>"), std::string::npos);
   EXPECT_EQ(count(html, "class=\"finding error\""), 4u);        // x, sgemm_, conv2d, log
   EXPECT_EQ(count(html, "class=\"finding sensitivity\""), 1u);  // conv2d
-  EXPECT_LT(html.find("Errors (the op computed"), html.find("Sensitivity above its bound"));
+  EXPECT_LT(html.find("Errors (results off"), html.find("Sensitivity above its bound"));
 
   // The timeline and the metric strip (median, p99, max marks).
   EXPECT_NE(html.find("<svg class=\"timeline\""), std::string::npos);
