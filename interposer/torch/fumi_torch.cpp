@@ -2115,9 +2115,9 @@ bool g_capture = false;  // the policy checks torch ops: the callback receives i
 
 // The operator calls running on this thread with their inputs recorded, innermost last: each
 // one's site and whether a rule may check it (for its implementation steps: callerChecksIt),
-// and whether it reads an input in shared memory, for libfumi's probe (adapter_api.h set_shared_probe). The
-// RecordFunction is only a key: a call whose end this thread never sees (a range ended
-// elsewhere) is dropped when a call below it ends.
+// and whether it reads an input in shared memory, for libfumi's probe (adapter_api.h
+// set_shared_probe). The RecordFunction is only a key: a call whose end this thread never sees
+// (a range ended elsewhere) is dropped when a call below it ends.
 struct SharedEntry {
   const at::RecordFunction* fn;
   void* site;

@@ -52,8 +52,9 @@ namespace fumi::torch_compat {
 // the inputs, down or up); every other op falls through autocast and runs on its inputs' own
 // dtypes (batch norm's backward on bf16 activations and f32 statistics).
 inline bool autocastKernel(const c10::OperatorHandle& op, c10::DeviceType device) {
-  return op.hasKernelForDispatchKey(device == c10::DeviceType::CUDA ? c10::DispatchKey::AutocastCUDA
-                                                                    : c10::DispatchKey::AutocastCPU);
+  return op.hasKernelForDispatchKey(device == c10::DeviceType::CUDA
+                                        ? c10::DispatchKey::AutocastCUDA
+                                        : c10::DispatchKey::AutocastCPU);
 }
 
 inline bool autocastDtype(c10::DeviceType device, c10::ScalarType* dtype) {

@@ -460,7 +460,8 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
     // At noise level, as the call gave it and as it is exactly (where the check has that).
     (*noise)[k] = own <= level && (!exact || exact_ratio <= level);
     // A saved mean: its deviation against its terms (by the reference's size, else its own).
-    if (mean) (*noise)[k] = (*noise)[k] || (*deviation)[k] * (exact ? exact_ratio : own) <= tolerance;
+    if (mean)
+      (*noise)[k] = (*noise)[k] || (*deviation)[k] * (exact ? exact_ratio : own) <= tolerance;
   }
   // A call whose every output is at that level is a cancellation to report (a GEMM whose
   // exact result is 1 from terms of 1e8): only auxiliary outputs beside meaningful ones are
@@ -555,7 +556,8 @@ class ReferenceErrors {
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
     if (noise) v.extra("noise_outputs", static_cast<double>(noise));
     if (of_terms > 0)
-      v.extra("cancellation", 1.0 / of_terms).extra("error_of_terms", s.metric[kNormwise] * of_terms);
+      v.extra("cancellation", 1.0 / of_terms)
+          .extra("error_of_terms", s.metric[kNormwise] * of_terms);
     if (s.underflow_elements)  // the fraction of a low-precision output's values flushed
       v.extra("underflow",
               static_cast<double>(s.underflow) / static_cast<double>(s.underflow_elements));
