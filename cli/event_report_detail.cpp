@@ -124,11 +124,8 @@ std::string cancellationText(const ViolationInfo& v) {
     return std::string();
   const double cancel = c->get<double>(), error = e->get<double>();
   if (!(cancel >= 10)) return std::string();
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "its terms cancel %.3g-fold; against their magnitudes the error is %.3g", cancel,
-                error);
-  std::string s = buf;
+  std::string s = "its terms cancel " + formatValue(cancel) +
+                  "-fold; against their magnitudes the error is " + formatValue(error);
   if (v.tolerance && error <= *v.tolerance)
     s += " (within the tolerance: the inputs cancel, and the op kept what its precision allows)";
   return s;
