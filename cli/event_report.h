@@ -91,6 +91,7 @@ struct RankTotals {
 inline constexpr const char* kKindError = "error";
 inline constexpr const char* kKindSensitivity = "sensitivity";
 inline constexpr const char* kKindPrecisionCost = "precision_cost";
+inline constexpr const char* kKindCancellation = "cancellation";
 
 // The kind of a finding of `check` when its event or metric does not say (files written before
 // kinds existed): perturb measures sensitivity, every other check an error.

@@ -68,7 +68,7 @@ std::map<std::string, uint64_t> violationsByKind(const Report& report) {
 
 std::vector<std::string> kindOrder(const std::map<std::string, uint64_t>& by_kind) {
   auto rank = [](const std::string& k) {
-    return k == kKindError ? 0 : k == kKindSensitivity ? 1 : 2;
+    return k == kKindError ? 0 : k == kKindCancellation ? 1 : k == kKindSensitivity ? 2 : 3;
   };
   std::vector<std::string> kinds;
   for (const auto& kv : by_kind) kinds.push_back(kv.first);
@@ -81,6 +81,10 @@ std::string kindHeading(const std::string& kind) {
   if (kind == kKindError) return "Errors (results off by more than their tolerance):";
   if (kind == kKindSensitivity) {
     return "Sensitivity above its bound (outputs move far when inputs move by their rounding):";
+  }
+  if (kind == kKindCancellation) {
+    return "Cancellation above its bound (results whose inputs cancel so far that hardly a digit "
+           "is left, though the op computed them as well as its precision allows):";
   }
   return "Violations of kind " + kind + ":";
 }
@@ -126,8 +130,14 @@ std::string cancellationText(const ViolationInfo& v) {
   if (!(cancel >= 10)) return std::string();
   std::string s = "its terms cancel " + formatValue(cancel) +
                   "-fold; against their magnitudes the error is " + formatValue(error);
-  if (v.tolerance && error <= *v.tolerance)
-    s += " (within the tolerance: the inputs cancel, and the op kept what its precision allows)";
+  // The error tolerance: a cancellation verdict carries it as an extra (its own tolerance is
+  // the cancellation bound), an error verdict as its tolerance.
+  std::optional<double> tolerance = v.tolerance;
+  if (const auto t = v.extra.find("error_tolerance"); t != v.extra.end() && t->is_number())
+    tolerance = t->get<double>();
+  if (tolerance && error <= *tolerance)
+    s += " (within the error tolerance " + formatValue(*tolerance) +
+         ": the op kept what its precision allows; the inputs lost the digits)";
   return s;
 }
 

@@ -48,10 +48,10 @@ std::string describeViolation(const ViolationInfo& v);
 // "aten::mse_loss #14" from a {"op", "call_index"} object; empty when it is not one.
 std::string sentinelText(const nlohmann::json& sentinel);
 
-// For a wider check's violation whose terms cancel (its extras `cancellation` and
-// `error_of_terms`, at least 10-fold): how far, the error against the terms' magnitudes, and,
-// where that is within the tolerance, that the inputs lost the digits, not the kernel. Empty
-// otherwise.
+// For a check's violation whose terms cancel (its extras `cancellation` and `error_of_terms`, at
+// least 10-fold): how far, the error against the terms' magnitudes, and, where that is within
+// the error tolerance (the extra `error_tolerance` of a cancellation verdict, else its
+// tolerance), that the inputs lost the digits, not the kernel. Empty otherwise.
 std::string cancellationText(const ViolationInfo& v);
 
 // One line for a NaN origin: where, what, and which op's output started the search.

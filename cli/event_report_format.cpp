@@ -157,21 +157,18 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
               {false, false, false, true, true, true, true}, "  ");
 }
 
-// What low precision cost each op (metrics of kind precision_cost: autocast's cost, gradient
-// underflow), worst first: which ops should stay in f32.
-void formatPrecisionCost(std::ostream& out, const Report& report) {
+// The metrics of one data kind (precision_cost, cancellation), worst first, under `intro`.
+void formatKindData(std::ostream& out, const Report& report, const std::string& kind,
+                    const char* intro) {
   std::vector<std::pair<const OpStats*, const std::pair<const std::string, MetricSummary>*>> rows_in;
   for (const OpStats& s : report.ops)
     for (const auto& entry : s.metrics)
-      if (entry.second.kind == kKindPrecisionCost) rows_in.emplace_back(&s, &entry);
+      if (entry.second.kind == kind) rows_in.emplace_back(&s, &entry);
   if (rows_in.empty()) return;
   auto maxOf = [](const auto& r) { return r.second->second.max.value_or(0.0); };
   std::stable_sort(rows_in.begin(), rows_in.end(),
                    [&](const auto& a, const auto& b) { return worse(maxOf(a), maxOf(b)); });
-  out << "\nPrecision cost under autocast (data: each op in its autocast dtype against the same op\n"
-         "on the f32 values before the cast, normwise; the worst are the ones to keep in f32;\n"
-         "gradient.underflow: the share of an f16/bf16 backward output flushed below its\n"
-         "dtype's smallest normal):\n";
+  out << "\n" << intro;
   auto opt = [](const std::optional<double>& v) { return v ? formatValue(*v) : std::string("-"); };
   std::vector<std::vector<std::string>> rows;
   for (const auto& [op, entry] : rows_in) {
@@ -182,6 +179,21 @@ void formatPrecisionCost(std::ostream& out, const Report& report) {
   }
   formatTable(out, {"OP", "BACKEND", "METRIC", "COUNT", "MEDIAN", "P99", "MAX", "VIOLATIONS"},
               rows, {false, false, false, true, true, true, true, true}, "  ");
+}
+
+// What low precision cost each op (autocast's cost, gradient underflow): which ops should stay
+// in f32; then the results whose inputs cancel.
+void formatPrecisionCost(std::ostream& out, const Report& report) {
+  formatKindData(out, report, kKindPrecisionCost,
+                 "Precision cost under autocast (data: each op in its autocast dtype against the "
+                 "same op\non the f32 values before the cast, normwise; the worst are the ones to "
+                 "keep in f32;\ngradient.underflow: the share of an f16/bf16 backward output "
+                 "flushed below its\ndtype's smallest normal):\n");
+  formatKindData(out, report, kKindCancellation,
+                 "Results whose inputs cancel (data: relative errors of results off by more than "
+                 "their\nerror tolerance only because their terms cancel, the op as accurate as "
+                 "its precision\nallows against them; a violation above the cancellation bound, "
+                 "docs/policy.md):\n");
 }
 
 // One row per launcher rank (a distributed job).

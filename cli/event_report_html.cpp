@@ -134,6 +134,7 @@ nav a{color:#dfe6f3;margin-right:16px;text-decoration:none;font-size:13px}
 .finding{background:#fff;border:1px solid #d5d9e0;border-left:4px solid #b42318;border-radius:4px;
   padding:8px 12px;margin:8px 0}
 .finding.sensitivity{border-left-color:#c26a00}
+.finding.cancellation{border-left-color:#0f766e}
 .finding.origin{border-left-color:#6b21a8}
 .meta{color:#5b6475;font-size:13px;margin:2px 0}
 .ok{color:#1a7f37;font-weight:600}
@@ -215,6 +216,8 @@ void stackBlock(std::ostream& out, const char* title, const std::vector<std::str
 void violationBody(std::ostream& out, const ViolationInfo& v) {
   out << "<div class=\"meta\">" << esc(describeViolation(v)) << "</div>\n";
   if (!v.detail.empty()) out << "<div>" << esc(v.detail) << "</div>\n";
+  if (const std::string c = cancellationText(v); !c.empty())
+    out << "<div>" << esc(c) << "</div>\n";
   if (v.kernels.is_array() && !v.kernels.empty())
     out << "<div class=\"meta\">kernels: " << esc(kernelList(v.kernels)) << "</div>\n";
   std::string facts;
@@ -267,7 +270,8 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
     out << "<h3>" << esc(heading) << "</h3>\n";
     for (const auto& [s, kv] : opsWithKind(report, kind)) {
       const size_t i = opIndex(report, s);
-      out << "<div class=\"finding " << (kind == kKindSensitivity ? "sensitivity" : "error")
+      out << "<div class=\"finding "
+          << (kind == kKindSensitivity || kind == kKindCancellation ? kind : std::string("error"))
           << "\"";
       if (anchored.insert(i).second) out << " id=\"op-" << i << "\"";
       out << "><h4>" << esc(opName(s->op, s->backend)) << ": "
@@ -532,6 +536,7 @@ void strip(std::ostream& out, const LogScale& sc, const MetricSummary& m,
       << "\" stroke=\"#d5d9e0\"/>";
   const std::string color = m.kind == kKindSensitivity     ? "#c26a00"
                             : m.kind == kKindPrecisionCost ? "#6b21a8"
+                            : m.kind == kKindCancellation  ? "#0f766e"
                                                            : "#2a6fdb";
   if (m.median && m.p99) {
     const double a = sc.x(*m.median), b = sc.x(*m.p99);
@@ -608,7 +613,7 @@ void metricDistributions(std::ostream& out, const Report& report) {
          "<span class=\"sw\" style=\"background:#3b4252\"></span>max (red: the metric had "
          "violations) <span class=\"sw\" style=\"background:#b42318;width:2px\"></span>tolerance "
          "(from the first violation); colour by kind: blue error, orange sensitivity, purple "
-         "precision cost. Zero is drawn at the left edge, NaN/Inf and larger values at the "
+         "precision cost, green cancellation. Zero is drawn at the left edge, NaN/Inf and larger values at the "
          "right.</p>\n";
   out << "<table><tr><th>op</th><th>backend</th><th>metric</th><th>kind</th><th>count</th>"
          "<th>violations</th><th>median</th><th>p99</th><th>max</th><th>tolerance</th><th>";

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -315,21 +316,37 @@ bool replayedFigure(const std::string& out, const Case& c, double* value, bool* 
 
 // A policy that checks the case's op with the check that flagged it, as it was judged: its
 // metric, its tolerance and its parameters, in a rule of the recorded rule's name (a check's
-// random draws are seeded by its rule's and plugin's names, and the call index).
+// random draws are seeded by its rule's and plugin's names, and the call index). A
+// cancellation (docs/policy.md, "Cancellation in the data") was the check's own figure judged
+// against the policy's cancellation bound, the event's tolerance, its error tolerance kept as
+// the extra `error_tolerance`: both go back where they came from.
 std::string replayPolicy(const Case& c) {
   const std::string check = c.desc.value("check", std::string());
   const auto quoted = [](const std::string& text) { return json(text).dump(); };  // YAML too
+  const auto numberAt = [](const json& object, const char* key) -> std::optional<double> {
+    if (!object.is_object() || !object.contains(key) || !object.at(key).is_number()) return {};
+    return object.at(key).get<double>();
+  };
+  const bool cancellation = c.desc.value("kind", std::string()) == "cancellation";
+  std::optional<double> tolerance = numberAt(c.desc, "tolerance");
   std::ostringstream p;
-  p << "version: 1\noverhead_budget: 1\nrules:\n  - name: "
-    << quoted(c.desc.value("rule", std::string("replay"))) << "\n    match: { op: "
-    << quoted(c.op) << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
-  const std::string metric = c.desc.value("metric", std::string());
-  if (check == "highprec" || check == "reference") p << ", metric: " << metric;
-  if (check == "perturb") p << ", metric: " << (metric == "fumi_ratio" ? "ratio" : metric);
-  if (c.desc.contains("tolerance") && c.desc.at("tolerance").is_number()) {
-    p.precision(17);
-    p << ", tolerance: " << c.desc.at("tolerance").get<double>();
+  p.precision(17);
+  p << "version: 1\noverhead_budget: 1\n";
+  if (cancellation && tolerance) {
+    p << "tolerances: { cancellation: " << *tolerance << " }\n";
+    tolerance = numberAt(c.desc.value("extra", json::object()), "error_tolerance");
   }
+  p << "rules:\n  - name: " << quoted(c.desc.value("rule", std::string("replay")))
+    << "\n    match: { op: " << quoted(c.op)
+    << " }\n    sample: { every: 1 }\n    checks:\n      - { plugin: " << check;
+  // A cancellation's own metric, where the rule named one, is among the check's parameters.
+  const json params = c.desc.value("check_params", json::object());
+  const std::string metric = cancellation ? params.value("metric", std::string())
+                                          : c.desc.value("metric", std::string());
+  if ((check == "highprec" || check == "reference") && !metric.empty())
+    p << ", metric: " << metric;
+  if (check == "perturb") p << ", metric: " << (metric == "fumi_ratio" ? "ratio" : metric);
+  if (tolerance) p << ", tolerance: " << *tolerance;
   if (c.desc.contains("check_params") && c.desc.at("check_params").is_object())
     for (const auto& [key, value] : c.desc.at("check_params").items())
       if (key != "metric" && value.is_string())

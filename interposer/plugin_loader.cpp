@@ -75,6 +75,7 @@ const char* kindName(fumi_kind kind) {
   switch (kind) {
     case FUMI_KIND_SENSITIVITY: return "sensitivity";
     case FUMI_KIND_PRECISION_COST: return "precision_cost";
+    case FUMI_KIND_CANCELLATION: return "cancellation";
     default: return "error";
   }
 }

@@ -20,7 +20,7 @@ struct PluginLibrary {
 
 // What a plugin's findings mean; a plugin built before fumi_plugin.kind existed: error.
 fumi_kind pluginKind(const fumi_plugin& p);
-// "error" / "sensitivity" / "precision_cost", as events and reports spell it.
+// "error" / "sensitivity" / "precision_cost" / "cancellation", as events and reports spell it.
 const char* kindName(fumi_kind kind);
 
 // File name of plugin `name` in a plugin directory: libfumi_<name>.so.

@@ -254,21 +254,26 @@ class Parser {
            });
   }
 
-  // `tolerances: { error: T, sensitivity: T }`, T a number (every precision), `fumi` (each
-  // check's own default, FuMi's dtype table), `precision` (error only: derived per call from
-  // its precision and shape), `max` (error only, the default: the larger of the two where the
-  // shape is known) or a map of dtype -> number (sensitivity: over defaultSensitivity()).
+  // `tolerances: { error: T, sensitivity: T, cancellation: T }`, T a number (every precision),
+  // `fumi` (error, sensitivity: each check's own default, FuMi's dtype table), `precision`
+  // (error only: derived per call from its precision and shape), `max` (error only, the
+  // default: the larger of the two where the shape is known) or a map of dtype -> number
+  // (sensitivity, cancellation: over their defaults).
   void tolerances(const YAML::Node& n, Policy* p) {
-    forMap(n, "tolerances", {"error", "sensitivity"},
+    forMap(n, "tolerances", {"error", "sensitivity", "cancellation"},
            [&](const std::string& key, const YAML::Node& v) {
              const bool error_kind = key == "error";
+             const bool cancellation = key == "cancellation";
              KindTolerances& t =
-                 p->kind_tolerances[error_kind ? FUMI_KIND_ERROR : FUMI_KIND_SENSITIVITY];
+                 cancellation ? p->cancellation_bounds
+                              : p->kind_tolerances[error_kind ? FUMI_KIND_ERROR
+                                                              : FUMI_KIND_SENSITIVITY];
              double x = 0;
-             const std::string expected = "'" + key + "' must be a number, 'fumi'" +
+             const std::string expected = "'" + key + "' must be a number" +
+                                          (cancellation ? "" : ", 'fumi'") +
                                           (error_kind ? ", 'precision', 'max'" : "") +
                                           " or a map of dtype to number";
-             if (v.IsScalar() && v.Scalar() == "fumi") {
+             if (v.IsScalar() && v.Scalar() == "fumi" && !cancellation) {
                if (error_kind) p->error_model = FUMI_TOLERANCE_TABLE;
                else t = unsetTolerances();
                return;
@@ -277,8 +282,9 @@ class Parser {
                if (error_kind)
                  p->error_model =
                      v.Scalar() == "max" ? FUMI_TOLERANCE_MAX : FUMI_TOLERANCE_PRECISION;
-               else error(v, "'" + v.Scalar() + "' derives error tolerances only; 'sensitivity' "
-                             "takes a number, 'fumi' or a map of dtype to number");
+               else error(v, "'" + v.Scalar() + "' derives error tolerances only; '" + key +
+                             "' takes a number" + (cancellation ? "" : ", 'fumi'") +
+                             " or a map of dtype to number");
                return;
              }
              if (v.IsScalar()) {

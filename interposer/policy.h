@@ -123,6 +123,17 @@ inline KindTolerances defaultSensitivity() {
   return t;
 }
 
+// Cancellation bounds of every policy that sets none (`tolerances: { cancellation: ... }`): a
+// result an error check found off by more than its tolerance only because its inputs cancel
+// (the op kept what its precision allows against the magnitudes of its terms) is data, and a
+// violation only where its relative error passes the bound: 0.1, the result has at most its
+// leading digit left (docs/policy.md, "Cancellation in the data").
+inline KindTolerances defaultCancellationBounds() {
+  KindTolerances t;
+  t.fill(0.1);
+  return t;
+}
+
 // `nan_origin:` — the sentinel-and-search for where NaN/Inf first appear (nan_search.h).
 struct NanOriginSettings {
   bool enabled = true;
@@ -165,6 +176,10 @@ struct Policy {
   // `precision` derived per call from its precision and reduction length, `max` (the default)
   // the larger of the two.
   fumi_tolerance_model error_model = FUMI_TOLERANCE_MAX;
+  // `tolerances: { cancellation: ... }`: per precision, the relative error above which a result
+  // whose inputs cancel is a violation (of kind cancellation) although the op computed it as
+  // well as its precision allows.
+  KindTolerances cancellation_bounds = defaultCancellationBounds();
 };
 
 struct PolicyResult {

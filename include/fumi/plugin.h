@@ -78,7 +78,13 @@ typedef enum fumi_kind {
   FUMI_KIND_SENSITIVITY = 1,
   /* What running in a lower precision than the program's values costs (autocast): the op in
    * its autocast dtype against the same op on the values before the cast. Host-measured. */
-  FUMI_KIND_PRECISION_COST = 2
+  FUMI_KIND_PRECISION_COST = 2,
+  /* A result an ERROR check found off by more than its tolerance only because its inputs
+   * cancel: the verdict's extra `error_of_terms` (its error against the magnitudes of the
+   * terms it sums) is within the tolerance, so the op kept what its precision allows and the
+   * digits lost are the data's. Host-judged from such a verdict: data, and a violation only
+   * above the policy's cancellation bound. */
+  FUMI_KIND_CANCELLATION = 3
 } fumi_kind;
 
 /* Tolerances indexed by fumi_dtype (the check's effective precision); NaN: not set. */

@@ -513,6 +513,14 @@ inline double unitRoundoff(fumi_dtype dtype) {
   return d ? std::ldexp(1.0, -(d->mantissa_bits + 1)) : std::numeric_limits<double>::quiet_NaN();
 }
 
+// The narrower of a storage dtype and a compute precision: what results can be expected to
+// carry (fp32 storage with TF32 math -> TF32; fp16 storage with fp32 accumulation -> fp16).
+inline fumi_dtype narrowerPrecision(fumi_dtype storage, fumi_dtype compute) {
+  const DtypeInfo* s = dtypeInfo(storage);
+  const DtypeInfo* c = dtypeInfo(compute);
+  return s && c && c->mantissa_bits < s->mantissa_bits ? compute : storage;
+}
+
 namespace detail {
 // Squares of magnitudes up to max_abs neither overflow nor underflow in an fp64 sum (all zero,
 // or within 2^±400): the plain sum of squares gives the norm.

@@ -42,14 +42,10 @@
 
 namespace fumi::plugin {
 
-// The narrower of a call's storage dtype and compute precision: what its results can be expected
-// to carry (fp32 storage with TF32 math -> TF32; fp16 storage with fp32 accumulation -> fp16).
+// The narrower of a call's storage dtype and compute precision (metrics::narrowerPrecision).
 // Default tolerances, default shifts and ULP units follow it.
 inline fumi_dtype effectivePrecision(const fumi_call_info& info) {
-  const metrics::DtypeInfo* storage = metrics::dtypeInfo(info.dtype);
-  const metrics::DtypeInfo* compute = metrics::dtypeInfo(info.compute);
-  if (storage && compute && compute->mantissa_bits < storage->mantissa_bits) return info.compute;
-  return info.dtype;
+  return metrics::narrowerPrecision(info.dtype, info.compute);
 }
 
 // The tolerance of a relative-error check on a call computing in `precision`: the entry's, else
@@ -475,6 +471,33 @@ inline fumi_status noiseOutputs(Context& ctx, const std::vector<int32_t>& inputs
   return FUMI_OK;
 }
 
+// How far the terms of a violating call's results cancel, for the verdict's extras
+// `cancellation` and `error_of_terms` (addTerms), from which the host tells a result the op got
+// wrong from one whose inputs cancel (docs/policy.md, "Cancellation in the data").
+struct Terms {
+  // ||y|| / ||op(|x|)|| of the output with the largest error (the exact value's where the check
+  // has it); 0: not measured.
+  double of_terms = 0;
+  // The largest normwise error of any judged output against its terms' magnitudes (its error
+  // times its of_terms): within the error tolerance only when every output is as accurate as
+  // the precision allows against its terms.
+  double error_of_terms = 0;
+  // Output k's normwise error `error` whose of_terms is `ratio`; `worst` says it has the
+  // largest error so far.
+  void add(double error, double ratio, bool worst) {
+    if (worst) of_terms = ratio;
+    const double e = error * ratio;
+    if (!(e <= error_of_terms)) error_of_terms = e;  // NaN (0 * inf) stays: nothing excused
+  }
+};
+
+// The verdict's `cancellation` (how many times the terms' magnitudes exceed the result) and
+// `error_of_terms`, where measured.
+inline void addTerms(Verdict& v, const Terms& t) {
+  if (t.of_terms > 0)
+    v.extra("cancellation", 1.0 / t.of_terms).extra("error_of_terms", t.error_of_terms);
+}
+
 // Copies `msg` into a C buffer, truncated and always NUL-terminated.
 // Outputs against a reference (highprec: a wider rerun; reference: the host's own fp64
 // implementation): normwise relative error, guarded max elementwise relative error and ULP error
@@ -544,20 +567,18 @@ class ReferenceErrors {
   // the call's effective precision), the others as extras. `noise`: outputs left out as
   // rounding noise (noiseOutputs).
   // `of_terms` (positive: measured): the judged output's ||exact|| / ||op(|x|)||, which makes
-  // the extras `cancellation` (its inverse: how far the terms cancel) and `error_of_terms` (the
-  // normwise error against the terms' magnitudes: a kernel as good as its precision allows
-  // keeps it near a unit roundoff however far they cancel).
+  // `terms` (where measured): how far the results' terms cancel (addTerms): a kernel as good as
+  // its precision allows keeps its error against their magnitudes near a unit roundoff however
+  // far they cancel.
   void report(Context& ctx, const Sums& s, const std::string& detail, size_t noise = 0,
-              double of_terms = 0) const {
+              const Terms& terms = Terms()) const {
     static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
     Verdict v(kNames[primary_], s.metric[primary_], tolerance(ctx));
     for (size_t m = 0; m < 3; ++m)
       if (m != primary_) v.extra(kNames[m], s.metric[m]);
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
     if (noise) v.extra("noise_outputs", static_cast<double>(noise));
-    if (of_terms > 0)
-      v.extra("cancellation", 1.0 / of_terms)
-          .extra("error_of_terms", s.metric[kNormwise] * of_terms);
+    addTerms(v, terms);
     if (s.underflow_elements)  // the fraction of a low-precision output's values flushed
       v.extra("underflow",
               static_cast<double>(s.underflow) / static_cast<double>(s.underflow_elements));

@@ -85,7 +85,7 @@ class HighprecCheck {
     const std::string detail =
         std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun";
     size_t noise_count = 0;
-    double of_terms = 0;  // the judged output's, against its terms (ReferenceErrors::report)
+    fumi::plugin::Terms terms;  // how far the kept outputs' terms cancel
     if (errors_.violates(ctx, sums) && outputs.size() > 0) {
       // Over tolerance: outputs that are rounding noise of their terms do not count, nor a saved
       // mean accurate to its terms.
@@ -105,14 +105,13 @@ class HighprecCheck {
           continue;
         }
         ReferenceErrors::merge(kept, per_output[k]);
-        if (ReferenceErrors::normwise(per_output[k]) > worst) {
-          worst = ReferenceErrors::normwise(per_output[k]);
-          of_terms = ratios[k];
-        }
+        const double error = ReferenceErrors::normwise(per_output[k]);
+        terms.add(error, ratios[k], error > worst);
+        worst = std::max(worst, error);
       }
       if (noise_count) sums = kept;
     }
-    errors_.report(ctx, sums, detail, noise_count, of_terms);
+    errors_.report(ctx, sums, detail, noise_count, terms);
     return FUMI_OK;
   }
 

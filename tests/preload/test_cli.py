@@ -44,14 +44,15 @@ class Run(unittest.TestCase):
         self.assertIn("sgemm_", text.stdout)
         self.assertIn("blas_demo.c", text.stdout)  # first violation's stack
         # Findings (errors with their first stack) come before the table of checked ops.
-        self.assertLess(text.stdout.index("Findings:"), text.stdout.index("Errors (results off"))
+        self.assertLess(text.stdout.index("Findings:"),
+                        text.stdout.index("Cancellation above its bound"))
         self.assertLess(text.stdout.index("blas_demo.c"), text.stdout.index("Checked ops:"))
         js = fumi("report", out, "--format", "json")
         doc = json.loads(js.stdout)
         op = next(o for o in doc["ops"] if o["op"] == "sgemm_")
         self.assertEqual(op["calls"], 1)
         self.assertEqual(op["violations"], 2)
-        self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
+        self.assertGreater(op["worst"]["highprec.cancelled_rel"], 0.5)
 
     def test_second_run_into_one_directory_replaces_the_first(self):
         # The first run's events and process logs go; its dumped cases stay (the user's).

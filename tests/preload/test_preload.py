@@ -60,11 +60,18 @@ class IllConditioned(unittest.TestCase):
         self.assertEqual(op["calls"], 1)
         self.assertEqual(op["checked"], 1)
         self.assertGreaterEqual(op["violations"], 2)
-        self.assertGreater(op["worst"]["highprec.normwise_rel"], 0.5)
-        # The value against the tolerance it was judged by (CHECK_ALL: 1e-5).
-        highprec = op["metrics"]["highprec.normwise_rel"]
-        self.assertAlmostEqual(highprec["of_tolerance"], highprec["max"] / 1e-5,
+        # Exact 1, computed 0: terms that cancel, summed as well as f32 allows (within CHECK_ALL's
+        # 1e-5 against their magnitudes), yet no digit left: a cancellation over its bound.
+        self.assertGreater(op["worst"]["highprec.cancelled_rel"], 0.5)
+        self.assertNotIn("highprec.normwise_rel", op["worst"])
+        # The value against the bound it was judged by (the default, 0.1).
+        highprec = op["metrics"]["highprec.cancelled_rel"]
+        self.assertEqual((highprec["kind"], highprec["violations"]), ("cancellation", 1))
+        self.assertAlmostEqual(highprec["of_tolerance"], highprec["max"] / 0.1,
                                delta=1e-9 * highprec["of_tolerance"])
+        [v] = [v for v in r.of("violation") if v["check"] == "highprec"]
+        self.assertEqual(v["extra"]["error_tolerance"], 1e-5)
+        self.assertLess(v["extra"]["error_of_terms"], 1e-7)
 
 
 class WellConditioned(unittest.TestCase):

@@ -87,6 +87,29 @@ class DoubleCall final : public Call {
   }
 };
 
+// y = x_0 + x_1 + ... accumulated in the rerun's precision (f32 like the call, or f64): terms
+// that cancel lose their digits however well the sum is done.
+class SumCall final : public Call {
+ public:
+  SumCall(OpSite& site, std::vector<float>& x, float& y)
+      : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), 0) {
+    addTensor("x", FUMI_ROLE_INPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST,
+              {static_cast<int64_t>(x.size())}, {1}, x.data());
+    addTensor("y", FUMI_ROLE_OUTPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {1}, {1}, &y);
+  }
+  fumi_status rerun(fumi_dtype p, void* const* buf) override {
+    const fumi_tensor& x = tensors()[0];
+    const void* in = buf[0] ? buf[0] : x.data;
+    double sum = 0;
+    for (int64_t i = 0; i < x.shape[0]; ++i) {
+      sum += loadAsDouble(in, i, p);
+      if (p == FUMI_DTYPE_F32) sum = static_cast<float>(sum);
+    }
+    storeFromDouble(buf[1], 0, sum, p);
+    return FUMI_OK;
+  }
+};
+
 std::string tempDir() {
   char tmpl[] = "/tmp/fumi-unit-XXXXXX";
   return mkdtemp(tmpl);
@@ -835,6 +858,74 @@ rules:
   }
   EXPECT_EQ(kinds["highprec"], "error");
   EXPECT_EQ(kinds["perturb"], "sensitivity");
+}
+
+// A result off by more than its error tolerance only because its terms cancel (its error
+// against their magnitudes within the tolerance) is judged as a cancellation: data below the
+// policy's bound (a near-zero value head keeps 3 digits: batch 14), a violation of kind
+// cancellation above it (a result left with no digit); a kernel's error stays an error.
+TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
+  struct Outcome {
+    OpStats stats;
+    std::vector<nlohmann::json> violations;
+  };
+  auto judge = [&](std::vector<float> x, float y, const std::string& tolerances) {
+    OpSite site("unit_op_sum", "unit", FUMI_DTYPE_F32);
+    auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum }\n"
+                  "    checks: [ { plugin: highprec } ]\n" + tolerances);
+    e->compileSite(site);
+    SumCall call(site, x, y);
+    EXPECT_EQ(call.rerun(FUMI_DTYPE_F32, std::vector<void*>{nullptr, &y}.data()), FUMI_OK);
+    e->runChecks(call, *site.decision.load()->select(CallFacts{3}, 0));
+    Outcome o{site.statsSnapshot(), {}};
+    for (const std::string& line : readLines(events())) {
+      const auto ev = nlohmann::json::parse(line);
+      if (ev["event"] == "violation" && ev["op"] == "unit_op_sum") o.violations.push_back(ev);
+    }
+    std::remove(events().c_str());
+    reporter.open();
+    return o;
+  };
+  // 1e4 + 0.2503 - 1e4 in f32 keeps 0.25 (an ulp of 1e4 is 2^-10): relative error 1.2e-3, over
+  // f32's 1e-4, and 1.5e-8 of the terms.
+  Outcome kept3 = judge({1e4f, 0.2503f, -1e4f}, 0, "");
+  EXPECT_EQ(kept3.stats.violations, 0u);
+  EXPECT_TRUE(kept3.violations.empty());
+  EXPECT_EQ(kept3.stats.metrics.count("highprec.normwise_rel"), 0u);
+  const MetricStats& data = kept3.stats.metrics.at("highprec.cancelled_rel");
+  EXPECT_EQ(data.kind, FUMI_KIND_CANCELLATION);
+  EXPECT_EQ(data.count, 1u);
+  EXPECT_NEAR(kept3.stats.worst.at("highprec.cancelled_rel"), 1.2e-3, 1e-4);
+  // A bound of 0 raises every such call, as a cancellation, with the figures that explain it.
+  Outcome raised = judge({1e4f, 0.2503f, -1e4f}, 0, "tolerances: { cancellation: 0 }\n");
+  ASSERT_EQ(raised.violations.size(), 1u);
+  const nlohmann::json& v = raised.violations[0];
+  EXPECT_EQ(v["kind"], "cancellation");
+  EXPECT_EQ(v["metric"], "cancelled_rel");
+  EXPECT_DOUBLE_EQ(v["tolerance"].get<double>(), 1e-4);  // never below the error tolerance
+  EXPECT_DOUBLE_EQ(v["extra"]["error_tolerance"].get<double>(), 1e-4);
+  EXPECT_NEAR(v["extra"]["cancellation"].get<double>(), 2e4 / 0.2503, 2e3);
+  EXPECT_LT(v["extra"]["error_of_terms"].get<double>(), 1e-7);
+  // 1e4 + 0.0025 - 1e4 keeps 3 * 2^-10 = 0.00293: 17% off, past the default bound of 0.1.
+  Outcome lost = judge({1e4f, 0.0025f, -1e4f}, 0, "");
+  ASSERT_EQ(lost.violations.size(), 1u);
+  EXPECT_EQ(lost.violations[0]["kind"], "cancellation");
+  EXPECT_DOUBLE_EQ(lost.violations[0]["tolerance"].get<double>(), 0.1);
+  EXPECT_GT(lost.violations[0]["value"].get<double>(), 0.15);
+  EXPECT_EQ(lost.stats.metrics.at("highprec.cancelled_rel").violations, 1u);
+  // Terms that do not cancel: a wrong sum is the op's error.
+  OpSite site("unit_op_sum_wrong", "unit", FUMI_DTYPE_F32);
+  auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum_wrong }\n"
+                "    checks: [ { plugin: highprec } ]\n");
+  e->compileSite(site);
+  std::vector<float> x{1, 2, 3};
+  float y = 6.5f;
+  SumCall call(site, x, y);
+  e->runChecks(call, *site.decision.load()->select(CallFacts{3}, 0));
+  const OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.violations, 1u);
+  EXPECT_EQ(st.metrics.at("highprec.normwise_rel").kind, FUMI_KIND_ERROR);
+  EXPECT_EQ(st.metrics.count("highprec.cancelled_rel"), 0u);
 }
 
 // A plugin built for ABI 1 is still loaded and gets a host API marked 1 (its own check of the

@@ -84,6 +84,32 @@ TEST(Policy, ErrorToleranceModels) {
       << bad.diagnostics.at(0).str();
 }
 
+// The cancellation bound: 0.1 at every precision unless the policy sets it (a number, or a map
+// over the default); it has no FuMi table to fall back to, so `fumi` is refused at its location.
+TEST(Policy, CancellationBounds) {
+  const PolicyResult plain = parsePolicyText("version: 1\nrules: []\n", "t.yaml");
+  ASSERT_TRUE(plain.ok());
+  for (fumi_dtype d : {FUMI_DTYPE_F64, FUMI_DTYPE_F32, FUMI_DTYPE_TF32, FUMI_DTYPE_BF16})
+    EXPECT_DOUBLE_EQ(plain.policy->cancellation_bounds[d], 0.1);
+  const PolicyResult set = parsePolicyText(
+      "version: 1\nrules: []\ntolerances: { cancellation: { f32: 1e-3 } }\n", "t.yaml");
+  ASSERT_TRUE(set.ok());
+  EXPECT_DOUBLE_EQ(set.policy->cancellation_bounds[FUMI_DTYPE_F32], 1e-3);
+  EXPECT_DOUBLE_EQ(set.policy->cancellation_bounds[FUMI_DTYPE_BF16], 0.1);
+  const PolicyResult all =
+      parsePolicyText("version: 1\nrules: []\ntolerances: { cancellation: 0 }\n", "t.yaml");
+  ASSERT_TRUE(all.ok());
+  EXPECT_DOUBLE_EQ(all.policy->cancellation_bounds[FUMI_DTYPE_F64], 0.0);
+  for (const char* bad : {"fumi", "max", "-1"}) {
+    const PolicyResult r = parsePolicyText(
+        std::string("version: 1\nrules: []\ntolerances: { cancellation: ") + bad + " }\n",
+        "t.yaml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.diagnostics.at(0).str().rfind("t.yaml:3:29: error: ", 0), 0u)
+        << r.diagnostics.at(0).str();
+  }
+}
+
 TEST(Policy, DefaultPolicyRaisesSensitivityOnlyFarAboveErrors) {
   const PolicyResult r = parsePolicyText(embeddedDefaultPolicy(), "<embedded default>");
   ASSERT_TRUE(r.ok());

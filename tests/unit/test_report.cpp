@@ -145,8 +145,8 @@ TEST(Report, CancellationOfTheTermsIsNamed) {
   const std::string inputs =
       fumi::report::formatText(aggregate({file(R"(,"cancellation":1.5e6,"error_of_terms":3e-8)")}));
   EXPECT_NE(inputs.find("its terms cancel 1.5e+06-fold; against their magnitudes the error is "
-                        "3e-08 (within the tolerance: the inputs cancel, and the op kept what "
-                        "its precision allows)"),
+                        "3e-08 (within the error tolerance 1e-05: the op kept what its precision "
+                        "allows; the inputs lost the digits)"),
             std::string::npos) << inputs;
   const std::string kernel =
       fumi::report::formatText(aggregate({file(R"(,"cancellation":1.5e6,"error_of_terms":2e-4)")}));
@@ -156,6 +156,25 @@ TEST(Report, CancellationOfTheTermsIsNamed) {
   const std::string small =
       fumi::report::formatText(aggregate({file(R"(,"cancellation":3,"error_of_terms":1e-7)")}));
   EXPECT_EQ(small.find("cancel"), std::string::npos);  // 3-fold: nothing to say
+  // A cancellation verdict (kind cancellation, held to the bound) says so under its own heading,
+  // against the error tolerance its event keeps; its data are listed apart from the errors.
+  std::string c = violationLine(100, "sgemm_", 1, 0.3);
+  c.replace(c.find(R"("metric":"normwise_rel")"), 23, R"("metric":"cancelled_rel")");
+  c.replace(c.find(R"("tolerance":1e-5)"), 16, R"("tolerance":0.1,"kind":"cancellation")");
+  c.replace(c.find(R"("extra":{"max_rel":1.0})"), 23,
+            R"("extra":{"cancellation":1e7,"error_of_terms":3e-8,"error_tolerance":1e-4})");
+  const Report r = aggregate({EventFile{"out/events-100.jsonl", lines({startLine(100), c})}});
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("Cancellation above its bound (results whose inputs cancel"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("Errors (results"), std::string::npos) << text;
+  EXPECT_NE(text.find("highprec.cancelled_rel = 0.3 > 0.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("the error is 3e-08 (within the error tolerance 0.0001: the op kept what "
+                      "its precision allows; the inputs lost the digits)"),
+            std::string::npos) << text;
+  const std::string html = fumi::report::formatHtml(r);
+  EXPECT_NE(html.find("class=\"finding cancellation\""), std::string::npos);
+  EXPECT_NE(html.find("its terms cancel 1e+07-fold"), std::string::npos);
 }
 
 // Violation events stop at report.violation_events per op and metric: the count of each kind
