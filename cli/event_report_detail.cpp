@@ -130,14 +130,11 @@ std::string cancellationText(const ViolationInfo& v) {
   if (!(cancel >= 10)) return std::string();
   std::string s = "its terms cancel " + formatValue(cancel) +
                   "-fold; against their magnitudes the error is " + formatValue(error);
-  // The error tolerance: a cancellation verdict carries it as an extra (its own tolerance is
-  // the cancellation bound), an error verdict as its tolerance.
-  std::optional<double> tolerance = v.tolerance;
-  if (const auto t = v.extra.find("error_tolerance"); t != v.extra.end() && t->is_number())
-    tolerance = t->get<double>();
-  if (tolerance && error <= *tolerance)
-    s += " (within the error tolerance " + formatValue(*tolerance) +
-         ": the op kept what its precision allows; the inputs lost the digits)";
+  // A cancellation verdict: the op kept its error tolerance (its event's extra) against them.
+  const auto t = v.extra.find("error_tolerance");
+  if (v.kind == kKindCancellation && t != v.extra.end() && t->is_number())
+    s += " (the op kept its error tolerance " + formatValue(t->get<double>()) +
+         " against them: the inputs lost the digits)";
   return s;
 }
 

@@ -49,9 +49,9 @@ std::string describeViolation(const ViolationInfo& v);
 std::string sentinelText(const nlohmann::json& sentinel);
 
 // For a check's violation whose terms cancel (its extras `cancellation` and `error_of_terms`, at
-// least 10-fold): how far, the error against the terms' magnitudes, and, where that is within
-// the error tolerance (the extra `error_tolerance` of a cancellation verdict, else its
-// tolerance), that the inputs lost the digits, not the kernel. Empty otherwise.
+// least 10-fold): how far, the error against the terms' magnitudes, and, for a finding of kind
+// cancellation, that the op kept its error tolerance (the extra `error_tolerance`) against them.
+// Empty otherwise.
 std::string cancellationText(const ViolationInfo& v);
 
 // One line for a NaN origin: where, what, and which op's output started the search.

@@ -612,17 +612,22 @@ void recordUnderflow(OpSite& site, uint64_t index, const fumi_verdict* v, const 
 }
 
 // Cancellation in the data (docs/policy.md, "Cancellation in the data"): an error check's
-// violation whose extra `error_of_terms` is within its tolerance — the op kept what its precision
-// allows against the magnitudes of terms that cancel; the digits lost are the data's — is judged
-// again, as kind cancellation: its relative figure, as metric `cancelled_rel`, against the
-// policy's bound for the call's precision (never below the error tolerance, which its event
-// keeps as the extra `error_tolerance`). Near-zero value heads of healthy RL jobs, whose outputs keep
-// 3–4 digits, raised errors (batches 13, 14); a result left with no digit is still raised.
-// Whether `v` is such a verdict; then *out is the new one.
+// violation whose result would have been within its tolerance had its k terms cancelled no
+// further than k random signs do (the extra `error_of_terms`, its error against the terms'
+// magnitudes, times sqrt(k) within the tolerance) is off because its inputs cancel, not because
+// of the op. It is judged again, as kind cancellation: its relative figure, as metric
+// `cancelled_rel`, against the policy's bound for the call's precision (never below the error
+// tolerance, which its event keeps as the extra `error_tolerance`). Near-zero value heads of
+// healthy RL jobs, whose outputs keep 3–4 digits, raised errors (batches 13, 14); a result left
+// with no digit is still raised. Without k (an op whose terms fumi does not count) the verdict
+// stays as it is. Whether `v` is such a verdict; then *out is the new one.
 bool cancellationVerdict(Call& call, const Policy& policy, const fumi_verdict& v,
                          fumi_verdict* out) {
   const double* error_of_terms = extraMetric(&v, "error_of_terms");
-  if (!v.violated || !error_of_terms || !(*error_of_terms <= v.tolerance)) return false;
+  const int64_t k = call.info().reduction_length;
+  if (!v.violated || !error_of_terms || k < 1 ||
+      !(*error_of_terms * std::sqrt(static_cast<double>(k)) <= v.tolerance))
+    return false;
   const fumi_dtype precision = metrics::narrowerPrecision(call.info().dtype, call.info().compute);
   const auto slot = static_cast<size_t>(precision);
   const KindTolerances& bounds = policy.cancellation_bounds;

@@ -611,14 +611,17 @@ class AtenChecks(unittest.TestCase):
         forward = {(v["op"], v["check"]) for v in r.of("violation") if v["phase"] == "forward"}
         self.assertIn(("aten::sum.dim_IntList", "highprec"), forward)
         # It says why: the terms cancel, and against their magnitudes the sum is as good as f32
-        # allows (batch 13: a dopri5 error estimate read as a kernel computing badly).
+        # allows (batch 13: a dopri5 error estimate read as a kernel computing badly): a
+        # cancellation (policy.md), raised with most of its digits gone.
         [centred] = [v for v in r.of("violation") if v["phase"] == "forward"
                      and v["check"] == "highprec"]
+        self.assertEqual((centred["kind"], centred["metric"]), ("cancellation", "cancelled_rel"))
+        self.assertGreater(centred["value"], 0.1)
         self.assertGreater(centred["extra"]["cancellation"], 1e3)
         self.assertLess(centred["extra"]["error_of_terms"], 4 * 2.0 ** -24)
         listing = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
-        self.assertIn("(within the tolerance: the inputs cancel, and the op kept what its "
-                      "precision allows)", listing.stdout)
+        self.assertIn("(the op kept its error tolerance 0.0001 against them: the inputs lost the "
+                      "digits)", listing.stdout)
 
     def test_gradient_zero_but_for_the_rounding_before_it_is_no_violation(self):
         # A per-channel scale that batch norm takes out again (quantization-aware training's
@@ -1785,8 +1788,10 @@ class Attribution(unittest.TestCase):
     """A violating op whose input came from another checked op: error generated vs amplified."""
 
     def test_consumer_error_split_into_generated_and_amplified(self):
+        # C cancels 10^4-fold and keeps 3 digits: a cancellation, raised here (bound 0).
         r = run([PYTHON, ATTRIBUTION], policy="""
             version: 1
+            tolerances: { cancellation: 0 }
             rules:
               - match: { op: aten::mm }
                 sample: { every: 1 }

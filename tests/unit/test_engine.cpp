@@ -88,11 +88,13 @@ class DoubleCall final : public Call {
 };
 
 // y = x_0 + x_1 + ... accumulated in the rerun's precision (f32 like the call, or f64): terms
-// that cancel lose their digits however well the sum is done.
+// that cancel lose their digits however well the sum is done. `k`: the terms the host says it
+// sums (0: unknown; -1: x's size).
 class SumCall final : public Call {
  public:
-  SumCall(OpSite& site, std::vector<float>& x, float& y)
+  SumCall(OpSite& site, std::vector<float>& x, float& y, int64_t k = -1)
       : Call(site, FUMI_DTYPE_F32, FUMI_DTYPE_F32, static_cast<int64_t>(x.size()), 0) {
+    setReductionLength(k < 0 ? static_cast<int64_t>(x.size()) : k);
     addTensor("x", FUMI_ROLE_INPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST,
               {static_cast<int64_t>(x.size())}, {1}, x.data());
     addTensor("y", FUMI_ROLE_OUTPUT, FUMI_DTYPE_F32, FUMI_MEMORY_HOST, {1}, {1}, &y);
@@ -860,22 +862,28 @@ rules:
   EXPECT_EQ(kinds["perturb"], "sensitivity");
 }
 
-// A result off by more than its error tolerance only because its terms cancel (its error
-// against their magnitudes within the tolerance) is judged as a cancellation: data below the
-// policy's bound (a near-zero value head keeps 3 digits: batch 14), a violation of kind
-// cancellation above it (a result left with no digit); a kernel's error stays an error.
+// A result off by more than its error tolerance only because its terms cancel (within the
+// tolerance had its k terms cancelled no further than random signs do: its error against their
+// magnitudes times sqrt(k)) is judged as a cancellation: data below the policy's bound (a
+// near-zero value head keeps 3 digits: batch 14), a violation of kind cancellation above it (a
+// result left with no digit); a kernel's error stays an error, and so does any where fumi does
+// not know k.
 TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   struct Outcome {
     OpStats stats;
     std::vector<nlohmann::json> violations;
   };
-  auto judge = [&](std::vector<float> x, float y, const std::string& tolerances) {
+  // `offset` is added to the f32 sum the call returns (0: as f32 sums).
+  auto judge = [&](std::vector<float> x, const std::string& tolerances, int64_t k = -1,
+                   float offset = 0) {
     OpSite site("unit_op_sum", "unit", FUMI_DTYPE_F32);
     auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum }\n"
                   "    checks: [ { plugin: highprec } ]\n" + tolerances);
     e->compileSite(site);
-    SumCall call(site, x, y);
+    float y = 0;
+    SumCall call(site, x, y, k);
     EXPECT_EQ(call.rerun(FUMI_DTYPE_F32, std::vector<void*>{nullptr, &y}.data()), FUMI_OK);
+    y += offset;
     e->runChecks(call, *site.decision.load()->select(CallFacts{3}, 0));
     Outcome o{site.statsSnapshot(), {}};
     for (const std::string& line : readLines(events())) {
@@ -888,7 +896,7 @@ TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   };
   // 1e4 + 0.2503 - 1e4 in f32 keeps 0.25 (an ulp of 1e4 is 2^-10): relative error 1.2e-3, over
   // f32's 1e-4, and 1.5e-8 of the terms.
-  Outcome kept3 = judge({1e4f, 0.2503f, -1e4f}, 0, "");
+  Outcome kept3 = judge({1e4f, 0.2503f, -1e4f}, "");
   EXPECT_EQ(kept3.stats.violations, 0u);
   EXPECT_TRUE(kept3.violations.empty());
   EXPECT_EQ(kept3.stats.metrics.count("highprec.normwise_rel"), 0u);
@@ -897,7 +905,7 @@ TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   EXPECT_EQ(data.count, 1u);
   EXPECT_NEAR(kept3.stats.worst.at("highprec.cancelled_rel"), 1.2e-3, 1e-4);
   // A bound of 0 raises every such call, as a cancellation, with the figures that explain it.
-  Outcome raised = judge({1e4f, 0.2503f, -1e4f}, 0, "tolerances: { cancellation: 0 }\n");
+  Outcome raised = judge({1e4f, 0.2503f, -1e4f}, "tolerances: { cancellation: 0 }\n");
   ASSERT_EQ(raised.violations.size(), 1u);
   const nlohmann::json& v = raised.violations[0];
   EXPECT_EQ(v["kind"], "cancellation");
@@ -907,12 +915,22 @@ TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   EXPECT_NEAR(v["extra"]["cancellation"].get<double>(), 2e4 / 0.2503, 2e3);
   EXPECT_LT(v["extra"]["error_of_terms"].get<double>(), 1e-7);
   // 1e4 + 0.0025 - 1e4 keeps 3 * 2^-10 = 0.00293: 17% off, past the default bound of 0.1.
-  Outcome lost = judge({1e4f, 0.0025f, -1e4f}, 0, "");
+  Outcome lost = judge({1e4f, 0.0025f, -1e4f}, "");
   ASSERT_EQ(lost.violations.size(), 1u);
   EXPECT_EQ(lost.violations[0]["kind"], "cancellation");
   EXPECT_DOUBLE_EQ(lost.violations[0]["tolerance"].get<double>(), 0.1);
   EXPECT_GT(lost.violations[0]["value"].get<double>(), 0.15);
   EXPECT_EQ(lost.stats.metrics.at("highprec.cancelled_rel").violations, 1u);
+  // Without the count of terms, the error stays an error.
+  Outcome unknown = judge({1e4f, 0.2503f, -1e4f}, "", 0);
+  ASSERT_EQ(unknown.violations.size(), 1u);
+  EXPECT_EQ(unknown.violations[0]["kind"], "error");
+  // Off by 1 in 2e4 of the terms' magnitudes: within 1e-4 of them, but summing 10^4 terms that
+  // cancel as random signs do (100-fold) it would be 5e-3 off: the op's error.
+  Outcome sloppy = judge({1e4f, 0.2503f, -1e4f}, "", 10000, 1.0f);
+  ASSERT_EQ(sloppy.violations.size(), 1u);
+  EXPECT_EQ(sloppy.violations[0]["kind"], "error");
+  EXPECT_LT(sloppy.violations[0]["extra"]["error_of_terms"].get<double>(), 1e-4);
   // Terms that do not cancel: a wrong sum is the op's error.
   OpSite site("unit_op_sum_wrong", "unit", FUMI_DTYPE_F32);
   auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum_wrong }\n"
