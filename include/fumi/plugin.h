@@ -81,9 +81,10 @@ typedef enum fumi_kind {
   FUMI_KIND_PRECISION_COST = 2,
   /* A result an ERROR check found off by more than its tolerance only because its inputs
    * cancel: the verdict's extra `error_of_terms` (its error against the magnitudes of the
-   * terms it sums) is within the tolerance, so the op kept what its precision allows and the
-   * digits lost are the data's. Host-judged from such a verdict: data, and a violation only
-   * above the policy's cancellation bound. */
+   * terms it sums) times sqrt(k), k the terms each output sums (reduction_length), is within
+   * the tolerance, so had the terms cancelled no further than random signs do the result would
+   * have kept it, and the digits lost are the data's. Host-judged from such a verdict: data, and
+   * a violation only above the policy's cancellation bound. */
   FUMI_KIND_CANCELLATION = 3
 } fumi_kind;
 
