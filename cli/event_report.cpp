@@ -263,6 +263,7 @@ MetricSummary parseMetric(const std::string& key, const json& m) {
   s.p99 = getNumber(m, "p99");
   s.max = getNumber(m, "max");
   s.of_tolerance = getNumber(m, "of_tolerance");
+  s.noise = getCount(m, "noise").value_or(0);
   return s;
 }
 
@@ -358,6 +359,7 @@ void mergeMetric(MetricAcc& acc, const MetricSummary& m) {
   if (acc.m.kind.empty()) acc.m.kind = m.kind;
   acc.m.count += m.count;
   acc.m.violations += m.violations;
+  acc.m.noise += m.noise;
   if (m.max && (!acc.m.max || worse(*m.max, *acc.m.max))) acc.m.max = m.max;
   if (m.of_tolerance && (!acc.m.of_tolerance || *m.of_tolerance > *acc.m.of_tolerance))
     acc.m.of_tolerance = m.of_tolerance;

@@ -133,6 +133,8 @@ struct MetricSummary {
   std::optional<double> max;  // over processes
   // The largest value / tolerance over the calls (the summary's of_tolerance), over processes.
   std::optional<double> of_tolerance;
+  // Verdicts not raised that left outputs out as rounding noise (the summary's noise), summed.
+  uint64_t noise = 0;
 };
 
 // The violations of one kind of an op, from its violation events.

@@ -189,6 +189,16 @@ std::string reasonsText(const Report& report,
   return text;
 }
 
+std::string noiseText(const Report& report) {
+  std::string text;
+  for (const OpStats& s : report.ops)
+    for (const auto& [key, m] : s.metrics)
+      if (m.noise)
+        text += (text.empty() ? "" : ", ") + s.op + " (" + key + ": " + plural(m.noise, "call") +
+                ")";
+  return text;
+}
+
 namespace {
 
 std::optional<Sensitivity> mostSensitiveMetric(const OpStats& s) {

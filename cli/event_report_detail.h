@@ -70,6 +70,10 @@ std::string opCountsText(const Report& report, uint64_t OpStats::*count);
 // reason"; OpStats::not_checked: fumi's reason); empty when there are none.
 std::string reasonsText(const Report& report, std::map<std::string, uint64_t> OpStats::*reasons);
 
+// "aten::sum.dim_IntList (perturb.fumi_ratio: 12 calls), ...": the verdicts not raised that
+// left outputs out as rounding noise of their terms (the metrics' noise), by op and metric.
+std::string noiseText(const Report& report);
+
 // An op's largest sensitivity: a metric of kind sensitivity (older files: a `worst` entry of a
 // sensitivity check), valued by its maximum.
 struct Sensitivity {

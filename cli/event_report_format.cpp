@@ -140,6 +140,9 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
         << "\n";
   if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
     out << "  Sampled calls not checked (skipped before any check ran): " << why << "\n";
+  if (const std::string noise = noiseText(report); !noise.empty())
+    out << "  Outputs left out as rounding noise of their terms (not raised; docs/detection.md): "
+        << noise << "\n";
 
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
@@ -337,7 +340,8 @@ json toJson(const Report& report) {
                     {"median", optNumberJson(m.median)},
                     {"p99", optNumberJson(m.p99)},
                     {"max", optNumberJson(m.max)},
-                    {"of_tolerance", optNumberJson(m.of_tolerance)}};
+                    {"of_tolerance", optNumberJson(m.of_tolerance)},
+                    {"noise", m.noise}};
     }
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;

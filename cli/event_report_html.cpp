@@ -306,6 +306,9 @@ void findings(std::ostream& out, const Report& report, const TextOptions& option
   if (const std::string why = reasonsText(report, &OpStats::not_checked); !why.empty())
     out << "<p class=\"meta\">Sampled calls not checked (skipped before any check ran): "
         << esc(why) << "</p>\n";
+  if (const std::string noise = noiseText(report); !noise.empty())
+    out << "<p class=\"meta\">Outputs left out as rounding noise of their terms (not raised): "
+        << esc(noise) << "</p>\n";
   const std::vector<Sensitivity> sens = mostSensitive(report, options.most_sensitive);
   if (sens.empty()) return;
   out << "<h3>Most sensitive ops</h3>\n<p class=\"meta\">Data, not alarms: how far outputs move "

@@ -658,8 +658,12 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
   const char* phase = origin ? origin->phase : currentPhase();
   // NaN/Inf of the backward pass waits for what the loss scaler does (loss_scaling.h).
   const bool held = v->violated && lossScalingHolds(metric, phase);
+  // Outputs left out as rounding noise of their terms: counted. A call whose figure is over the
+  // tolerance and not raised (every output was noise) was not judged against it.
+  const bool noise = !v->violated && extraValue(v, "noise_outputs") > 0;
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
-                           counted_nonfinite, v->tolerance);
+                           counted_nonfinite,
+                           noise && !(v->value <= v->tolerance) ? NAN : v->tolerance, noise);
   recordUnderflow(call.site(), call.info().call_index, v, phase);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
   // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not. Made from

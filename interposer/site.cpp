@@ -246,7 +246,7 @@ double MetricStats::quantile(double q) const {
 }
 
 void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
-                          bool counted_nonfinite, double tolerance) {
+                          bool counted_nonfinite, double tolerance, bool noise) {
   const InsideLock<std::mutex> lock(stats_mu);
   if (violated) ++stats.violations;
   if (counted_nonfinite) ++stats.nonfinite_propagated;
@@ -255,6 +255,7 @@ void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, 
   if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
   MetricStats& m = stats.metrics[key];
   m.kind = kind;
+  m.noise += noise ? 1 : 0;
   m.add(value, violated, tolerance);
 }
 

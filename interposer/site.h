@@ -44,6 +44,8 @@ struct MetricStats {
   // The largest value / tolerance over the calls judged against a tolerance (NaN: none): how
   // close the op came to a violation where tolerances differ per call (policy.md).
   double of_tolerance = NAN;
+  // Verdicts not raised that left outputs out as rounding noise of their terms (noise_outputs).
+  uint64_t noise = 0;
   std::vector<uint32_t> bins;  // kBins, allocated on the first value
 
   void add(double value, bool violated, double tolerance = NAN);
@@ -159,8 +161,9 @@ struct OpSite {
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);
   // `tolerance`: what the value was judged against (NaN: nothing), for MetricStats::of_tolerance.
+  // `noise`: a verdict not raised that left outputs out as rounding noise of their terms.
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
-                    bool counted_nonfinite = false, double tolerance = NAN);
+                    bool counted_nonfinite = false, double tolerance = NAN, bool noise = false);
   OpStats statsSnapshot();
 
  private:

@@ -491,6 +491,21 @@ struct Terms {
   }
 };
 
+// What the noise rule (noiseOutputs) left out of a verdict: `outputs` of the call's outputs;
+// `all`: every one (a backward-pass call whose every output is rounding noise of its terms),
+// so nothing was judged: the verdict keeps the call's own figure, whatever it is, and is not
+// raised (the host counts it; a figure of 0 had stood for such calls in the summary, and the
+// maximum of an op's distribution followed the tolerance: batch 15).
+struct LeftOut {
+  size_t outputs = 0;
+  bool all = false;
+  // The verdict's extra `noise_outputs` and, for `all`, its override.
+  void apply(Verdict& v) const {
+    if (outputs) v.extra("noise_outputs", static_cast<double>(outputs));
+    if (all) v.violated(false);
+  }
+};
+
 // The verdict's `cancellation` (how many times the terms' magnitudes exceed the result) and
 // `error_of_terms`, where measured.
 inline void addTerms(Verdict& v, const Terms& t) {
@@ -564,20 +579,19 @@ class ReferenceErrors {
     return primary_ == kUlp ? std::numeric_limits<double>::quiet_NaN() : tolerance(ctx);
   }
   // The verdict: primary metric against the tolerance (the policy's, else the dtype table's for
-  // the call's effective precision), the others as extras. `noise`: outputs left out as
+  // the call's effective precision), the others as extras. `left`: outputs left out as
   // rounding noise (noiseOutputs).
-  // `of_terms` (positive: measured): the judged output's ||exact|| / ||op(|x|)||, which makes
   // `terms` (where measured): how far the results' terms cancel (addTerms): a kernel as good as
   // its precision allows keeps its error against their magnitudes near a unit roundoff however
   // far they cancel.
-  void report(Context& ctx, const Sums& s, const std::string& detail, size_t noise = 0,
-              const Terms& terms = Terms()) const {
+  void report(Context& ctx, const Sums& s, const std::string& detail,
+              const LeftOut& left = LeftOut(), const Terms& terms = Terms()) const {
     static constexpr const char* kNames[3] = {"normwise_rel", "max_rel", "ulp"};
     Verdict v(kNames[primary_], s.metric[primary_], tolerance(ctx));
     for (size_t m = 0; m < 3; ++m)
       if (m != primary_) v.extra(kNames[m], s.metric[m]);
     v.extra("nonfinite_skipped", static_cast<double>(s.nonfinite_skipped)).detail(detail.c_str());
-    if (noise) v.extra("noise_outputs", static_cast<double>(noise));
+    left.apply(v);
     addTerms(v, terms);
     if (s.underflow_elements)  // the fraction of a low-precision output's values flushed
       v.extra("underflow",

@@ -84,7 +84,7 @@ class HighprecCheck {
     }
     const std::string detail =
         std::string("reference: ") + fumi::metrics::dtypeInfo(wider)->name + " rerun";
-    size_t noise_count = 0;
+    fumi::plugin::LeftOut left;
     fumi::plugin::Terms terms;  // how far the kept outputs' terms cancel
     if (errors_.violates(ctx, sums) && outputs.size() > 0) {
       // Over tolerance: outputs that are rounding noise of their terms do not count, nor a saved
@@ -101,7 +101,7 @@ class HighprecCheck {
       double worst = -1;  // the kept output with the largest normwise error gives of_terms
       for (size_t k = 0; k < outputs.size(); ++k) {
         if (noise[k]) {
-          ++noise_count;
+          ++left.outputs;
           continue;
         }
         ReferenceErrors::merge(kept, per_output[k]);
@@ -109,9 +109,10 @@ class HighprecCheck {
         terms.add(error, ratios[k], error > worst);
         worst = std::max(worst, error);
       }
-      if (noise_count) sums = kept;
+      left.all = left.outputs > 0 && left.outputs == outputs.size();
+      if (left.outputs && !left.all) sums = kept;
     }
-    errors_.report(ctx, sums, detail, noise_count, terms);
+    errors_.report(ctx, sums, detail, left, terms);
     return FUMI_OK;
   }
 

@@ -128,7 +128,7 @@ class PerturbCheck {
     };
     double ratio = worst(ratio_k, nullptr), unguarded = worst(unguarded_k, nullptr),
            normwise = worst(normwise_k, nullptr);
-    size_t noise_count = 0;
+    fumi::plugin::LeftOut left;
     if (!((normwise_primary_ ? normwise : ratio) <= tolerance)) {
       // Over tolerance: outputs that are rounding noise of their terms do not count, at the
       // resolution the inputs were perturbed at (an f32 output of bf16 inputs: their 2^-8), nor
@@ -137,8 +137,9 @@ class PerturbCheck {
       FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, ctx.floating(FUMI_ROLE_INPUT), outputs,
                                                         storage, &noise, shift, nullptr,
                                                         &normwise_k, tolerance));
-      for (bool b : noise) noise_count += b ? 1 : 0;
-      if (noise_count) {
+      for (bool b : noise) left.outputs += b ? 1 : 0;
+      left.all = left.outputs > 0 && left.outputs == outputs.size();
+      if (left.outputs && !left.all) {
         ratio = worst(ratio_k, &noise);
         unguarded = worst(unguarded_k, &noise);
         normwise = worst(normwise_k, &noise);
@@ -163,7 +164,7 @@ class PerturbCheck {
         .extra("shift", shift)
         .extra("perturbed_fraction", perturbed_fraction)
         .extra("nonfinite_skipped", static_cast<double>(skipped_max));
-    if (noise_count) v.extra("noise_outputs", static_cast<double>(noise_count));
+    left.apply(v);
     ctx.report(v);
     return FUMI_OK;
   }

@@ -107,6 +107,29 @@ TEST(Report, CallsAChecksDeclinedByReason) {
             std::string::npos);
 }
 
+// Verdicts that left outputs out as rounding noise of their terms (the summary's metrics[].noise)
+// are counted over processes and named by op and metric: their figures are the calls' own, so an
+// op's maximum can pass its tolerance without a violation (batch 15).
+TEST(Report, OutputsLeftOutAsNoiseAreCounted) {
+  const auto process = [](int pid, const std::string& noise) {
+    return summaryFile(pid, R"([{"op":"aten::sum.dim_IntList","backend":"torch","calls":4,
+      "checked":4,"skipped":0,"violations":0,"worst":{"perturb.fumi_ratio":3.5},"metrics":{
+      "perturb.fumi_ratio":{"kind":"sensitivity","count":4,"violations":0,"max":3.5,
+      "of_tolerance":0.2)" + noise + "}}}]");
+  };
+  const Report r = aggregate({process(100, R"(,"noise":2)"), process(200, R"(,"noise":1)"),
+                              process(300, "")});
+  const std::string text = fumi::report::formatText(r);
+  EXPECT_NE(text.find("Outputs left out as rounding noise of their terms (not raised; "
+                      "docs/detection.md): aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls)"),
+            std::string::npos) << text;
+  EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["metrics"]["perturb.fumi_ratio"]["noise"], 3);
+  EXPECT_NE(fumi::report::formatHtml(r).find("aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls)"),
+            std::string::npos);
+  EXPECT_EQ(fumi::report::formatText(aggregate({process(300, "")})).find("rounding noise"),
+            std::string::npos);  // none: no such line
+}
+
 // How close an op came to its tolerance (the summary's metrics[].of_tolerance: the largest value
 // / tolerance over its calls; tolerances grow with the terms summed, so the worst value alone
 // does not say): the largest over processes, shown beside the worst value in every format.
