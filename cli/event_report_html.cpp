@@ -616,8 +616,8 @@ void metricDistributions(std::ostream& out, const Report& report) {
          "<span class=\"sw\" style=\"background:#3b4252\"></span>max (red: the metric had "
          "violations) <span class=\"sw\" style=\"background:#b42318;width:2px\"></span>tolerance "
          "(from the first violation); colour by kind: blue error, orange sensitivity, purple "
-         "precision cost, green cancellation. Zero is drawn at the left edge, NaN/Inf and larger values at the "
-         "right.</p>\n";
+         "precision cost, green cancellation. Zero is drawn at the left edge, NaN/Inf and "
+         "larger values at the right.</p>\n";
   out << "<table><tr><th>op</th><th>backend</th><th>metric</th><th>kind</th><th>count</th>"
          "<th>violations</th><th>median</th><th>p99</th><th>max</th><th>tolerance</th><th>";
   // The axis: a label every few decades.

@@ -875,10 +875,10 @@ TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   };
   // `offset` is added to the f32 sum the call returns (0: as f32 sums).
   auto judge = [&](std::vector<float> x, const std::string& tolerances, int64_t k = -1,
-                   float offset = 0) {
+                   float offset = 0, const std::string& check = "{ plugin: highprec }") {
     OpSite site("unit_op_sum", "unit", FUMI_DTYPE_F32);
     auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum }\n"
-                  "    checks: [ { plugin: highprec } ]\n" + tolerances);
+                  "    checks: [ " + check + " ]\n" + tolerances);
     e->compileSite(site);
     float y = 0;
     SumCall call(site, x, y, k);
@@ -931,6 +931,12 @@ TEST_F(EngineFixture, CancellingTermsJudgedAgainstTheCancellationBound) {
   ASSERT_EQ(sloppy.violations.size(), 1u);
   EXPECT_EQ(sloppy.violations[0]["kind"], "error");
   EXPECT_LT(sloppy.violations[0]["extra"]["error_of_terms"].get<double>(), 1e-4);
+  // A tolerance in ULPs is not a relative one: no terms to compare it with, an error.
+  Outcome ulps = judge({1e4f, 0.2503f, -1e4f}, "", -1, 0,
+                       "{ plugin: highprec, metric: ulp, tolerance: 0.5 }");
+  ASSERT_EQ(ulps.violations.size(), 1u);
+  EXPECT_EQ(ulps.violations[0]["kind"], "error");
+  EXPECT_FALSE(ulps.violations[0]["extra"].contains("error_of_terms"));
   // Terms that do not cancel: a wrong sum is the op's error.
   OpSite site("unit_op_sum_wrong", "unit", FUMI_DTYPE_F32);
   auto e = make("version: 1\nrules:\n  - match: { op: unit_op_sum_wrong }\n"
