@@ -184,9 +184,9 @@ void formatKindData(std::ostream& out, const Report& report, const std::string& 
               rows, {false, false, false, true, true, true, true, true}, "  ");
 }
 
-// What low precision cost each op (autocast's cost, gradient underflow): which ops should stay
-// in f32; then the results whose inputs cancel.
-void formatPrecisionCost(std::ostream& out, const Report& report) {
+// The data tables of the host-judged kinds: what low precision cost each op (autocast's cost,
+// gradient underflow: which ops should stay in f32), then the results whose inputs cancel.
+void formatHostData(std::ostream& out, const Report& report) {
   formatKindData(out, report, kKindPrecisionCost,
                  "Precision cost under autocast (data: each op in its autocast dtype against the "
                  "same op\non the f32 values before the cast, normwise; the worst are the ones to "
@@ -439,7 +439,7 @@ std::string formatText(const Report& report, const TextOptions& options) {
         << " incomplete: killed without a final summary, counts are lower bounds)\n";
 
   formatFindings(out, report, options);
-  formatPrecisionCost(out, report);
+  formatHostData(out, report);
   formatOpsTable(out, report, options);
   formatRanks(out, report);
 

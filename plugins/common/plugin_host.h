@@ -499,6 +499,15 @@ struct Terms {
 struct LeftOut {
   size_t outputs = 0;
   bool all = false;
+  // From noiseOutputs' flags, one per output.
+  static LeftOut of(const std::vector<bool>& noise) {
+    LeftOut left;
+    left.outputs = static_cast<size_t>(std::count(noise.begin(), noise.end(), true));
+    left.all = left.outputs > 0 && left.outputs == noise.size();
+    return left;
+  }
+  // Some outputs left out beside judged ones: the verdict's figures are the judged outputs'.
+  bool some() const { return outputs > 0 && !all; }
   // The verdict's extra `noise_outputs` and, for `all`, its override.
   void apply(Verdict& v) const {
     if (outputs) v.extra("noise_outputs", static_cast<double>(outputs));

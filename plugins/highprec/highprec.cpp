@@ -97,20 +97,17 @@ class HighprecCheck {
       FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, inputs, outputs, wider, &noise, 0,
                                                         &buffers, &deviation,
                                                         errors_.relativeTolerance(ctx), &ratios));
+      left = fumi::plugin::LeftOut::of(noise);
       ReferenceErrors::Sums kept;
       double worst = -1;  // the kept output with the largest normwise error gives of_terms
       for (size_t k = 0; k < outputs.size(); ++k) {
-        if (noise[k]) {
-          ++left.outputs;
-          continue;
-        }
+        if (noise[k]) continue;
         ReferenceErrors::merge(kept, per_output[k]);
         const double error = ReferenceErrors::normwise(per_output[k]);
         terms.add(error, ratios[k], error > worst);
         worst = std::max(worst, error);
       }
-      left.all = left.outputs > 0 && left.outputs == outputs.size();
-      if (left.outputs && !left.all) sums = kept;
+      if (left.some()) sums = kept;
     }
     errors_.report(ctx, sums, detail, left, terms);
     return FUMI_OK;

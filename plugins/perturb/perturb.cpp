@@ -137,9 +137,8 @@ class PerturbCheck {
       FUMI_RETURN_IF_NOT_OK(fumi::plugin::noiseOutputs(ctx, ctx.floating(FUMI_ROLE_INPUT), outputs,
                                                         storage, &noise, shift, nullptr,
                                                         &normwise_k, tolerance));
-      for (bool b : noise) left.outputs += b ? 1 : 0;
-      left.all = left.outputs > 0 && left.outputs == outputs.size();
-      if (left.outputs && !left.all) {
+      left = fumi::plugin::LeftOut::of(noise);
+      if (left.some()) {
         ratio = worst(ratio_k, &noise);
         unguarded = worst(unguarded_k, &noise);
         normwise = worst(normwise_k, &noise);
