@@ -19,6 +19,23 @@ namespace fumi {
 fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
                       fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed);
 
+// How a normalisation's mean broadcasts over its input (mapCentred): the input's element at
+// dense row-major index i has the mean at dense index
+// (i / (channels * inner)) * outer + ((i / inner) % channels) / per_group
+// (batch norm: channels C, inner the spatial size, outer 0; layer norm: inner the normalised
+// size, outer 1; group norm: channels C, inner H*W, per_group C / groups, outer the groups).
+struct Centring {
+  int64_t inner = 1, channels = 1, per_group = 1, outer = 0;
+};
+
+// dst (laid out like t) = mean + |src - mean|: t's elements reflected about their means (dense
+// fp64, `means` of them; `c` says which is whose), so that every x - mean is |x - mean|: the
+// terms map of a normalisation's backward (framework_projection.h, TermsMap). *changed as
+// mapTensor's. FUMI_UNSUPPORTED for a dtype without storage or a mean index out of range.
+fumi_status mapCentred(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                       fumi_dtype dst_dtype, const double* means, int64_t count,
+                       const Centring& c, uint64_t* changed);
+
 // `a` against `b`, both laid out like t (fumi_comparison; metrics.h, compareValues).
 fumi_status compareTensor(const fumi_tensor& t, const void* a, fumi_dtype a_dtype, const void* b,
                           fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out);

@@ -27,6 +27,7 @@
 #include "rank.h"
 #include "scratch_arena.h"
 #include "elementwise.h"
+#include "framework_projection.h"
 #include "tensor_copy.h"
 #include "report.h"
 #include "runtime.h"
@@ -490,12 +491,27 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
   if (!validIndex(c, index) || !dst || !spec ||
       spec->struct_size < offsetof(fumi_map_spec, flags))
     return FUMI_ERROR;
-  const fumi_map_spec s = covered(*spec);
-  const fumi_tensor& t = c->call->tensors()[static_cast<size_t>(index)];
+  fumi_map_spec s = covered(*spec);
+  const std::vector<fumi_tensor>& tensors = c->call->tensors();
+  const fumi_tensor& t = tensors[static_cast<size_t>(index)];
   src = resolveBuffer(t, src, &src_dtype);
   if (!src || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
   if (t.memory != FUMI_MEMORY_HOST)
     return c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, s, changed);
+  if (s.kind == FUMI_MAP_ABS) {  // the terms' magnitudes: op-specific for some ops
+    const TermsMap terms =
+        frameworkTermsMap(c->call->info().op, tensors, c->call->args(), index);
+    if (terms.role == TermsMap::kKeep) s.kind = FUMI_MAP_COPY;
+    if (terms.role == TermsMap::kCentred) {
+      const fumi_tensor& mean = tensors[static_cast<size_t>(terms.mean)];
+      std::vector<double> means(static_cast<size_t>(tensorNumel(mean)));
+      forEachElement(mean, [&](int64_t i, int64_t at) {
+        means[static_cast<size_t>(i)] = loadAsDouble(mean.data, at, mean.dtype);
+      });
+      return mapCentred(t, src, src_dtype, dst, dst_dtype, means.data(),
+                        static_cast<int64_t>(means.size()), terms.centring, changed);
+    }
+  }
   return mapTensor(t, src, src_dtype, dst, dst_dtype, s, changed);
 }
 

@@ -371,7 +371,79 @@ constexpr const char* kReductions[] = {"aten::sum",  "aten::nansum", "aten::mean
                                        "aten::norm", "aten::linalg_vector_norm",
                                        "aten::logsumexp"};
 
+// A normalisation's backward: the elements each mean covers (grad_input's sums) and each
+// weight gathers (grad_weight's), 0 when the call is not one; its input, the mean x^ was
+// centred on and how that mean broadcasts (TermsMap), input -1 where it cannot be centred.
+struct Normalisation {
+  int64_t per_mean = 0, per_weight = 0;
+  int input = -1, mean = -1;
+  Centring centring;
+};
+
+Normalisation normalisation(const std::string& name, const std::vector<fumi_tensor>& ts,
+                            const Args& args) {
+  Normalisation m;
+  const int in = find(ts, "input");
+  if (in < 0) return m;
+  const fumi_tensor& x = ts[static_cast<size_t>(in)];
+  const int64_t n = product(x, 0, x.ndim);
+  const auto numel = [&](int i) {
+    return i < 0 ? -1 : product(ts[static_cast<size_t>(i)], 0, FUMI_MAX_DIMS);
+  };
+  Centring& c = m.centring;
+  if (name == "aten::native_batch_norm_backward") {
+    if (x.ndim < 2 || x.shape[1] <= 0) return m;
+    // Training normalises by the batch's statistics (saved), evaluation by the running ones.
+    m.mean = find(ts, number(args, "train", 0.0) != 0 ? "save_mean" : "running_mean");
+    c.channels = x.shape[1];
+    c.inner = product(x, 2, x.ndim);
+    m.per_mean = m.per_weight = n / c.channels;
+    if (numel(m.mean) != c.channels) return m;
+  } else if (name == "aten::native_layer_norm_backward") {
+    m.mean = find(ts, "mean");  // one per row: the dimensions before the normalised ones
+    const int64_t rows = numel(m.mean);
+    if (rows <= 0 || n % rows != 0) return m;
+    c.inner = m.per_mean = n / rows;
+    c.outer = 1;
+    m.per_weight = rows;
+  } else if (name == "aten::native_group_norm_backward") {
+    const auto count = [&](const char* key) { return static_cast<int64_t>(number(args, key, 0)); };
+    const int64_t batch = count("N"), channels = count("C"), groups = count("group");
+    if (batch <= 0 || channels <= 0 || groups <= 0 || channels % groups != 0 ||
+        n % (batch * channels) != 0)
+      return m;
+    c = Centring{n / (batch * channels), channels, channels / groups, groups};
+    m.per_mean = n / (batch * groups);
+    m.per_weight = n / channels;
+    m.mean = find(ts, "mean");  // N x groups
+    if (numel(m.mean) != batch * groups) return m;
+  } else {
+    return m;
+  }
+  if (n == 0 || x.memory != FUMI_MEMORY_HOST) return m;
+  for (int d = 0; d < x.ndim; ++d)  // a broadcast input: one element, several means
+    if (x.shape[d] > 1 && x.strides[d] == 0) return m;
+  m.input = in;
+  return m;
+}
+
 }  // namespace
+
+TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& ts, const Args& args,
+                           int32_t index) {
+  TermsMap map;
+  if (!op || complexViews(args) || std::strstr(op, "norm_backward") == nullptr) return map;
+  const Normalisation m = normalisation(baseName(op, false), ts, args);
+  if (m.input < 0) return map;
+  if (index == m.input) {
+    map.role = TermsMap::kCentred;
+    map.mean = m.mean;
+    map.centring = m.centring;
+  } else if (index == m.mean) {
+    map.role = TermsMap::kKeep;
+  }
+  return map;
+}
 
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& ts,
                                  const Args& args) {
@@ -408,6 +480,10 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
     const int64_t grad_weight =
         go < 0 ? 0 : dim("grad_output", 0) * product(ts[static_cast<size_t>(go)], 2, FUMI_MAX_DIMS);
     return std::max(grad_input, grad_weight);
+  }
+  if (name.size() > 13 && name.compare(name.size() - 13, 13, "norm_backward") == 0) {
+    const Normalisation m = normalisation(name, ts, args);
+    return std::max(m.per_mean, m.per_weight);
   }
   if (name == "aten::add" || name == "aten::sub")
     return number(args, "alpha", 1.0) == 1.0 ? 1 : 0;

@@ -12,6 +12,7 @@
 
 #include "adapter_api.h"
 #include "contract.h"
+#include "elementwise.h"
 #include "fumi/plugin.h"
 #include "reference.h"
 
@@ -62,10 +63,31 @@ fumi_status convProjectionOnDevice(const std::vector<fumi_tensor>& tensors, cons
 // The device work of `call`'s own contractDevice, convolveDevice and scanDevice (no on_host).
 DeviceOps deviceOpsOf(Call& call);
 
+// How the terms map (fumi_host_api.map with FUMI_MAP_ABS, from which the noise rule and the
+// cancellation figures take the magnitudes of the terms an output sums: op(|x|)) treats tensor
+// `index` of a call of `op`. |x| makes every term of a sum of products positive (GEMM,
+// convolution and their backwards). A normalisation's backward sums products of dy and
+// x^ = (x - mean) * invstd, which |x| does not (|x| - |mean| changes sign and is smaller: its
+// op(|x|) understated the terms); there the input is reflected about its mean,
+// mean + |x - mean| (kCentred), and the mean is kept (kKeep), so that the rerun's grad_weight is
+// sum |dy * x^| and grad_bias sum |dy|. kAbs (|x|) for every tensor of every other op, and of
+// calls whose input cannot be centred (not in host memory: a device op's terms stay the |x|
+// rerun's, which understates them, as before; broadcast strides; a mean missing or of the
+// wrong size).
+struct TermsMap {
+  enum Role { kAbs, kKeep, kCentred } role = kAbs;
+  int32_t mean = -1;  // kCentred: the mean tensor, and how it broadcasts over the input
+  Centring centring;
+};
+TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& tensors,
+                           const std::vector<std::pair<const char*, std::string>>& args,
+                           int32_t index);
+
 // The number of terms each output of a call of `op` sums (fumi_call_info.reduction_length), from
 // the same schema names: the GEMM family (k), convolution forward (C_in/groups * filter
 // elements), convolution_backward (the larger of grad_input's C_out/groups * filter elements
-// and grad_weight's N * output elements), elementwise ops that round once (add/sub with
+// and grad_weight's N * output elements), the normalisations' backward (the larger of the
+// elements sharing a mean and those sharing a weight), elementwise ops that round once (add/sub with
 // alpha 1, mul, div, neg, abs, relu, ...: 1) and reductions (sum, mean, norm, logsumexp: the
 // input elements per output element). 0 for every other op (not known) and for calls on
 // complex tensors (argument "complex": their real views), whose projections are

@@ -168,7 +168,9 @@ typedef struct fumi_call fumi_call; /* opaque: one intercepted call being checke
 /* ABI 2 — what fumi_host_api.map writes: dst = f(src), element by element. */
 typedef enum fumi_map_kind {
   FUMI_MAP_COPY = 0,    /* the value, converted to dst's dtype (rounded to nearest even) */
-  FUMI_MAP_ABS = 1,     /* |x| */
+  FUMI_MAP_ABS = 1,     /* |x|: the op rerun on them gives its terms' magnitudes. Where |x|
+                         * does not (a normalisation's backward, host memory), the host maps
+                         * its input to mean + |x - mean| and copies that mean as it is */
   FUMI_MAP_PERTURB = 2  /* x + x * (shift * u), u = draw number first + j of the counter-based
                          * uniform [-1, 1) stream `seed` (metrics.h, Rng::uniformSymAt), j the
                          * element's position in FUMI_ORDER_STORAGE; zeros stay as they are */

@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
 Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
-       bias_bn|scaled_bn|grid|sum_dtype|functorch_ensemble"""
+       bias_bn|scaled_bn|norm_grads|grid|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -199,6 +199,38 @@ def bias_bn():
         show("centred_sum", (h - h.mean(0)).sum(0))
 
 
+def norm_grads():
+    # Batch, layer and group norm with output gradients whose products with x^ cancel over
+    # what each weight gathers, as the last layers' of MobileNet and ShuffleNet do (batch 1:
+    # 1e4-fold): grad_weight = sum dy * x^ keeps few digits of its terms. Prints how far each
+    # cancels, computed here in fp64: sum |dy * x^| against the sum, normwise over the weights.
+    torch.manual_seed(11)
+
+    def xhat(x, dims):
+        x = x.double()
+        return (x - x.mean(dims, keepdim=True)) / (x.var(dims, unbiased=False, keepdim=True)
+                                                   + 1e-5).sqrt()
+
+    def grads(name, norm, x, xh, dims):
+        r = torch.randn(x.shape, dtype=torch.float64)
+        w = (r * xh).sum(dims, keepdim=True) / (xh * xh).sum(dims, keepdim=True)
+        dy = (r - xh * w * (1 - 3e-3)).float()
+        terms = (dy.double() * xh).abs().sum(dims).norm() / (dy.double() * xh).sum(dims).norm()
+        print("terms_cancel", name, float(terms))
+        x = x.clone().requires_grad_()
+        norm(x).backward(dy)
+        show(name + "_grad_weight", norm.weight.grad)
+        show(name + "_grad_input", x.grad)
+
+    x = torch.randn(8, 6, 10, 10) * 3 + 1
+    grads("batch_norm", torch.nn.BatchNorm2d(6), x, xhat(x, (0, 2, 3)), (0, 2, 3))
+    x = torch.randn(64, 32) * 3 + 1
+    grads("layer_norm", torch.nn.LayerNorm(32), x, xhat(x, (1,)), (0,))
+    x = torch.randn(8, 6, 10, 10) * 3 + 1
+    xh = xhat(x.view(8, 3, 2, 10, 10), (2, 3, 4)).view(8, 6, 10, 10)
+    grads("group_norm", torch.nn.GroupNorm(3, 6), x, xh, (0, 2, 3))
+
+
 def sum_dtype():
     # Reductions told their dtype (dtype=float32 on f32 data), with and without out=: the
     # wider rerun must widen that argument too. Long rows of large values: f32's rounding shows.
@@ -233,5 +265,5 @@ def functorch_ensemble():
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
-     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "grid": grid, "decompositions": decompositions,
+     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "norm_grads": norm_grads, "grid": grid, "decompositions": decompositions,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

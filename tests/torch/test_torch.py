@@ -634,6 +634,40 @@ class AtenChecks(unittest.TestCase):
         self.assertIn("(the op kept its error tolerance 0.0001 against them: the inputs lost the "
                       "digits)", listing.stdout)
 
+    def test_normalisation_gradient_whose_terms_cancel_is_a_cancellation(self):
+        # grad_weight of batch, layer and group norm, sum dy * x^, cancels 1.5e3 to 6e3-fold
+        # here (the last layers of MobileNet and ShuffleNet: 1e4, batch 1): raised as errors,
+        # 2e-5 off at 5e-6, though as good as f32 allows against its terms. The terms are not
+        # op(|x|) (|x| - |mean| changes sign), so the input is reflected about its mean for
+        # them: the figure matches the program's own fp64 one. With each op's reduction length
+        # it is judged a cancellation: data below the bound, raised above it.
+        policy = """
+            version: 1
+            report: { all_checks: true }
+            %s
+            rules:
+              - match: { op: [aten::native_batch_norm_backward,
+                              aten::native_layer_norm_backward,
+                              aten::native_group_norm_backward] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec, tolerance: 5.0e-6 } ]
+            """
+        r = self.demo("norm_grads", policy % "")
+        cancels = {line.split()[1]: float(line.split()[2]) for line in r.stdout.splitlines()
+                   if line.startswith("terms_cancel")}
+        self.assertEqual(r.of("violation"), [])
+        for name, c in cancels.items():
+            [check] = [e for e in r.of("check") if e["op"] == "aten::native_%s_backward" % name]
+            self.assertEqual((check["kind"], check["metric"]), ("cancellation", "cancelled_rel"))
+            self.assertGreater(check["value"], 5e-6, check)
+            self.assertEqual(check["extra"]["error_tolerance"], 5e-6)
+            self.assertLess(abs(check["extra"]["cancellation"] / c - 1), 1e-3, (name, check))
+            self.assertLess(check["extra"]["error_of_terms"], 2.0 ** -24, check)
+        bound = self.demo("norm_grads", policy % "tolerances: { cancellation: 0 }")
+        self.assertEqual(sorted((v["op"], v["kind"]) for v in bound.of("violation")),
+                         sorted(("aten::native_%s_backward" % name, "cancellation")
+                                for name in cancels))
+
     def test_gradient_zero_but_for_the_rounding_before_it_is_no_violation(self):
         # A per-channel scale that batch norm takes out again (quantization-aware training's
         # fused conv-bn), and a convolution's bias before batch norm in channels_last: both

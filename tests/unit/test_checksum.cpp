@@ -886,6 +886,66 @@ TEST(Checksum, ConvolutionProjectionWithinTheScratchBudget) {
                NoScratch);
 }
 
+// The terms map of the normalisations' backward: the input centred on the mean its x^ used (batch
+// norm's saved one in training, the running one in evaluation), that mean kept, every other
+// tensor |x|; not where the input cannot be centred (device memory, broadcast strides, a mean
+// of the wrong size), nor for any other op.
+TEST(Checksum, FrameworkTermsMapCentresTheNormalisationsInput) {
+  auto t = [&](const char* name, std::vector<int64_t> shape) {
+    return hostTensor(name, shape, nullptr);
+  };
+  const std::vector<fumi_tensor> bn = {t("grad_out", {4, 3, 5, 5}), t("input", {4, 3, 5, 5}),
+                                       t("weight", {3}), t("running_mean", {3}),
+                                       t("running_var", {3}), t("save_mean", {3}),
+                                       t("save_invstd", {3})};
+  const char* op = "aten::native_batch_norm_backward";
+  const TermsMap input = frameworkTermsMap(op, bn, {{"train", "True"}}, 1);
+  EXPECT_EQ(input.role, TermsMap::kCentred);
+  EXPECT_EQ(input.mean, 5);
+  EXPECT_EQ(input.centring.channels, 3);
+  EXPECT_EQ(input.centring.inner, 25);
+  EXPECT_EQ(input.centring.outer, 0);
+  EXPECT_EQ(frameworkTermsMap(op, bn, {{"train", "True"}}, 5).role, TermsMap::kKeep);
+  for (int32_t other : {0, 2, 3, 4, 6})
+    EXPECT_EQ(frameworkTermsMap(op, bn, {{"train", "True"}}, other).role, TermsMap::kAbs);
+  EXPECT_EQ(frameworkTermsMap(op, bn, {{"train", "False"}}, 1).mean, 3);
+  EXPECT_EQ(frameworkTermsMap(op, bn, {{"train", "False"}}, 3).role, TermsMap::kKeep);
+  std::vector<fumi_tensor> moved = bn;
+  moved[1].memory = FUMI_MEMORY_DEVICE;
+  EXPECT_EQ(frameworkTermsMap(op, moved, {{"train", "True"}}, 1).role, TermsMap::kAbs);
+  EXPECT_EQ(frameworkTermsMap(op, moved, {{"train", "True"}}, 5).role, TermsMap::kAbs);
+  std::vector<fumi_tensor> expanded = bn;
+  expanded[1].strides[0] = 0;
+  EXPECT_EQ(frameworkTermsMap(op, expanded, {{"train", "True"}}, 1).role, TermsMap::kAbs);
+  std::vector<fumi_tensor> short_mean = bn;
+  short_mean[5] = t("save_mean", {2});
+  EXPECT_EQ(frameworkTermsMap(op, short_mean, {{"train", "True"}}, 1).role, TermsMap::kAbs);
+  // Layer norm: one mean per row; group norm: per sample and group.
+  const TermsMap ln = frameworkTermsMap("aten::native_layer_norm_backward",
+                                        {t("grad_out", {6, 10, 32}), t("input", {6, 10, 32}),
+                                         t("mean", {6, 10, 1}), t("rstd", {6, 10, 1})},
+                                        {}, 1);
+  EXPECT_EQ(ln.role, TermsMap::kCentred);
+  EXPECT_EQ(ln.mean, 2);
+  EXPECT_EQ(ln.centring.inner, 32);
+  EXPECT_EQ(ln.centring.outer, 1);
+  const TermsMap gn = frameworkTermsMap(
+      "aten::native_group_norm_backward",
+      {t("grad_out", {2, 8, 3, 3}), t("input", {2, 8, 3, 3}), t("mean", {2, 2}),
+       t("rstd", {2, 2})},
+      {{"N", "2"}, {"C", "8"}, {"HxW", "9"}, {"group", "2"}}, 1);
+  EXPECT_EQ(gn.role, TermsMap::kCentred);
+  EXPECT_EQ(gn.mean, 2);
+  EXPECT_EQ(gn.centring.inner, 9);
+  EXPECT_EQ(gn.centring.channels, 8);
+  EXPECT_EQ(gn.centring.per_group, 4);
+  EXPECT_EQ(gn.centring.outer, 2);
+  EXPECT_EQ(frameworkTermsMap("aten::native_batch_norm", bn, {{"train", "True"}}, 1).role,
+            TermsMap::kAbs);
+  EXPECT_EQ(frameworkTermsMap("aten::mm", {t("self", {4, 4}), t("mat2", {4, 4})}, {}, 0).role,
+            TermsMap::kAbs);
+}
+
 // The terms each output of a framework op sums, from its schema names (the error tolerance
 // models `precision` and `max`): GEMMs their k, convolutions C_in/groups * filter elements, their
 // backward the larger of grad_input's and grad_weight's, ops that round once 1, reductions the
@@ -924,6 +984,18 @@ TEST(Checksum, FrameworkReductionLengths) {
                                      {{"alpha", "-0.1"}}), 0);  // two roundings: not modelled
   EXPECT_EQ(frameworkReductionLength("aten::native_batch_norm", {t("input", {4, 3, 5, 5})},
                                      no_args), 0);
+  // The normalisations' backward: grad_input sums what shares its mean, grad_weight what
+  // shares its weight.
+  EXPECT_EQ(frameworkReductionLength("aten::native_batch_norm_backward",
+                                     {t("grad_out", {4, 3, 5, 5}), t("input", {4, 3, 5, 5})},
+                                     {{"train", "True"}}), 100);
+  EXPECT_EQ(frameworkReductionLength("aten::native_layer_norm_backward",
+                                     {t("input", {6, 10, 32}), t("mean", {6, 10, 1})}, no_args),
+            60);  // 60 rows a weight, 32 elements a mean
+  EXPECT_EQ(frameworkReductionLength("aten::native_group_norm_backward",
+                                     {t("input", {2, 8, 3, 3}), t("mean", {2, 2})},
+                                     {{"N", "2"}, {"C", "8"}, {"HxW", "9"}, {"group", "2"}}),
+            36);  // 4 channels of 9 a mean, beside 2 * 9 a weight
   // Reductions: the input elements that fold into each output element.
   auto out = [&](std::vector<int64_t> shape) {
     fumi_tensor o = t("out", std::move(shape));

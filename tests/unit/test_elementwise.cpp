@@ -328,6 +328,54 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
   }
 }
 
+// The terms map of a normalisation's backward reflects each element about its own mean (batch
+// norm's per channel, group norm's per sample and group), wherever the layout puts it, and
+// refuses means it does not have.
+TEST(Elementwise, MapCentredReflectsEachElementAboutItsMean) {
+  for (const fumi_tensor& t : allLayouts()) {
+    if (broadcast(t) || t.ndim < 2 || tensorNumel(t) == 0) continue;
+    const int64_t channels = t.shape[1], n = tensorNumel(t);
+    const int64_t inner = n / (t.shape[0] * channels);
+    // Batch norm: one mean per channel. Group norm: channels in groups of one, per sample.
+    const Centring per_channel{inner, channels, 1, 0}, per_sample{inner, channels, 1, channels};
+    for (const Centring& c : {per_channel, per_sample}) {
+      std::vector<double> means(static_cast<size_t>(c.outer ? t.shape[0] * channels : channels));
+      for (size_t i = 0; i < means.size(); ++i) means[i] = 0.25 * static_cast<double>(i) - 0.6;
+      for (fumi_dtype ds : kLoadable)
+        for (fumi_dtype dd : kDtypes) {
+          const auto src = specialBuffer(t, ds, 41);
+          std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
+              want = dst;
+          uint64_t changed = 0;
+          forEachElement(t, [&](int64_t k, int64_t off) {
+            const int64_t channel = k / inner % channels, sample = k / (inner * channels);
+            const double mu = means[static_cast<size_t>(sample * c.outer + channel)];
+            const double x = loadAsDouble(src.data(), off, ds);
+            storeFromDouble(want.data(), off, mu + std::fabs(x - mu), dd);
+            const double stored = loadAsDouble(want.data(), off, dd);
+            changed += std::memcmp(&stored, &x, 8) != 0;
+          });
+          uint64_t got = 0;
+          ASSERT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
+                               static_cast<int64_t>(means.size()), c, &got),
+                    FUMI_OK);
+          EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->"
+                               << dtypeName(dd) << " outer " << c.outer;
+          EXPECT_EQ(got, changed);
+          // One mean short, or channels that do not tile the tensor: refused.
+          EXPECT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
+                               static_cast<int64_t>(means.size()) - 1, c, nullptr),
+                    FUMI_UNSUPPORTED);
+          Centring wrong = c;
+          wrong.inner = n + 1;
+          EXPECT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
+                               static_cast<int64_t>(means.size()), wrong, nullptr),
+                    FUMI_UNSUPPORTED);
+        }
+    }
+  }
+}
+
 TEST(Elementwise, MapRefusesUnknownKindsAndDtypes) {
   const fumi_tensor t = makeTensor({4}, {1});
   std::vector<double> a(4, 1.0), b(4);
