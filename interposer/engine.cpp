@@ -613,12 +613,12 @@ double extraValue(const fumi_verdict* v, const char* name) {
 // Gradient underflow: the fraction of an f16/bf16 output of the backward pass that its dtype
 // flushed below its smallest normal (highprec's extra `underflow`), what loss scaling exists
 // for. Summarised per op as `gradient.underflow`; a violation only above the policy's
-// `underflow: { bound: X }`.
-void recordUnderflow(OpSite& site, uint64_t index, const fumi_verdict* v, const char* phase) {
+// `underflow: { bound: X }` (the policy the call is checked under).
+void recordUnderflow(OpSite& site, uint64_t index, const Policy& policy, const fumi_verdict* v,
+                     const char* phase) {
   const double* fraction = extraMetric(v, "underflow");
   if (!fraction || std::strcmp(phase, "backward") != 0) return;
-  const Engine* e = engine();
-  const double bound = e ? e->policy().underflow_bound : NAN;
+  const double bound = policy.underflow_bound;
   if (std::isnan(bound) || *fraction <= bound)
     site.recordMetric("gradient.underflow", FUMI_KIND_PRECISION_COST, *fraction,
                       /*violated=*/false, /*counted_nonfinite=*/false, bound);
@@ -680,7 +680,7 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
   call.site().recordMetric(check + "." + metric, kind, v->value, v->violated && !held,
                            counted_nonfinite,
                            noise && !(v->value <= v->tolerance) ? NAN : v->tolerance, noise);
-  recordUnderflow(call.site(), call.info().call_index, v, phase);
+  recordUnderflow(call.site(), call.info().call_index, *c->policy, v, phase);
   // NaN anywhere, or Inf raised as a violation, is a sentinel: look for the op where it first
   // appeared. Inf that is only passed along (a mask's -inf through baddbmm) is not. Made from
   // finite inputs ("appeared", "nan_from_inf"), the call is its own origin, claimed with its
