@@ -304,19 +304,27 @@ void apiAttribution(void* site, uint64_t index, const char* fields) {
   rep->event(std::move(ev));
 }
 
+void apiReport(void* site, uint64_t index, const char* name, fumi_kind kind, double value,
+               double bound, const char* detail) {
+  if (!site || !name) return;
+  const std::string key = name;  // "check.metric"
+  const size_t dot = key.find('.');
+  nlohmann::json more = nlohmann::json::object();
+  if (detail) more["detail"] = detail;
+  reportHostViolation(*static_cast<OpSite*>(site), index, key.substr(0, dot), kind,
+                      dot == std::string::npos ? "value" : key.substr(dot + 1), value, bound,
+                      more);
+}
+
 void apiRecordMetric(void* site, uint64_t index, const char* name, fumi_kind kind, double value,
                      double bound) {
   if (!site || !name) return;
-  OpSite& s = *static_cast<OpSite*>(site);
   if (std::isnan(bound) || value <= bound) {
-    s.recordMetric(name, kind, value, /*violated=*/false, /*counted_nonfinite=*/false, bound);
+    static_cast<OpSite*>(site)->recordMetric(name, kind, value, /*violated=*/false,
+                                             /*counted_nonfinite=*/false, bound);
     return;
   }
-  const std::string key = name;  // "check.metric"
-  const size_t dot = key.find('.');
-  reportHostViolation(s, index, key.substr(0, dot), kind,
-                      dot == std::string::npos ? "value" : key.substr(dot + 1), value, bound,
-                      nlohmann::json::object());
+  apiReport(site, index, name, kind, value, bound, nullptr);
 }
 
 double apiAutocastBound() {
@@ -352,7 +360,7 @@ const fumi_adapter_api kAdapterApi = {
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
-    apiCompare,               apiAccount};
+    apiCompare,               apiAccount,               apiReport};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -29,8 +29,9 @@ extern "C" {
  *    account (the adapter's own time on sampled calls, for the summary).
  * 10: fumi_adapter_call.cuda_stream (fumi's own kernels for the primitives and checksum's
  *    projections of CUDA tensors, on the framework's stream).
- * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump). */
-#define FUMI_ADAPTER_ABI_VERSION 11u
+ * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump).
+ * 12: report (a violation the adapter found itself, with a sentence for the report). */
+#define FUMI_ADAPTER_ABI_VERSION 12u
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -222,6 +223,12 @@ typedef struct fumi_adapter_api {
    * before the op ran, describing it, its work after the checks): the summary's `adapter_s`,
    * beside check_s. */
   void (*account)(void* site, double seconds);
+  /* ABI 12 — a violation the adapter found itself, not a check's verdict: "check.metric" `name`
+   * of kind `kind`, `value` over `bound`, with `detail` (a sentence for the report; NULL: none),
+   * reported like record_metric's violations (the calling thread's stacks: call it inside the
+   * op's call). */
+  void (*report)(void* site, uint64_t index, const char* name, fumi_kind kind, double value,
+                 double bound, const char* detail);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -1116,6 +1116,7 @@ class CapturedCall final : public at::ObserverContext {
     }
     {
       QuietScope quiet;
+      staleCasts();
       describe(outputs);
     }
     // Complex tensors are described as real views: the host's readings of the op's shapes
@@ -1164,6 +1165,15 @@ class CapturedCall final : public at::ObserverContext {
     if (cast_by_autocast_) precisionCost();
     if (violated) attribute();
     offerOutputs(outputs);
+  }
+
+  // Autocast's own call of this op inside it (the op on its cast inputs, which runs outside the
+  // region): the tensors the kernel got, in walk order, for staleCasts().
+  template <class Inputs>
+  void autocastCalled(const Inputs& inner) {
+    autocast_gave_.clear();
+    for (const c10::IValue& v : inner)
+      forEachTensor(v, [&](const at::Tensor& t, int) { autocast_gave_.push_back(t); });
   }
 
   // fumi's own time on this call outside libfumi's checks: before_s, and `after` (check() of
@@ -1613,6 +1623,51 @@ class CapturedCall final : public at::ObserverContext {
            fumi::torch_compat::allowsTF32(tf32Family(op_.operator_name().name));
   }
 
+  // Autocast casts a leaf tensor (a parameter) once per region and keeps the cast for the
+  // region's later calls. A parameter updated in place inside the region (the optimizer's step
+  // under the same autocast as the forward, as RL agents' whole update often is) keeps its old
+  // cast: later calls run on values one or more steps old (batch 16: TD3's actor update read
+  // the critic's previous weights). fumi had rerun such a call from the current values and
+  // blamed the kernel for the difference (7% on TD3). An input whose cast the kernel got
+  // (autocastCalled) is not the cast of its value now is reported, `autocast.stale_cast`
+  // (kind error: the program computed with other values than it holds; the figure: how far the
+  // cast the kernel got is from the current one, normwise), and the checks then start from
+  // the values the kernel got.
+  void staleCasts() {
+    if (autocast_ == FUMI_DTYPE_UNKNOWN || autocast_gave_.empty()) return;
+    const at::ScalarType low = fromFumi(autocast_);
+    const auto& args = op_.schema().arguments();
+    std::string stale;
+    int count = 0;
+    double worst = 0;
+    size_t w = 0;
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      inputs_[i] = mapTensors(inputs_[i], [&](const at::Tensor& t, int) {
+        const size_t me = w++;
+        if (me >= autocast_gave_.size()) return t;
+        const at::Tensor& got = autocast_gave_[me];
+        if (!got.defined() || got.scalar_type() != low || t.scalar_type() != at::kFloat ||
+            got.device() != t.device() || !got.sizes().equals(t.sizes()))
+          return t;
+        const at::Tensor now = t.to(low);
+        if (at::equal(now, got)) return t;
+        worst = std::max(worst, normwiseRel(got, now));
+        ++count;
+        stale += std::string(stale.empty() ? "" : ", ") + "`" +
+                 (i < args.size() ? args[i].name() : std::to_string(i)) + "`";
+        return got.to(at::kFloat);
+      });
+    autocast_gave_.clear();
+    if (stale.empty()) return;
+    const std::string detail =
+        "the op ran on autocast's cached cast of " + stale + ", made before " +
+        (count > 1 ? "they" : "it") +
+        " changed in place inside the same autocast region (an optimizer step under autocast "
+        "does this): it computed with older values than the program holds";
+    g_api->report(site_, index_, "autocast.stale_cast", FUMI_KIND_ERROR, worst, 0.0,
+                  detail.c_str());
+  }
+
   // Whether autocast cast this call down, so that it computed in the autocast dtype: it casts
   // f32 inputs of the ops on its list down, and such a call's outputs come out in that dtype
   // (recorded at the autocast level, the call's inputs are the values before the cast). An op
@@ -1807,6 +1862,7 @@ class CapturedCall final : public at::ObserverContext {
   bool view_;            // the op may return views of its inputs (returnsView)
   std::vector<c10::Storage> input_memory_;  // of the program's inputs, when view_
   bool cast_by_autocast_ = false;  // castByAutocast(), set when the check starts
+  std::vector<at::Tensor> autocast_gave_;  // autocastCalled()
   std::vector<c10::IValue> inputs_;   // the inputs; copies taken before the op ran of those
                                       // it may write
   std::vector<bool> written_;         // per tensor of inputs_, in walk order: the op writes it
@@ -2180,6 +2236,7 @@ const char* callerChecksIt(void* site) {
 thread_local int t_checked_depth = 0;
 thread_local std::string t_checked_op;
 thread_local bool t_checked_autocast = false;  // the outermost one ran under autocast
+thread_local CapturedCall* t_checked_call = nullptr;  // the outermost one
 
 // `view`: the op may return views of its inputs (returnsView; CapturedCall::check).
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
@@ -2214,6 +2271,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
       // every autocast op read "2 calls, 1 checked, 0 skipped").
       g_api->skip(site, nullptr, "autocast's call of the op on its cast inputs (checked as "
                                  "the call around it)");
+      if (t_checked_call) t_checked_call->autocastCalled(inputs);
       return nullptr;
     }
     return skipSampled(facts.dtype, size,
@@ -2279,6 +2337,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
     if (t_checked_depth++ == 0) {
       t_checked_op = name->name;
       t_checked_autocast = autocast != FUMI_DTYPE_UNKNOWN;
+      t_checked_call = captured.get();
     }
     return captured;
   } catch (const std::exception& e) {
@@ -2333,7 +2392,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
   if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
-    --t_checked_depth;
+    if (--t_checked_depth == 0) t_checked_call = nullptr;
     const Clock::time_point started = Clock::now();
     try {
       obs->checked->check(fumi::torch_compat::outputsOf(fn));

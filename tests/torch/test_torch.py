@@ -2124,6 +2124,56 @@ class Autocast(unittest.TestCase):
         for value, true_error in zip(got, truth):
             self.assertAlmostEqual(value / true_error, 1.0, delta=0.01)  # 2-3 before
 
+    def test_parameter_updated_inside_the_region_runs_on_its_old_cast(self):
+        # Autocast casts a parameter once per region: the optimizer's step inside the region
+        # leaves the later calls on the old cast (batch 16: TD3's whole update under autocast;
+        # the actor's loss read the critic's previous weights). fumi reran them from the current
+        # weights and blamed the kernel (7% on TD3). It now reports the stale cast, says which
+        # inputs, and judges the kernel on the values it got.
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(64, 64)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.5)
+            x = torch.randn(32, 64)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                old = [p.detach().bfloat16() for p in (lin.weight, lin.bias)]
+                lin(x).float().pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+                y = lin(x)
+            new = [p.detach().bfloat16() for p in (lin.weight, lin.bias)]
+            fresh = torch.nn.functional.linear(x.bfloat16(), *new)
+            print("stale", not torch.equal(y, fresh), repr(max(
+                float((o.double() - n.double()).norm() / n.double().norm())
+                for o, n in zip(old, new))))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                print("fresh", torch.equal(lin(x), fresh))
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::linear, autocast: bf16 }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        words = r.stdout.split()
+        self.assertEqual((words[0], words[1], words[3], words[4]), ("stale", "True", "fresh", "True"))
+        [stale] = r.of("violation")
+        self.assertEqual((stale["check"], stale["metric"], stale["kind"]),
+                         ("autocast", "stale_cast", "error"))
+        self.assertIn("cached cast of `weight`, `bias`", stale["detail"])
+        self.assertAlmostEqual(stale["value"] / float(words[2]), 1.0, delta=1e-6)
+        self.assertIn("python_stack", stale)  # the program's line that made the call
+        kernel = [c for c in r.of("check") if c["check"] == "highprec"]
+        self.assertEqual(len(kernel), 3)  # the first call, the stale one, the new region's
+        for c in kernel:
+            self.assertLess(c["value"], 1e-2, c)  # the stale one had read 0.057
+
     def test_cost_of_the_cast_is_no_error_of_the_kernel(self):
         # The cast loses ~20% of an ill-conditioned product: recorded as autocast's cost, not
         # reported as the kernel's error (it was: a false alarm on healthy bf16 jobs).
