@@ -432,8 +432,15 @@ Normalisation normalisation(const std::string& name, const std::vector<fumi_tens
 TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& ts, const Args& args,
                            int32_t index) {
   TermsMap map;
-  if (!op || complexViews(args) || std::strstr(op, "norm_backward") == nullptr) return map;
-  const Normalisation m = normalisation(baseName(op, false), ts, args);
+  if (!op || complexViews(args) || index < 0 || static_cast<size_t>(index) >= ts.size() ||
+      ts[static_cast<size_t>(index)].memory != FUMI_MEMORY_HOST)
+    return map;
+  const std::string name = baseName(op, false);
+  if (name == "aten::_softmax_backward_data") {
+    if (index == find(ts, "output")) map.role = TermsMap::kNegAbs;
+    return map;
+  }
+  const Normalisation m = normalisation(name, ts, args);
   if (m.input < 0) return map;
   if (index == m.input) {
     map.role = TermsMap::kCentred;
@@ -484,6 +491,14 @@ int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>&
   if (name.size() > 13 && name.compare(name.size() - 13, 13, "norm_backward") == 0) {
     const Normalisation m = normalisation(name, ts, args);
     return std::max(m.per_mean, m.per_weight);
+  }
+  if (name == "aten::_softmax_backward_data" || name == "aten::_log_softmax_backward_data") {
+    const int y = find(ts, "output");  // y (g * y summed along dim), or log y
+    const int64_t d = static_cast<int64_t>(number(args, "dim", 0.0));
+    if (y < 0) return 0;
+    const fumi_tensor& t = ts[static_cast<size_t>(y)];
+    const int64_t at = d < 0 ? d + t.ndim : d;
+    return at >= 0 && at < t.ndim ? t.shape[at] : (t.ndim == 0 ? 1 : 0);
   }
   if (name == "aten::add" || name == "aten::sub")
     return number(args, "alpha", 1.0) == 1.0 ? 1 : 0;

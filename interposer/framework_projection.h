@@ -70,12 +70,14 @@ DeviceOps deviceOpsOf(Call& call);
 // x^ = (x - mean) * invstd, which |x| does not (|x| - |mean| changes sign and is smaller: its
 // op(|x|) understated the terms); there the input is reflected about its mean,
 // mean + |x - mean| (kCentred), and the mean is kept (kKeep), so that the rerun's grad_weight is
-// sum |dy * x^| and grad_bias sum |dy|. kAbs (|x|) for every tensor of every other op, and of
-// calls whose input cannot be centred (not in host memory: a device op's terms stay the |x|
-// rerun's, which understates them, as before; broadcast strides; a mean missing or of the
-// wrong size).
+// sum |dy * x^| and grad_bias sum |dy|. Softmax's backward, y * (g - sum g * y), subtracts
+// what |x| leaves positive: its output y is mapped to -|y| (kNegAbs), which makes it
+// -|y| * (|g| + sum |g| * |y|), the terms' magnitudes up to the sign. kAbs (|x|) for every
+// tensor of every other op, and of calls in device memory (a device op's terms stay the |x|
+// rerun's, which understates them, as before), with broadcast strides, or a mean missing or of
+// the wrong size.
 struct TermsMap {
-  enum Role { kAbs, kKeep, kCentred } role = kAbs;
+  enum Role { kAbs, kKeep, kCentred, kNegAbs } role = kAbs;
   int32_t mean = -1;  // kCentred: the mean tensor, and how it broadcasts over the input
   Centring centring;
 };
@@ -87,7 +89,8 @@ TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& tenso
 // the same schema names: the GEMM family (k), convolution forward (C_in/groups * filter
 // elements), convolution_backward (the larger of grad_input's C_out/groups * filter elements
 // and grad_weight's N * output elements), the normalisations' backward (the larger of the
-// elements sharing a mean and those sharing a weight), elementwise ops that round once (add/sub with
+// elements sharing a mean and those sharing a weight), softmax's and log-softmax's backward
+// (the softmax dimension), elementwise ops that round once (add/sub with
 // alpha 1, mul, div, neg, abs, relu, ...: 1) and reductions (sum, mean, norm, logsumexp: the
 // input elements per output element). 0 for every other op (not known) and for calls on
 // complex tensors (argument "complex": their real views), whose projections are

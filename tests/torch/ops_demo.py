@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
 Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
-       bias_bn|scaled_bn|norm_grads|grid|sum_dtype|functorch_ensemble"""
+       bias_bn|scaled_bn|norm_grads|softmax_flat|grid|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -231,6 +231,19 @@ def norm_grads():
     grads("group_norm", torch.nn.GroupNorm(3, 6), x, xh, (0, 2, 3))
 
 
+def softmax_flat():
+    # Attention at initialisation (pytorch-fm's AutoInt, batch 16): softmax over 10 logits
+    # whose upstream gradient is constant along the softmax dimension to a few ulps, so that
+    # its backward, y * (g - sum g * y), cancels to ~1e-7 of its terms: the true gradient into
+    # the logits is 0 but for rounding.
+    torch.manual_seed(0)
+    x = (0.01 * torch.randn(512, 10, 10)).requires_grad_()
+    y = torch.softmax(x, -1)
+    g = (1e-5 * torch.randn(512, 10, 1)).expand(512, 10, 10).contiguous()
+    y.backward(g * (1 + 3e-7 * torch.randn(512, 10, 10)))
+    show("logits_grad", x.grad[0])
+
+
 def sum_dtype():
     # Reductions told their dtype (dtype=float32 on f32 data), with and without out=: the
     # wider rerun must widen that argument too. Long rows of large values: f32's rounding shows.
@@ -265,5 +278,6 @@ def functorch_ensemble():
 if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
-     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "norm_grads": norm_grads, "grid": grid, "decompositions": decompositions,
+     "bias_bn": bias_bn, "scaled_bn": scaled_bn, "norm_grads": norm_grads,
+     "softmax_flat": softmax_flat, "grid": grid, "decompositions": decompositions,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

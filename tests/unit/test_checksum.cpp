@@ -942,6 +942,13 @@ TEST(Checksum, FrameworkTermsMapCentresTheNormalisationsInput) {
   EXPECT_EQ(gn.centring.outer, 2);
   EXPECT_EQ(frameworkTermsMap("aten::native_batch_norm", bn, {{"train", "True"}}, 1).role,
             TermsMap::kAbs);
+  // Softmax's backward, y * (g - sum g * y): y negated, g as |x|.
+  const std::vector<fumi_tensor> softmax = {t("grad_output", {4, 10}), t("output", {4, 10})};
+  const char* back = "aten::_softmax_backward_data";
+  EXPECT_EQ(frameworkTermsMap(back, softmax, {{"dim", "-1"}}, 1).role, TermsMap::kNegAbs);
+  EXPECT_EQ(frameworkTermsMap(back, softmax, {{"dim", "-1"}}, 0).role, TermsMap::kAbs);
+  EXPECT_EQ(frameworkTermsMap("aten::_log_softmax_backward_data", softmax, {}, 1).role,
+            TermsMap::kAbs);
   EXPECT_EQ(frameworkTermsMap("aten::mm", {t("self", {4, 4}), t("mat2", {4, 4})}, {}, 0).role,
             TermsMap::kAbs);
 }
@@ -996,6 +1003,11 @@ TEST(Checksum, FrameworkReductionLengths) {
                                      {t("input", {2, 8, 3, 3}), t("mean", {2, 2})},
                                      {{"N", "2"}, {"C", "8"}, {"HxW", "9"}, {"group", "2"}}),
             36);  // 4 channels of 9 a mean, beside 2 * 9 a weight
+  // Softmax's backward sums g * y along its dimension.
+  const std::vector<fumi_tensor> softmax = {t("grad_output", {4, 7, 10}), t("output", {4, 7, 10})};
+  EXPECT_EQ(frameworkReductionLength("aten::_softmax_backward_data", softmax, {{"dim", "-1"}}), 10);
+  EXPECT_EQ(frameworkReductionLength("aten::_log_softmax_backward_data", softmax, {{"dim", "1"}}),
+            7);
   // Reductions: the input elements that fold into each output element.
   auto out = [&](std::vector<int64_t> shape) {
     fumi_tensor o = t("out", std::move(shape));
