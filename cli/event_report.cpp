@@ -264,6 +264,7 @@ MetricSummary parseMetric(const std::string& key, const json& m) {
   s.max = getNumber(m, "max");
   s.of_tolerance = getNumber(m, "of_tolerance");
   s.noise = getCount(m, "noise").value_or(0);
+  s.noise_max = getNumber(m, "noise_max");
   return s;
 }
 
@@ -360,6 +361,7 @@ void mergeMetric(MetricAcc& acc, const MetricSummary& m) {
   acc.m.count += m.count;
   acc.m.violations += m.violations;
   acc.m.noise += m.noise;
+  if (m.noise_max && !(acc.m.noise_max >= *m.noise_max)) acc.m.noise_max = m.noise_max;
   if (m.max && (!acc.m.max || worse(*m.max, *acc.m.max))) acc.m.max = m.max;
   if (m.of_tolerance && (!acc.m.of_tolerance || *m.of_tolerance > *acc.m.of_tolerance))
     acc.m.of_tolerance = m.of_tolerance;

@@ -135,6 +135,8 @@ struct MetricSummary {
   std::optional<double> of_tolerance;
   // Verdicts not raised that left outputs out as rounding noise (the summary's noise), summed.
   uint64_t noise = 0;
+  // The largest figure of those that left every output out (noise_max), over processes.
+  std::optional<double> noise_max;
 };
 
 // The violations of one kind of an op, from its violation events.

@@ -195,7 +195,7 @@ std::string noiseText(const Report& report) {
     for (const auto& [key, m] : s.metrics)
       if (m.noise)
         text += (text.empty() ? "" : ", ") + s.op + " (" + key + ": " + plural(m.noise, "call") +
-                ")";
+                (m.noise_max ? ", up to " + formatValue(*m.noise_max) : "") + ")";
   return text;
 }
 

@@ -166,7 +166,7 @@ void formatKindData(std::ostream& out, const Report& report, const std::string& 
   std::vector<std::pair<const OpStats*, const std::pair<const std::string, MetricSummary>*>> rows_in;
   for (const OpStats& s : report.ops)
     for (const auto& entry : s.metrics)
-      if (entry.second.kind == kind) rows_in.emplace_back(&s, &entry);
+      if (entry.second.kind == kind && entry.second.count > 0) rows_in.emplace_back(&s, &entry);
   if (rows_in.empty()) return;
   auto maxOf = [](const auto& r) { return r.second->second.max.value_or(0.0); };
   std::stable_sort(rows_in.begin(), rows_in.end(),
@@ -341,7 +341,8 @@ json toJson(const Report& report) {
                     {"p99", optNumberJson(m.p99)},
                     {"max", optNumberJson(m.max)},
                     {"of_tolerance", optNumberJson(m.of_tolerance)},
-                    {"noise", m.noise}};
+                    {"noise", m.noise},
+                    {"noise_max", optNumberJson(m.noise_max)}};
     }
     oj["metrics"] = std::move(metrics);
     oj["nonfinite_propagated"] = s.nonfinite_propagated;

@@ -592,6 +592,7 @@ void metricDistributions(std::ostream& out, const Report& report) {
   };
   for (const OpStats& s : report.ops)
     for (const auto& [key, m] : s.metrics) {
+      if (m.count == 0) continue;  // only rounding noise: in the noise line
       rows.push_back({&s, &key, &m, toleranceOf(s, key)});
       widen(m.median);
       widen(m.p99);

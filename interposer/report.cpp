@@ -211,6 +211,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
                       {"p99", m.quantile(0.99)},    {"max", m.max}};
       if (!std::isnan(m.of_tolerance)) metrics[key]["of_tolerance"] = m.of_tolerance;
       if (m.noise) metrics[key]["noise"] = m.noise;
+      if (!std::isnan(m.noise_max)) metrics[key]["noise_max"] = m.noise_max;
     }
     if (!metrics.empty()) ops.back()["metrics"] = std::move(metrics);
     nlohmann::json checks = nlohmann::json::object();

@@ -250,12 +250,16 @@ void OpSite::recordMetric(const std::string& key, fumi_kind kind, double value, 
   const InsideLock<std::mutex> lock(stats_mu);
   if (violated) ++stats.violations;
   if (counted_nonfinite) ++stats.nonfinite_propagated;
-  auto [it, inserted] = stats.worst.emplace(key, value);
-  // NaN counts as worst: a metric that could not be computed is not a good sign.
-  if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
   MetricStats& m = stats.metrics[key];
   m.kind = kind;
   m.noise += noise ? 1 : 0;
+  if (noise && std::isnan(tolerance)) {  // nothing judged: its figure apart
+    if (!(value <= m.noise_max)) m.noise_max = value;
+    return;
+  }
+  auto [it, inserted] = stats.worst.emplace(key, value);
+  // NaN counts as worst: a metric that could not be computed is not a good sign.
+  if (!inserted && (value > it->second || std::isnan(value))) it->second = value;
   m.add(value, violated, tolerance);
 }
 

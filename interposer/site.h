@@ -46,6 +46,10 @@ struct MetricStats {
   double of_tolerance = NAN;
   // Verdicts not raised that left outputs out as rounding noise of their terms (noise_outputs).
   uint64_t noise = 0;
+  // The largest figure of those with every output left out (not judged against a tolerance:
+  // kept out of count, max and the quantiles, where the figures of rounding noise, 54 for a
+  // sum's perturbation, had read as the op's sensitivity; batch 16). NaN: none.
+  double noise_max = NAN;
   std::vector<uint32_t> bins;  // kBins, allocated on the first value
 
   void add(double value, bool violated, double tolerance = NAN);
@@ -161,7 +165,9 @@ struct OpSite {
   // `n` calls already counted turned out to be autotuning runs, not the program's calls.
   void retractAutotuning(uint64_t n);
   // `tolerance`: what the value was judged against (NaN: nothing), for MetricStats::of_tolerance.
-  // `noise`: a verdict not raised that left outputs out as rounding noise of their terms.
+  // `noise`: a verdict not raised that left outputs out as rounding noise of their terms; with
+  // a NaN `tolerance`, every output (nothing judged): then only counted, and its figure goes to
+  // MetricStats::noise_max.
   void recordMetric(const std::string& key, fumi_kind kind, double value, bool violated,
                     bool counted_nonfinite = false, double tolerance = NAN, bool noise = false);
   OpStats statsSnapshot();

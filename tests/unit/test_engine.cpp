@@ -412,6 +412,26 @@ TEST(OpSiteMetrics, LargestShareOfTheTolerance) {
   EXPECT_TRUE(std::isnan(site.statsSnapshot().metrics.at("nan_inf.nonfinite").of_tolerance));
 }
 
+// A verdict that left every output out as rounding noise judged nothing: counted, its figure
+// kept apart (noise_max), out of the count, the maximum and the worst; one that left some out
+// and judged the rest stays in the distribution and is counted too.
+TEST(OpSiteMetrics, RoundingNoiseKeptApartFromTheJudgedFigures) {
+  OpSite site("unit_op_noise", "unit", FUMI_DTYPE_F32);
+  site.recordMetric("perturb.fumi_ratio", FUMI_KIND_SENSITIVITY, 0.02, false, false, 0.1);
+  site.recordMetric("perturb.fumi_ratio", FUMI_KIND_SENSITIVITY, 54.7, false, false, NAN, true);
+  site.recordMetric("perturb.fumi_ratio", FUMI_KIND_SENSITIVITY, 9.0, false, false, NAN, true);
+  site.recordMetric("perturb.fumi_ratio", FUMI_KIND_SENSITIVITY, 0.05, false, false, 0.1, true);
+  const OpStats s = site.statsSnapshot();
+  const MetricStats& m = s.metrics.at("perturb.fumi_ratio");
+  EXPECT_EQ(m.count, 2u);
+  EXPECT_EQ(m.noise, 3u);
+  EXPECT_DOUBLE_EQ(m.max, 0.05);
+  EXPECT_DOUBLE_EQ(m.noise_max, 54.7);
+  EXPECT_DOUBLE_EQ(m.of_tolerance, 0.5);
+  EXPECT_DOUBLE_EQ(s.worst.at("perturb.fumi_ratio"), 0.05);
+  EXPECT_LT(m.quantile(1.0), 0.06);  // binned: approximate, and no 54.7 in the bins
+}
+
 TEST_F(EngineFixture, UnconditionalExclusionKeepsTheFastPath) {
   OpSite site("unit_op_b", "unit", FUMI_DTYPE_F32);
   auto e = make(R"(version: 1

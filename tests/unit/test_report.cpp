@@ -108,8 +108,8 @@ TEST(Report, CallsAChecksDeclinedByReason) {
 }
 
 // Verdicts that left outputs out as rounding noise of their terms (the summary's metrics[].noise)
-// are counted over processes and named by op and metric: their figures are the calls' own, so an
-// op's maximum can pass its tolerance without a violation (batch 15).
+// are counted over processes and named by op and metric, with the largest figure of those that
+// judged nothing (noise_max: the calls' own figures, kept out of the distribution; batch 16).
 TEST(Report, OutputsLeftOutAsNoiseAreCounted) {
   const auto process = [](int pid, const std::string& noise) {
     return summaryFile(pid, R"([{"op":"aten::sum.dim_IntList","backend":"torch","calls":4,
@@ -117,14 +117,18 @@ TEST(Report, OutputsLeftOutAsNoiseAreCounted) {
       "perturb.fumi_ratio":{"kind":"sensitivity","count":4,"violations":0,"max":3.5,
       "of_tolerance":0.2)" + noise + "}}}]");
   };
-  const Report r = aggregate({process(100, R"(,"noise":2)"), process(200, R"(,"noise":1)"),
-                              process(300, "")});
+  const Report r = aggregate({process(100, R"(,"noise":2,"noise_max":54.7)"),
+                              process(200, R"(,"noise":1,"noise_max":9)"), process(300, "")});
   const std::string text = fumi::report::formatText(r);
   EXPECT_NE(text.find("Outputs left out as rounding noise of their terms (not raised; "
-                      "docs/detection.md): aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls)"),
+                      "docs/detection.md): aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls, "
+                      "up to 54.7)"),
             std::string::npos) << text;
-  EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["metrics"]["perturb.fumi_ratio"]["noise"], 3);
-  EXPECT_NE(fumi::report::formatHtml(r).find("aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls)"),
+  const auto json = fumi::report::toJson(r)["ops"][0]["metrics"]["perturb.fumi_ratio"];
+  EXPECT_EQ(json["noise"], 3);
+  EXPECT_EQ(json["noise_max"], 54.7);
+  EXPECT_NE(fumi::report::formatHtml(r).find(
+                "aten::sum.dim_IntList (perturb.fumi_ratio: 3 calls, up to 54.7)"),
             std::string::npos);
   EXPECT_EQ(fumi::report::formatText(aggregate({process(300, "")})).find("rounding noise"),
             std::string::npos);  // none: no such line
