@@ -60,6 +60,15 @@ const NanOriginSettings* settings() {
   return e ? &e->policy().nan_origin : nullptr;
 }
 
+// Where a search that found no origin first saw the values come in: the first op after the
+// sentinel with them in an input (not the first op that ever had them: the sentinel's own
+// inputs may have, and ops before it; batch 16's NeRF named its `.item()`).
+std::string firstReceiver(const SearchState& s) {
+  return s.first_propagated.empty()
+             ? std::string()
+             : "; the first op after the sentinel seen receiving them was " + s.first_propagated;
+}
+
 }  // namespace
 
 void nanSentinel(const OpSite* site, uint64_t index) {
@@ -93,7 +102,7 @@ void nanSearchStep() {
                 " optimizer steps after the sentinel" +
                 (s.first_propagated.empty()
                      ? std::string(" (no op saw non-finite values again: the cause did not recur)")
-                     : "; the first op that received them was " + s.first_propagated +
+                     : firstReceiver(s) +
                            ": they were already in the inputs, parameters or data when the "
                            "search began"));
 }
@@ -167,10 +176,9 @@ void nanSearchAtExit() {
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
-  endSearch(s, "not_found", "the process ended before the search found where the NaN/Inf appeared" +
-                                (s.first_propagated.empty()
-                                     ? std::string()
-                                     : "; the first op that received them was " + s.first_propagated));
+  endSearch(s, "not_found",
+            "the process ended before the search found where the NaN/Inf appeared" +
+                firstReceiver(s));
 }
 
 }  // namespace fumi
