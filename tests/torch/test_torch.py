@@ -25,10 +25,14 @@ def losses(stdout):
     return [line for line in stdout.splitlines() if line.startswith("step ")]
 
 
-def every_call(op, checks="[ { plugin: highprec } ]"):
-    """A policy checking every call of `op` (YAML text) with `checks`."""
-    return f"version: 1\nrules:\n  - match: {{ op: {op} }}\n    sample: {{ every: 1 }}\n" \
+def every_call(op, checks="[ { plugin: highprec } ]", top=""):
+    """A policy checking every call of `op` (YAML text) with `checks`; `top`: more top-level
+    keys (lines)."""
+    return f"version: 1\n{top}rules:\n  - match: {{ op: {op} }}\n    sample: {{ every: 1 }}\n" \
            f"    checks: {checks}\n"
+
+
+ALL_CHECKS = "report: { all_checks: true }\n"
 
 
 class TorchTraining(unittest.TestCase):
@@ -643,18 +647,10 @@ class AtenChecks(unittest.TestCase):
         # op(|x|) (|x| - |mean| changes sign), so the input is reflected about its mean for
         # them: the figure matches the program's own fp64 one. With each op's reduction length
         # it is judged a cancellation: data below the bound, raised above it.
-        policy = """
-            version: 1
-            report: { all_checks: true }
-            %s
-            rules:
-              - match: { op: [aten::native_batch_norm_backward,
-                              aten::native_layer_norm_backward,
-                              aten::native_group_norm_backward] }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec, tolerance: 5.0e-6 } ]
-            """
-        r = self.demo("norm_grads", policy % "")
+        norms = "[aten::native_batch_norm_backward, aten::native_layer_norm_backward, " \
+                "aten::native_group_norm_backward]"
+        checks = "[ { plugin: highprec, tolerance: 5.0e-6 } ]"
+        r = self.demo("norm_grads", every_call(norms, checks, ALL_CHECKS))
         cancels = {line.split()[1]: float(line.split()[2]) for line in r.stdout.splitlines()
                    if line.startswith("terms_cancel")}
         self.assertEqual(r.of("violation"), [])
@@ -665,7 +661,8 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(check["extra"]["error_tolerance"], 5e-6)
             self.assertLess(abs(check["extra"]["cancellation"] / c - 1), 1e-3, (name, check))
             self.assertLess(check["extra"]["error_of_terms"], 2.0 ** -24, check)
-        bound = self.demo("norm_grads", policy % "tolerances: { cancellation: 0 }")
+        bound = self.demo("norm_grads", every_call(
+            norms, checks, ALL_CHECKS + "tolerances: { cancellation: 0 }\n"))
         self.assertEqual(sorted((v["op"], v["kind"]) for v in bound.of("violation")),
                          sorted(("aten::native_%s_backward" % name, "cancellation")
                                 for name in cancels))
@@ -676,14 +673,9 @@ class AtenChecks(unittest.TestCase):
         # highprec (0.38) and perturb (3) raised it under the default policy (batch 16, AutoInt).
         # Its terms are measured with y negated (|x| left the subtraction: "cancellation 1.0"),
         # and the gradient, at rounding noise of them, is left out and counted.
-        r = self.demo("softmax_flat", """
-            version: 1
-            report: { all_checks: true }
-            rules:
-              - match: { op: aten::_softmax_backward_data }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec }, { plugin: perturb } ]
-            """)
+        r = self.demo("softmax_flat", every_call(
+            "aten::_softmax_backward_data", "[ { plugin: highprec }, { plugin: perturb } ]",
+            ALL_CHECKS))
         self.assertEqual(r.of("violation"), [])
         checks = r.of("check")
         self.assertEqual(sorted(c["check"] for c in checks), ["highprec", "perturb"])
@@ -2181,18 +2173,13 @@ class Autocast(unittest.TestCase):
                 lin(x)
             """)
         plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code], policy="""
-            version: 1
-            report: { all_checks: true }
-            rules:
-              - match: { op: aten::linear, autocast: bf16 }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec } ]
-            """)
+        r = run([PYTHON, "-c", code],
+                policy=every_call("aten::linear, autocast: bf16", top=ALL_CHECKS))
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         words = r.stdout.split()
-        self.assertEqual((words[0], words[1], words[3], words[4]), ("stale", "True", "fresh", "True"))
+        self.assertEqual((words[0], words[1], words[3], words[4]),
+                         ("stale", "True", "fresh", "True"))
         [stale] = r.of("violation")
         self.assertEqual((stale["check"], stale["metric"], stale["kind"]),
                          ("autocast", "stale_cast", "error"))
