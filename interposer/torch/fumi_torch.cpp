@@ -1000,6 +1000,23 @@ bool ambiguousOutput(const std::string& op, const std::string& ret) {
   return (ret == "U" || ret == "V" || ret == "Vh" || ret == "eigenvectors") && kOps.count(op) > 0;
 }
 
+// Outputs that are an op's workspace for its backward, not results, with parts the op never
+// writes: _ctc_loss's log_alpha (output 1), the alpha lattice, log 0 = -inf off the paths and
+// uninitialised memory beyond each sequence's input and target lengths (an every-call rule read
+// highprec 1.6e35 and reported an Inf "origin" on a healthy CRNN; batch 16). Neither listed for
+// the checks nor scanned by a NaN search; the loss, output 0, is.
+bool workspaceOutput(const std::string& op, size_t index) {
+  return index == 1 && (op == "aten::_ctc_loss" || op == "aten::_cudnn_ctc_loss");
+}
+
+// `outputs` without the workspace ones (None in their place), for scans of the results.
+std::vector<c10::IValue> resultsOf(const std::string& op, const std::vector<c10::IValue>& outputs) {
+  std::vector<c10::IValue> results = outputs;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (workspaceOutput(op, i)) results[i] = c10::IValue();
+  return results;
+}
+
 // Why a rerun of the op measures no precision, or nullptr. Ops that round their result to a
 // grid jump where an input crosses a step (floor division, remainders, histograms, fake
 // quantization: a wider rerun puts a quotient of 63.9999983 below 64 where the f32 call rounded
@@ -1250,9 +1267,10 @@ class CapturedCall final : public at::ObserverContext {
       std::string name = i < rets.size() ? rets[i].name() : std::string();
       if (name.empty()) name = savedStatistic(schema.name(), i);
       if (name.empty()) name = outputs.size() == 1 ? "out" : "out" + std::to_string(i);
-      const bool ambiguous = ambiguousOutput(schema.name(), name);
+      const bool unlisted = ambiguousOutput(schema.name(), name) ||
+                            workspaceOutput(schema.name(), i);
       forEachTensor(outputs[i], [&](const at::Tensor& t, int k) {
-        output_slots_.push_back(ambiguous ? -1 : add(t, label(name, k), FUMI_ROLE_OUTPUT));
+        output_slots_.push_back(unlisted ? -1 : add(t, label(name, k), FUMI_ROLE_OUTPUT));
       });
     }
   }
@@ -2077,8 +2095,10 @@ void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& ou
 }
 
 // After the op ran, during a search: an origin, a propagation, or nothing.
-void searchOutputs(const std::vector<c10::IValue>& outputs, const OpObservation& obs) {
+void searchOutputs(const char* op, const std::vector<c10::IValue>& all,
+                   const OpObservation& obs) {
   if (obs.uninitialised || !g_api->nan_search_op()) return;
+  const std::vector<c10::IValue> outputs = resultsOf(op, all);
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
@@ -2413,7 +2433,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     }
     try {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
-      if (obs && obs->searching) searchOutputs(outputs, *obs);
+      if (obs && obs->searching) searchOutputs(fumi::torch_compat::opName(fn), outputs, *obs);
       else if (!outputs.empty() && watchOutputs(fumi::torch_compat::opName(fn), op.inputs,
                                                 outputs, op.site, op.index, op.origin_inside))
         for (Running& outer : t_running) outer.origin_inside = true;

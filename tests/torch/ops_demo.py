@@ -1,7 +1,7 @@
 """Operators whose checks are easy to get wrong, for tests under fumi. Prints every result as hex
 floats, with tensor version counters, so runs with and without fumi compare bit for bit.
 Usage: ops_demo.py inplace|random|gemmconv|inference|bn_bf16|bn_eval|rnn_dropout|conv_bn|
-       bias_bn|scaled_bn|norm_grads|softmax_flat|grid|sum_dtype|functorch_ensemble"""
+       bias_bn|scaled_bn|norm_grads|softmax_flat|ctc|grid|sum_dtype|functorch_ensemble"""
 import sys
 
 import torch
@@ -244,6 +244,25 @@ def softmax_flat():
     show("logits_grad", x.grad[0])
 
 
+def ctc():
+    # A CTC loss over sequences of different input and target lengths, three training steps:
+    # _ctc_loss returns its alpha lattice for the backward, -inf off the paths and unwritten
+    # beyond each sequence's lengths.
+    torch.manual_seed(12)
+    rnn, head = torch.nn.GRU(8, 16), torch.nn.Linear(16, 12)
+    opt = torch.optim.SGD(list(rnn.parameters()) + list(head.parameters()), lr=0.1)
+    x, targets = torch.randn(30, 6, 8), torch.randint(1, 12, (6, 9))
+    inputs = torch.tensor([30, 30, 25, 22, 30, 28])
+    lengths = torch.tensor([9, 4, 6, 3, 7, 9])
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.ctc_loss(head(rnn(x)[0]).log_softmax(-1), targets, inputs,
+                                            lengths)
+        loss.backward()
+        opt.step()
+        show("ctc_loss", loss)
+
+
 def sum_dtype():
     # Reductions told their dtype (dtype=float32 on f32 data), with and without out=: the
     # wider rerun must widen that argument too. Long rows of large values: f32's rounding shows.
@@ -279,5 +298,5 @@ if __name__ == "__main__":
     {"inplace": inplace, "random": random, "gemmconv": gemmconv, "inference": inference,
      "bn_bf16": bn_bf16, "bn_eval": bn_eval, "rnn_dropout": rnn_dropout, "conv_bn": conv_bn,
      "bias_bn": bias_bn, "scaled_bn": scaled_bn, "norm_grads": norm_grads,
-     "softmax_flat": softmax_flat, "grid": grid, "decompositions": decompositions,
+     "softmax_flat": softmax_flat, "ctc": ctc, "grid": grid, "decompositions": decompositions,
      "sum_dtype": sum_dtype, "functorch_ensemble": functorch_ensemble}[sys.argv[1]]()

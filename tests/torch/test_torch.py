@@ -685,6 +685,27 @@ class AtenChecks(unittest.TestCase):
         metrics = torch_summary(r)["aten::_softmax_backward_data"]["metrics"]
         self.assertEqual(metrics["highprec.normwise_rel"]["noise"], 1)
 
+    def test_ctc_loss_judged_on_its_loss_not_its_workspace(self):
+        # _ctc_loss's second output, the alpha lattice kept for its backward, holds -inf off the
+        # paths and unwritten memory beyond each sequence's lengths: an every-call rule read
+        # highprec 1.6e35 and an Inf "origin" on a healthy CRNN (batch 16). The loss is judged,
+        # the lattice not listed; the default policy checks both CTC ops.
+        r = self.demo("ctc", every_call("[aten::_ctc_loss, aten::_ctc_loss_backward]",
+                                        "[ { plugin: nan_inf }, { plugin: highprec }, "
+                                        "{ plugin: perturb } ]", ALL_CHECKS))
+        self.assertEqual(r.of("violation"), [])
+        for op in ("aten::_ctc_loss", "aten::_ctc_loss_backward"):
+            checks = {c["check"]: c for c in r.of("check") if c["op"] == op}
+            self.assertEqual(sorted(checks), ["highprec", "nan_inf", "perturb"], op)
+            self.assertLess(checks["highprec"]["value"], 1e-4, op)
+        shapes = {c["call_index"]: c["shape"] for c in r.of("check")
+                  if c["op"] == "aten::_ctc_loss"}
+        self.assertEqual(len(shapes), 3)
+        for shape in shapes.values():
+            self.assertEqual(sorted(k for k in shape if k.startswith("out")), ["out0"], shape)
+        default = subprocess.run([FUMI, "policy", "default"], capture_output=True, text=True)
+        self.assertIn("aten::_ctc_loss, aten::_ctc_loss_backward", default.stdout)
+
     def test_gradient_zero_but_for_the_rounding_before_it_is_no_violation(self):
         # A per-channel scale that batch norm takes out again (quantization-aware training's
         # fused conv-bn), and a convolution's bias before batch norm in channels_last: both
