@@ -181,6 +181,28 @@ fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtyp
   return FUMI_OK;
 }
 
+namespace {
+
+// dst = f(x, i) for element i (dense row-major) of src, both laid out like t, through fp64; one
+// element at a time (the terms maps below run only on a violation); *changed as mapTensor's.
+template <class F>
+void mapEach(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+             fumi_dtype dst_dtype, uint64_t* changed, F&& f) {
+  uint64_t differ = 0;
+  forEachElement(t, [&](int64_t i, int64_t at) {
+    const double x = loadAsDouble(src, at, src_dtype);
+    storeFromDouble(dst, at, f(x, i), dst_dtype);
+    const double y = loadAsDouble(dst, at, dst_dtype);
+    uint64_t a, b;
+    std::memcpy(&a, &x, sizeof a);
+    std::memcpy(&b, &y, sizeof b);
+    differ += a != b ? 1 : 0;
+  });
+  if (changed) *changed = differ;
+}
+
+}  // namespace
+
 fumi_status mapCentred(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
                        fumi_dtype dst_dtype, const double* means, int64_t count,
                        const Centring& c, uint64_t* changed) {
@@ -193,18 +215,18 @@ fumi_status mapCentred(const fumi_tensor& t, const void* src, fumi_dtype src_dty
   // Whole blocks of channels: then the last element has the largest index.
   if (n % (c.channels * c.inner) != 0 || (n > 0 && meanIndex(n - 1) >= count))
     return FUMI_UNSUPPORTED;
-  uint64_t differ = 0;
-  // Only on a violation (the terms' rerun): one element at a time, through fp64.
-  forEachElement(t, [&](int64_t i, int64_t at) {
-    const double x = loadAsDouble(src, at, src_dtype), mu = means[meanIndex(i)];
-    storeFromDouble(dst, at, mu + std::fabs(x - mu), dst_dtype);
-    const double y = loadAsDouble(dst, at, dst_dtype);
-    uint64_t a, b;
-    std::memcpy(&a, &x, sizeof a);
-    std::memcpy(&b, &y, sizeof b);
-    differ += a != b ? 1 : 0;
+  mapEach(t, src, src_dtype, dst, dst_dtype, changed, [&](double x, int64_t i) {
+    const double mu = means[meanIndex(i)];
+    return mu + std::fabs(x - mu);
   });
-  if (changed) *changed = differ;
+  return FUMI_OK;
+}
+
+fumi_status mapNegatedAbs(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                          fumi_dtype dst_dtype, uint64_t* changed) {
+  if (dtypeBytes(src_dtype) == 0 || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
+  mapEach(t, src, src_dtype, dst, dst_dtype, changed,
+          [](double x, int64_t) { return -std::fabs(x); });
   return FUMI_OK;
 }
 

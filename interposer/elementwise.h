@@ -36,6 +36,11 @@ fumi_status mapCentred(const fumi_tensor& t, const void* src, fumi_dtype src_dty
                        fumi_dtype dst_dtype, const double* means, int64_t count,
                        const Centring& c, uint64_t* changed);
 
+// dst (laid out like t) = -|src|: the terms map of softmax's backward (TermsMap). *changed as
+// mapTensor's; FUMI_UNSUPPORTED for a dtype without storage.
+fumi_status mapNegatedAbs(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
+                          fumi_dtype dst_dtype, uint64_t* changed);
+
 // `a` against `b`, both laid out like t (fumi_comparison; metrics.h, compareValues).
 fumi_status compareTensor(const fumi_tensor& t, const void* a, fumi_dtype a_dtype, const void* b,
                           fumi_dtype b_dtype, const fumi_compare_spec& spec, fumi_comparison* out);

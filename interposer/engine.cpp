@@ -502,19 +502,8 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
     const TermsMap terms =
         frameworkTermsMap(c->call->info().op, tensors, c->call->args(), index);
     if (terms.role == TermsMap::kKeep) s.kind = FUMI_MAP_COPY;
-    if (terms.role == TermsMap::kNegAbs) {
-      const fumi_status st = mapTensor(t, src, src_dtype, dst, dst_dtype, s, nullptr);
-      uint64_t moved = 0;  // -|x| against x
-      if (st == FUMI_OK)
-        forEachElement(t, [&](int64_t, int64_t at) {
-          const double x = loadAsDouble(src, at, src_dtype);
-          storeFromDouble(dst, at, -loadAsDouble(dst, at, dst_dtype), dst_dtype);
-          const double y = loadAsDouble(dst, at, dst_dtype);
-          moved += std::memcmp(&x, &y, sizeof x) != 0 ? 1 : 0;
-        });
-      if (changed) *changed = moved;
-      return st;
-    }
+    if (terms.role == TermsMap::kNegAbs)
+      return mapNegatedAbs(t, src, src_dtype, dst, dst_dtype, changed);
     if (terms.role == TermsMap::kCentred) {
       const fumi_tensor& mean = tensors[static_cast<size_t>(terms.mean)];
       std::vector<double> means(static_cast<size_t>(tensorNumel(mean)));

@@ -376,6 +376,34 @@ TEST(Elementwise, MapCentredReflectsEachElementAboutItsMean) {
   }
 }
 
+// Softmax's backward's terms map: -|x| in place of each element, the count of those it moved.
+TEST(Elementwise, MapNegatedAbsNegatesEachMagnitude) {
+  for (const fumi_tensor& t : allLayouts()) {
+    if (broadcast(t)) continue;
+    for (fumi_dtype ds : kLoadable)
+      for (fumi_dtype dd : kDtypes) {
+        const auto src = specialBuffer(t, ds, 43);
+        std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
+            want = dst;
+        uint64_t changed = 0;
+        forEachElement(t, [&](int64_t, int64_t off) {
+          const double x = loadAsDouble(src.data(), off, ds);
+          storeFromDouble(want.data(), off, -std::fabs(x), dd);
+          const double stored = loadAsDouble(want.data(), off, dd);
+          changed += std::memcmp(&stored, &x, 8) != 0;
+        });
+        uint64_t got = 0;
+        ASSERT_EQ(mapNegatedAbs(t, src.data(), ds, dst.data(), dd, &got), FUMI_OK);
+        EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->" << dtypeName(dd);
+        EXPECT_EQ(got, changed);
+      }
+  }
+  const fumi_tensor one = makeTensor({1}, {1});
+  double x = 1, y = 0;
+  EXPECT_EQ(mapNegatedAbs(one, &x, FUMI_DTYPE_UNKNOWN, &y, FUMI_DTYPE_F64, nullptr),
+            FUMI_UNSUPPORTED);
+}
+
 TEST(Elementwise, MapRefusesUnknownKindsAndDtypes) {
   const fumi_tensor t = makeTensor({4}, {1});
   std::vector<double> a(4, 1.0), b(4);
