@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -1005,16 +1006,8 @@ bool ambiguousOutput(const std::string& op, const std::string& ret) {
 // uninitialised memory beyond each sequence's input and target lengths (an every-call rule read
 // highprec 1.6e35 and reported an Inf "origin" on a healthy CRNN; batch 16). Neither listed for
 // the checks nor scanned by a NaN search; the loss, output 0, is.
-bool workspaceOutput(const std::string& op, size_t index) {
+bool workspaceOutput(std::string_view op, size_t index) {
   return index == 1 && (op == "aten::_ctc_loss" || op == "aten::_cudnn_ctc_loss");
-}
-
-// `outputs` without the workspace ones (None in their place), for scans of the results.
-std::vector<c10::IValue> resultsOf(const std::string& op, const std::vector<c10::IValue>& outputs) {
-  std::vector<c10::IValue> results = outputs;
-  for (size_t i = 0; i < results.size(); ++i)
-    if (workspaceOutput(op, i)) results[i] = c10::IValue();
-  return results;
 }
 
 // Why a rerun of the op measures no precision, or nullptr. Ops that round their result to a
@@ -2098,7 +2091,13 @@ void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& ou
 void searchOutputs(const char* op, const std::vector<c10::IValue>& all,
                    const OpObservation& obs) {
   if (obs.uninitialised || !g_api->nan_search_op()) return;
-  const std::vector<c10::IValue> outputs = resultsOf(op, all);
+  // The results: the workspace outputs not scanned (None in their place).
+  std::vector<c10::IValue> results;
+  if (all.size() > 1 && workspaceOutput(op, 1)) {
+    results = all;
+    results[1] = c10::IValue();
+  }
+  const std::vector<c10::IValue>& outputs = results.empty() ? all : results;
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
