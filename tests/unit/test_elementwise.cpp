@@ -328,6 +328,30 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
   }
 }
 
+// A terms map (`map(src, ds, dst, dd, &changed)`) against `f(x, k)` for element k (dense
+// row-major) of every layout and dtype pair: each element where the layout puts it, the gaps
+// left alone, and the count of elements whose stored value moved.
+template <class Map, class F>
+void expectElementwise(const fumi_tensor& t, uint32_t seed, Map&& map, F&& f) {
+  for (fumi_dtype ds : kLoadable)
+    for (fumi_dtype dd : kDtypes) {
+      const auto src = specialBuffer(t, ds, seed);
+      std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
+          want = dst;
+      uint64_t changed = 0;
+      forEachElement(t, [&](int64_t k, int64_t off) {
+        const double x = loadAsDouble(src.data(), off, ds);
+        storeFromDouble(want.data(), off, f(x, k), dd);
+        const double stored = loadAsDouble(want.data(), off, dd);
+        changed += std::memcmp(&stored, &x, 8) != 0;
+      });
+      uint64_t got = 0;
+      ASSERT_EQ(map(src.data(), ds, dst.data(), dd, &got), FUMI_OK);
+      EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->" << dtypeName(dd);
+      EXPECT_EQ(got, changed);
+    }
+}
+
 // The terms map of a normalisation's backward reflects each element about its own mean (batch
 // norm's per channel, group norm's per sample and group), wherever the layout puts it, and
 // refuses means it does not have.
@@ -341,62 +365,41 @@ TEST(Elementwise, MapCentredReflectsEachElementAboutItsMean) {
     for (const Centring& c : {per_channel, per_sample}) {
       std::vector<double> means(static_cast<size_t>(c.outer ? t.shape[0] * channels : channels));
       for (size_t i = 0; i < means.size(); ++i) means[i] = 0.25 * static_cast<double>(i) - 0.6;
-      for (fumi_dtype ds : kLoadable)
-        for (fumi_dtype dd : kDtypes) {
-          const auto src = specialBuffer(t, ds, 41);
-          std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
-              want = dst;
-          uint64_t changed = 0;
-          forEachElement(t, [&](int64_t k, int64_t off) {
+      const auto count = static_cast<int64_t>(means.size());
+      expectElementwise(
+          t, 41,
+          [&](const void* src, fumi_dtype ds, void* dst, fumi_dtype dd, uint64_t* changed) {
+            return mapCentred(t, src, ds, dst, dd, means.data(), count, c, changed);
+          },
+          [&](double x, int64_t k) {
             const int64_t channel = k / inner % channels, sample = k / (inner * channels);
             const double mu = means[static_cast<size_t>(sample * c.outer + channel)];
-            const double x = loadAsDouble(src.data(), off, ds);
-            storeFromDouble(want.data(), off, mu + std::fabs(x - mu), dd);
-            const double stored = loadAsDouble(want.data(), off, dd);
-            changed += std::memcmp(&stored, &x, 8) != 0;
+            return mu + std::fabs(x - mu);
           });
-          uint64_t got = 0;
-          ASSERT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
-                               static_cast<int64_t>(means.size()), c, &got),
-                    FUMI_OK);
-          EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->"
-                               << dtypeName(dd) << " outer " << c.outer;
-          EXPECT_EQ(got, changed);
-          // One mean short, or channels that do not tile the tensor: refused.
-          EXPECT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
-                               static_cast<int64_t>(means.size()) - 1, c, nullptr),
-                    FUMI_UNSUPPORTED);
-          Centring wrong = c;
-          wrong.inner = n + 1;
-          EXPECT_EQ(mapCentred(t, src.data(), ds, dst.data(), dd, means.data(),
-                               static_cast<int64_t>(means.size()), wrong, nullptr),
-                    FUMI_UNSUPPORTED);
-        }
+      // One mean short, or channels that do not tile the tensor: refused.
+      std::vector<double> src(static_cast<size_t>(tensorSpan(t)), 1.0), dst = src;
+      EXPECT_EQ(mapCentred(t, src.data(), FUMI_DTYPE_F64, dst.data(), FUMI_DTYPE_F64,
+                           means.data(), count - 1, c, nullptr),
+                FUMI_UNSUPPORTED);
+      Centring wrong = c;
+      wrong.inner = n + 1;
+      EXPECT_EQ(mapCentred(t, src.data(), FUMI_DTYPE_F64, dst.data(), FUMI_DTYPE_F64,
+                           means.data(), count, wrong, nullptr),
+                FUMI_UNSUPPORTED);
     }
   }
 }
 
-// Softmax's backward's terms map: -|x| in place of each element, the count of those it moved.
+// Softmax's backward's terms map: -|x| in place of each element.
 TEST(Elementwise, MapNegatedAbsNegatesEachMagnitude) {
   for (const fumi_tensor& t : allLayouts()) {
     if (broadcast(t)) continue;
-    for (fumi_dtype ds : kLoadable)
-      for (fumi_dtype dd : kDtypes) {
-        const auto src = specialBuffer(t, ds, 43);
-        std::vector<unsigned char> dst(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab),
-            want = dst;
-        uint64_t changed = 0;
-        forEachElement(t, [&](int64_t, int64_t off) {
-          const double x = loadAsDouble(src.data(), off, ds);
-          storeFromDouble(want.data(), off, -std::fabs(x), dd);
-          const double stored = loadAsDouble(want.data(), off, dd);
-          changed += std::memcmp(&stored, &x, 8) != 0;
-        });
-        uint64_t got = 0;
-        ASSERT_EQ(mapNegatedAbs(t, src.data(), ds, dst.data(), dd, &got), FUMI_OK);
-        EXPECT_EQ(dst, want) << "ndim " << t.ndim << " " << dtypeName(ds) << "->" << dtypeName(dd);
-        EXPECT_EQ(got, changed);
-      }
+    expectElementwise(
+        t, 43,
+        [&](const void* src, fumi_dtype ds, void* dst, fumi_dtype dd, uint64_t* changed) {
+          return mapNegatedAbs(t, src, ds, dst, dd, changed);
+        },
+        [](double x, int64_t) { return -std::fabs(x); });
   }
   const fumi_tensor one = makeTensor({1}, {1});
   double x = 1, y = 0;
