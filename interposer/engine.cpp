@@ -507,9 +507,10 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
     if (terms.role == TermsMap::kCentred) {
       const fumi_tensor& mean = tensors[static_cast<size_t>(terms.mean)];
       std::vector<double> means(static_cast<size_t>(tensorNumel(mean)));
-      forEachElement(mean, [&](int64_t i, int64_t at) {
-        means[static_cast<size_t>(i)] = loadAsDouble(mean.data, at, mean.dtype);
-      });
+      if (const fumi_status st = gatherTensor(mean, nullptr, mean.dtype, means.data(),
+                                              FUMI_ORDER_LOGICAL, c->call);
+          st != FUMI_OK)
+        return st;
       return mapCentred(t, src, src_dtype, dst, dst_dtype, means.data(),
                         static_cast<int64_t>(means.size()), terms.centring, changed);
     }
