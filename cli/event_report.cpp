@@ -238,6 +238,8 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     v.python_stack = getStringArray(obj, "python_stack");
     v.origin = getBool(obj, "origin").value_or(false);
     if (const json* s = getObject(obj, "sentinel")) v.sentinel = *s;
+    v.looked_back = getBool(obj, "looked_back").value_or(false);
+    v.through = getStringArray(obj, "through");
   }
   return ev;
 }
@@ -402,6 +404,7 @@ class Aggregator {
   }
 
   Report finish() {
+    attachOriginStacks();
     std::map<int64_t, RankTotals> ranks;
     // Snapshots first: their metrics join the global ones below.
     for (Segment& seg : segments_)
@@ -534,7 +537,8 @@ class Aggregator {
     if (!event) throw FieldError("no \"event\" field");
     const std::string& type = *event;
     if (type != "start" && type != "violation" && type != "check" && type != "summary" &&
-        type != "snapshot" && type != "error" && type != "nan_search") {
+        type != "snapshot" && type != "error" && type != "nan_search" &&
+        type != "nan_origin_stack") {
       return;  // unknown event type: ignored (forward compatibility)
     }
     const uint64_t seq = ++seq_;
@@ -563,6 +567,16 @@ class Aggregator {
       n.file = file;
       n.line = lineno;
       report_.nan_searches.push_back(std::move(n));
+      return;
+    }
+
+    if (type == "nan_origin_stack") {
+      ViolationInfo stacks;
+      stacks.pid = pid;
+      stacks.call_index = getCount(obj, "call_index");
+      stacks.stack = getStringArray(obj, "stack");
+      stacks.python_stack = getStringArray(obj, "python_stack");
+      origin_stacks_.push_back({getString(obj, "op").value_or(""), std::move(stacks)});
       return;
     }
 
@@ -646,6 +660,23 @@ class Aggregator {
         acc.first_key = k;
       }
     }
+  }
+
+  // The stacks of origins found looking back, by op (nan_origin_stack events); the call index
+  // and stacks in a ViolationInfo.
+  std::vector<std::pair<std::string, ViolationInfo>> origin_stacks_;
+
+  // Each origin found looking back takes the stacks of its op's next call that made them.
+  void attachOriginStacks() {
+    for (auto& [op, stacks] : origin_stacks_)
+      for (NanOrigin& o : report_.nan_origins) {
+        ViolationInfo& v = o.violation;
+        if (o.op != op || v.pid != stacks.pid || !v.looked_back || v.stack_call_index) continue;
+        v.stack = stacks.stack;
+        v.python_stack = stacks.python_stack;
+        v.stack_call_index = stacks.call_index.value_or(0);
+        break;
+      }
   }
 
   std::vector<Segment> segments_;  // referred to by index while reading (it grows)

@@ -117,7 +117,14 @@ struct ViolationInfo {
   std::vector<std::string> stack;
   std::vector<std::string> python_stack;  // innermost first, the program's own frames first
   bool origin = false;      // a nan_inf violation where NaN/Inf first appeared (the NaN origin)
-  nlohmann::json sentinel;  // origin only: {"op", "call_index"} whose output started the search
+  // origin only: {"op", "call_index"} whose output started the search, and its "python_stack"
+  // where the origin was found looking back
+  nlohmann::json sentinel;
+  bool looked_back = false;          // origin found looking back from the sentinel (no stacks)
+  std::vector<std::string> through;  // looked back: the ops it went through ("aten::sub #2")
+  // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`
+  // event: the op made them again while the search went on), when there was one
+  std::optional<uint64_t> stack_call_index;
   std::string file;
   int line = 0;
 };

@@ -118,6 +118,11 @@ std::string sentinelText(const json& sentinel) {
   if (sentinel.contains("call_index") && sentinel["call_index"].is_number_integer()) {
     s += " #" + std::to_string(sentinel["call_index"].get<int64_t>());
   }
+  std::vector<std::string> stack;
+  if (const auto py = sentinel.find("python_stack"); py != sentinel.end() && py->is_array())
+    for (const json& f : *py)
+      if (f.is_string()) stack.push_back(f.get<std::string>());
+  if (std::string at = userFrame(stack); !at.empty()) s += " at " + at;
   return s;
 }
 
@@ -151,6 +156,16 @@ std::string originText(const NanOrigin& o) {
       return std::to_string(static_cast<uint64_t>(n.get<double>()));
     };
     s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf)";
+  }
+  if (v.looked_back) {
+    s += "; found looking back from the sentinel";
+    s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +
+                                  "'s, which made them again)"
+                            : " (the op had returned: no stack of its own)";
+    std::string through;
+    for (const std::string& t : v.through) through += (through.empty() ? "" : ", ") + t;
+    if (!through.empty())
+      s += ", from finite inputs through " + through + ", whose results were no longer held";
   }
   if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
   return s;

@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -292,6 +293,17 @@ void apiNanPropagated(void* site, const char* input) {
   nanPropagated(static_cast<const OpSite*>(site), input);
 }
 
+PastCall pastCall(const fumi_past_call& c) {
+  return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase};
+}
+void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
+                      const fumi_past_call* through, size_t n_through, const char* not_origin) {
+  if (!call) return;
+  std::vector<PastCall> made;
+  for (size_t i = 0; through && i < n_through; ++i) made.push_back(pastCall(through[i]));
+  nanLookedBack(pastCall(*call), detail, nan, inf, made, not_origin);
+}
+
 void apiAttribution(void* site, uint64_t index, const char* fields) {
   Reporter* rep = activeReporter();
   if (!site || !fields || !rep) return;
@@ -360,7 +372,8 @@ const fumi_adapter_api kAdapterApi = {
     apiNanSentinels,          apiNonfiniteSeen,         apiNanSearch,     apiNanSearchOp,
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
-    apiCompare,               apiAccount,               apiReport};
+    apiCompare,               apiAccount,               apiReport,        currentPhase,
+    apiNanLookedBack};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -30,8 +30,16 @@ extern "C" {
  * 10: fumi_adapter_call.cuda_stream (fumi's own kernels for the primitives and checksum's
  *    projections of CUDA tensors, on the framework's stream).
  * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump).
- * 12: report (a violation the adapter found itself, with a sentence for the report). */
-#define FUMI_ADAPTER_ABI_VERSION 12u
+ * 12: report (a violation the adapter found itself, with a sentence for the report).
+ * 13: phase and nan_looked_back (the NaN origin found among the ops before a sentinel). */
+#define FUMI_ADAPTER_ABI_VERSION 13u
+
+/* One call of an op an adapter saw earlier (nan_looked_back). */
+typedef struct fumi_past_call {
+  void* site;
+  uint64_t index;
+  const char* phase; /* phase() when the call ran */
+} fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
  * (fumi_adapter_call.convolve, ABI 6): a cross-correlation over `spatial` (1 to 3) dimensions
@@ -229,6 +237,20 @@ typedef struct fumi_adapter_api {
    * op's call). */
   void (*report)(void* site, uint64_t index, const char* name, fumi_kind kind, double value,
                  double bound, const char* detail);
+  /* ABI 13 — the phase of the op running on the calling thread ("forward", "backward",
+   * "optimizer", or "" outside any op): a static string. */
+  const char* (*phase)(void);
+  /* ABI 13 — what the adapter found looking back over the ops before a sentinel that has just
+   * started a search (nan_search.h, "look back"), from the values they left behind. With
+   * `not_origin` NULL, `call` made non-finite outputs (`nan`, `inf`; `detail` as nan_origin's)
+   * from finite inputs, through the `n_through` calls in `through` whose results were no
+   * longer held as they were (none: from its own inputs): reported as the origin at once,
+   * without stacks (the op has returned), and the search ends. Otherwise `call` is the
+   * earliest op still holding the values and `not_origin` says why it is not the origin: kept
+   * for the search's message should it end without one. */
+  void (*nan_looked_back)(const fumi_past_call* call, const char* detail, uint64_t nan,
+                          uint64_t inf, const fumi_past_call* through, size_t n_through,
+                          const char* not_origin);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -849,8 +849,8 @@ void dumpCase(fumi_call* c, const std::string& dir, const nlohmann::json& ev) {
 
 void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
                          const std::string& metric, double value, double tolerance,
-                         const nlohmann::json& more) {
-  const char* phase = currentPhase();
+                         const nlohmann::json& more, const char* past_phase) {
+  const char* phase = past_phase ? past_phase : currentPhase();
   const bool held = lossScalingHolds(
       metric, phase, more.is_object() ? more.value("detail", std::string()) : std::string());
   site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held,
@@ -870,8 +870,10 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
   ev["call_index"] = index;
   if (*phase) ev["phase"] = phase;
   const int depth = rep->settings().stack_depth;
-  ev["stack"] = captureStack(depth);
-  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  if (!past_phase) {
+    ev["stack"] = captureStack(depth);
+    if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  }
   if (held) {
     holdViolation(site, check + "." + metric, std::move(ev));
     return;

@@ -208,10 +208,11 @@ fumi_status gatherTensorAt(const fumi_tensor& t, void* out, fumi_dtype out_dtype
 // A violation found by the host itself (not by a plugin's verdict on a Call: a NaN origin, a
 // precision cost over its bound) for `site`'s call `index`, on the calling thread: records the
 // metric as violated and writes a `violation` event with the calling thread's phase and
-// stacks, plus the fields of `more`.
+// stacks, plus the fields of `more`. `past_phase`: the call ran earlier, in that phase (a NaN
+// origin found looking back): no stacks, as the calling thread's are not the call's.
 void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
                          const std::string& metric, double value, double tolerance,
-                         const nlohmann::json& more);
+                         const nlohmann::json& more, const char* past_phase = nullptr);
 
 // Pure sampling arithmetic (unit-tested): is the `index`-th matching call checked?
 bool sampleHit(const SampleSpec& s, uint64_t index);

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "engine.h"
+#include "pystack.h"
+#include "stack.h"
 #include "report.h"
 #include "runtime.h"
 #include "site.h"
@@ -29,7 +31,13 @@ struct SearchState {
   std::string sentinel_op;
   uint64_t sentinel_index = 0;
   std::string first_propagated;  // "aten::addmm (input 'weight')"
+  std::string looked_back;  // what looking back from the sentinel found, when no origin
   std::set<std::string> origins;  // ops already reported as origins
+  std::string last_origin;        // the last one reported: "aten::sqrt #1"
+  // The op the running search found looking back (reported without stacks): the search goes on
+  // for its stacks, should it make non-finite values from finite inputs again.
+  std::string awaiting_stack;
+  uint64_t awaiting_index = 0;
 };
 
 SearchState* g_search = new SearchState;  // immortal: used by the exit summary
@@ -40,11 +48,14 @@ nlohmann::json sentinelJson(const SearchState& s) {
   return {{"op", s.sentinel_op}, {"call_index", s.sentinel_index}};
 }
 
-// Ends the running search (caller holds the lock): a `nan_search` event unless it ends quietly.
+// Ends the running search (caller holds the lock): a `nan_search` event unless it ends quietly,
+// as it does once it has found an origin looking back (the origin's event says so).
 void endSearch(SearchState& s, const char* result, const std::string& message) {
   g_nan_search_active.store(0, std::memory_order_relaxed);
+  const bool found_before = !s.awaiting_stack.empty();
+  s.awaiting_stack.clear();
   Reporter* rep = activeReporter();
-  if (!rep || !result) return;
+  if (!rep || !result || found_before) return;
   nlohmann::json ev;
   ev["event"] = "nan_search";
   ev["result"] = result;
@@ -62,11 +73,46 @@ const NanOriginSettings* settings() {
 
 // Where a search that found no origin first saw the values come in: the first op after the
 // sentinel with them in an input (not the first op that ever had them: the sentinel's own
-// inputs may have, and ops before it; batch 16's NeRF named its `.item()`).
+// inputs may have, and ops before it; batch 16's NeRF named its `.item()`), what looking back
+// from the sentinel saw, and the origin reported before, if any.
 std::string firstReceiver(const SearchState& s) {
-  return s.first_propagated.empty()
-             ? std::string()
-             : "; the first op after the sentinel seen receiving them was " + s.first_propagated;
+  std::string text;
+  if (!s.first_propagated.empty())
+    text = "; the first op after the sentinel seen receiving them was " + s.first_propagated;
+  if (!s.looked_back.empty()) text += "; looking back from the sentinel, " + s.looked_back;
+  if (!s.last_origin.empty())
+    text += "; an origin was reported earlier in the process (" + s.last_origin +
+            "): an optimizer step after it spreads its values into the parameters";
+  return text;
+}
+
+std::string callText(const OpSite* site, uint64_t index) {
+  return std::string(site ? site->name : "?") + " #" + std::to_string(index);
+}
+
+// nanOriginClaim with the lock held.
+nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index) {
+  const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
+  if (s.origins.count(site->name)) {
+    ++s.repeats;  // the same origin again: already reported
+    if (searching) endSearch(s, nullptr, "");
+    return nullptr;
+  }
+  nlohmann::json sentinel;
+  if (searching) {
+    sentinel = sentinelJson(s);
+    endSearch(s, "found", callText(site, index));
+  } else {
+    // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
+    // counts as one against max_searches.
+    const NanOriginSettings* cfg = settings();
+    if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return nullptr;
+    ++s.searches;
+    sentinel = {{"op", site->name}, {"call_index", index}};
+  }
+  s.origins.insert(site->name);
+  s.last_origin = callText(site, index);
+  return sentinel;
 }
 
 }  // namespace
@@ -84,6 +130,7 @@ void nanSentinel(const OpSite* site, uint64_t index) {
   s.sentinel_op = site ? site->name : "?";
   s.sentinel_index = index;
   s.first_propagated.clear();
+  s.looked_back.clear();
   g_nan_search_active.store(1, std::memory_order_relaxed);
   if (Reporter* rep = activeReporter())
     rep->log().info("non-finite values in {} #{}: searching every op for where they appear",
@@ -101,10 +148,10 @@ void nanSearchStep() {
                 std::to_string(cfg ? cfg->steps : 0) +
                 " optimizer steps after the sentinel" +
                 (s.first_propagated.empty()
-                     ? std::string(" (no op saw non-finite values again: the cause did not recur)")
-                     : firstReceiver(s) +
-                           ": they were already in the inputs, parameters or data when the "
-                           "search began"));
+                     ? " (no op saw non-finite values again: the cause did not recur)"
+                     : " (they were already in the inputs, parameters or data when the search "
+                       "began)") +
+                firstReceiver(s));
 }
 
 bool nanSearchOp() {
@@ -131,30 +178,42 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index) {
   if (!site) return nullptr;
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-  if (s.origins.count(site->name)) {
-    ++s.repeats;  // the same origin again: already reported
-    if (searching) endSearch(s, nullptr, "");
-    return nullptr;
+  return claim(s, site, index);
+}
+
+// The search found again, with the stacks of the calling thread, the origin it found looking
+// back: a `nan_origin_stack` event for the report to attach to that origin. False when the
+// search awaits no such stack.
+bool originStack(const OpSite* site, uint64_t index) {
+  uint64_t origin_index = 0;
+  {
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!site || s.awaiting_stack != site->name ||
+        !g_nan_search_active.load(std::memory_order_relaxed))
+      return false;
+    origin_index = s.awaiting_index;
+    endSearch(s, nullptr, "");
   }
-  nlohmann::json sentinel;
-  if (searching) {
-    sentinel = sentinelJson(s);
-    endSearch(s, "found", std::string(site->name) + " #" + std::to_string(index));
-  } else {
-    // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
-    // counts as one against max_searches.
-    const NanOriginSettings* cfg = settings();
-    if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return nullptr;
-    ++s.searches;
-    sentinel = {{"op", site->name}, {"call_index", index}};
-  }
-  s.origins.insert(site->name);
-  return sentinel;
+  Reporter* rep = activeReporter();
+  if (!rep) return true;
+  InsideScope inside;
+  const int depth = rep->settings().stack_depth;
+  nlohmann::json ev;
+  ev["event"] = "nan_origin_stack";
+  ev["op"] = site->name;
+  ev["backend"] = site->backend;
+  ev["call_index"] = index;
+  ev["origin_call_index"] = origin_index;
+  ev["stack"] = captureStack(depth);
+  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  rep->event(std::move(ev));
+  return true;
 }
 
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf) {
+  if (originStack(site, index)) return;
   nlohmann::json sentinel = nanOriginClaim(site, index);
   if (sentinel.is_null()) return;
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
@@ -164,6 +223,48 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                        {"sentinel", std::move(sentinel)},
                        {"rule", "nan_origin"},
                        {"extra", {{"nan", nan}, {"inf", inf}}}});
+}
+
+void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
+                   const std::vector<PastCall>& through, const char* not_origin) {
+  if (!call.site) return;
+  if (not_origin) {
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (g_nan_search_active.load(std::memory_order_relaxed))
+      s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
+                      "them was " + callText(call.site, call.index) + ", " + not_origin;
+    return;
+  }
+  nlohmann::json sentinel;
+  {
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
+    sentinel = claim(s, call.site, call.index);
+    if (sentinel.is_null()) return;
+    if (searching) {  // claim ended it: it goes on for the origin's stacks
+      g_nan_search_active.store(1, std::memory_order_relaxed);
+      s.awaiting_stack = call.site->name;
+      s.awaiting_index = call.index;
+    }
+  }
+  // The stacks are the sentinel's (the thread is there now), not the origin's.
+  if (Reporter* rep = activeReporter())
+    if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
+      sentinel["python_stack"] = std::move(py);
+  nlohmann::json made = nlohmann::json::array();
+  for (const PastCall& c : through) made.push_back(callText(c.site, c.index));
+  reportHostViolation(const_cast<OpSite&>(*call.site), call.index, "nan_inf", FUMI_KIND_ERROR,
+                      "nonfinite", static_cast<double>(nan + inf), 0,
+                      {{"detail", detail ? detail : "appeared"},
+                       {"origin", true},
+                       {"looked_back", true},
+                       {"through", std::move(made)},
+                       {"sentinel", std::move(sentinel)},
+                       {"rule", "nan_origin"},
+                       {"extra", {{"nan", nan}, {"inf", inf}}}},
+                      call.phase ? call.phase : "");
 }
 
 void nanSearchAfterFork() {

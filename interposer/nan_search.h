@@ -13,6 +13,15 @@
 //              its native and Python stacks, and the sentinel that started the search. Training
 //              steps repeat, so an origin that ran before the sentinel fired shows again on the
 //              next step.
+//   look back  when a sentinel starts a search, the torch adapter first looks over the ops this
+//              thread ran since the last optimizer step began (a ring of the last few thousand,
+//              holding their tensors weakly with their versions): the earliest whose outputs,
+//              still held as they were, hold NaN or Inf made from inputs still held and finite
+//              — directly, or through ops whose results are gone or were overwritten — is the
+//              origin at once, reported without stacks (the op has returned); the search goes
+//              on only for its stacks, written as a `nan_origin_stack` event should it make
+//              them again. A NaN that spreads into the weights through the optimizer step never
+//              "appears" again for a search to find.
 //   step down  the search ends at the origin, after `steps` optimizer steps past the one it
 //              started in, or after `max_ops` scanned ops; without an origin it writes a
 //              `nan_search` event "not_found" naming the first op that received non-finite
@@ -23,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +60,18 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // where the call is not reported as an origin (its op already was one, origins are off, or
 // max_searches are spent).
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index);
+// One call an adapter saw before a sentinel, in `phase` (a static string).
+struct PastCall {
+  const OpSite* site;
+  uint64_t index;
+  const char* phase;
+};
+// What the adapter found looking back from the sentinel that has just started the search (see
+// "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the
+// origin, made `through` the calls listed; else `call` is the earliest op still holding the
+// values and `not_origin` why it is not the origin, for the search's message.
+void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
+                   const std::vector<PastCall>& through, const char* not_origin);
 // The search saw `site`'s call receive non-finite values through input `input`.
 void nanPropagated(const OpSite* site, const char* input);
 // In a forked child (a DataLoader worker): no search runs and none has; the parent's search

@@ -8,6 +8,7 @@
 // torch-version difference is in torch_compat.h.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -1975,6 +1976,43 @@ NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
 
 bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
 
+// A tensor as an op saw it, held weakly (its memory goes when the program drops it), with its
+// version then (in-place writes bump it) and its storage (views of it share that). An input of
+// one element on the CPU (a Python number wrapped for the op, a loss) is read at once: such
+// tensors are mostly gone by the time anyone asks.
+class TensorNote {
+ public:
+  enum class Element : uint8_t { kUnread, kFinite, kNonFinite };
+  TensorNote(const at::Tensor& t, bool read_element)
+      : weak_(t.getIntrusivePtr()),
+        version_(t.is_inference() ? -1 : t._version()),
+        storage_(t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr) {
+    if (read_element && t.numel() == 1 && t.device().is_cpu() && readable(t))
+      element_ = scanTensor(t).any() ? Element::kNonFinite : Element::kFinite;
+  }
+  Element element() const { return element_; }
+  // The tensor while it is alive, whatever it holds now; undefined once it is gone.
+  at::Tensor live() const { return at::Tensor(weak_.lock()); }
+  // The tensor while it is alive and holds what the op saw (no in-place write since; an
+  // inference tensor's writes are not counted: never); undefined otherwise.
+  at::Tensor asSeen() const {
+    if (version_ < 0) return {};
+    at::Tensor t = live();
+    return t.defined() && t._version() == version_ ? t : at::Tensor();
+  }
+  // Whether `other` is this tensor or a view of the same memory.
+  bool sharesMemory(const TensorNote& other) const {
+    return storage_ ? storage_ == other.storage_
+                    : weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
+  }
+
+ private:
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak_;
+  int64_t version_;
+  const void* storage_;  // an identity only: never read through
+  Element element_ = Element::kUnread;
+};
+
 // What the sentinel may need of an op's inputs once the op has returned. RecordFunction's
 // inputs are valid only inside the start callback: an unboxed call's arguments are boxed into a
 // temporary array for it and destroyed as soon as it returns (reading them at the end read
@@ -1992,9 +2030,7 @@ class InputNote {
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
         scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
       }
-      forEachTensor(v, [&](const at::Tensor& t, int) {
-        tensors_.emplace_back(t.getIntrusivePtr());
-      });
+      forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true); });
     }
   }
   bool recorded() const { return recorded_; }  // the op had inputs
@@ -2005,18 +2041,18 @@ class InputNote {
   template <class F>
   bool forEachLive(F&& f) const {
     bool all = true;
-    for (const auto& weak : tensors_) {
-      const at::Tensor t(weak.lock());
+    for (const TensorNote& note : tensors_) {
+      const at::Tensor t = note.live();
       if (t.defined()) f(t);
       else all = false;
     }
     return all;
   }
+  const c10::SmallVector<TensorNote, 4>& tensors() const { return tensors_; }
 
  private:
   bool recorded_ = false, nonfinite_scalar_ = false, scalar_above_one_ = false;
-  c10::SmallVector<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>, 4>
-      tensors_;
+  c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
 };
 
 // ---- the observer ---------------------------------------------------------------------------
@@ -2154,11 +2190,13 @@ NonFiniteSource nonFiniteSource(const InputNote& inputs,
 // its empty one-element result with as_strided before filling it; max.dim its results with
 // unsqueeze_), and whatever bytes such memory held from its last use — a NaN pattern now and
 // then — would start a search for a NaN no op made. The op that writes the memory is watched
-// when it returns. `origin_inside`: an op this one called has been reported as the origin
-// (einsum's bmm made the Inf that einsum returns from finite operands): the origin is that op,
-// not this one too. True when this call reports an origin.
+// when it returns. `found_inside`: an op this one called has been reported as the origin
+// (einsum's bmm made the Inf that einsum returns from finite operands), or was the sentinel of a
+// search that found it looking back (nll_loss_forward, inside nll_loss inside cross_entropy):
+// what this one returns is that finding's, not an origin or a sentinel of its own. True when
+// this call reports an origin.
 bool watchOutputs(const char* op, const InputNote& inputs, const std::vector<c10::IValue>& outputs,
-                  void* site, uint64_t index, bool origin_inside) {
+                  void* site, uint64_t index, bool found_inside) {
   for (const c10::IValue& v : outputs) {
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
@@ -2167,14 +2205,152 @@ bool watchOutputs(const char* op, const InputNote& inputs, const std::vector<c10
     switch (nonFiniteSource(inputs, outputs)) {
       case NonFiniteSource::kConstants: break;
       case NonFiniteSource::kFiniteInputs:
-        if (origin_inside) break;
+        if (found_inside) break;
         reportOrigin(site, index, outputs, scanValues(outputs), scalesUp(op, inputs));
         return true;
-      case NonFiniteSource::kUnknown: g_api->nonfinite_seen(site, index); break;
+      case NonFiniteSource::kUnknown:
+        if (!found_inside) g_api->nonfinite_seen(site, index);
+        break;
     }
     return false;
   }
   return false;
+}
+
+// ---- looking back from a sentinel (nan_search.h, "look back") ------------------------------
+
+// An op this thread ran: its inputs as they were before it ran, its outputs as it returned them.
+struct PastOp {
+  fumi_past_call call{};
+  const char* op = "";  // the schema's name (the dispatcher keeps it)
+  InputNote inputs;
+  c10::SmallVector<TensorNote, 2> outputs;
+  bool wrote(const TensorNote& t) const {
+    for (const TensorNote& o : outputs)
+      if (o.sharesMemory(t)) return true;
+    return false;
+  }
+};
+
+// The last ops this thread ran, oldest first: a forward pass of a few thousand ops, whose
+// tensors are held weakly (what is gone stays gone; what autograd or the program holds can be
+// read back when a sentinel fires).
+class PastOps {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  void push(PastOp&& op) {
+    if (ops_.size() < kCapacity) ops_.push_back(std::move(op));
+    else ops_[next_] = std::move(op);
+    next_ = (next_ + 1) % kCapacity;
+    ++pushed_;
+  }
+  // An optimizer step begins.
+  void markStep() { step_ = pushed_; }
+  size_t size() const { return ops_.size(); }
+  // The first op of the last optimizer step, or the oldest recorded: where a search looks back
+  // from (what came before ran with other parameters, whose values are that step's work).
+  size_t stepStart() const {
+    const uint64_t since = pushed_ - step_;
+    return since >= ops_.size() ? 0 : ops_.size() - static_cast<size_t>(since);
+  }
+  const PastOp& operator[](size_t i) const {
+    return ops_.size() < kCapacity ? ops_[i] : ops_[(next_ + i) % kCapacity];
+  }
+
+ private:
+  std::vector<PastOp> ops_;
+  size_t next_ = 0;    // where the next op goes: the oldest, once full
+  uint64_t pushed_ = 0, step_ = 0;
+};
+thread_local PastOps t_past;
+
+// Where the inputs of past op `j` came from: what those still held as they were hold, and for
+// the others the ops that made them, followed back (their results dropped or overwritten since).
+struct Provenance {
+  NonFinite bad;                // non-finite values in inputs still held as they were
+  bool unknown = false;         // an input neither so held nor made by an op still recorded
+  std::vector<size_t> through;  // the ops followed back
+};
+constexpr size_t kMaxThrough = 16;
+
+void traceInputs(const PastOps& past, size_t j, Provenance& p) {
+  const PastOp& op = past[j];
+  if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;  // the program's constant (-inf masks)
+  for (const TensorNote& in : op.inputs.tensors()) {
+    if (p.unknown || p.bad.any()) return;
+    if (const at::Tensor t = in.asSeen(); t.defined()) {
+      p.bad.add(scanTensor(t));
+      continue;
+    }
+    if (in.element() != TensorNote::Element::kUnread) {
+      p.bad.inf += in.element() == TensorNote::Element::kNonFinite ? 1 : 0;
+      continue;
+    }
+    size_t k = j;
+    while (k-- > 0 && !past[k].wrote(in)) {
+    }
+    if (k == static_cast<size_t>(-1)) {
+      p.unknown = true;  // made before the ops recorded, or its memory came from outside
+    } else if (undefinedOutput(past[k].op)) {
+      // fresh memory the op wrote (an out= argument): nothing of its own to follow
+    } else if (std::find(p.through.begin(), p.through.end(), k) == p.through.end()) {
+      if (p.through.size() >= kMaxThrough) {
+        p.unknown = true;
+        return;
+      }
+      p.through.push_back(k);
+      traceInputs(past, k, p);
+    }
+  }
+}
+
+// A sentinel has just started a search: the earliest op since the last optimizer step began
+// whose outputs, still held as it returned them, hold NaN/Inf made from finite inputs (directly, or through ops whose results
+// are gone or overwritten) is the origin, reported at once. Ops passing along values their
+// inputs or the program's constants held (-inf masks) are passed over. Without an origin, the
+// earliest op seen holding values whose inputs are unknown is the search's to mention. True when
+// it found the origin.
+bool lookBack() {
+  const PastOps& past = t_past;
+  const fumi_past_call* unknown = nullptr;
+  for (size_t i = past.stepStart(); i < past.size(); ++i) {
+    const PastOp& e = past[i];
+    if (undefinedOutput(e.op)) continue;
+    NonFinite out;
+    for (const TensorNote& o : e.outputs)
+      if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+    if (!out.any()) continue;
+    Provenance p;
+    traceInputs(past, i, p);
+    const bool nan_from_inf =
+        p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && p.through.empty() && !p.unknown;
+    if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
+      std::vector<fumi_past_call> through;
+      for (size_t k : p.through) through.push_back(past[k].call);
+      g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
+                             out.inf, through.data(), through.size(), nullptr);
+      return true;
+    }
+    if (p.unknown && !p.bad.any() && !unknown) unknown = &e.call;
+  }
+  if (unknown)
+    g_api->nan_looked_back(unknown, nullptr, 0, 0, nullptr, 0,
+                           "its inputs no longer held as it saw them");
+  return false;
+}
+
+// Records the op that has just returned, for lookBack.
+void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
+                const std::vector<c10::IValue>& outputs) {
+  PastOp past;
+  past.call = fumi_past_call{site, index, g_api->phase()};
+  past.op = op;
+  past.inputs = std::move(inputs);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (i != 1 || !workspaceOutput(op, 1))
+      forEachTensor(outputs[i],
+                    [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false); });
+  if (!past.outputs.empty()) t_past.push(std::move(past));
 }
 
 // The ops running on this thread, innermost last: the sentinel names the op.
@@ -2183,7 +2359,7 @@ struct Running {
   uint64_t index;
   bool view;  // returns views of its inputs: neither watched nor scanned
   InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
-  bool origin_inside = false;  // an op it called was reported as a NaN/Inf origin
+  bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
 };
 thread_local std::vector<Running> t_running;
 
@@ -2390,6 +2566,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
       g_api->optimizer_step();
       producers().clear();
+      if (g_sentinels) t_past.markStep();
     }
     if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
@@ -2410,6 +2587,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
+  const bool was_searching = g_sentinels && g_api->nan_search();
   if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
     if (--t_checked_depth == 0) t_checked_call = nullptr;
@@ -2424,18 +2602,23 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     obs->checked->account(secondsSince(started));
   }
   if (g_sentinels && !t_running.empty()) {
-    const Running op = std::move(t_running.back());
+    Running op = std::move(t_running.back());
     t_running.pop_back();
     if (op.view) {
       g_api->pop_context();
       return;
     }
     try {
+      const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
-      if (obs && obs->searching) searchOutputs(fumi::torch_compat::opName(fn), outputs, *obs);
-      else if (!outputs.empty() && watchOutputs(fumi::torch_compat::opName(fn), op.inputs,
-                                                outputs, op.site, op.index, op.origin_inside))
-        for (Running& outer : t_running) outer.origin_inside = true;
+      if (obs && obs->searching) searchOutputs(name, outputs, *obs);
+      else if (!outputs.empty() &&
+               watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
+        for (Running& outer : t_running) outer.found_inside = true;
+      recordPast(name, op.site, op.index, std::move(op.inputs), outputs);
+      // A sentinel of this op (watchOutputs, or a nan_inf check) has just started a search.
+      if (!was_searching && g_api->nan_search() && lookBack())
+        for (Running& outer : t_running) outer.found_inside = true;
     } catch (...) {
     }
   }

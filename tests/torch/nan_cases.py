@@ -18,6 +18,10 @@
   listinputs  a score each step from an op whose operands come as a list (einsum): on one step
              it overflows to Inf from finite inputs, once. The sentinel judges the inputs of the
              ops that return it after they ran, a list's included.
+  poison     a one-off NaN inside the forward pass: on step 1 a feature scale is the square root
+             of a negative number (the line marked POISON; its operand, a temporary, is gone
+             once sqrt returns). The loss is NaN and the optimizer step spreads it into every
+             weight: from then on every op receives NaN and none makes it.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -53,8 +57,13 @@ for step in range(4):
         seq = q_proj(inputs).view(8, 8, 16)
         scores = torch.baddbmm(mask, seq, seq.transpose(1, 2), alpha=0.25)
         inputs = (torch.softmax(scores, dim=-1) @ seq).reshape(64, 16)
-    out = model(inputs)
-    loss = torch.nn.functional.cross_entropy(out, y)
+    if mode == "poison":
+        h = model[0](inputs)
+        shift = 10.0 if step == 1 else 0.0
+        out = model[2](model[1](h * torch.sqrt(h.var(0) - shift)))  # POISON
+    else:
+        out = model(inputs)
+    loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
     loss.backward()
     opt.step()
     if mode == "log0":

@@ -1763,21 +1763,73 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(losses(r.stdout), losses(plain.stdout))  # results never change
         return r
 
-    def test_origin_found_at_its_python_line(self):
-        r = self.case("log0")
+    def origin_line(self, marker):
         with open(NAN_CASES) as f:
-            line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# ORIGIN"))
+            return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(marker))
+
+    def test_origin_found_at_its_python_line(self):
+        # The sentinel (the entropy's sum) looks back over the step's ops: log, whose output the
+        # program still holds, made -inf from finite inputs. Found in the step it happened, its
+        # stacks come from its next call, which the search that goes on sees make them again.
+        r = self.case("log0")
+        line = self.origin_line("# ORIGIN")
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual(len(origins), 1, r.of("violation"))  # found once, not per step
         o = origins[0]
-        self.assertEqual((o["op"], o["check"], o["kind"], o["detail"]),
-                         ("aten::log", "nan_inf", "error", "appeared"))
+        self.assertEqual((o["op"], o["check"], o["kind"], o["detail"], o["call_index"]),
+                         ("aten::log", "nan_inf", "error", "appeared", 0))
+        self.assertTrue(o["looked_back"])
+        self.assertEqual(o["through"], [])
+        self.assertNotIn("python_stack", o)  # the op had returned
         self.assertGreater(o["extra"]["inf"], 0)
-        self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
-        self.assertIn("op", o["sentinel"])
+        self.assertEqual(o["sentinel"]["op"], "aten::sum.dim_IntList")
+        self.assertIn(f"nan_cases.py:{line + 1} ", o["sentinel"]["python_stack"][0])
+        [stacks] = r.of("nan_origin_stack")
+        self.assertEqual((stacks["op"], stacks["call_index"], stacks["origin_call_index"]),
+                         ("aten::log", 1, 0))
+        self.assertIn(f"nan_cases.py:{line} ", stacks["python_stack"][0])
         self.assertEqual([s["result"] for s in r.of("nan_search")], ["found"])
         # mul turns log's -inf into NaN: propagated (counted), never a violation of its own.
         self.assertEqual([v["op"] for v in r.of("violation")], ["aten::log"])
+        # The report gives the origin the stacks of its call that made them again.
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        [text] = [l for l in report.stdout.splitlines() if "NaN/Inf origin:" in l]
+        self.assertIn(f"aten::log (torch) pid {o['pid']}, call 0 at ", text)
+        self.assertIn(f"nan_cases.py:{line} in <module>: appeared", text)
+        self.assertIn("its stacks are its call 1's", text)
+
+    def test_one_off_nan_spread_by_the_optimizer_found_looking_back(self):
+        # sqrt of a negative number on one step, on a temporary gone once sqrt returns; the
+        # optimizer step spreads the NaN into every weight, so no op makes it again from finite
+        # inputs. Before, the search ended "not_found", naming the first op that received it.
+        # steps: 0, so that the search (going on for sqrt's stacks) ends with step 1
+        r = self.case("poison", policy="version: 1\nnan_origin: { steps: 0 }\nrules: []\n")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"], o["call_index"], o["phase"]),
+                         ("aten::sqrt", "appeared", 1, "forward"))
+        self.assertTrue(o["looked_back"])
+        # its operand came through var and sub, whose results nothing held
+        self.assertEqual([t.split(" #")[0] for t in o["through"]],
+                         ["aten::sub.Tensor", "aten::var.dim"])
+        self.assertEqual(o["extra"]["nan"], 32)
+        self.assertEqual(r.of("nan_origin_stack"), [])  # it never recurred
+        # the losses' outer ops (nll_loss, nll_loss_nd around nll_loss_forward) return the same
+        # NaN: the finding's, not sentinels of their own
+        self.assertEqual(r.stderr.count("searching every op"), 3, r.stderr)  # steps 1, 2, 3
+        # steps 2 and 3: nothing made them; what the search says points back at the origin and
+        # at the optimizer's update that wrote them into the weights
+        found, later, _ = r.of("nan_search")
+        self.assertEqual((found["result"], later["result"]), ("found", "not_found"))
+        self.assertIn("an origin was reported earlier in the process (aten::sqrt #1)",
+                      later["message"])
+        self.assertIn("looking back from the sentinel, the earliest op since the last optimizer "
+                      "step whose outputs still held them was aten::add_", later["message"])
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("found looking back from the sentinel (the op had returned: no stack of "
+                      "its own), from finite inputs through aten::sub.Tensor", report.stdout)
+        # no line of its own: the sentinel's (the loss) says where the program was
+        self.assertIn(f"sentinel aten::nll_loss_forward #1 at {NAN_CASES}:"
+                      f"{self.origin_line('# LOSS')} in <module>", report.stdout)
 
     def test_one_off_nan_from_finite_inputs_reported_at_once(self):
         # 0/0 in a metric on one step: the sentinel's op had finite inputs, so it is the origin

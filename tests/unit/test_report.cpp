@@ -689,6 +689,44 @@ TEST(ReportFindings, OriginFirstThenErrorsThenSensitivityThenTables) {
       << run;
 }
 
+// An origin found looking back from its sentinel: no stacks of its own; the ops it went
+// through; the sentinel's line; and the stacks of its op's later call (a nan_origin_stack of the
+// same process and op) once the op made them again, while another process's are not its.
+TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
+  const std::string origin =
+      R"({"event":"violation","op":"aten::sqrt","backend":"torch","check":"nan_inf",)"
+      R"("kind":"error","metric":"nonfinite","value":32,"tolerance":0,"detail":"appeared",)"
+      R"("origin":true,"looked_back":true,"through":["aten::sub.Tensor #2","aten::var.dim #1"],)"
+      R"("sentinel":{"op":"aten::nll_loss_forward","call_index":1,)"
+      R"("python_stack":["/usr/lib/python3/dist-packages/torch/nn/functional.py:9 in f",)"
+      R"("/src/train.py:66 in step"]},"call_index":1,"extra":{"nan":32,"inf":0},"pid":)";
+  const auto stacks = [](int pid) {
+    return R"({"event":"nan_origin_stack","op":"aten::sqrt","backend":"torch","call_index":5,)"
+           R"("origin_call_index":1,"pid":)" +
+           std::to_string(pid) +
+           R"(,"python_stack":["/src/model.py:12 in forward"],"stack":["#0 at::sqrt"]})";
+  };
+  const auto text = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> all = {startLine(1), origin + "1}"};
+    all.insert(all.end(), more.begin(), more.end());
+    all.push_back(summaryLine(1, "[" + opEntry("aten::sqrt", 4, 0, 1) + "]"));
+    Report r = aggregate({EventFile{"events-1.jsonl", lines(all)}});
+    EXPECT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+    return fumi::report::formatText(r);
+  };
+  const std::string alone = text({stacks(2)});
+  at(alone,
+     "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1: appeared (32 NaN, 0 Inf); found looking "
+     "back from the sentinel (the op had returned: no stack of its own), from finite inputs "
+     "through aten::sub.Tensor #2, aten::var.dim #1, whose results were no longer held; sentinel "
+     "aten::nll_loss_forward #1 at /src/train.py:66 in step\n");
+  const std::string again = text({stacks(1)});
+  at(again,
+     "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1 at /src/model.py:12 in forward: appeared "
+     "(32 NaN, 0 Inf); found looking back from the sentinel (its stacks are its call 5's, which "
+     "made them again), from finite inputs");
+}
+
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
   auto cost = [](double max) {
     return R"(,"metrics":{"autocast.normwise":{"kind":"precision_cost","count":3,"median":)" +
