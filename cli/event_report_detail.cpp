@@ -162,10 +162,13 @@ std::string originText(const NanOrigin& o) {
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +
                                   "'s, which made them again)"
                             : " (the op had returned: no stack of its own)";
-    std::string through;
-    for (const std::string& t : v.through) through += (through.empty() ? "" : ", ") + t;
-    if (!through.empty())
-      s += ", from finite inputs through " + through + ", whose results were no longer held";
+    // The ops between finite inputs and this one's results, whose own results were gone: the
+    // values appeared in one of them or in this one.
+    if (!v.through.empty()) {
+      s += ": made from finite inputs by ";
+      for (const std::string& t : v.through) s += t + ", ";
+      s += "then this call (the results in between no longer held: one of them made them)";
+    }
   }
   if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
   return s;

@@ -298,10 +298,14 @@ PastCall pastCall(const fumi_past_call& c) {
 }
 void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
                       const fumi_past_call* through, size_t n_through, const char* not_origin) {
-  if (!call) return;
   std::vector<PastCall> made;
   for (size_t i = 0; through && i < n_through; ++i) made.push_back(pastCall(through[i]));
-  nanLookedBack(pastCall(*call), detail, nan, inf, made, not_origin);
+  nanLookedBack(call ? pastCall(*call) : PastCall{nullptr, 0, nullptr}, detail, nan, inf, made,
+                not_origin);
+}
+int apiNanLookBack() {
+  Engine* e = engine();
+  return e ? static_cast<int>(e->policy().nan_origin.look_back) : 0;
 }
 
 void apiAttribution(void* site, uint64_t index, const char* fields) {
@@ -373,7 +377,7 @@ const fumi_adapter_api kAdapterApi = {
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
-    apiNanLookedBack};
+    apiNanLookedBack,         apiNanLookBack};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

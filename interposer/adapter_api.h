@@ -31,7 +31,8 @@ extern "C" {
  *    projections of CUDA tensors, on the framework's stream).
  * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump).
  * 12: report (a violation the adapter found itself, with a sentence for the report).
- * 13: phase and nan_looked_back (the NaN origin found among the ops before a sentinel). */
+ * 13: phase, nan_look_back and nan_looked_back (the NaN origin found among the ops before a
+ *    sentinel). */
 #define FUMI_ADAPTER_ABI_VERSION 13u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
@@ -243,14 +244,18 @@ typedef struct fumi_adapter_api {
   /* ABI 13 — what the adapter found looking back over the ops before a sentinel that has just
    * started a search (nan_search.h, "look back"), from the values they left behind. With
    * `not_origin` NULL, `call` made non-finite outputs (`nan`, `inf`; `detail` as nan_origin's)
-   * from finite inputs, through the `n_through` calls in `through` whose results were no
-   * longer held as they were (none: from its own inputs): reported as the origin at once,
+   * from finite inputs, through the `n_through` calls in `through` (in the order they ran)
+   * whose results were no longer held as they were (none: from its own inputs): reported as the origin at once,
    * without stacks (the op has returned), and the search ends. Otherwise `call` is the
-   * earliest op still holding the values and `not_origin` says why it is not the origin: kept
-   * for the search's message should it end without one. */
+   * earliest op still holding the values and `not_origin` says why it is not the origin (with
+   * `call` NULL: why nothing was looked over): kept for the search's message should it end
+   * without one. */
   void (*nan_looked_back)(const fumi_past_call* call, const char* detail, uint64_t nan,
                           uint64_t inf, const fumi_past_call* through, size_t n_through,
                           const char* not_origin);
+  /* ABI 13 — the policy's nan_origin.look_back: 0 never keep the ops for looking back, 1
+   * always, 2 while the thread's op rate keeps the cost small. */
+  int (*nan_look_back)(void);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

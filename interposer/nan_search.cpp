@@ -79,7 +79,7 @@ std::string firstReceiver(const SearchState& s) {
   std::string text;
   if (!s.first_propagated.empty())
     text = "; the first op after the sentinel seen receiving them was " + s.first_propagated;
-  if (!s.looked_back.empty()) text += "; looking back from the sentinel, " + s.looked_back;
+  if (!s.looked_back.empty()) text += "; looking back from the sentinel: " + s.looked_back;
   if (!s.last_origin.empty())
     text += "; an origin was reported earlier in the process (" + s.last_origin +
             "): an optimizer step after it spreads its values into the parameters";
@@ -227,15 +227,17 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 
 void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
                    const std::vector<PastCall>& through, const char* not_origin) {
-  if (!call.site) return;
   if (not_origin) {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    if (g_nan_search_active.load(std::memory_order_relaxed))
-      s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
-                      "them was " + callText(call.site, call.index) + ", " + not_origin;
+    if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+    s.looked_back = call.site ? "the earliest op since the last optimizer step whose outputs "
+                                "still held them was " +
+                                    callText(call.site, call.index) + ", " + not_origin
+                              : std::string(not_origin);
     return;
   }
+  if (!call.site) return;
   nlohmann::json sentinel;
   {
     SearchState& s = state();

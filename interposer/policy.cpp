@@ -226,18 +226,24 @@ class Parser {
     });
   }
 
-  // `nan_origin: { enabled, steps, max_ops, max_searches }`, or `nan_origin: false`.
+  // `nan_origin: { enabled, steps, max_ops, max_searches, look_back }`, or `nan_origin: false`.
   void nanOrigin(const YAML::Node& n, NanOriginSettings* o) {
     if (n.IsScalar()) {
       boolean(n, "nan_origin", &o->enabled);
       return;
     }
-    forMap(n, "nan_origin", {"enabled", "steps", "max_ops", "max_searches"},
+    using LookBack = NanOriginSettings::LookBack;
+    forMap(n, "nan_origin", {"enabled", "steps", "max_ops", "max_searches", "look_back"},
            [&](const std::string& key, const YAML::Node& v) {
              if (key == "enabled") boolean(v, key, &o->enabled);
              if (key == "steps") integer(v, key, 0, &o->steps);
              if (key == "max_ops") integer(v, key, 1, &o->max_ops);
              if (key == "max_searches") integer(v, key, 0, &o->max_searches);
+             bool on = false;
+             if (key == "look_back" && v.IsScalar() && v.Scalar() == "auto")
+               o->look_back = LookBack::kAuto;
+             else if (key == "look_back" && boolean(v, key + " (or auto)", &on))
+               o->look_back = on ? LookBack::kOn : LookBack::kOff;
            });
   }
 

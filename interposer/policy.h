@@ -140,6 +140,10 @@ struct NanOriginSettings {
   int64_t steps = 2;          // optimizer steps searched past the one the search began in
   int64_t max_ops = 1000000;  // ops scanned per search at most
   int64_t max_searches = 3;   // per process
+  // Whether the torch adapter keeps the ops it ran for a sentinel to look back over
+  // (nan_search.h): always, never, or while the job's op rate keeps its cost small.
+  enum class LookBack { kOff = 0, kOn = 1, kAuto = 2 };
+  LookBack look_back = LookBack::kAuto;
 };
 
 // `loss_scaling:` — NaN/Inf of the backward pass that a loss scaler handles (loss_scaling.h).

@@ -1976,18 +1976,51 @@ NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
 
 bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
 
+// nan_origin.look_back (adapter_api.h nan_look_back): 0 off, 1 on, 2 auto. Keeping an op costs
+// it about a microsecond (the tensors' weak references, released a few thousand ops later from
+// cold memory): auto keeps them while this thread runs at most kLookBackRate ops a second, ~1%
+// of its time (a convolutional network's step; an op-heavy recurrent one runs 20 times as many).
+int g_look_back = 0;
+constexpr double kLookBackRate = 10000;
+
+struct OpRate {
+  uint32_t ops = 0;
+  Clock::time_point since = Clock::now();
+  double rate = 0;  // ops a second over the last window
+  bool keep = true;
+};
+thread_local OpRate t_rate;
+
+// Whether to keep the op that has just returned (counted towards the rate).
+bool keepingPast() {
+  if (g_look_back != 2) return g_look_back == 1;
+  constexpr uint32_t kWindow = 1024;
+  if (++t_rate.ops == kWindow) {
+    const Clock::time_point now = Clock::now();
+    t_rate.rate = kWindow / std::max(std::chrono::duration<double>(now - t_rate.since).count(), 1e-9);
+    t_rate.keep = t_rate.rate <= kLookBackRate;
+    t_rate.ops = 0;
+    t_rate.since = now;
+  }
+  return t_rate.keep;
+}
+
+// Whether the ops now running are being kept (what their inputs' notes need to say).
+bool pastKept() { return g_look_back == 1 || (g_look_back == 2 && t_rate.keep); }
+
 // A tensor as an op saw it, held weakly (its memory goes when the program drops it), with its
 // version then (in-place writes bump it) and its storage (views of it share that). An input of
 // one element on the CPU (a Python number wrapped for the op, a loss) is read at once: such
-// tensors are mostly gone by the time anyone asks.
+// tensors are mostly gone by the time anyone asks. `past`: the op is kept for looking back;
+// otherwise the note holds the tensor and nothing more (version unknown).
 class TensorNote {
  public:
   enum class Element : uint8_t { kUnread, kFinite, kNonFinite };
-  TensorNote(const at::Tensor& t, bool read_element)
-      : weak_(t.getIntrusivePtr()),
-        version_(t.is_inference() ? -1 : t._version()),
-        storage_(t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr) {
-    if (read_element && t.numel() == 1 && t.device().is_cpu() && readable(t))
+  TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
+    if (!past) return;
+    version_ = t.is_inference() ? -1 : t._version();
+    storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+    if (input && t.numel() == 1 && t.device().is_cpu() && readable(t))
       element_ = scanTensor(t).any() ? Element::kNonFinite : Element::kFinite;
   }
   Element element() const { return element_; }
@@ -2008,8 +2041,8 @@ class TensorNote {
 
  private:
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak_;
-  int64_t version_;
-  const void* storage_;  // an identity only: never read through
+  int64_t version_ = -1;
+  const void* storage_ = nullptr;  // an identity only: never read through
   Element element_ = Element::kUnread;
 };
 
@@ -2023,14 +2056,14 @@ class InputNote {
  public:
   InputNote() = default;
   template <class Values>
-  explicit InputNote(const Values& inputs) : recorded_(!inputs.empty()) {
+  explicit InputNote(const Values& inputs, bool past = false) : recorded_(!inputs.empty()) {
     for (const c10::IValue& v : inputs) {
       if (v.isDouble()) {
         const double d = v.toDouble();
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
         scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
       }
-      forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true); });
+      forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true, past); });
     }
   }
   bool recorded() const { return recorded_; }  // the op had inputs
@@ -2264,6 +2297,7 @@ class PastOps {
 };
 thread_local PastOps t_past;
 
+
 // Where the inputs of past op `j` came from: what those still held as they were hold, and for
 // the others the ops that made them, followed back (their results dropped or overwritten since).
 struct Provenance {
@@ -2311,6 +2345,14 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p) {
 // earliest op seen holding values whose inputs are unknown is the search's to mention. True when
 // it found the origin.
 bool lookBack() {
+  if (g_look_back == 2 && !t_rate.keep) {
+    const std::string why =
+        "not done: this thread ran " + std::to_string(static_cast<int64_t>(t_rate.rate)) +
+        " ops a second, where keeping them costs more than it may (nan_origin.look_back: "
+        "true keeps them)";
+    g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0, why.c_str());
+    return false;
+  }
   const PastOps& past = t_past;
   const fumi_past_call* unknown = nullptr;
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
@@ -2325,6 +2367,7 @@ bool lookBack() {
     const bool nan_from_inf =
         p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && p.through.empty() && !p.unknown;
     if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
+      std::sort(p.through.begin(), p.through.end());  // in the order they ran
       std::vector<fumi_past_call> through;
       for (size_t k : p.through) through.push_back(past[k].call);
       g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
@@ -2349,7 +2392,7 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
   for (size_t i = 0; i < outputs.size(); ++i)
     if (i != 1 || !workspaceOutput(op, 1))
       forEachTensor(outputs[i],
-                    [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false); });
+                    [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false, true); });
   if (!past.outputs.empty()) t_past.push(std::move(past));
 }
 
@@ -2560,7 +2603,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     pushShared(fn, site, checkable != 0);
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
-      t_running.push_back(Running{site, index, view, view ? InputNote() : InputNote(inputs)});
+      t_running.push_back(
+          Running{site, index, view, view ? InputNote() : InputNote(inputs, pastKept())});
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -2615,7 +2659,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
-      recordPast(name, op.site, op.index, std::move(op.inputs), outputs);
+      if (keepingPast()) recordPast(name, op.site, op.index, std::move(op.inputs), outputs);
       // A sentinel of this op (watchOutputs, or a nan_inf check) has just started a search.
       if (!was_searching && g_api->nan_search() && lookBack())
         for (Running& outer : t_running) outer.found_inside = true;
@@ -2655,6 +2699,7 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   // rule can check torch ops.
   g_capture = api->backend_checked(kBackend) != 0;
   g_sentinels = api->nan_sentinels() != 0;
+  g_look_back = g_sentinels ? api->nan_look_back() : 0;
   if (g_capture || g_sentinels) api->set_shared_probe(&readsSharedMemory);
   try {
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)

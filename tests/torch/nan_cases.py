@@ -22,6 +22,8 @@
              of a negative number (the line marked POISON; its operand, a temporary, is gone
              once sqrt returns). The loss is NaN and the optimizer step spreads it into every
              weight: from then on every op receives NaN and none makes it.
+  busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact): an op rate at which the
+             adapter does not keep the ops it ran unless told to (nan_origin.look_back).
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -57,7 +59,10 @@ for step in range(4):
         seq = q_proj(inputs).view(8, 8, 16)
         scores = torch.baddbmm(mask, seq, seq.transpose(1, 2), alpha=0.25)
         inputs = (torch.softmax(scores, dim=-1) @ seq).reshape(64, 16)
-    if mode == "poison":
+    if mode == "busy_poison":  # many tiny ops a step, as recurrent and op-heavy models run
+        for _ in range(3000):
+            inputs = inputs + 0.0
+    if mode in ("poison", "busy_poison"):
         h = model[0](inputs)
         shift = 10.0 if step == 1 else 0.0
         out = model[2](model[1](h * torch.sqrt(h.var(0) - shift)))  # POISON

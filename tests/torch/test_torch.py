@@ -1808,9 +1808,9 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["detail"], o["call_index"], o["phase"]),
                          ("aten::sqrt", "appeared", 1, "forward"))
         self.assertTrue(o["looked_back"])
-        # its operand came through var and sub, whose results nothing held
+        # its operand came through var and sub (in that order), whose results nothing held
         self.assertEqual([t.split(" #")[0] for t in o["through"]],
-                         ["aten::sub.Tensor", "aten::var.dim"])
+                         ["aten::var.dim", "aten::sub.Tensor"])
         self.assertEqual(o["extra"]["nan"], 32)
         self.assertEqual(r.of("nan_origin_stack"), [])  # it never recurred
         # the losses' outer ops (nll_loss, nll_loss_nd around nll_loss_forward) return the same
@@ -1822,11 +1822,12 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((found["result"], later["result"]), ("found", "not_found"))
         self.assertIn("an origin was reported earlier in the process (aten::sqrt #1)",
                       later["message"])
-        self.assertIn("looking back from the sentinel, the earliest op since the last optimizer "
+        self.assertIn("looking back from the sentinel: the earliest op since the last optimizer "
                       "step whose outputs still held them was aten::add_", later["message"])
         report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
         self.assertIn("found looking back from the sentinel (the op had returned: no stack of "
-                      "its own), from finite inputs through aten::sub.Tensor", report.stdout)
+                      "its own): made from finite inputs by aten::var.dim #1, aten::sub.Tensor #2, "
+                      "then this call", report.stdout)
         # no line of its own: the sentinel's (the loss) says where the program was
         self.assertIn(f"sentinel aten::nll_loss_forward #1 at {NAN_CASES}:"
                       f"{self.origin_line('# LOSS')} in <module>", report.stdout)
@@ -1860,6 +1861,25 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["detail"], o["call_index"]), ("aten::bmm", "appeared", 2))
         self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
         self.assertEqual(r.of("nan_search"), [])
+
+    def test_look_back_off_where_ops_come_fast_unless_asked(self):
+        # Keeping the ops costs each about a microsecond: by default (auto) only while a thread
+        # runs at most 10000 ops a second. Here it runs more, so the one-off goes unfound and
+        # the search says why; look_back: true keeps them and finds it.
+        r = self.case("busy_poison")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        message = r.of("nan_search")[0]["message"]
+        self.assertRegex(message, r"looking back from the sentinel: not done: this thread ran "
+                                  r"\d+ ops a second")
+        self.assertIn("nan_origin.look_back: true keeps them", message)
+        r = self.case("busy_poison", policy="version: 1\nnan_origin: { look_back: true }\n"
+                                            "rules: []\n")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["looked_back"]), ("aten::sqrt", True))
+        # false: never kept, nothing said about it
+        r = self.case("poison", policy="version: 1\nnan_origin: { look_back: false }\nrules: []\n")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        self.assertNotIn("looking back", r.of("nan_search")[0]["message"])
 
     def test_nan_already_in_the_parameters_is_not_an_origin(self):
         r = self.case("param_nan")

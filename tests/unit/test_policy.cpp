@@ -57,6 +57,23 @@ nan_origin: { steps: 3, max_ops: 500 }
   const PolicyResult off = parsePolicyText("version: 1\nrules: []\nnan_origin: false\n", "t.yaml");
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off.policy->nan_origin.enabled);
+  // look_back: auto unless said; true, false; anything else is an error at its line.
+  using LookBack = NanOriginSettings::LookBack;
+  EXPECT_EQ(p.nan_origin.look_back, LookBack::kAuto);
+  for (const auto& [text, want] : {std::pair<const char*, LookBack>{"true", LookBack::kOn},
+                                   {"no", LookBack::kOff},
+                                   {"auto", LookBack::kAuto}}) {
+    const PolicyResult set = parsePolicyText(
+        std::string("version: 1\nrules: []\nnan_origin: { look_back: ") + text + " }\n", "t.yaml");
+    ASSERT_TRUE(set.ok()) << text;
+    EXPECT_EQ(set.policy->nan_origin.look_back, want) << text;
+  }
+  const PolicyResult bad =
+      parsePolicyText("version: 1\nrules: []\nnan_origin: { look_back: 4096 }\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.diagnostics[0].str().find("t.yaml:3"), std::string::npos) << bad.diagnostics[0].str();
+  EXPECT_NE(bad.diagnostics[0].str().find("look_back (or auto)"), std::string::npos)
+      << bad.diagnostics[0].str();
 }
 
 TEST(Policy, ErrorToleranceModels) {

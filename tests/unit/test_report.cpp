@@ -696,7 +696,7 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
   const std::string origin =
       R"({"event":"violation","op":"aten::sqrt","backend":"torch","check":"nan_inf",)"
       R"("kind":"error","metric":"nonfinite","value":32,"tolerance":0,"detail":"appeared",)"
-      R"("origin":true,"looked_back":true,"through":["aten::sub.Tensor #2","aten::var.dim #1"],)"
+      R"("origin":true,"looked_back":true,"through":["aten::var.dim #1","aten::sub.Tensor #2"],)"
       R"("sentinel":{"op":"aten::nll_loss_forward","call_index":1,)"
       R"("python_stack":["/usr/lib/python3/dist-packages/torch/nn/functional.py:9 in f",)"
       R"("/src/train.py:66 in step"]},"call_index":1,"extra":{"nan":32,"inf":0},"pid":)";
@@ -717,14 +717,14 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
   const std::string alone = text({stacks(2)});
   at(alone,
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1: appeared (32 NaN, 0 Inf); found looking "
-     "back from the sentinel (the op had returned: no stack of its own), from finite inputs "
-     "through aten::sub.Tensor #2, aten::var.dim #1, whose results were no longer held; sentinel "
-     "aten::nll_loss_forward #1 at /src/train.py:66 in step\n");
+     "back from the sentinel (the op had returned: no stack of its own): made from finite inputs "
+     "by aten::var.dim #1, aten::sub.Tensor #2, then this call (the results in between no longer "
+     "held: one of them made them); sentinel aten::nll_loss_forward #1 at /src/train.py:66 in step\n");
   const std::string again = text({stacks(1)});
   at(again,
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1 at /src/model.py:12 in forward: appeared "
      "(32 NaN, 0 Inf); found looking back from the sentinel (its stacks are its call 5's, which "
-     "made them again), from finite inputs");
+     "made them again): made from finite inputs by aten::var.dim #1");
 }
 
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
