@@ -245,8 +245,9 @@ typedef struct fumi_adapter_api {
    * started a search (nan_search.h, "look back"), from the values they left behind. With
    * `not_origin` NULL, `call` made non-finite outputs (`nan`, `inf`; `detail` as nan_origin's)
    * from finite inputs, through the `n_through` calls in `through` (in the order they ran)
-   * whose results were no longer held as they were (none: from its own inputs): reported as the origin at once,
-   * without stacks (the op has returned), and the search ends. Otherwise `call` is the
+   * whose results were no longer held as they were (none: from its own inputs): reported as
+   * the origin at once, without stacks (the op has returned); the search goes on only for the
+   * op's stacks, should it make them again. Otherwise `call` is the
    * earliest op still holding the values and `not_origin` says why it is not the origin (with
    * `call` NULL: why nothing was looked over): kept for the search's message should it end
    * without one. */

@@ -27,6 +27,7 @@ struct CallSite {
   OpSite& site;
   OpDecision& decision;
   uint64_t call_index;  // among all calls of this op in the process
+  const void* caller;   // the return address of the intercepted call: in its caller's code
 };
 }  // namespace fumi
 
@@ -57,6 +58,7 @@ struct CallSite {
     uint64_t call_index;                                                                \
     fumi::OpDecision* decision = g_site_##name.onCall(call_index);                      \
     if (__builtin_expect(decision == nullptr, 1)) return forwardReal(real, FUMI_EXPAND args); \
-    return handler(fumi::CallSite{g_site_##name, *decision, call_index}, real,          \
-                   FUMI_EXPAND args);                                                   \
+    return handler(fumi::CallSite{g_site_##name, *decision, call_index,                 \
+                                  __builtin_return_address(0)},                          \
+                   real, FUMI_EXPAND args);                                             \
   }

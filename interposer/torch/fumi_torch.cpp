@@ -1997,7 +1997,8 @@ bool keepingPast() {
   constexpr uint32_t kWindow = 1024;
   if (++t_rate.ops == kWindow) {
     const Clock::time_point now = Clock::now();
-    t_rate.rate = kWindow / std::max(std::chrono::duration<double>(now - t_rate.since).count(), 1e-9);
+    const double seconds = std::chrono::duration<double>(now - t_rate.since).count();
+    t_rate.rate = kWindow / std::max(seconds, 1e-9);
     t_rate.keep = t_rate.rate <= kLookBackRate;
     t_rate.ops = 0;
     t_rate.since = now;
@@ -2339,8 +2340,9 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p) {
 }
 
 // A sentinel has just started a search: the earliest op since the last optimizer step began
-// whose outputs, still held as it returned them, hold NaN/Inf made from finite inputs (directly, or through ops whose results
-// are gone or overwritten) is the origin, reported at once. Ops passing along values their
+// whose outputs, still held as it returned them, hold NaN/Inf made from finite inputs
+// (directly, or through ops whose results are gone or overwritten) is the origin, reported at
+// once. Ops passing along values their
 // inputs or the program's constants held (-inf masks) are passed over. Without an origin, the
 // earliest op seen holding values whose inputs are unknown is the search's to mention. True when
 // it found the origin.

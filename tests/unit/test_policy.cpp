@@ -71,9 +71,9 @@ nan_origin: { steps: 3, max_ops: 500 }
   const PolicyResult bad =
       parsePolicyText("version: 1\nrules: []\nnan_origin: { look_back: 4096 }\n", "t.yaml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.diagnostics[0].str().find("t.yaml:3"), std::string::npos) << bad.diagnostics[0].str();
-  EXPECT_NE(bad.diagnostics[0].str().find("look_back (or auto)"), std::string::npos)
-      << bad.diagnostics[0].str();
+  const std::string why = bad.diagnostics[0].str();
+  EXPECT_NE(why.find("t.yaml:3"), std::string::npos) << why;
+  EXPECT_NE(why.find("look_back (or auto)"), std::string::npos) << why;
 }
 
 TEST(Policy, ErrorToleranceModels) {

@@ -719,7 +719,8 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1: appeared (32 NaN, 0 Inf); found looking "
      "back from the sentinel (the op had returned: no stack of its own): made from finite inputs "
      "by aten::var.dim #1, aten::sub.Tensor #2, then this call (the results in between no longer "
-     "held: one of them made them); sentinel aten::nll_loss_forward #1 at /src/train.py:66 in step\n");
+     "held: one of them made them); sentinel aten::nll_loss_forward #1 at /src/train.py:66 in "
+     "step\n");
   const std::string again = text({stacks(1)});
   at(again,
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1 at /src/model.py:12 in forward: appeared "
