@@ -239,6 +239,9 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     v.origin = getBool(obj, "origin").value_or(false);
     if (const json* s = getObject(obj, "sentinel")) v.sentinel = *s;
     v.looked_back = getBool(obj, "looked_back").value_or(false);
+    static const std::string kNode = "autograd::engine::evaluate_function: ";
+    for (const std::string& around : getStringArray(obj, "context"))
+      if (around.rfind(kNode, 0) == 0) v.autograd_node = around.substr(kNode.size());
     v.through = getStringArray(obj, "through");
   }
   return ev;

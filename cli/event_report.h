@@ -120,6 +120,9 @@ struct ViolationInfo {
   // origin only: {"op", "call_index"} whose output started the search, and its "python_stack"
   // where the origin was found looking back
   nlohmann::json sentinel;
+  // The autograd node a backward-pass call ran in ("LogBackward0": the innermost
+  // "autograd::engine::evaluate_function: ..." of its `context`), empty otherwise.
+  std::string autograd_node;
   bool looked_back = false;          // origin found looking back from the sentinel (no stacks)
   std::vector<std::string> through;  // looked back: the ops it went through ("aten::sub #2")
   // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`

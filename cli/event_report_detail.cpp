@@ -157,6 +157,9 @@ std::string originText(const NanOrigin& o) {
     };
     s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf)";
   }
+  // A backward op's origin is a gradient formula's: the node says whose (a forward op that
+  // already made them, log(0), shows up as its node's division by 0).
+  if (!v.autograd_node.empty()) s += " in the backward pass, inside " + v.autograd_node;
   if (v.looked_back) {
     s += "; found looking back from the sentinel";
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +

@@ -661,6 +661,17 @@ bool cancellationVerdict(Call& call, const Policy& policy, const fumi_verdict& v
   return true;
 }
 
+// Framework ops running on the thread of a call: a BLAS call made by aten::addmm says so, an
+// op in the backward pass names its autograd node's range, and `parent` names the innermost
+// one's call so both views of the computation can be joined.
+void addContext(nlohmann::json& ev, const std::vector<ContextEntry>& ctx) {
+  if (ctx.empty()) return;
+  nlohmann::json names = nlohmann::json::array();
+  for (const ContextEntry& e : ctx) names.push_back(e.site->name);
+  ev["context"] = std::move(names);
+  ev["parent"] = {{"op", ctx.back().site->name}, {"call_index", ctx.back().call_index}};
+}
+
 void hostReport(fumi_call* c, const fumi_verdict* reported) {
   if (!reported || !FUMI_VERDICT_HAS(reported, violated)) return;
   Call& call = *c->call;
@@ -716,17 +727,9 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
   for (const auto& [name, value] : call.args()) args[name] = value;
   ev["args"] = std::move(args);
   ev["call_index"] = call.info().call_index;
-  // Framework ops running on this thread: a BLAS call made by aten::addmm says so, and
-  // `parent` names that op's call so both views of the computation can be joined.
   if (*phase) {
-    const auto ctx =
-        origin ? origin->context : currentContext(&call.site(), call.info().call_index);
-    nlohmann::json names = nlohmann::json::array();
-    for (const ContextEntry& e : ctx) names.push_back(e.site->name);
-    if (!ctx.empty()) {
-      ev["context"] = std::move(names);
-      ev["parent"] = {{"op", ctx.back().site->name}, {"call_index", ctx.back().call_index}};
-    }
+    addContext(ev, origin ? origin->context
+                          : currentContext(&call.site(), call.info().call_index));
     ev["phase"] = phase;
   }
   if (origin && !origin->kernels.empty()) {
@@ -869,6 +872,7 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
   ev["tolerance"] = number(tolerance);
   ev["call_index"] = index;
   if (*phase) ev["phase"] = phase;
+  if (*phase && !past_phase) addContext(ev, currentContext(&site, index));
   const int depth = rep->settings().stack_depth;
   if (!past_phase) {
     ev["stack"] = captureStack(depth);

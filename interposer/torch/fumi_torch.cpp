@@ -1977,9 +1977,10 @@ NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
 bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
 
 // nan_origin.look_back (adapter_api.h nan_look_back): 0 off, 1 on, 2 auto. Keeping an op costs
-// it about a microsecond (the tensors' weak references, released a few thousand ops later from
-// cold memory): auto keeps them while this thread runs at most kLookBackRate ops a second, ~1%
-// of its time (a convolutional network's step; an op-heavy recurrent one runs 20 times as many).
+// it a few tenths of a microsecond (the tensors' weak references, released a few thousand ops
+// later from memory long out of cache): auto keeps them while this thread runs at most
+// kLookBackRate ops a second, well under 1% of its time (a convolutional network's step runs
+// hundreds of ops a second; an op-heavy recurrent one, hundreds of thousands).
 int g_look_back = 0;
 constexpr double kLookBackRate = 10000;
 
@@ -2259,6 +2260,10 @@ struct PastOp {
   const char* op = "";  // the schema's name (the dispatcher keeps it)
   InputNote inputs;
   c10::SmallVector<TensorNote, 2> outputs;
+  // Its outputs are what an op it ran inside returned: that op's kernel went on writing them
+  // without the dispatcher (no version bump: a backward's at::zeros gradient buffer filled by
+  // the caller's loop), so what they hold now is the caller's work.
+  bool superseded = false;
   bool wrote(const TensorNote& t) const {
     for (const TensorNote& o : outputs)
       if (o.sharesMemory(t)) return true;
@@ -2280,6 +2285,16 @@ class PastOps {
   }
   // An optimizer step begins.
   void markStep() { step_ = pushed_; }
+  uint64_t pushed() const { return pushed_; }
+  // `outer` returns: the ops recorded since `since` (those it ran) whose outputs it returns are
+  // superseded by it.
+  void supersede(uint64_t since, const PastOp& outer) {
+    const uint64_t inside = std::min<uint64_t>(pushed_ - since, ops_.size());
+    for (size_t i = ops_.size() - static_cast<size_t>(inside); i < ops_.size(); ++i) {
+      PastOp& op = ops_.size() < kCapacity ? ops_[i] : ops_[(next_ + i) % kCapacity];
+      for (const TensorNote& o : outer.outputs) op.superseded = op.superseded || op.wrote(o);
+    }
+  }
   size_t size() const { return ops_.size(); }
   // The first op of the last optimizer step, or the oldest recorded: where a search looks back
   // from (what came before ran with other parameters, whose values are that step's work).
@@ -2322,7 +2337,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p) {
       continue;
     }
     size_t k = j;
-    while (k-- > 0 && !past[k].wrote(in)) {
+    while (k-- > 0 && (past[k].superseded || !past[k].wrote(in))) {
     }
     if (k == static_cast<size_t>(-1)) {
       p.unknown = true;  // made before the ops recorded, or its memory came from outside
@@ -2359,7 +2374,7 @@ bool lookBack() {
   const fumi_past_call* unknown = nullptr;
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
     const PastOp& e = past[i];
-    if (undefinedOutput(e.op)) continue;
+    if (e.superseded || undefinedOutput(e.op)) continue;
     NonFinite out;
     for (const TensorNote& o : e.outputs)
       if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
@@ -2385,8 +2400,9 @@ bool lookBack() {
 }
 
 // Records the op that has just returned, for lookBack.
+// `since`: t_past.pushed() when the op began (what it ran is recorded after that).
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
-                const std::vector<c10::IValue>& outputs) {
+                const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
   past.call = fumi_past_call{site, index, g_api->phase()};
   past.op = op;
@@ -2395,7 +2411,9 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
     if (i != 1 || !workspaceOutput(op, 1))
       forEachTensor(outputs[i],
                     [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false, true); });
-  if (!past.outputs.empty()) t_past.push(std::move(past));
+  if (past.outputs.empty()) return;
+  if (t_past.pushed() != since) t_past.supersede(since, past);
+  t_past.push(std::move(past));
 }
 
 // The ops running on this thread, innermost last: the sentinel names the op.
@@ -2404,6 +2422,7 @@ struct Running {
   uint64_t index;
   bool view;  // returns views of its inputs: neither watched nor scanned
   InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
+  uint64_t past_mark = 0;     // t_past.pushed() when it began
   bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
 };
 thread_local std::vector<Running> t_running;
@@ -2605,8 +2624,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     pushShared(fn, site, checkable != 0);
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
-      t_running.push_back(
-          Running{site, index, view, view ? InputNote() : InputNote(inputs, pastKept())});
+      t_running.push_back(Running{site, index, view,
+                                  view ? InputNote() : InputNote(inputs, pastKept()),
+                                  t_past.pushed()});
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -2661,7 +2681,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
-      if (keepingPast()) recordPast(name, op.site, op.index, std::move(op.inputs), outputs);
+      if (keepingPast())
+        recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark);
       // A sentinel of this op (watchOutputs, or a nan_inf check) has just started a search.
       if (!was_searching && g_api->nan_search() && lookBack())
         for (Running& outer : t_running) outer.found_inside = true;

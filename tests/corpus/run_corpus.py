@@ -303,11 +303,24 @@ def run_one(program, build, policy, python, autocast, keep_dir, lossy_gemm=False
     return res
 
 
+def with_origin_stack(v, events):
+    """A NaN origin found looking back has no stacks of its own: as `fumi report` does, it takes
+    those of its op's `nan_origin_stack` event in the same process (the op making them again)."""
+    if not v.get("looked_back") or v.get("python_stack"):
+        return v
+    for e in events:
+        if (e.get("event") == "nan_origin_stack" and e.get("pid") == v.get("pid")
+                and e.get("op") == v.get("op")):
+            return dict(v, python_stack=e.get("python_stack", []), stack=e.get("stack", []))
+    return v
+
+
 def judge(program, events, malformed, rc, output, lossy_gemm=False):
     """lossy_gemm: this platform's bf16 GEMM kernels lose precision (BF16_GEMM_PROBE): a
     healthy program's violations of them under bf16 autocast are true findings about the
     platform, counted apart (platform_findings), not as false alarms."""
-    violations = [e for e in events if e.get("event") == "violation"]
+    violations = [with_origin_stack(v, events)
+                  for v in events if v.get("event") == "violation"]
     platform = [v for v in violations
                 if lossy_gemm and program.kind == "healthy" and v.get("op") in GEMM_OPS
                 and v.get("check") in GEMM_CHECKS and "bf16" in (v.get("dtype"), v.get("compute"))]

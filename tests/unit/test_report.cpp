@@ -99,11 +99,20 @@ TEST(Report, CallsAChecksDeclinedByReason) {
   EXPECT_EQ(fumi::report::toJson(r)["ops"][0]["declined"]["checksum unsupported"], 3);
   EXPECT_NE(fumi::report::formatHtml(r).find("sgemm_ (checksum no_scratch: 2 calls)"),
             std::string::npos);
+  // The run's own summary says so in one line, summed over ops ("12 checked, 0 violations"
+  // read as verified where a check could judge few of them: batch 17's f64 job).
+  const std::string run = fumi::report::formatRunSummary(r, "out");
+  EXPECT_NE(run.find("fumi: checks that did not run on checked calls: checksum no_scratch (2 "
+                     "calls), checksum unsupported (3 calls), highprec over budget (7 calls)\n"),
+            std::string::npos)
+      << run;
   // None declined: no such line.
   EventFile c{"out/events-300.jsonl",
               lines({startLine(300), summaryLine(300, R"([{"op":"sgemm_","backend":"blas",
                 "calls":1,"checked":1,"skipped":0,"violations":0,"worst":{}}])")})};
   EXPECT_EQ(fumi::report::formatText(aggregate({c})).find("Calls a check skipped"),
+            std::string::npos);
+  EXPECT_EQ(fumi::report::formatRunSummary(aggregate({c}), "out").find("did not run"),
             std::string::npos);
 }
 
@@ -726,6 +735,25 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1 at /src/model.py:12 in forward: appeared "
      "(32 NaN, 0 Inf); found looking back from the sentinel (its stacks are its call 5's, which "
      "made them again): made from finite inputs by aten::var.dim #1");
+}
+
+// An origin in the backward pass names the autograd node it ran in: a forward log(0) shows up as
+// LogBackward0's division by 0 (batch 17), which only the native stack said.
+TEST(ReportFindings, BackwardOriginNamesItsAutogradNode) {
+  const std::string origin =
+      R"({"event":"violation","op":"aten::div.Tensor","backend":"torch","check":"nan_inf",)"
+      R"("kind":"error","metric":"nonfinite","value":640,"tolerance":0,"detail":"appeared",)"
+      R"("origin":true,"sentinel":{"op":"aten::sum.dim_IntList","call_index":7},"call_index":3,)"
+      R"("extra":{"nan":90,"inf":550},"phase":"backward","context":["aten::sum.dim_IntList",)"
+      R"("autograd::engine::evaluate_function: LogBackward0","LogBackward0"],"pid":1})";
+  Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), origin,
+             summaryLine(1, "[" + opEntry("aten::div.Tensor", 4, 0, 1) + "]")})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  at(fumi::report::formatText(r),
+     "NaN/Inf origin: aten::div.Tensor (torch) pid 1, call 3: appeared (90 NaN, 550 Inf) in the "
+     "backward pass, inside LogBackward0; sentinel aten::sum.dim_IntList #7\n");
 }
 
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
