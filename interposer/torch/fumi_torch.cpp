@@ -2313,7 +2313,6 @@ class PastOps {
 };
 thread_local PastOps t_past;
 
-
 // Where the inputs of past op `j` came from: what those still held as they were hold, and for
 // the others the ops that made them, followed back (their results dropped or overwritten since).
 struct Provenance {
@@ -2357,10 +2356,9 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p) {
 // A sentinel has just started a search: the earliest op since the last optimizer step began
 // whose outputs, still held as it returned them, hold NaN/Inf made from finite inputs
 // (directly, or through ops whose results are gone or overwritten) is the origin, reported at
-// once. Ops passing along values their
-// inputs or the program's constants held (-inf masks) are passed over. Without an origin, the
-// earliest op seen holding values whose inputs are unknown is the search's to mention. True when
-// it found the origin.
+// once. Ops passing along values their inputs or the program's constants held (-inf masks) are
+// passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
+// is the search's to mention. True when it found the origin.
 bool lookBack() {
   if (g_look_back == 2 && !t_rate.keep) {
     const std::string why =
@@ -2423,6 +2421,8 @@ struct Running {
   bool view;  // returns views of its inputs: neither watched nor scanned
   InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
   uint64_t past_mark = 0;     // t_past.pushed() when it began
+  // A search ran when it began, or one begun inside it was looked back for already.
+  bool searching = false;
   bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
 };
 thread_local std::vector<Running> t_running;
@@ -2626,7 +2626,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view,
                                   view ? InputNote() : InputNote(inputs, pastKept()),
-                                  t_past.pushed()});
+                                  t_past.pushed(), g_api->nan_search() != 0});
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -2653,7 +2653,6 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
-  const bool was_searching = g_sentinels && g_api->nan_search();
   if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
     if (--t_checked_depth == 0) t_checked_call = nullptr;
@@ -2683,9 +2682,16 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
         for (Running& outer : t_running) outer.found_inside = true;
       if (keepingPast())
         recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark);
-      // A sentinel of this op (watchOutputs, or a nan_inf check) has just started a search.
-      if (!was_searching && g_api->nan_search() && lookBack())
-        for (Running& outer : t_running) outer.found_inside = true;
+      // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
+      // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). The ops
+      // around it are not to look back again.
+      if (!op.searching && g_api->nan_search()) {
+        const bool found = lookBack();
+        for (Running& outer : t_running) {
+          outer.searching = true;
+          outer.found_inside = outer.found_inside || found;
+        }
+      }
     } catch (...) {
     }
   }

@@ -1862,6 +1862,22 @@ class NanOrigin(unittest.TestCase):
         self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
         self.assertEqual(r.of("nan_search"), [])
 
+    def test_library_sentinel_inside_an_op_looks_back_when_the_op_returns(self):
+        # sgemm_'s nan_inf check inside the next Linear's addmm sees the NaN first: the search
+        # begins inside aten::addmm, which looks back when it returns (before, only a search
+        # begun by the op itself did) and finds sqrt; the ops around it do not look again.
+        r = self.case("poison", policy="""
+            version: 1
+            nan_origin: { steps: 0 }
+            rules:
+              - match: { backend: blas, op: sgemm_ }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["looked_back"], o["sentinel"]["op"]),
+                         ("aten::sqrt", True, "sgemm_"))
+
     def test_look_back_off_where_ops_come_fast_unless_asked(self):
         # Keeping the ops costs each about a microsecond: by default (auto) only while a thread
         # runs at most 10000 ops a second. Here it runs more, so the one-off goes unfound and
