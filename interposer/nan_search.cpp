@@ -10,10 +10,10 @@
 
 #include "engine.h"
 #include "pystack.h"
-#include "stack.h"
 #include "report.h"
 #include "runtime.h"
 #include "site.h"
+#include "stack.h"
 
 namespace fumi {
 
@@ -252,9 +252,11 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     }
   }
   // The stacks are the sentinel's (the thread is there now), not the origin's.
-  if (Reporter* rep = activeReporter())
+  if (Reporter* rep = activeReporter()) {
+    InsideScope inside;
     if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
       sentinel["python_stack"] = std::move(py);
+  }
   nlohmann::json made = nlohmann::json::array();
   for (const PastCall& c : through) made.push_back(callText(c.site, c.index));
   reportHostViolation(const_cast<OpSite&>(*call.site), call.index, "nan_inf", FUMI_KIND_ERROR,
