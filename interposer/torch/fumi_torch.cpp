@@ -7,6 +7,8 @@
 // Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h; every
 // torch-version difference is in torch_compat.h.
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -2329,7 +2331,22 @@ class PastOps {
   size_t next_ = 0;    // where the next op goes: the oldest, once full
   uint64_t pushed_ = 0, step_ = 0;
 };
-thread_local PastOps t_past;
+// This thread's ring. It lets go of its tensors when a thread ends, but never at the process's
+// exit (the main thread's end): by then the interpreter has torn down the tensors it owned,
+// and releasing the last weak references to them crashed a job's exit (a linear-algebra demo,
+// after every decomposition had returned).
+class PastOpsOfThread {
+ public:
+  PastOps& get() { return *ops_; }
+  ~PastOpsOfThread() {
+    if (static_cast<pid_t>(syscall(SYS_gettid)) != getpid()) delete ops_;
+  }
+
+ private:
+  PastOps* ops_ = new PastOps;
+};
+thread_local PastOpsOfThread t_past_of_thread;
+PastOps& pastOps() { return t_past_of_thread.get(); }
 
 // Where the inputs of past op `j` came from: what those still held as they were hold, and for
 // the others the ops that made them, followed back (their results dropped or overwritten since).
@@ -2386,7 +2403,7 @@ bool lookBack() {
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0, why.c_str());
     return false;
   }
-  const PastOps& past = t_past;
+  const PastOps& past = pastOps();
   const fumi_past_call* unknown = nullptr;
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
     const PastOp& e = past[i];
@@ -2416,7 +2433,7 @@ bool lookBack() {
 }
 
 // Records the op that has just returned, for lookBack.
-// `since`: t_past.pushed() when the op began (what it ran is recorded after that).
+// `since`: pastOps().pushed() when the op began (what it ran is recorded after that).
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
@@ -2428,8 +2445,9 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
       forEachTensor(outputs[i],
                     [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false, true); });
   if (past.outputs.empty()) return;
-  if (t_past.pushed() != since) t_past.supersede(since, past);
-  t_past.push(std::move(past));
+  PastOps& ring = pastOps();
+  if (ring.pushed() != since) ring.supersede(since, past);
+  ring.push(std::move(past));
 }
 
 // The ops running on this thread, innermost last: the sentinel names the op.
@@ -2438,7 +2456,7 @@ struct Running {
   uint64_t index;
   bool view;  // returns views of its inputs: neither watched nor scanned
   InputNote inputs;  // what watchOutputs reads of the inputs (none for views)
-  uint64_t past_mark = 0;     // t_past.pushed() when it began
+  uint64_t past_mark = 0;     // pastOps().pushed() when it began
   // A search ran when it began, or one begun inside it was looked back for already.
   bool searching = false;
   bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
@@ -2644,13 +2662,13 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view,
                                   view ? InputNote() : InputNote(inputs, pastKept()),
-                                  t_past.pushed(), g_api->nan_search() != 0});
+                                  pastOps().pushed(), g_api->nan_search() != 0});
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
       g_api->optimizer_step();
       producers().clear();
-      if (g_sentinels) t_past.markStep();
+      if (g_sentinels) pastOps().markStep();
     }
     if (!g_sentinels && !checkable) return nullptr;
     std::unique_ptr<OpObservation> obs;
