@@ -71,11 +71,11 @@ const NanOriginSettings* settings() {
   return e ? &e->policy().nan_origin : nullptr;
 }
 
-// Where a search that found no origin first saw the values come in: the first op after the
+// What a search that found no origin can say: the first op after the
 // sentinel with them in an input (not the first op that ever had them: the sentinel's own
 // inputs may have, and ops before it; batch 16's NeRF named its `.item()`), what looking back
 // from the sentinel saw, and the origin reported before, if any.
-std::string firstReceiver(const SearchState& s) {
+std::string seenSoFar(const SearchState& s) {
   std::string text;
   if (!s.first_propagated.empty())
     text = "; the first op after the sentinel seen receiving them was " + s.first_propagated;
@@ -151,7 +151,7 @@ void nanSearchStep() {
                      ? " (no op saw non-finite values again: the cause did not recur)"
                      : " (they were already in the inputs, parameters or data when the search "
                        "began)") +
-                firstReceiver(s));
+                seenSoFar(s));
 }
 
 bool nanSearchOp() {
@@ -283,7 +283,7 @@ void nanSearchAtExit() {
   if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
   endSearch(s, "not_found",
             "the process ended before the search found where the NaN/Inf appeared" +
-                firstReceiver(s));
+                seenSoFar(s));
 }
 
 }  // namespace fumi

@@ -2658,11 +2658,13 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (!g_sentinels && !g_capture) return nullptr;
   try {
     pushShared(fn, site, checkable != 0);
+    // Whether a search runs as the op begins (read once: its Running entry and its probe).
+    const bool searching = g_sentinels && g_api->nan_search() != 0;
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view,
                                   view ? InputNote() : InputNote(inputs, pastKept()),
-                                  pastOps().pushed(), g_api->nan_search() != 0});
+                                  pastOps().pushed(), searching});
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
@@ -2677,7 +2679,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
         obs = std::make_unique<OpObservation>(site, index);
         obs->checked = std::move(captured);
       }
-    if (g_sentinels && !view && g_api->nan_search()) {
+    if (searching && !view) {
       if (!obs) obs = std::make_unique<OpObservation>(site, index);
       probeInputs(fn, *obs);
     }
