@@ -134,11 +134,14 @@ FUMI_WIDE size_t mapFlat(const typename L::T* src, typename S::T* dst, size_t n,
         const uint32_t low = static_cast<uint32_t>(index);
         const typename L::T* s = src + start;
         typename S::T* d = dst + start;
-        // x + x·δu: 1 + δu would round δ away in fp64 for fp64 inputs. Zeros keep their sign.
+        // x + x·δu: 1 + δu would round δ away in fp64 for fp64 inputs. Zeros keep their sign,
+        // Inf and NaN stay as they are (-inf + -inf·(-δ) would be NaN: half of an attention
+        // mask's -inf turned NaN and took their rows out of the comparison); x - x is 0 only
+        // for finite x.
         for (size_t j = 0; j < len; ++j) {
           const double x = L::load(s[j]);
           const double u = metrics::noiseDraw(base, low + static_cast<uint32_t>(j));
-          d[j] = S::store(x == 0.0 ? x : x + x * (shift * u));
+          d[j] = S::store(x == 0.0 || x - x != 0.0 ? x : x + x * (shift * u));
           changed += sameBits<L, S>(x, s[j], d[j]) ? 0 : 1;
         }
         start += len;
@@ -178,6 +181,36 @@ fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtyp
                  ElementLayout{t.strides, tensorBase(t)});
   }
   if (changed) *changed = count;
+  return FUMI_OK;
+}
+
+fumi_status mapKeepingIndexColumn(const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
+                                  void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                                  uint64_t* changed) {
+  const int last = t.ndim - 1;
+  if (last < 0 || t.shape[last] == 0) return mapTensor(t, src, src_dtype, dst, dst_dtype, spec, changed);
+  if (t.strides[last] < 0 || dtypeBytes(src_dtype) == 0 || dtypeBytes(dst_dtype) == 0)
+    return FUMI_UNSUPPORTED;
+  // Two views of the buffers' layout: the column (element 0 along the last dimension), and the
+  // rest, whose element 0 lies one stride further in each buffer.
+  fumi_tensor column = t, rest = t;
+  column.shape[last] = 1;
+  rest.shape[last] = t.shape[last] - 1;
+  fumi_map_spec copy = spec;
+  copy.kind = FUMI_MAP_COPY;
+  uint64_t kept = 0, moved = 0;
+  if (const fumi_status st = mapTensor(column, src, src_dtype, dst, dst_dtype, copy, &kept);
+      st != FUMI_OK)
+    return st;
+  const auto step = [&](auto* p, fumi_dtype dtype) {
+    return p + t.strides[last] * dtypeBytes(dtype);
+  };
+  if (const fumi_status st =
+          mapTensor(rest, step(static_cast<const char*>(src), src_dtype), src_dtype,
+                    step(static_cast<char*>(dst), dst_dtype), dst_dtype, spec, &moved);
+      st != FUMI_OK)
+    return st;
+  if (changed) *changed = kept + moved;
   return FUMI_OK;
 }
 

@@ -19,6 +19,14 @@ namespace fumi {
 fumi_status mapTensor(const fumi_tensor& t, const void* src, fumi_dtype src_dtype, void* dst,
                       fumi_dtype dst_dtype, const fumi_map_spec& spec, uint64_t* changed);
 
+// mapTensor's perturbation with the first column of t's last dimension copied, not perturbed:
+// indices stored as floating values (framework_projection.h, frameworkIndexColumn). *changed
+// counts the elements of both parts. FUMI_UNSUPPORTED as mapTensor's, and for a last
+// dimension of negative stride.
+fumi_status mapKeepingIndexColumn(const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
+                                  void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                                  uint64_t* changed);
+
 // How a normalisation's mean broadcasts over its input (mapCentred): the input's element at
 // dense row-major index i has the mean at dense index
 // (i / (channels * inner)) * outer + ((i / inner) % channels) / per_group

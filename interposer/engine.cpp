@@ -297,6 +297,24 @@ fumi_status writeLike(Call& call, const fumi_tensor& t, void* buffer, fumi_dtype
   return call.toDevice(buffer, host, bytes) ? FUMI_OK : FUMI_UNSUPPORTED;
 }
 
+namespace {
+
+// A map of a device buffer staged: its source copied to the host, the host primitive run
+// there (keeping an index column: mapKeepingIndexColumn), the result copied back.
+fumi_status stagedMap(Call& call, const fumi_tensor& t, const void* src, fumi_dtype src_dtype,
+                      void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
+                      uint64_t* changed, bool keep_index) {
+  Stage stage;
+  const void* from = tensorHostData(t, src, &src_dtype, stage, &call);
+  if (!from) return FUMI_UNSUPPORTED;
+  return writeLike(call, t, dst, dst_dtype, [&](void* to) {
+    return keep_index ? mapKeepingIndexColumn(t, from, src_dtype, to, dst_dtype, spec, changed)
+                      : mapTensor(t, from, src_dtype, to, dst_dtype, spec, changed);
+  });
+}
+
+}  // namespace
+
 // ---- Call's device memory and element-wise work, as fumi's own hooks have them --------------
 
 void* Call::allocDevice(size_t bytes) {
@@ -328,12 +346,7 @@ fumi_status Call::mapDevice(int32_t index, const void* src, fumi_dtype src_dtype
     const void* s = resolveBuffer(t, src, &ds);
     if (s && dev->map(t, s, ds, dst, dst_dtype, spec, changed) == FUMI_OK) return FUMI_OK;
   }
-  Stage stage;
-  const void* from = tensorHostData(t, src, &src_dtype, stage, this);
-  if (!from) return FUMI_UNSUPPORTED;
-  return writeLike(*this, t, dst, dst_dtype, [&](void* to) {
-    return mapTensor(t, from, src_dtype, to, dst_dtype, spec, changed);
-  });
+  return stagedMap(*this, t, src, src_dtype, dst, dst_dtype, spec, changed, false);
 }
 
 // The backend's kernel where it has one (only the passes' partial results come back), else
@@ -496,8 +509,16 @@ fumi_status hostMap(fumi_call* c, int32_t index, const void* src, fumi_dtype src
   const fumi_tensor& t = tensors[static_cast<size_t>(index)];
   src = resolveBuffer(t, src, &src_dtype);
   if (!src || dtypeBytes(dst_dtype) == 0) return FUMI_UNSUPPORTED;
+  // Indices stored as floating values are never perturbed (a device's own map perturbs every
+  // element: such a tensor, a few boxes, is staged through the host).
+  const bool keep_index = s.kind == FUMI_MAP_PERTURB &&
+                          frameworkIndexColumn(c->call->info().op, tensors, index);
   if (t.memory != FUMI_MEMORY_HOST)
-    return c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, s, changed);
+    return keep_index
+               ? stagedMap(*c->call, t, src, src_dtype, dst, dst_dtype, s, changed, true)
+               : c->call->mapDevice(index, src, src_dtype, dst, dst_dtype, s, changed);
+  if (keep_index)
+    return mapKeepingIndexColumn(t, src, src_dtype, dst, dst_dtype, s, changed);
   if (s.kind == FUMI_MAP_ABS) {  // the terms' magnitudes: op-specific for some ops
     const TermsMap terms =
         frameworkTermsMap(c->call->info().op, tensors, c->call->args(), index);

@@ -85,6 +85,15 @@ TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& tenso
                            const std::vector<std::pair<const char*, std::string>>& args,
                            int32_t index);
 
+// Whether tensor `index` of framework op `op` holds indices stored as floating values in the
+// first column of its last dimension: torchvision's region ops (roi_align, roi_pool,
+// ps_roi_align, ps_roi_pool, forward and backward) take `rois` as K x 5 rows (image in the
+// batch, x1, y1, x2, y2). A perturbation leaves that column as it is: image 1 moved by its last
+// bit reads as image 0, and the whole region's result moves to another image (batch 17 F4: a
+// healthy roi_align's perturb ratio read 1).
+bool frameworkIndexColumn(const char* op, const std::vector<fumi_tensor>& tensors,
+                          int32_t index);
+
 // The number of terms each output of a call of `op` sums (fumi_call_info.reduction_length), from
 // the same schema names: the GEMM family (k), convolution forward (C_in/groups * filter
 // elements), convolution_backward (the larger of grad_input's C_out/groups * filter elements

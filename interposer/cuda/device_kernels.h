@@ -342,7 +342,9 @@ FUMI_HD void reduceElement(const ReduceParams& p, const metrics::detail::Compare
   const double a = load(p.a, p.a_dtype, off);
   if (p.op == kMap) {
     double v = p.map_kind == kMapAbs ? absOf(a) : a;
-    if (p.map_kind == kMapPerturb && a != 0.0) {  // zeros keep their sign
+    // Zeros keep their sign; Inf and NaN stay (inf + inf * -d would be NaN): a - a is 0
+    // only for finite values.
+    if (p.map_kind == kMapPerturb && a != 0.0 && a - a == 0.0) {
       int64_t j = 0, rest = index;
       for (int32_t d = p.dims.ndim - 1; d >= 0; --d) {
         j += rest % p.dims.shape[d] * p.order[d];

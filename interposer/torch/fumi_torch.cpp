@@ -721,9 +721,9 @@ fumi_status deviceMap(const at::Tensor& src, at::Tensor dst, const int64_t* orde
     case FUMI_MAP_COPY: y = x; break;
     case FUMI_MAP_ABS: y = x.abs(); break;
     case FUMI_MAP_PERTURB: {
-      // x + x * (shift * u), zeros kept as they are (their sign too).
+      // x + x * (shift * u), zeros kept as they are (their sign too), and Inf and NaN.
       const at::Tensor u = noise(x.sizes(), order, spec.seed, spec.first, x.device());
-      y = at::where(x == 0, x, x + x * (u * spec.shift));
+      y = at::where(at::bitwise_and(x != 0, at::isfinite(x)), x + x * (u * spec.shift), x);
       break;
     }
     default: return FUMI_UNSUPPORTED;
@@ -1036,6 +1036,13 @@ const char* noPrecisionToMeasure(const c10::OperatorHandle& op, const Inputs& in
   if (rounds)
     return "it rounds its result to a grid (a rerun measures where the rounding falls, not "
            "precision)";
+  // index_put_ without accumulate (x[idx] = v) writes values where the indices say: nothing
+  // rounds, and where an index repeats, which value stays is the kernel's order.
+  if (name == "aten::index_put" || name == "aten::_index_put_impl")
+    for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
+      if (args[i].name() == "accumulate" && inputs[i].isBool() && !inputs[i].toBool())
+        return "it writes values where its indices say (accumulate=False: nothing rounds, and "
+               "at a repeated index a rerun may keep another value)";
   // A general matrix's eigenvalues come out of LAPACK's geev in no defined order, and its
   // eigenvectors up to a phase: a wider rerun may list them otherwise.
   static const std::set<std::string> kUnordered = {"aten::linalg_eig", "aten::linalg_eigvals",

@@ -886,6 +886,28 @@ TEST(Checksum, ConvolutionProjectionWithinTheScratchBudget) {
                NoScratch);
 }
 
+// torchvision's region ops hold each box's image in rois' column 0: never perturbed; no other
+// tensor, shape or op is taken for one.
+TEST(Checksum, FrameworkIndexColumnIsTheRoisImageColumn) {
+  auto t = [&](const char* name, std::vector<int64_t> shape) {
+    return hostTensor(name, shape, nullptr);
+  };
+  const std::vector<fumi_tensor> roi = {t("input", {2, 3, 8, 8}), t("rois", {6, 5}),
+                                        t("out", {6, 3, 2, 2})};
+  for (const char* op : {"torchvision::roi_align", "torchvision::_roi_align_backward",
+                         "torchvision::ps_roi_align", "torchvision::roi_pool"}) {
+    EXPECT_TRUE(frameworkIndexColumn(op, roi, 1)) << op;
+    EXPECT_FALSE(frameworkIndexColumn(op, roi, 0)) << op;
+    EXPECT_FALSE(frameworkIndexColumn(op, roi, 2)) << op;
+    EXPECT_FALSE(frameworkIndexColumn(op, roi, 3)) << op;
+  }
+  EXPECT_FALSE(frameworkIndexColumn("aten::mm", roi, 1));
+  EXPECT_FALSE(frameworkIndexColumn("torchvision::nms", roi, 1));
+  EXPECT_FALSE(frameworkIndexColumn(nullptr, roi, 1));
+  const std::vector<fumi_tensor> boxes_only = {t("input", {2, 3, 8, 8}), t("rois", {6, 4})};
+  EXPECT_FALSE(frameworkIndexColumn("torchvision::roi_align", boxes_only, 1));
+}
+
 // The terms map of the normalisations' backward: the input centred on the mean its x^ used (batch
 // norm's saved one in training, the running one in evaluation), that mean kept, every other
 // tensor |x|; not where the input cannot be centred (device memory, broadcast strides, a mean

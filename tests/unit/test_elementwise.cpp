@@ -311,7 +311,7 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
             const double x = loadAsDouble(src.data(), off, ds);
             double v = x;
             if (kind == FUMI_MAP_ABS) v = std::fabs(x);
-            if (kind == FUMI_MAP_PERTURB && x != 0.0)
+            if (kind == FUMI_MAP_PERTURB && x != 0.0 && std::isfinite(x))
               v = x + x * (shift * metrics::Rng::uniformSymAt(
                                        seed, first + static_cast<uint64_t>(j)));
             storeFromDouble(want.data(), off, v, dd);
@@ -325,6 +325,71 @@ TEST(Elementwise, MapCopiesAbsAndPerturbsElementByElement) {
                                << dtypeName(dd) << " kind " << kind;
           EXPECT_EQ(got_changed, changed) << dtypeName(ds) << "->" << dtypeName(dd);
         }
+  }
+}
+
+// Indices stored as floating values (rois' image column): column 0 of the last dimension copied
+// exactly, every other element perturbed as the map perturbs (by at most shift |x|, zeros kept),
+// the gaps left alone, `changed` counting what moved; a reversed last dimension refused.
+TEST(Elementwise, MapKeepingIndexColumnPerturbsAllButColumnZero) {
+  for (const fumi_tensor& t : allLayouts()) {
+    if (broadcast(t) || t.ndim == 0) continue;
+    const int last = t.ndim - 1;
+    if (t.strides[last] < 0) {
+      std::vector<double> src(static_cast<size_t>(tensorSpan(t)), 1.0), dst = src;
+      EXPECT_EQ(mapKeepingIndexColumn(t, src.data(), FUMI_DTYPE_F64, dst.data(), FUMI_DTYPE_F64,
+                                      plugin::mapSpec(FUMI_MAP_PERTURB, 0.01, 1, 0), nullptr),
+                FUMI_UNSUPPORTED);
+      continue;
+    }
+    for (fumi_dtype ds : kLoadable)
+      for (fumi_dtype dd : kDtypes) {
+        const auto src = specialBuffer(t, ds, 53);
+        const std::vector<unsigned char> fresh(static_cast<size_t>(tensorSpan(t) + 1) * 8, 0xab);
+        std::vector<unsigned char> dst = fresh, copied = fresh;
+        const double shift = 0.1;
+        const fumi_map_spec spec = plugin::mapSpec(FUMI_MAP_PERTURB, shift, 5, 300);
+        uint64_t changed = 0;
+        ASSERT_EQ(mapKeepingIndexColumn(t, src.data(), ds, dst.data(), dd, spec, &changed),
+                  FUMI_OK);
+        ASSERT_EQ(mapTensor(t, src.data(), ds, copied.data(), dd,
+                            plugin::mapSpec(FUMI_MAP_COPY), nullptr),
+                  FUMI_OK);
+        uint64_t moved = 0, rest = 0, rest_moved = 0;
+        std::vector<bool> element(dst.size(), false);
+        forEachElement(t, [&](int64_t k, int64_t off) {
+          const double x = loadAsDouble(src.data(), off, ds), y = loadAsDouble(dst.data(), off, dd),
+                       c = loadAsDouble(copied.data(), off, dd);
+          const size_t bytes = static_cast<size_t>(dtypeBytes(dd));
+          for (size_t b = 0; b < bytes; ++b) element[static_cast<size_t>(off) * bytes + b] = true;
+          moved += std::memcmp(&y, &x, 8) != 0;
+          if (k % t.shape[last] == 0) {
+            EXPECT_EQ(std::memcmp(&y, &c, 8), 0) << "column 0, element " << k;
+            return;
+          }
+          if (!std::isfinite(x) || x == 0.0) {
+            EXPECT_EQ(std::memcmp(&y, &c, 8), 0) << "element " << k;
+            return;
+          }
+          ++rest;
+          rest_moved += std::memcmp(&y, &c, 8) != 0;
+          const double unit = dd == FUMI_DTYPE_BF16                             ? 0x1p-8
+                              : dd == FUMI_DTYPE_F16 || dd == FUMI_DTYPE_TF32 ? 0x1p-11
+                                                                              : 0;
+          // The perturbation, then the rounding to the destination's dtype.
+          EXPECT_LE(std::fabs(y - x), std::fabs(x) * (shift + unit * (1 + shift)) * 1.0001)
+              << "element " << k << " " << dtypeName(ds) << "->" << dtypeName(dd);
+        });
+        EXPECT_EQ(changed, moved) << dtypeName(ds) << "->" << dtypeName(dd);
+        if (rest >= 10) {
+          EXPECT_GT(rest_moved, rest / 2) << dtypeName(ds) << "->" << dtypeName(dd);
+        }
+        for (size_t b = 0; b < dst.size(); ++b) {
+          if (!element[b]) {
+            EXPECT_EQ(dst[b], 0xab) << "gap byte " << b;
+          }
+        }
+      }
   }
 }
 
