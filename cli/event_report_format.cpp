@@ -43,6 +43,10 @@ json violationJson(const ViolationInfo& v) {
   j["python_stack"] = v.python_stack;
   j["origin"] = v.origin;
   j["sentinel"] = v.sentinel;
+  j["autograd_node"] = v.autograd_node;
+  j["looked_back"] = v.looked_back;
+  j["through"] = v.through;
+  j["stack_call_index"] = v.stack_call_index ? json(*v.stack_call_index) : json(nullptr);
   j["file"] = v.file;
   j["line"] = v.line;
   return j;

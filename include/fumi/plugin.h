@@ -173,7 +173,9 @@ typedef enum fumi_map_kind {
                          * its input to mean + |x - mean| and copies that mean as it is */
   FUMI_MAP_PERTURB = 2  /* x + x * (shift * u), u = draw number first + j of the counter-based
                          * uniform [-1, 1) stream `seed` (metrics.h, Rng::uniformSymAt), j the
-                         * element's position in FUMI_ORDER_STORAGE; zeros stay as they are */
+                         * element's position in FUMI_ORDER_STORAGE; zeros, Inf and NaN stay
+                         * as they are, and so do indices a framework op keeps in floating
+                         * values (torchvision's rois: their image column) */
 } fumi_map_kind;
 
 /* ABI 2 — fumi_map_spec.flags. */

@@ -1043,6 +1043,13 @@ const char* noPrecisionToMeasure(const c10::OperatorHandle& op, const Inputs& in
       if (args[i].name() == "accumulate" && inputs[i].isBool() && !inputs[i].toBool())
         return "it writes values where its indices say (accumulate=False: nothing rounds, and "
                "at a repeated index a rerun may keep another value)";
+  // grid_sample's nearest mode picks a pixel by rounding its coordinates: a grid sampling at
+  // half the input's resolution lands on ties (2j + 0.5), where a rerun picks the other pixel.
+  if (name.rfind("aten::grid_sampler", 0) == 0)
+    for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
+      if (args[i].name() == "interpolation_mode" && inputs[i].isInt() && inputs[i].toInt() == 1)
+        return "it picks the nearest pixel by rounding its coordinates (a rerun measures where "
+               "the rounding falls, not precision)";
   // A general matrix's eigenvalues come out of LAPACK's geev in no defined order, and its
   // eigenvectors up to a phase: a wider rerun may list them otherwise.
   static const std::set<std::string> kUnordered = {"aten::linalg_eig", "aten::linalg_eigvals",

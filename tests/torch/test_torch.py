@@ -716,7 +716,8 @@ class AtenChecks(unittest.TestCase):
         # roi_align's rois hold each box's image in column 0 as a float: perturbed, image 1
         # read as image 0 and a healthy roi_align's perturb ratio read 1, its backward's 84
         # (F4); that column is never perturbed. An index_put_ without accumulate writes
-        # values, nothing rounds: counted skipped, saying so.
+        # values, nothing rounds: counted skipped, saying so. Grid sampling and Fourier
+        # transforms (an FNO's) likewise joined the rule.
         program = textwrap.dedent('''
             import torch, torch.nn.functional as F, torchvision
             torch.manual_seed(0)
@@ -728,6 +729,10 @@ class AtenChecks(unittest.TestCase):
             r = torchvision.ops.roi_align(x, boxes, output_size=(3, 3), sampling_ratio=2)
             up = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
             near = F.interpolate(x, scale_factor=2, mode="nearest")
+            grid = F.affine_grid(torch.eye(2, 3).repeat(4, 1, 1), (4, 6, 6, 6),
+                                 align_corners=False)
+            sampled = F.grid_sample(x, grid, align_corners=False)
+            spectrum = torch.fft.rfft2(x).abs()
             e = F.embedding(tok, emb).sum(1)
             bag = F.embedding_bag(tok, emb, mode="mean")
             agg = torch.zeros(4, 8).scatter_add(0, (tok[:, :1] % 4).expand(-1, 8), e)
@@ -737,7 +742,8 @@ class AtenChecks(unittest.TestCase):
                     + F.mse_loss(logits, torch.randn(4, 5))
                     + F.smooth_l1_loss(logits, torch.randn(4, 5))
                     + F.binary_cross_entropy_with_logits(logits, torch.rand(4, 5))
-                    + r.square().mean() + up.square().mean() + near.square().mean())
+                    + r.square().mean() + up.square().mean() + near.square().mean()
+                    + sampled.square().mean() + spectrum.mean())
             loss.backward()
             written = torch.zeros(10)
             written[torch.tensor([1, 3, 3])] = torch.tensor([1., 2., 3.])
@@ -757,7 +763,8 @@ class AtenChecks(unittest.TestCase):
                    "aten::_embedding_bag", "aten::_embedding_bag_backward",
                    "aten::scatter_add", "aten::index_add", "aten::_index_put_impl_",
                    "aten::nll_loss_forward", "aten::mse_loss", "aten::smooth_l1_loss",
-                   "aten::binary_cross_entropy_with_logits"):
+                   "aten::binary_cross_entropy_with_logits", "aten::grid_sampler_2d",
+                   "aten::grid_sampler_2d_backward", "aten::_fft_r2c"):
             self.assertIn(op, checked, sorted(checked))
         self.assertNotIn("aten::upsample_nearest2d", checked)  # a copy: nothing to judge
         for c in r.of("check"):
@@ -771,6 +778,34 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(sum(op["checked"] for op in puts), 0, puts)
         reasons = [why for op in puts for why in op.get("not_checked", {})]
         self.assertTrue(any("accumulate=False" in why for why in reasons), puts)
+
+    def test_grid_sample_nearest_counted_skipped(self):
+        # grid_sample's nearest mode rounds its coordinates to a pixel: at half the input's
+        # resolution every sample lands on a tie (2j + 0.5), where a perturbed or wider rerun
+        # picks the neighbour. Its calls are counted skipped saying why; bilinear is checked.
+        program = textwrap.dedent('''
+            import torch, torch.nn.functional as F
+            torch.manual_seed(0)
+            x = torch.randn(2, 3, 12, 12, requires_grad=True)
+            grid = F.affine_grid(torch.eye(2, 3).repeat(2, 1, 1), (2, 3, 6, 6),
+                                 align_corners=False)
+            y = F.grid_sample(x, grid, align_corners=False)
+            z = F.grid_sample(x, grid, mode="nearest", align_corners=False)
+            (y.square().sum() + z.square().sum()).backward()
+            print(repr(x.grad.double().abs().sum().item()))
+            ''')
+        plain = run([PYTHON, "-c", program], preload=False)
+        r = run([PYTHON, "-c", program],
+                policy=every_call('"aten::grid_sampler_2d*"',
+                                  "[ { plugin: highprec }, { plugin: perturb } ]"))
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertEqual(r.of("violation"), [])
+        ops = torch_summary(r)
+        for name in ("aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"):
+            op = ops[name]
+            self.assertEqual((op["calls"], op["checked"], op["skipped"]), (2, 1, 1), op)
+            self.assertIn("by rounding its coordinates", " ".join(op["not_checked"]), op)
 
     def test_perturb_leaves_a_masks_infinities_as_they_are(self):
         # x + x * d u turned -inf into NaN wherever u < 0 (-inf + inf): a causal mask's rows

@@ -715,13 +715,16 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
            std::to_string(pid) +
            R"(,"python_stack":["/src/model.py:12 in forward"],"stack":["#0 at::sqrt"]})";
   };
-  const auto text = [&](const std::vector<std::string>& more) {
+  const auto report = [&](const std::vector<std::string>& more) {
     std::vector<std::string> all = {startLine(1), origin + "1}"};
     all.insert(all.end(), more.begin(), more.end());
     all.push_back(summaryLine(1, "[" + opEntry("aten::sqrt", 4, 0, 1) + "]"));
     Report r = aggregate({EventFile{"events-1.jsonl", lines(all)}});
     EXPECT_TRUE(r.malformed.empty()) << r.malformed[0].str();
-    return fumi::report::formatText(r);
+    return r;
+  };
+  const auto text = [&](const std::vector<std::string>& more) {
+    return fumi::report::formatText(report(more));
   };
   const std::string alone = text({stacks(2)});
   at(alone,
@@ -735,6 +738,14 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
      "NaN/Inf origin: aten::sqrt (torch) pid 1, call 1 at /src/model.py:12 in forward: appeared "
      "(32 NaN, 0 Inf); found looking back from the sentinel (its stacks are its call 5's, which "
      "made them again): made from finite inputs by aten::var.dim #1");
+  // The JSON form says the same (it had neither `looked_back` nor `through`).
+  const nlohmann::json found = fumi::report::toJson(report({stacks(1)}))["nan_origins"][0];
+  EXPECT_EQ(found["looked_back"], true);
+  EXPECT_EQ(found["through"], nlohmann::json({"aten::var.dim #1", "aten::sub.Tensor #2"}));
+  EXPECT_EQ(found["stack_call_index"], 5);
+  EXPECT_EQ(found["python_stack"], nlohmann::json({"/src/model.py:12 in forward"}));
+  EXPECT_TRUE(fumi::report::toJson(report({stacks(2)}))["nan_origins"][0]["stack_call_index"]
+                  .is_null());
 }
 
 // An origin in the backward pass names the autograd node it ran in: a forward log(0) shows up as
@@ -754,6 +765,7 @@ TEST(ReportFindings, BackwardOriginNamesItsAutogradNode) {
   at(fumi::report::formatText(r),
      "NaN/Inf origin: aten::div.Tensor (torch) pid 1, call 3: appeared (90 NaN, 550 Inf) in the "
      "backward pass, inside LogBackward0; sentinel aten::sum.dim_IntList #7\n");
+  EXPECT_EQ(fumi::report::toJson(r)["nan_origins"][0]["autograd_node"], "LogBackward0");
 }
 
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
