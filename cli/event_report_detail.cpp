@@ -168,7 +168,7 @@ std::string originText(const NanOrigin& o) {
     // The ops between finite inputs and this one's results, whose own results were gone: the
     // values appeared in one of them or in this one.
     if (!v.through.empty()) {
-      s += ": made from finite inputs by ";
+      s += v.detail == "nan_from_inf" ? ": NaN made from Inf by " : ": made from finite inputs by ";
       for (const std::string& t : v.through) s += t + ", ";
       s += "then this call (the results in between no longer held: one of them made them)";
     }

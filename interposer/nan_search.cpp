@@ -1,6 +1,7 @@
 // nan_search.cpp — sentinel, search and step-down for the origin of NaN/Inf (nan_search.h).
 #include "nan_search.h"
 
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -88,6 +89,13 @@ std::string seenSoFar(const SearchState& s) {
 
 std::string callText(const OpSite* site, uint64_t index) {
   return std::string(site ? site->name : "?") + " #" + std::to_string(index);
+}
+
+// NaN made from Inf once an origin has been reported: that origin's values spreading (an
+// optimizer's 0 * inf on the Inf the first one put into a moment estimate: batch 18 read it as a
+// second origin), not a new one (caller holds the lock).
+bool spreadOfEarlier(const SearchState& s, const char* detail) {
+  return detail && std::strcmp(detail, "nan_from_inf") == 0 && !s.last_origin.empty();
 }
 
 // nanOriginClaim with the lock held.
@@ -214,7 +222,13 @@ bool originStack(const OpSite* site, uint64_t index) {
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf) {
   if (originStack(site, index)) return;
-  nlohmann::json sentinel = nanOriginClaim(site, index);
+  nlohmann::json sentinel;
+  {
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!site || spreadOfEarlier(s, detail)) return;
+    sentinel = claim(s, site, index);
+  }
   if (sentinel.is_null()) return;
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0,
@@ -243,6 +257,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
+    if (spreadOfEarlier(s, detail)) {
+      if (searching)
+        s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
+                        "them was " +
+                        callText(call.site, call.index) +
+                        ", which made NaN from Inf: the spread of the origin reported earlier";
+      return;
+    }
     sentinel = claim(s, call.site, call.index);
     if (sentinel.is_null()) return;
     if (searching) {  // claim ended it: it goes on for the origin's stacks

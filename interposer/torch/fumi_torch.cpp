@@ -2033,13 +2033,15 @@ bool pastKept() { return g_look_back == 1 || (g_look_back == 2 && t_rate.keep); 
 // otherwise the note holds the tensor and nothing more (version unknown).
 class TensorNote {
  public:
-  enum class Element : uint8_t { kUnread, kFinite, kNonFinite };
+  enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf };  // kNaN: NaN, maybe Inf too
   TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
     if (!past) return;
     version_ = t.is_inference() ? -1 : t._version();
     storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
-    if (input && t.numel() == 1 && t.device().is_cpu() && readable(t))
-      element_ = scanTensor(t).any() ? Element::kNonFinite : Element::kFinite;
+    if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
+      const NonFinite seen = scanTensor(t);
+      element_ = seen.nan ? Element::kNaN : seen.inf ? Element::kInf : Element::kFinite;
+    }
   }
   Element element() const { return element_; }
   // The tensor while it is alive, whatever it holds now; undefined once it is gone.
@@ -2085,6 +2087,7 @@ class InputNote {
       if (v.isDouble()) {
         const double d = v.toDouble();
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
+        nan_scalar_ = nan_scalar_ || std::isnan(d);
         scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
       }
       forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true, past); });
@@ -2092,6 +2095,7 @@ class InputNote {
   }
   bool recorded() const { return recorded_; }  // the op had inputs
   bool nonfiniteScalar() const { return nonfinite_scalar_; }  // a floating scalar not finite
+  bool nanScalar() const { return nan_scalar_; }              // a floating scalar NaN
   bool scalarAboveOne() const { return scalar_above_one_; }  // |a floating scalar| > 1
   // f(tensor) for each input tensor; false when one of them is gone (the op held its last
   // reference and dropped it), whose values are then unknown.
@@ -2111,7 +2115,8 @@ class InputNote {
   }
 
  private:
-  bool recorded_ = false, nonfinite_scalar_ = false, scalar_above_one_ = false;
+  bool recorded_ = false, nonfinite_scalar_ = false, nan_scalar_ = false,
+       scalar_above_one_ = false;
   c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
 };
 
@@ -2289,10 +2294,41 @@ struct PastOp {
   // without the dispatcher (no version bump: a backward's at::zeros gradient buffer filled by
   // the caller's loop), so what they hold now is the caller's work.
   bool superseded = false;
+  // An op writing in place into part of its input's memory (x[i] = v: copy_ into a select
+  // view): where it wrote, read back through a tensor still holding that memory once the view
+  // itself is gone. Set for in-place ops only.
+  struct Region {
+    int64_t offset = -1;  // in elements of dtype; -1: not an in-place write
+    c10::SmallVector<int64_t, 4> sizes, strides;
+    at::ScalarType dtype = at::ScalarType::Undefined;
+  } region;
   bool wrote(const TensorNote& t) const {
     for (const TensorNote& o : outputs)
       if (o.sharesMemory(t)) return true;
     return false;
+  }
+  // What the op wrote, read through `holder` (a tensor of the same memory), or undefined where
+  // that memory does not cover it.
+  at::Tensor written(const at::Tensor& holder) const {
+    if (region.offset < 0 || !holder.has_storage() || holder.scalar_type() != region.dtype)
+      return {};
+    int64_t last = region.offset;
+    for (size_t d = 0; d < region.sizes.size(); ++d) {
+      if (region.sizes[d] == 0) return {};
+      if (region.strides[d] < 0) return {};
+      last += (region.sizes[d] - 1) * region.strides[d];
+    }
+    const int64_t have =
+        static_cast<int64_t>(holder.storage().nbytes() / holder.element_size());
+    if (last >= have) return {};
+    return holder.as_strided(region.sizes, region.strides, region.offset);
+  }
+  // The element span [first, last] it wrote (offsets in the memory); empty for no region.
+  std::pair<int64_t, int64_t> span() const {
+    int64_t last = region.offset;
+    for (size_t d = 0; d < region.sizes.size(); ++d)
+      last += std::max<int64_t>(region.sizes[d] - 1, 0) * std::max<int64_t>(region.strides[d], 0);
+    return {region.offset, last};
   }
 };
 
@@ -2371,17 +2407,59 @@ struct Provenance {
 };
 constexpr size_t kMaxThrough = 16;
 
-void traceInputs(const PastOps& past, size_t j, Provenance& p) {
+void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote* into = nullptr);
+
+// An input still held as op `j` saw it, holding non-finite values: values written into part of
+// its memory by an in-place op since the step began (buf[i] = log(w): copy_ into a select view,
+// whose result is gone) are that op's work, followed back through its other inputs: the last
+// such write whose elements hold non-finite values, unless a later one overlaps it. False when
+// there is none (the input passed them along).
+bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const at::Tensor& t,
+                      Provenance& p) {
+  const size_t start = past.stepStart();
+  for (size_t k = j; k-- > start;) {
+    const PastOp& w = past[k];
+    if (w.superseded || w.region.offset < 0 || !w.wrote(in)) continue;
+    const at::Tensor region = w.written(t);
+    if (!region.defined() || !scanTensor(region).any()) continue;
+    const auto [first, last] = w.span();
+    for (size_t l = k + 1; l < j; ++l) {  // a later in-place write into the same elements
+      const PastOp& later = past[l];
+      if (later.region.offset < 0 || !later.wrote(in)) continue;
+      const auto [f, e] = later.span();
+      if (f <= last && first <= e) return false;
+    }
+    if (std::find(p.through.begin(), p.through.end(), k) == p.through.end()) {
+      if (p.through.size() >= kMaxThrough) {
+        p.unknown = true;
+        return true;
+      }
+      p.through.push_back(k);
+      traceInputs(past, k, p, &in);
+    }
+    return true;
+  }
+  return false;
+}
+
+// `into`: memory op `j` wrote in place (traceWrittenInto): what it held before is not what
+// made the values followed.
+void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote* into) {
   const PastOp& op = past[j];
-  if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;  // the program's constant (-inf masks)
+  if (op.inputs.nanScalar()) p.bad.nan += 1;  // the program's constants (-inf masks)
+  else if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;
   for (const TensorNote& in : op.inputs.tensors()) {
     if (p.unknown || p.bad.any()) return;
+    if (into && in.sharesMemory(*into)) continue;
     if (const at::Tensor t = in.asSeen(); t.defined()) {
-      p.bad.add(scanTensor(t));
+      const NonFinite seen = scanTensor(t);
+      if (seen.any() && traceWrittenInto(past, j, in, t, p)) continue;
+      p.bad.add(seen);
       continue;
     }
     if (in.element() != TensorNote::Element::kUnread) {
-      p.bad.inf += in.element() == TensorNote::Element::kNonFinite ? 1 : 0;
+      p.bad.nan += in.element() == TensorNote::Element::kNaN ? 1 : 0;
+      p.bad.inf += in.element() == TensorNote::Element::kInf ? 1 : 0;
       continue;
     }
     size_t k = j;
@@ -2428,8 +2506,10 @@ bool lookBack() {
     if (!out.any()) continue;
     Provenance p;
     traceInputs(past, i, p);
-    const bool nan_from_inf =
-        p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && p.through.empty() && !p.unknown;
+    // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
+    // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
+    // result was gone, and the NaN named later at an optimizer's 0 * inf).
+    const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
     if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
       std::sort(p.through.begin(), p.through.end());  // in the order they ran
       std::vector<fumi_past_call> through;
@@ -2459,6 +2539,19 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
       forEachTensor(outputs[i],
                     [&](const at::Tensor& t, int) { past.outputs.emplace_back(t, false, true); });
   if (past.outputs.empty()) return;
+  // An in-place write (its one output is memory an input brought): where it wrote.
+  if (outputs.size() == 1 && outputs[0].isTensor()) {
+    const at::Tensor& t = outputs[0].toTensor();
+    bool in_place = false;
+    for (const TensorNote& in : past.inputs.tensors())
+      in_place = in_place || in.sharesMemory(past.outputs[0]);
+    if (in_place && t.has_storage() && !t.is_inference()) {
+      past.region.offset = t.storage_offset();
+      past.region.sizes.assign(t.sizes().begin(), t.sizes().end());
+      past.region.strides.assign(t.strides().begin(), t.strides().end());
+      past.region.dtype = t.scalar_type();
+    }
+  }
   PastOps& ring = pastOps();
   if (ring.pushed() != since) ring.supersede(since, past);
   ring.push(std::move(past));

@@ -24,6 +24,15 @@
              weight: from then on every op receives NaN and none makes it.
   busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact): an op rate at which the
              adapter does not keep the ops it ran unless told to (nan_origin.look_back).
+  slice_write  a regression target filled slice by slice into a preallocated buffer
+             (target[i:j] = log(w[i:j]), as a box encoding or a decoder's steps fill theirs):
+             on step 1 one w is 0 (the line marked SLICE) and the target holds -inf, once; the
+             slices' results are gone, only the buffer holds what they wrote. A weighting of the
+             target by 0 then makes NaN of that -inf: the origin's spread, no origin of its own.
+  masked_row  attention weights over 8 slots (softmax), one query's row masked entirely with
+             -inf on step 1 (the line marked MASKED; the masked scores are a temporary): that
+             row's softmax is NaN, made from Inf; the decoded rows are written one by one into
+             a preallocated buffer; Adam then spreads NaN through its moments.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -43,6 +52,8 @@ mask = torch.triu(torch.full((8, 8), float("-inf")), diagonal=1)
 q_proj = torch.nn.Linear(16, 16)
 if mode == "mask":
     opt = torch.optim.SGD(list(model.parameters()) + list(q_proj.parameters()), lr=0.1)
+if mode == "masked_row":
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
 
 buf = torch.empty(4)
 for step in range(4):
@@ -69,6 +80,26 @@ for step in range(4):
     else:
         out = model(inputs)
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
+    if mode == "slice_write":
+        w = torch.rand(64, 4) + 0.5
+        if step == 1:
+            w[37, 2] = 0.0
+        target = torch.zeros(64, 4)
+        for i in range(0, 64, 16):
+            target[i:i + 16] = torch.log(w[i:i + 16])  # SLICE
+        loss = loss + (out - target).abs().mean()
+        with torch.no_grad():
+            weighted = (target * 0.0).sum()  # NaN (0 * -inf) from the origin's -inf: its spread
+    if mode == "masked_row":
+        scores = model[0](inputs).sum(-1).view(8, 8)
+        row0 = torch.arange(8).unsqueeze(1) == 0
+        alpha = torch.softmax(scores.masked_fill(row0, float("-inf")) if step == 1 else scores,
+                              dim=1)  # MASKED
+        context = (inputs.view(8, 8, 16) * alpha.unsqueeze(2)).sum(1)
+        decoded = torch.zeros(8, 4)
+        for t in range(8):
+            decoded[t] = model(context[t])
+        loss = loss + torch.nn.functional.cross_entropy(decoded, y[:8])
     loss.backward()
     opt.step()
     if mode == "log0":

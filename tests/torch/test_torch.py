@@ -1976,6 +1976,38 @@ class NanOrigin(unittest.TestCase):
         self.assertIn(f"sentinel aten::nll_loss_forward #1 at {NAN_CASES}:"
                       f"{self.origin_line('# LOSS')} in <module>", report.stdout)
 
+    def test_values_written_into_a_slice_of_a_buffer_followed_back(self):
+        # target[i:j] = log(w[i:j]): the -inf of one slice reaches the loss only through the
+        # buffer, the slices' copies and logs long gone. Before, the search ended "not found"
+        # (SSD's box encoding, batch 18). The buffer's part holding -inf names its write, whose
+        # source is followed back to the log of a zero (and the zero written into w). The
+        # target weighted by 0 then makes NaN of that -inf, which the search sees: the origin's
+        # spread, which was reported as the origin (aten::mul) before.
+        r = self.case("slice_write")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertTrue(o["looked_back"], o)
+        self.assertEqual((o["detail"], o["extra"]["inf"], o["extra"]["nan"]), ("appeared", 1, 0))
+        through = [t.split(" #")[0] for t in o["through"]]
+        self.assertIn("aten::log", through)
+        self.assertEqual(through[-1], "aten::copy_", through)  # the write into the buffer
+        self.assertLess(through.index("aten::log"), len(through) - 1)
+        self.assertNotEqual(o["op"], "aten::mul.Tensor")
+
+    def test_nan_from_a_masked_row_followed_through_results_gone(self):
+        # softmax over a row masked_fill set to -inf makes NaN from Inf; the masked scores were
+        # a temporary, gone once softmax returned. Before, a NaN from Inf counted only where the
+        # Inf was in the op's own inputs: the search ended "not found" (the captioning
+        # decoder, batch 18).
+        r = self.case("masked_row")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"], o["extra"]["nan"]),
+                         ("aten::softmax.int", "nan_from_inf", 8))
+        self.assertTrue(o["looked_back"], o)
+        self.assertEqual([t.split(" #")[0] for t in o["through"]], ["aten::masked_fill.Scalar"])
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("NaN made from Inf by aten::masked_fill.Scalar #0, then this call",
+                      report.stdout)
+
     def test_one_off_nan_from_finite_inputs_reported_at_once(self):
         # 0/0 in a metric on one step: the sentinel's op had finite inputs, so it is the origin
         # (before, a search ran for the following steps and, the NaN never recurring, ended
