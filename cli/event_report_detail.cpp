@@ -143,6 +143,62 @@ std::string cancellationText(const ViolationInfo& v) {
   return s;
 }
 
+namespace {
+
+// An op's name without its overload or call number ("aten::sqrt #247", "aten::div.Tensor" ->
+// "aten::sqrt", "aten::div").
+std::string bareOp(const std::string& call) {
+  std::string s = call.substr(0, call.find(' '));
+  const size_t colon = s.find("::");
+  if (const size_t dot = s.find('.', colon == std::string::npos ? 0 : colon + 2);
+      dot != std::string::npos)
+    s.resize(dot);
+  if (!s.empty() && s.back() == '_') s.pop_back();  // the in-place form
+  return s;
+}
+
+// Of a looked-back origin's chain (the ops followed back, then the op itself), those that most
+// likely made the values, their results being gone: for values that appeared from finite ones,
+// the ops with a restricted domain or that overflow (log of 0, sqrt of a negative, a division
+// by 0, exp of a large number); for NaN from Inf, the first op that computes with what it
+// receives (not a copy or a view's write) after the first fill that can put the Inf there
+// (masked_fill of -inf; none said without one: the ops before it made what it masked).
+std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, bool nan_from_inf) {
+  static const char* const kDomain[] = {
+      "aten::log",   "aten::log2",    "aten::log10", "aten::log1p",  "aten::sqrt",
+      "aten::rsqrt", "aten::div",     "aten::reciprocal", "aten::pow", "aten::exp",
+      "aten::exp2",  "aten::expm1",   "aten::acos",  "aten::asin",   "aten::atanh",
+      "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
+      "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
+  static const char* const kPassing[] = {
+      "aten::copy",   "aten::cat",   "aten::stack",   "aten::clone", "aten::index",
+      "aten::index_select", "aten::gather", "aten::masked_fill", "aten::fill",
+      "aten::_to_copy", "aten::contiguous", "aten::where", "aten::zeros", "aten::ones",
+      "aten::full", "aten::index_put", "aten::_index_put_impl", "aten::masked_scatter",
+      "aten::repeat", "aten::flip", "aten::roll", "aten::constant_pad_nd"};
+  const auto in = [](const std::string& op, const auto& list) {
+    return std::any_of(std::begin(list), std::end(list),
+                       [&](const char* n) { return op == n; });
+  };
+  static const char* const kFills[] = {"aten::masked_fill", "aten::fill", "aten::full",
+                                      "aten::index_put", "aten::_index_put_impl",
+                                      "aten::masked_scatter", "aten::where"};
+  std::vector<std::string> found;
+  if (nan_from_inf) {
+    const auto fill = std::find_if(chain.begin(), chain.end(),
+                                   [&](const std::string& c) { return in(bareOp(c), kFills); });
+    const auto computes = [&](const std::string& c) { return !in(bareOp(c), kPassing); };
+    const auto first = fill == chain.end() ? fill : std::find_if(fill, chain.end(), computes);
+    if (first != chain.end()) found.push_back(*first);
+    return found;
+  }
+  for (const std::string& c : chain)
+    if (in(bareOp(c), kDomain)) found.push_back(c);
+  return found;
+}
+
+}  // namespace
+
 std::string originText(const NanOrigin& o) {
   const ViolationInfo& v = o.violation;
   std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
@@ -170,7 +226,19 @@ std::string originText(const NanOrigin& o) {
     if (!v.through.empty()) {
       s += v.detail == "nan_from_inf" ? ": NaN made from Inf by " : ": made from finite inputs by ";
       for (const std::string& t : v.through) s += t + ", ";
-      s += "then this call (the results in between no longer held: one of them made them)";
+      s += "then this call (the results in between no longer held: one of them made them";
+      std::vector<std::string> chain = v.through;
+      chain.push_back(o.op + " (this call)");
+      const bool from_inf = v.detail == "nan_from_inf";
+      const std::vector<std::string> likely = likelyMakers(chain, from_inf);
+      if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.back())) {
+        s += likely.size() == 1 ? "; likely " : "; likely one of ";
+        for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + likely[i];
+        s += from_inf ? ", the first to compute with the Inf"
+                      : likely.size() == 1 ? ", whose domain or range allows it"
+                                           : ", whose domains or ranges allow it";
+      }
+      s += ")";
     }
   }
   if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;

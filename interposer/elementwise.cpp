@@ -188,7 +188,8 @@ fumi_status mapKeepingIndexColumn(const fumi_tensor& t, const void* src, fumi_dt
                                   void* dst, fumi_dtype dst_dtype, const fumi_map_spec& spec,
                                   uint64_t* changed) {
   const int last = t.ndim - 1;
-  if (last < 0 || t.shape[last] == 0) return mapTensor(t, src, src_dtype, dst, dst_dtype, spec, changed);
+  if (last < 0 || t.shape[last] == 0)
+    return mapTensor(t, src, src_dtype, dst, dst_dtype, spec, changed);
   if (t.strides[last] < 0 || dtypeBytes(src_dtype) == 0 || dtypeBytes(dst_dtype) == 0)
     return FUMI_UNSUPPORTED;
   // Two views of the buffers' layout: the column (element 0 along the last dimension), and the

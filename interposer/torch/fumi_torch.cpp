@@ -2409,19 +2409,23 @@ constexpr size_t kMaxThrough = 16;
 
 void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote* into = nullptr);
 
-// An input still held as op `j` saw it, holding non-finite values: values written into part of
-// its memory by an in-place op since the step began (buf[i] = log(w): copy_ into a select view,
-// whose result is gone) are that op's work, followed back through its other inputs: the last
-// such write whose elements hold non-finite values, unless a later one overlaps it. False when
-// there is none (the input passed them along).
+// An input still held as op `j` saw it, holding non-finite values `seen`: values written into
+// part of its memory by in-place ops since the step began (buf[i] = log(w): copy_ into a select
+// view, whose result is gone) are those ops' work, followed back through their other inputs —
+// when the parts they wrote, none overlapped by a later write, hold every non-finite value it
+// holds. False otherwise (the input passed them along, at least in part).
 bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const at::Tensor& t,
-                      Provenance& p) {
+                      const NonFinite& seen, Provenance& p) {
   const size_t start = past.stepStart();
+  std::vector<size_t> writes;
+  NonFinite held;
   for (size_t k = j; k-- > start;) {
     const PastOp& w = past[k];
     if (w.superseded || w.region.offset < 0 || !w.wrote(in)) continue;
     const at::Tensor region = w.written(t);
-    if (!region.defined() || !scanTensor(region).any()) continue;
+    if (!region.defined()) continue;
+    const NonFinite part = scanTensor(region);
+    if (!part.any()) continue;
     const auto [first, last] = w.span();
     for (size_t l = k + 1; l < j; ++l) {  // a later in-place write into the same elements
       const PastOp& later = past[l];
@@ -2429,17 +2433,21 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
       const auto [f, e] = later.span();
       if (f <= last && first <= e) return false;
     }
-    if (std::find(p.through.begin(), p.through.end(), k) == p.through.end()) {
-      if (p.through.size() >= kMaxThrough) {
-        p.unknown = true;
-        return true;
-      }
-      p.through.push_back(k);
-      traceInputs(past, k, p, &in);
-    }
-    return true;
+    held.add(part);
+    writes.push_back(k);
   }
-  return false;
+  if (writes.empty() || held.nan != seen.nan || held.inf != seen.inf) return false;
+  for (size_t k : writes) {
+    if (p.unknown || p.bad.nan > 0) break;
+    if (std::find(p.through.begin(), p.through.end(), k) != p.through.end()) continue;
+    if (p.through.size() >= kMaxThrough) {
+      p.unknown = true;
+      break;
+    }
+    p.through.push_back(k);
+    traceInputs(past, k, p, &in);
+  }
+  return true;
 }
 
 // `into`: memory op `j` wrote in place (traceWrittenInto): what it held before is not what
@@ -2449,11 +2457,12 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote*
   if (op.inputs.nanScalar()) p.bad.nan += 1;  // the program's constants (-inf masks)
   else if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;
   for (const TensorNote& in : op.inputs.tensors()) {
-    if (p.unknown || p.bad.any()) return;
+    // Inf alone does not end it: NaN from Inf needs to know no NaN came in as well.
+    if (p.unknown || p.bad.nan > 0) return;
     if (into && in.sharesMemory(*into)) continue;
     if (const at::Tensor t = in.asSeen(); t.defined()) {
       const NonFinite seen = scanTensor(t);
-      if (seen.any() && traceWrittenInto(past, j, in, t, p)) continue;
+      if (seen.any() && traceWrittenInto(past, j, in, t, seen, p)) continue;
       p.bad.add(seen);
       continue;
     }

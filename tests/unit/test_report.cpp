@@ -748,6 +748,44 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
                   .is_null());
 }
 
+// A looked-back origin whose chain went through ops whose results were gone names the ops that
+// most likely made the values: for values from finite ones, those with a restricted domain or
+// that overflow (SSD's box encoding: div, then log of a zero-width box, then the copies; the
+// headline op, a subtraction, only held them); for NaN from Inf, the first op that computes with
+// the Inf after the fill that put it there (a masked attention row's softmax, not the cat that
+// held its result).
+TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
+  const auto text = [](const std::string& op, const std::string& detail,
+                       const std::string& through) {
+    const std::string origin =
+        R"({"event":"violation","op":")" + op + R"(","backend":"torch","check":"nan_inf",)" +
+        R"("kind":"error","metric":"nonfinite","value":1,"tolerance":0,"detail":")" + detail +
+        R"(","origin":true,"looked_back":true,"through":)" + through +
+        R"(,"sentinel":{"op":"aten::sum","call_index":1},"call_index":1,)"
+        R"("extra":{"nan":1,"inf":0},"pid":1})";
+    Report r = aggregate({EventFile{
+        "events-1.jsonl",
+        lines({startLine(1), origin, summaryLine(1, "[" + opEntry(op, 4, 0, 1) + "]")})}});
+    EXPECT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+    return fumi::report::formatText(r);
+  };
+  at(text("aten::sub.Tensor", "appeared",
+          R"(["aten::div.Tensor #3","aten::log #2","aten::mul.Tensor #3","aten::copy_ #16"])"),
+     "then this call (the results in between no longer held: one of them made them; likely one "
+     "of aten::div.Tensor #3, aten::log #2, whose domains or ranges allow it); sentinel");
+  at(text("aten::sub.Tensor", "appeared", R"(["aten::log #2","aten::copy_ #16"])"),
+     "one of them made them; likely aten::log #2, whose domain or range allows it)");
+  at(text("aten::cat", "nan_from_inf",
+          R"(["aten::masked_fill.Scalar #0","aten::softmax.int #4","aten::mul.Tensor #36"])"),
+     "NaN made from Inf by aten::masked_fill.Scalar #0, aten::softmax.int #4, aten::mul.Tensor "
+     "#36, then this call (the results in between no longer held: one of them made them; likely "
+     "aten::softmax.int #4, the first to compute with the Inf)");
+  // The op itself the only candidate: nothing more to say.
+  const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
+  at(alone, "then this call (the results in between no longer held: one of them made them); ");
+  EXPECT_EQ(alone.find("likely"), std::string::npos) << alone;
+}
+
 // An origin in the backward pass names the autograd node it ran in: a forward log(0) shows up as
 // LogBackward0's division by 0 (batch 17), which only the native stack said.
 TEST(ReportFindings, BackwardOriginNamesItsAutogradNode) {
