@@ -48,6 +48,9 @@ struct fumi_call {
   std::vector<void*> device_allocations;
   fumi::ScratchArena::Mark arena_mark = fumi::ScratchArena::local().mark();
   bool violated = false;
+  // The scratch the check had when a request was refused, with that request: what it needed at
+  // least (the budget's warning says so). 0: none refused.
+  uint64_t needed = 0;
 };
 
 namespace fumi {
@@ -130,7 +133,10 @@ const fumi_call_info* hostCallInfo(fumi_call* c) { return &c->call->info(); }
 std::atomic<const DeviceMemory*> g_device{nullptr};
 
 void* hostAlloc(fumi_call* c, size_t bytes, fumi_memory memory) {
-  if (bytes > c->budget - c->used) return nullptr;
+  if (bytes > c->budget - c->used) {
+    if (!c->needed) c->needed = c->used + bytes;
+    return nullptr;
+  }
   void* p = nullptr;
   if (memory == FUMI_MEMORY_HOST) {
     p = ScratchArena::local().take(bytes);
@@ -264,7 +270,8 @@ fumi_status budgetedHostWork(fumi_call* c, Work&& work) {
   ScratchLimit limit(static_cast<size_t>(c->budget - c->used));
   try {
     return work();
-  } catch (const NoScratch&) {
+  } catch (const NoScratch& e) {
+    if (!c->needed) c->needed = c->used + limit.charged() + e.asked;
     return FUMI_NO_SCRATCH;  // the operands' copies do not fit in the scratch budget
   } catch (const std::exception&) {
     return FUMI_UNSUPPORTED;  // out of memory
@@ -1248,9 +1255,13 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
       case FUMI_NO_SCRATCH: {
         static std::atomic<bool> warned{false};
         if (!warned.exchange(true))
-          reporter_.log().warn("scratch budget of {} bytes too small for {} (check {}); "
-                               "such checks are skipped",
-                               policy_.scratch_budget, call.info().op, ci.name);
+          reporter_.log().warn(
+              "scratch budget of {} bytes too small for {} (check {}{}); such checks are "
+              "skipped (raise scratch_budget to check them)",
+              policy_.scratch_budget, call.info().op, ci.name,
+              handle.needed ? fmt::format(": it asked for at least {:.0f} MiB",
+                                          std::ceil(static_cast<double>(handle.needed) / (1 << 20)))
+                            : std::string());
         break;
       }
       default: {

@@ -160,7 +160,7 @@ size_t scratchLeft() { return t_scratch_active ? t_scratch_left : SIZE_MAX; }
 
 void chargeScratch(size_t bytes) {
   if (!t_scratch_active) return;
-  if (bytes > t_scratch_left) throw NoScratch();
+  if (bytes > t_scratch_left) throw NoScratch(bytes);
   t_scratch_left -= bytes;
 }
 

@@ -82,7 +82,10 @@ class Stage {
 // past it (the host call then answers FUMI_NO_SCRATCH: the check is skipped with the
 // budget's warning). Outside a ScratchLimit nothing is charged.
 struct NoScratch : std::exception {
+  NoScratch() = default;
+  explicit NoScratch(size_t request) : asked(request) {}
   const char* what() const noexcept override { return "scratch budget exhausted"; }
+  size_t asked = 0;  // the request refused
 };
 class ScratchLimit {
  public:

@@ -1648,6 +1648,8 @@ class AtenChecks(unittest.TestCase):
             op = r.op("sgemm_")
             self.assertEqual((op["checked"], op["skipped"]), (checked, 1 - checked), budget)
             self.assertEqual("scratch budget" in r.stderr, not checked, r.stderr)
+            if not checked:  # what it would have needed (batch 18: the warning said nothing)
+                self.assertIn("it asked for at least 2 MiB", r.stderr)
 
     def test_perturb_first_input_only(self):
         # torch.mm(zeros, b): zeros are never perturbed, so perturb's `inputs: first` (FuMi's
