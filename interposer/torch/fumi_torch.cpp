@@ -2407,7 +2407,15 @@ struct Provenance {
 };
 constexpr size_t kMaxThrough = 16;
 
-void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote* into = nullptr);
+void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten = false);
+
+// Whether in-place op `op` replaces every element of what it writes (its first argument): what
+// that held before is then none of its result's making. Others (add_, masked_fill_,
+// index_put_) keep some or all of it.
+bool overwrites(const char* op) {
+  return std::strcmp(op, "aten::copy_") == 0 || std::strcmp(op, "aten::fill_") == 0 ||
+         std::strcmp(op, "aten::zero_") == 0;
+}
 
 // An input still held as op `j` saw it, holding non-finite values `seen`: values written into
 // part of its memory by in-place ops since the step began (buf[i] = log(w): copy_ into a select
@@ -2445,21 +2453,21 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
       break;
     }
     p.through.push_back(k);
-    traceInputs(past, k, p, &in);
+    traceInputs(past, k, p, overwrites(past[k].op));
   }
   return true;
 }
 
-// `into`: memory op `j` wrote in place (traceWrittenInto): what it held before is not what
-// made the values followed.
-void traceInputs(const PastOps& past, size_t j, Provenance& p, const TensorNote* into) {
+// `overwritten`: op `j` replaced every element of its first argument (traceWrittenInto), whose
+// values before are none of its result's making: not followed.
+void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten) {
   const PastOp& op = past[j];
   if (op.inputs.nanScalar()) p.bad.nan += 1;  // the program's constants (-inf masks)
   else if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;
   for (const TensorNote& in : op.inputs.tensors()) {
     // Inf alone does not end it: NaN from Inf needs to know no NaN came in as well.
     if (p.unknown || p.bad.nan > 0) return;
-    if (into && in.sharesMemory(*into)) continue;
+    if (overwritten && &in == &op.inputs.tensors()[0]) continue;
     if (const at::Tensor t = in.asSeen(); t.defined()) {
       const NonFinite seen = scanTensor(t);
       if (seen.any() && traceWrittenInto(past, j, in, t, seen, p)) continue;
