@@ -22,6 +22,13 @@ std::atomic<int> g_nan_search_active{0};
 
 namespace {
 
+// Optimizer steps the process has begun (nanSearchStep), whether a search runs or not.
+std::atomic<uint64_t> g_steps{0};
+// How many steps after an origin NaN made from Inf is taken for its spread (spreadOfEarlier):
+// the spread shows within a step or two (an optimizer's moments); a NaN from Inf of the
+// program's own (a masked row) that soon after an unrelated origin is missed.
+constexpr uint64_t kSpreadSteps = 3;
+
 // Everything below is touched on the slow path only (a sentinel fired or a search runs).
 struct SearchState {
   std::mutex mu;
@@ -35,6 +42,7 @@ struct SearchState {
   std::string looked_back;  // what looking back from the sentinel found, when no origin
   std::set<std::string> origins;  // ops already reported as origins
   std::string last_origin;        // the last one reported: "aten::sqrt #1"
+  uint64_t last_origin_step = 0;  // g_steps when it was reported
   // The op the running search found looking back (reported without stacks): the search goes on
   // for its stacks, should it make non-finite values from finite inputs again.
   std::string awaiting_stack;
@@ -91,11 +99,13 @@ std::string callText(const OpSite* site, uint64_t index) {
   return std::string(site ? site->name : "?") + " #" + std::to_string(index);
 }
 
-// NaN made from Inf once an origin has been reported: that origin's values spreading (an
-// optimizer's 0 * inf on the Inf the first one put into a moment estimate: batch 18 read it as a
-// second origin), not a new one (caller holds the lock).
+// NaN made from Inf within kSpreadSteps optimizer steps of a reported origin: that origin's
+// values spreading (an optimizer's 0 * inf on the Inf the first one put into a moment estimate:
+// batch 18 read it as a second origin), not a new one (caller holds the lock). Later, an origin
+// of its own (the first's values gone, or it never reached the parameters).
 bool spreadOfEarlier(const SearchState& s, const char* detail) {
-  return detail && std::strcmp(detail, "nan_from_inf") == 0 && !s.last_origin.empty();
+  return detail && std::strcmp(detail, "nan_from_inf") == 0 && !s.last_origin.empty() &&
+         g_steps.load(std::memory_order_relaxed) - s.last_origin_step <= kSpreadSteps;
 }
 
 // nanOriginClaim with the lock held.
@@ -120,6 +130,7 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index) {
   }
   s.origins.insert(site->name);
   s.last_origin = callText(site, index);
+  s.last_origin_step = g_steps.load(std::memory_order_relaxed);
   return sentinel;
 }
 
@@ -146,6 +157,7 @@ void nanSentinel(const OpSite* site, uint64_t index) {
 }
 
 void nanSearchStep() {
+  g_steps.fetch_add(1, std::memory_order_relaxed);
   if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
