@@ -224,12 +224,12 @@ std::string originText(const NanOrigin& o) {
     // The ops between finite inputs and this one's results, whose own results were gone: the
     // values appeared in one of them or in this one.
     if (!v.through.empty()) {
-      s += v.detail == "nan_from_inf" ? ": NaN made from Inf by " : ": made from finite inputs by ";
+      const bool from_inf = v.detail == "nan_from_inf";
+      s += from_inf ? ": NaN made from Inf by " : ": made from finite inputs by ";
       for (const std::string& t : v.through) s += t + ", ";
       s += "then this call (the results in between no longer held: one of them made them";
       std::vector<std::string> chain = v.through;
       chain.push_back(o.op + " (this call)");
-      const bool from_inf = v.detail == "nan_from_inf";
       const std::vector<std::string> likely = likelyMakers(chain, from_inf);
       if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.back())) {
         s += likely.size() == 1 ? "; likely " : "; likely one of ";

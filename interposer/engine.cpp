@@ -787,7 +787,7 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
       return;
     }
     if (own_origin) {
-      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index);
+      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how);
       if (!sentinel.is_null()) {
         ev["origin"] = true;
         ev["sentinel"] = std::move(sentinel);

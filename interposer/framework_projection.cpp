@@ -455,9 +455,10 @@ TermsMap frameworkTermsMap(const char* op, const std::vector<fumi_tensor>& ts, c
 bool frameworkIndexColumn(const char* op, const std::vector<fumi_tensor>& ts, int32_t index) {
   if (!op || index < 0 || static_cast<size_t>(index) >= ts.size()) return false;
   const fumi_tensor& t = ts[static_cast<size_t>(index)];
+  // The tensor first: every perturbed input of every op asks.
+  if (!t.name || std::strcmp(t.name, "rois") != 0 || t.ndim != 2 || t.shape[1] != 5) return false;
   const std::string name = baseName(op, false);
-  return name.rfind("torchvision::", 0) == 0 && name.find("roi_") != std::string::npos &&
-         t.name && std::strcmp(t.name, "rois") == 0 && t.ndim == 2 && t.shape[1] == 5;
+  return name.rfind("torchvision::", 0) == 0 && name.find("roi_") != std::string::npos;
 }
 
 int64_t frameworkReductionLength(const char* op, const std::vector<fumi_tensor>& ts,

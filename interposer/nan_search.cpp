@@ -108,8 +108,10 @@ bool spreadOfEarlier(const SearchState& s, const char* detail) {
          g_steps.load(std::memory_order_relaxed) - s.last_origin_step <= kSpreadSteps;
 }
 
-// nanOriginClaim with the lock held.
-nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index) {
+// nanOriginClaim with the lock held. The spread of an earlier origin claims nothing and leaves
+// a running search as it is.
+nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const char* detail) {
+  if (spreadOfEarlier(s, detail)) return nullptr;
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
   if (s.origins.count(site->name)) {
     ++s.repeats;  // the same origin again: already reported
@@ -194,11 +196,11 @@ void nanPropagated(const OpSite* site, const char* input) {
   s.first_propagated = std::string(site->name) + " (input '" + (input ? input : "?") + "')";
 }
 
-nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index) {
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail) {
   if (!site) return nullptr;
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return claim(s, site, index);
+  return claim(s, site, index, detail);
 }
 
 // The search found again, with the stacks of the calling thread, the origin it found looking
@@ -234,13 +236,7 @@ bool originStack(const OpSite* site, uint64_t index) {
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf) {
   if (originStack(site, index)) return;
-  nlohmann::json sentinel;
-  {
-    SearchState& s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (!site || spreadOfEarlier(s, detail)) return;
-    sentinel = claim(s, site, index);
-  }
+  nlohmann::json sentinel = nanOriginClaim(site, index, detail);
   if (sentinel.is_null()) return;
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0,
@@ -269,16 +265,15 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    if (spreadOfEarlier(s, detail)) {
-      if (searching)
+    sentinel = claim(s, call.site, call.index, detail);
+    if (sentinel.is_null()) {
+      if (searching && spreadOfEarlier(s, detail))  // the search goes on: what it saw
         s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
                         "them was " +
                         callText(call.site, call.index) +
                         ", which made NaN from Inf: the spread of the origin reported earlier";
       return;
     }
-    sentinel = claim(s, call.site, call.index);
-    if (sentinel.is_null()) return;
     if (searching) {  // claim ended it: it goes on for the origin's stacks
       g_nan_search_active.store(1, std::memory_order_relaxed);
       s.awaiting_stack = call.site->name;

@@ -58,8 +58,8 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // check that saw the values appear from finite inputs): ends a search running (found), or
 // counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
 // where the call is not reported as an origin (its op already was one, origins are off, or
-// max_searches are spent).
-nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index);
+// max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail);
 // One call an adapter saw before a sentinel, in `phase` (a static string).
 struct PastCall {
   const OpSite* site;

@@ -1021,6 +1021,15 @@ bool workspaceOutput(std::string_view op, size_t index) {
 // quantizers). Quantized kernels (int8 weights packed for fbgemm, dynamic quantization of their
 // input) have no wider form, and their input quantization jumps likewise.
 template <class Inputs>
+const c10::IValue* argumentNamed(const c10::OperatorHandle& op, const Inputs& inputs,
+                                 const char* name) {
+  const auto& args = op.schema().arguments();
+  for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
+    if (args[i].name() == name) return &inputs[i];
+  return nullptr;
+}
+
+template <class Inputs>
 const char* noPrecisionToMeasure(const c10::OperatorHandle& op, const Inputs& inputs) {
   static const std::set<std::string> kRounding = {
       "aten::round", "aten::floor", "aten::ceil", "aten::trunc", "aten::fix", "aten::frac",
@@ -1030,26 +1039,25 @@ const char* noPrecisionToMeasure(const c10::OperatorHandle& op, const Inputs& in
   if (!name.empty() && name.back() == '_') name.pop_back();  // the in-place form
   bool rounds = kRounding.count(name) > 0 || name.find("fake_quant") != std::string::npos ||
                 name.rfind("aten::quantize_per_", 0) == 0;
-  const auto& args = op.schema().arguments();
-  for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
-    if (args[i].name() == "rounding_mode" && inputs[i].isString()) rounds = true;  // div
+  if (const c10::IValue* mode = argumentNamed(op, inputs, "rounding_mode"))
+    rounds = rounds || mode->isString();  // div
   if (rounds)
     return "it rounds its result to a grid (a rerun measures where the rounding falls, not "
            "precision)";
   // index_put_ without accumulate (x[idx] = v) writes values where the indices say: nothing
   // rounds, and where an index repeats, which value stays is the kernel's order.
   if (name == "aten::index_put" || name == "aten::_index_put_impl")
-    for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
-      if (args[i].name() == "accumulate" && inputs[i].isBool() && !inputs[i].toBool())
-        return "it writes values where its indices say (accumulate=False: nothing rounds, and "
-               "at a repeated index a rerun may keep another value)";
+    if (const c10::IValue* a = argumentNamed(op, inputs, "accumulate");
+        a && a->isBool() && !a->toBool())
+      return "it writes values where its indices say (accumulate=False: nothing rounds, and at "
+             "a repeated index a rerun may keep another value)";
   // grid_sample's nearest mode picks a pixel by rounding its coordinates: a grid sampling at
   // half the input's resolution lands on ties (2j + 0.5), where a rerun picks the other pixel.
   if (name.rfind("aten::grid_sampler", 0) == 0)
-    for (size_t i = 0; i < args.size() && i < inputs.size(); ++i)
-      if (args[i].name() == "interpolation_mode" && inputs[i].isInt() && inputs[i].toInt() == 1)
-        return "it picks the nearest pixel by rounding its coordinates (a rerun measures where "
-               "the rounding falls, not precision)";
+    if (const c10::IValue* m = argumentNamed(op, inputs, "interpolation_mode");
+        m && m->isInt() && m->toInt() == 1)
+      return "it picks the nearest pixel by rounding its coordinates (a rerun measures where "
+             "the rounding falls, not precision)";
   // A general matrix's eigenvalues come out of LAPACK's geev in no defined order, and its
   // eigenvectors up to a phase: a wider rerun may list them otherwise.
   static const std::set<std::string> kUnordered = {"aten::linalg_eig", "aten::linalg_eigvals",
@@ -2312,15 +2320,11 @@ struct PastOp {
   at::Tensor written(const at::Tensor& holder) const {
     if (region.offset < 0 || !holder.has_storage() || holder.scalar_type() != region.dtype)
       return {};
-    int64_t last = region.offset;
-    for (size_t d = 0; d < region.sizes.size(); ++d) {
-      if (region.sizes[d] == 0) return {};
-      if (region.strides[d] < 0) return {};
-      last += (region.sizes[d] - 1) * region.strides[d];
-    }
+    for (size_t d = 0; d < region.sizes.size(); ++d)
+      if (region.sizes[d] == 0 || region.strides[d] < 0) return {};
     const int64_t have =
         static_cast<int64_t>(holder.storage().nbytes() / holder.element_size());
-    if (last >= have) return {};
+    if (span().second >= have) return {};
     return holder.as_strided(region.sizes, region.strides, region.offset);
   }
   // The element span [first, last] it wrote (offsets in the memory); empty for no region.
