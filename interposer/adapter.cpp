@@ -82,6 +82,7 @@ class AdapterCall final : public Call {
     for (int32_t i = 0; i < c.ntensors; ++i) addTensor(c.tensors[i]);
     for (int32_t i = 0; i < c.nargs; ++i) addArg(c.arg_names[i], c.arg_values[i]);
     setAutocast(c.autocast);
+    setOpSeconds(c.op_seconds);
     setReductionLength(frameworkReductionLength(site.name, tensors(), args()));
     // Scalar arguments arrive as text: a floating one reads "inf", "-inf" or "nan".
     int32_t nonfinite = 0;

@@ -32,8 +32,9 @@ extern "C" {
  * 11: fumi_adapter_call.write_aux (the tensors `tensors` leaves out, for a dump).
  * 12: report (a violation the adapter found itself, with a sentence for the report).
  * 13: phase, nan_look_back and nan_looked_back (the NaN origin found among the ops before a
- *    sentinel). */
-#define FUMI_ADAPTER_ABI_VERSION 13u
+ *    sentinel).
+ * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from). */
+#define FUMI_ADAPTER_ABI_VERSION 14u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {
@@ -155,6 +156,9 @@ typedef struct fumi_adapter_call {
    * the call can be made again (fumi replay). The text stays valid until the check returns.
    * NULL (function or result): none. */
   const char* (*write_aux)(void* self, const char* dir);
+  /* ABI 14 — wall seconds the op itself took on the calling thread, from after the adapter's
+   * copies to its return (0: unknown): the overhead budget predicts a check's cost from it. */
+  double op_seconds;
 } fumi_adapter_call;
 
 typedef struct fumi_adapter_api {

@@ -106,6 +106,12 @@ class Call {
   void setAutocast(fumi_dtype d) { autocast_ = d; }
   fumi_dtype autocast() const { return autocast_; }
 
+  // Wall seconds the program's own call took (its backend timed it; 0: unknown, as for a
+  // device op that returned before its work ran): what the overhead budget predicts a check's
+  // cost from (CheckCosts).
+  void setOpSeconds(double s) { op_seconds_ = s; }
+  double opSeconds() const { return op_seconds_; }
+
   // Info handed to plugins; valid while the Call lives.
   const fumi_call_info& info();
   const std::vector<fumi_tensor>& tensors() const { return tensors_; }
@@ -119,6 +125,7 @@ class Call {
   std::vector<std::pair<const char*, std::string>> args_;
   int64_t size_;
   fumi_dtype autocast_ = FUMI_DTYPE_UNKNOWN;
+  double op_seconds_ = 0;
   std::vector<std::pair<bool, fumi_scan>> scans_;  // keepScan's, by tensor index
 };
 

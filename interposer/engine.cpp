@@ -938,6 +938,9 @@ bool sampleHit(const SampleSpec& s, uint64_t index) {
 namespace {
 // Why a sampled call was skipped when none of its checks could run for the budget.
 constexpr const char* kOverBudget = "the overhead budget was spent (overhead_budget)";
+// ... and when one of its first calls' checks was left for a later call for its predicted cost.
+constexpr const char* kDeferred =
+    "its check would cost more than the whole overhead budget so far (a later call takes it)";
 }  // namespace
 
 CheckBudget::CheckBudget(double fraction) : fraction_(fraction), started_(monotonicSeconds()) {}
@@ -945,6 +948,8 @@ CheckBudget::CheckBudget(double fraction) : fraction_(fraction), started_(monoto
 void CheckBudget::setChecks(std::vector<std::string> names) {
   names_ = std::move(names);
   check_used_ns_ = std::make_unique<std::atomic<int64_t>[]>(names_.size());
+  log_ratio_sum_ = std::make_unique<std::atomic<double>[]>(names_.size());
+  ratios_ = std::make_unique<std::atomic<uint64_t>[]>(names_.size());
 }
 
 size_t CheckBudget::checkId(const std::string& name) const {
@@ -969,7 +974,7 @@ bool CheckBudget::spent() const {
   return true;
 }
 
-bool CheckBudget::withinShare(size_t id) const {
+bool CheckBudget::withinShare(size_t id, double predicted) const {
   if (fraction_ <= 0) return true;
   if (id >= names_.size()) return false;
   // Time no check is charged with (an adapter's copies, the bookkeeping around the checks) is
@@ -979,7 +984,39 @@ bool CheckBudget::withinShare(size_t id) const {
       used_ns_.load(std::memory_order_relaxed) - checks_ns_.load(std::memory_order_relaxed), 0);
   const double mine = static_cast<double>(check_used_ns_[id].load(std::memory_order_relaxed)) +
                       static_cast<double>(unattributed) / n;
-  return mine * 1e-9 <= allowedSeconds() / n;
+  return mine * 1e-9 + predicted <= allowedSeconds() / n;
+}
+
+bool CheckBudget::allows(size_t id, double predicted) const {
+  if (fraction_ <= 0) return true;
+  if (!spent() && static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 +
+                          predicted <=
+                      allowedSeconds())
+    return true;
+  return withinShare(id, predicted);
+}
+
+bool CheckBudget::affordsFirst(double predicted) const {
+  return fraction_ <= 0 || predicted <= allowedSeconds();
+}
+
+double CheckBudget::predict(size_t id, double op_ratio, double op_seconds) const {
+  if (fraction_ <= 0 || !(op_seconds > 0)) return 0;
+  if (op_ratio > 0) return op_ratio * op_seconds;
+  if (id >= names_.size()) return 0;
+  const uint64_t n = ratios_[id].load(std::memory_order_relaxed);
+  if (!n) return 0;
+  return std::exp(log_ratio_sum_[id].load(std::memory_order_relaxed) / static_cast<double>(n)) *
+         op_seconds;
+}
+
+void CheckBudget::learnCost(size_t id, double ratio) {
+  if (id >= names_.size() || !(ratio > 0) || !std::isfinite(ratio)) return;
+  const double l = std::log(ratio);
+  double sum = log_ratio_sum_[id].load(std::memory_order_relaxed);
+  while (!log_ratio_sum_[id].compare_exchange_weak(sum, sum + l, std::memory_order_relaxed)) {
+  }
+  ratios_[id].fetch_add(1, std::memory_order_relaxed);
 }
 
 void CheckBudget::restartAfterFork() {
@@ -1008,11 +1045,18 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
     if (cand->rule->checks.empty()) return nullptr;
     const uint64_t index =
         single_ ? call_index : cand->matched.fetch_add(1, std::memory_order_relaxed);
-    if (!sampleHit(cand->rule->rule->sample, index)) return nullptr;
+    // A call the rule does not sample is taken for a first call's check deferred for its cost
+    // once the budget affords it, as predicted from the op's last sampled call (runChecks
+    // decides on this call's own time).
+    const bool hit = sampleHit(cand->rule->rule->sample, index);
+    const bool owed =
+        !hit && cand->owed.load(std::memory_order_relaxed) && affordsOwed(*cand, call.size);
+    if (!hit && !owed) return nullptr;
     // `first: N` calls are checked whatever the budget (N per op: a bounded cost, and the
-    // coverage a run is guaranteed); they are charged like any other check. Later calls while
-    // the budget is spent only if one of their checks is within its share (runChecks).
-    if (index >= cand->rule->rule->sample.first && budget_.spent() &&
+    // coverage a run is guaranteed) unless one alone would cost more than the budget so far;
+    // they are charged like any other check. Later calls while the budget is spent only if one
+    // of their checks is within its share (runChecks).
+    if (!owed && index >= cand->rule->rule->sample.first && budget_.spent() &&
         std::none_of(cand->rule->checks.begin(), cand->rule->checks.end(),
                      [&](const CheckInstance& ci) { return budget_.withinShare(ci.budget_id); })) {
       site_.countSkipped(kOverBudget);
@@ -1026,6 +1070,20 @@ RuleSampler* OpDecision::select(const CallFacts& call, uint64_t call_index) {
     return cand.get();
   }
   return nullptr;
+}
+
+bool OpDecision::affordsOwed(const RuleSampler& s, int64_t size) const {
+  const int64_t last_size = s.last_size.load(std::memory_order_relaxed);
+  const double scale =
+      last_size > 0 ? static_cast<double>(size) / static_cast<double>(last_size) : 1.0;
+  const double op_s = s.last_op_s.load(std::memory_order_relaxed) * scale;
+  for (size_t j = 0; j < s.rule->checks.size(); ++j)
+    if (s.check_owed[j].load(std::memory_order_relaxed) &&
+        budget_.affordsFirst(budget_.predict(s.rule->checks[j].budget_id,
+                                             s.check_ratio[j].load(std::memory_order_relaxed),
+                                             op_s)))
+      return true;
+  return false;
 }
 
 void OpDecision::exhausted(RuleSampler& s) {
@@ -1138,6 +1196,8 @@ void Engine::compileSite(OpSite& site) {
     sampler->rule = rr.get();
     sampler->check_seen = std::make_unique<std::atomic<uint64_t>[]>(rr->checks.size());
     sampler->check_taken = std::make_unique<std::atomic<uint64_t>[]>(rr->checks.size());
+    sampler->check_ratio = std::make_unique<std::atomic<double>[]>(rr->checks.size());
+    sampler->check_owed = std::make_unique<std::atomic<uint32_t>[]>(rr->checks.size());
     any_checks = any_checks || !rr->checks.empty();
     if (!rr->checks.empty()) ++dec->checking_;
     sampler->per_call = hasPerCallConditions(rr->rule->match, site);
@@ -1167,7 +1227,9 @@ void Engine::resetSamplingAfterFork() {
       for (size_t j = 0; j < cand->rule->checks.size(); ++j) {
         cand->check_seen[j].store(0);
         cand->check_taken[j].store(0);
+        cand->check_owed[j].store(0);
       }
+      cand->owed.store(0);
     }
     d->exhausted_.store(0);
     d->site_.decision.store(d.get());  // an exhausted parent's child starts afresh
@@ -1202,30 +1264,80 @@ CallOrigin Engine::captureOrigin(const OpSite& site, uint64_t call_index) const 
   return o;
 }
 
+namespace {
+// Takes one from a positive count (another thread may have taken the last).
+bool takeOne(std::atomic<uint32_t>& n) {
+  uint32_t v = n.load(std::memory_order_relaxed);
+  while (v && !n.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) {
+  }
+  return v != 0;
+}
+}  // namespace
+
+void Engine::deferFirstCheck(Call& call, RuleSampler& sampler, size_t j, double predicted) {
+  sampler.check_owed[j].fetch_add(1, std::memory_order_relaxed);
+  sampler.owed.fetch_add(1, std::memory_order_relaxed);
+  const double allowed = budget_.allowedSeconds();
+  logMessage(FUMI_LOG_INFO,
+             fmt::format("{}: {}'s check of call {} (one of its first) is predicted to take "
+                         "{:.2g} s ({:.3g} s of op), more than the overhead budget allows so far "
+                         "({:.2g} s: {:g}% of {:.0f} s): a later call of the op takes it once the "
+                         "budget affords it",
+                         call.site().name, sampler.rule->checks[j].name,
+                         call.info().call_index, predicted, call.opSeconds(), allowed,
+                         budget_.fraction() * 100, allowed / budget_.fraction()));
+}
+
+void Engine::learnCost(RuleSampler& sampler, size_t j, double ratio) {
+  std::atomic<double>& most = sampler.check_ratio[j];
+  double r = most.load(std::memory_order_relaxed);
+  while (ratio > r && !most.compare_exchange_weak(r, ratio, std::memory_order_relaxed)) {
+  }
+  budget_.learnCost(sampler.rule->checks[j].budget_id, ratio);
+}
+
 bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origin) {
   InsideScope inside;
   const double started = monotonicSeconds();
   const Rule& rule = *sampler.rule->rule;
   // Where the call was made, not where it is checked (a checker thread has no framework ops).
   call.setPhase(origin ? origin->phase : currentPhase());
-  uint64_t checked = 0, attempted = 0, over_budget = 0;
+  uint64_t checked = 0, attempted = 0, over_budget = 0, deferred = 0;
   bool violated = false, error_violated = false;
+  const double op_s = call.opSeconds();
+  if (op_s > 0) {
+    sampler.last_op_s.store(op_s, std::memory_order_relaxed);
+    sampler.last_size.store(call.size(), std::memory_order_relaxed);
+  }
   for (size_t j = 0; j < sampler.rule->checks.size(); ++j) {
     CheckInstance& ci = sampler.rule->checks[j];
     if (ci.slot->disabled.load(std::memory_order_relaxed)) continue;
     // A check with its own sample runs on the calls it picks among those the rule picked,
-    // numbered 0, 1, 2, ... per op.
+    // numbered 0, 1, 2, ... per op, and on those that pay a first call's check it deferred.
     const uint64_t seen = sampler.check_seen[j].fetch_add(1, std::memory_order_relaxed);
+    const bool owes = sampler.check_owed[j].load(std::memory_order_relaxed) > 0;
     if (ci.spec->has_sample) {
-      if (!sampleHit(ci.spec->sample, seen)) continue;
+      if (!owes && !sampleHit(ci.spec->sample, seen)) continue;
       if (sampler.check_taken[j].fetch_add(1, std::memory_order_relaxed) >=
           ci.spec->sample.max_checks)
         continue;
     }
-    // Its first calls (the rule's `first:`, or its own) run whatever the budget; later ones
-    // while the budget is not spent or this check is within its share (CheckBudget).
+    // Its first calls (the rule's `first:`, or its own) run whatever the budget has left
+    // unless one alone is predicted to cost more than the budget so far (then a later call
+    // runs it, once the budget affords it); later ones while their predicted cost fits the
+    // budget or this check's share (CheckBudget).
     const uint64_t first = ci.spec->has_sample ? ci.spec->sample.first : rule.sample.first;
-    if (seen >= first && !budget_.allows(ci.budget_id)) {
+    const double predicted =
+        budget_.predict(ci.budget_id, sampler.check_ratio[j].load(std::memory_order_relaxed), op_s);
+    if (seen < first || owes) {
+      if (!budget_.affordsFirst(predicted)) {
+        if (seen < first) deferFirstCheck(call, sampler, j, predicted);
+        call.site().recordCheckOverBudget(ci.name);
+        ++deferred;
+        continue;
+      }
+      if (seen >= first && takeOne(sampler.check_owed[j])) takeOne(sampler.owed);
+    } else if (!budget_.allows(ci.budget_id, predicted)) {
       call.site().recordCheckOverBudget(ci.name);
       ++over_budget;
       continue;
@@ -1277,11 +1389,14 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
     const double check_seconds = monotonicSeconds() - check_started;
     call.site().recordCheck(ci.name, st, handle.violated, check_seconds);
     budget_.chargeCheck(ci.budget_id, check_seconds);
+    if (st == FUMI_OK && op_s >= CheckBudget::kMinOpSeconds)
+      learnCost(sampler, j, check_seconds / op_s);
   }
   const double ended = monotonicSeconds();
   const double seconds = ended - started;
   budget_.charge(seconds);
-  if (!attempted && over_budget) call.site().countSkipped(kOverBudget);
+  if (!attempted && (over_budget || deferred))
+    call.site().countSkipped(over_budget ? kOverBudget : kDeferred);
   // Scratch stays for the next checks only while they come often (scratch_arena.h).
   thread_local CheckDuty duty;
   ScratchArena::local().trim(scratchToKeep(duty.checked(started, ended),

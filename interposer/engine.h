@@ -75,6 +75,17 @@ struct RuleSampler {
   // Per check of the rule with its own `sample:`: the calls of this op the rule sampled so far
   // (the check's sampling index) and those the check took (for its max_checks).
   std::unique_ptr<std::atomic<uint64_t>[]> check_seen, check_taken;
+  // Per check: the most it cost on this op per second of the op's own time (0: not measured;
+  // CheckBudget::predict), and the first-call checks it deferred for their predicted cost and
+  // still owes (CheckBudget::affordsFirst). `owed` is their sum, which select() reads on the
+  // calls the rule does not sample; `last_op_s` the op's own time on its last sampled call
+  // whose time is known, of problem size `last_size` (CallFacts::size): select() predicts a
+  // call's time from its size in proportion.
+  std::unique_ptr<std::atomic<double>[]> check_ratio;
+  std::unique_ptr<std::atomic<uint32_t>[]> check_owed;
+  std::atomic<uint32_t> owed{0};
+  std::atomic<double> last_op_s{0};
+  std::atomic<int64_t> last_size{0};
 };
 
 // The policy's overhead_budget: checks may take at most `fraction` of the wall time since the
@@ -87,17 +98,39 @@ struct RuleSampler {
 // share the others together can pass the budget by their shares at most. A sampled call none
 // of whose checks may run is not checked (counted as skipped). The clock is read only for
 // sampled calls.
+//
+// A check's cost is predicted from its op's own time (Call::opSeconds), times the seconds the
+// check took per second of op on the calls it checked before: on this op (the most), or on
+// other ops while it has not checked this one (the geometric mean), learnt from ops of at least
+// kMinOpSeconds (below, a check's fixed costs are most of it). A later call's check runs only
+// if its predicted cost fits what is left (of the budget, or of its share). A first call's
+// check runs whatever is left, unless it alone is predicted to cost more than the whole budget
+// so far: it then waits for a later call of the op, the first one the budget affords (a
+// 9x9 convolution's f64 backward on the CPU took 20 s, 40x the op: a 3% budget affords it
+// after 11 minutes of run).
 class CheckBudget {
  public:
   static constexpr double kMinWindow = 10.0;  // seconds
+  static constexpr double kMinOpSeconds = 1e-3;
   explicit CheckBudget(double fraction);
   // The checks sharing the budget, before any call (Engine::instantiate).
   void setChecks(std::vector<std::string> names);
   // A check's index in setChecks' names; names.size() for a name not there (within no share).
   size_t checkId(const std::string& name) const;
   bool spent() const;
-  bool withinShare(size_t id) const;
-  bool allows(size_t id) const { return !spent() || withinShare(id); }
+  bool withinShare(size_t id, double predicted = 0) const;
+  // Whether check `id`, predicted to take `predicted` seconds (0: unknown), may run on a call
+  // past its first ones.
+  bool allows(size_t id, double predicted = 0) const;
+  // Whether a first call's check predicted to take `predicted` seconds may run.
+  bool affordsFirst(double predicted) const;
+  // Check `id`'s predicted seconds on a call whose op took `op_seconds` (0: unknown), given the
+  // most it cost per second of op on this op so far (`op_ratio`, 0: none); 0 when unknown.
+  double predict(size_t id, double op_ratio, double op_seconds) const;
+  // Check `id` took `ratio` seconds per second of an op of at least kMinOpSeconds.
+  void learnCost(size_t id, double ratio);
+  // The budget so far (fraction x the run's time, at least kMinWindow), for messages.
+  double allowedSeconds() const;
   // The whole time of a call's checks, or an adapter's work around them (apiAccount).
   void charge(double seconds);
   void chargeCheck(size_t id, double seconds);  // one check's own part of what charge() counted
@@ -107,7 +140,6 @@ class CheckBudget {
   void restartAfterFork();
 
  private:
-  double allowedSeconds() const;  // fraction × the window so far
   const double fraction_;  // 0: unlimited
   double started_;
   mutable std::atomic<bool> said_{false};  // the "budget reached" warning, once per process
@@ -115,6 +147,9 @@ class CheckBudget {
   std::atomic<int64_t> checks_ns_{0};  // the part of used_ns_ charged to a check (chargeCheck)
   std::vector<std::string> names_;
   std::unique_ptr<std::atomic<int64_t>[]> check_used_ns_;
+  // Per check: the sum of the logs of its cost ratios (learnCost) and their count.
+  std::unique_ptr<std::atomic<double>[]> log_ratio_sum_;
+  std::unique_ptr<std::atomic<uint64_t>[]> ratios_;
 };
 
 class OpDecision {
@@ -129,6 +164,9 @@ class OpDecision {
   // A candidate reached its max_checks. Once every candidate that checks anything has, no call
   // of this op can be checked again: the site goes back to the no-decision fast path.
   void exhausted(RuleSampler& s);
+  // Whether a check of `s` owes a first call's check that the budget affords on a call of
+  // problem size `size`.
+  bool affordsOwed(const RuleSampler& s, int64_t size) const;
 
   OpSite& site_;
   CheckBudget& budget_;
@@ -245,6 +283,11 @@ class Engine {
 
  private:
   void instantiate();
+  // A first call's check of `sampler`'s check j, predicted to cost more than the budget so
+  // far, is left for a later call (RuleSampler::check_owed), and said.
+  void deferFirstCheck(Call& call, RuleSampler& sampler, size_t j, double predicted);
+  // Check j of `sampler` took `ratio` seconds per second of its op.
+  void learnCost(RuleSampler& sampler, size_t j, double ratio);
   PluginSlot* pluginFor(const std::string& name, const SourceLoc& loc);
 
   Policy policy_;

@@ -239,13 +239,18 @@ void checkedCall(const CallSite& cs, RuleSampler& sampler, const void* inout,
         why_not = "no memory for the copy of its input/output operand before the call";
       }
   }
+  const double started = monotonicSeconds();
   forward();  // outside any try: what the real function does is the caller's business
+  const double op_seconds = monotonicSeconds() - started;
   if (why_not) {
     cs.site.countSkipped(why_not);
     return;
   }
-  checkSafely(cs.site, sampler,
-              [&] { return build(cs.call_index, inout ? snapshot.data() : nullptr); });
+  checkSafely(cs.site, sampler, [&] {
+    auto call = build(cs.call_index, inout ? snapshot.data() : nullptr);
+    call->setOpSeconds(op_seconds);
+    return call;
+  });
 }
 
 // Describe a GEMM given in the user's layout. Column-major operands use strides {1, ld}

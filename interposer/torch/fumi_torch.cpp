@@ -1133,6 +1133,7 @@ class CapturedCall final : public at::ObserverContext {
   // shared memory that no longer equals its copy was written by another process while the op
   // ran: what the op read is unknown, and the call is not checked.
   void check(const std::vector<c10::IValue>& outputs) {
+    const double op_seconds = secondsSince(op_started);
     // An op that may return views (to, reshape, contiguous copy when they must) and did: it
     // computed no values, and its outputs are memory a kernel may not have written yet (fft
     // views its fresh results as real before filling them: nan_inf saw stale bytes there).
@@ -1160,6 +1161,7 @@ class CapturedCall final : public at::ObserverContext {
       args_.emplace_back("complex", "1");
     fumi_adapter_call c{};
     c.struct_size = sizeof(c);
+    c.op_seconds = op_seconds;
     c.dtype = facts_.dtype;
     c.size = facts_.size;
     c.ntensors = static_cast<int32_t>(tensors_.size());
@@ -1218,6 +1220,7 @@ class CapturedCall final : public at::ObserverContext {
   }
 
   double before_s = 0;  // seconds from the sampling decision to the op: the copies it took
+  Clock::time_point op_started;  // after those copies: the op's own time runs from here
 
  private:
   // `compute`, or the dtype of an output narrower than it: a result stored in a narrower type
@@ -2758,6 +2761,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
         std::make_unique<CapturedCall>(site, token, index, *op, facts, autocast, view);
     captured->capture(inputs, written_memory);
     captured->before_s = secondsSince(sampled);
+    captured->op_started = Clock::now();
     if (t_checked_depth++ == 0) {
       t_checked_op = name->name;
       t_checked_autocast = autocast != FUMI_DTYPE_UNKNOWN;

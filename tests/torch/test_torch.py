@@ -1451,6 +1451,51 @@ class AtenChecks(unittest.TestCase):
         self.assertLess(op["check_s"], 0.03, op)  # the checks alone never spent the 60 ms
         self.assertGreater(op["adapter_s"], 0.06, op)
 
+    def test_a_first_check_predicted_over_the_budget_waits_for_a_later_call(self):
+        """Batch 18 F8: a first call's f64 rerun of a large convolution took 20 s, whatever the
+        budget. Its cost is now predicted from the op's own time and what highprec cost per
+        second of op before (here on a matmul): a first check predicted to cost more than the
+        whole budget so far waits for a later call of the op the budget affords (a smaller
+        convolution: predicted from its size, the largest input's), and the summary says why
+        the first was not checked."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            a = torch.randn(384, 384, generator=g)
+            print(float((a @ a).sum()))
+            out = []
+            for n, side, k in [(8, 64, 9), (1, 8, 3), (1, 8, 3), (1, 8, 3)]:
+                x = torch.randn(n, 64, side, side, generator=g)
+                w = torch.randn(64, 64, k, k, generator=g)
+                out.append(float(torch.nn.functional.conv2d(x, w, padding=k // 2).sum()))
+            print(out)
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            overhead_budget: 0.004  # 40 ms of the 10 s minimum window
+            rules:
+              - match: { op: [aten::mm, aten::convolution] }
+                sample: { first: 1, every: 1000 }
+                checks: [ { plugin: highprec } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertRegex(r.stderr, r"aten::convolution: highprec's check of call 0 \(one of its "
+                                   r"first\) is predicted to take [0-9.e-]+ s")
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::mm"]["checked"], 1)  # nothing learnt yet: it ran
+        conv = ops["aten::convolution"]
+        self.assertEqual(conv["calls"], 4)
+        self.assertEqual(conv["checked"], 1, conv)  # a small call took it
+        self.assertEqual(conv["not_checked"], {
+            "its check would cost more than the whole overhead budget so far (a later call "
+            "takes it)": 1})
+        self.assertEqual(conv["checks"]["highprec"]["runs"], 1)
+        self.assertEqual(conv["checks"]["highprec"]["skipped_budget"], 1)
+        self.assertLess(conv["check_s"], 0.04, conv)  # the small call's
+
     def test_every_selected_call_checked_or_skipped_with_a_reason(self):
         """Batch 10: an every-call rule on sums and means showed calls neither checked nor
         skipped: a boolean sum (no floating operand) and the sum a checked mean runs inside

@@ -399,6 +399,77 @@ rules:
   }
 }
 
+// A check's cost is predicted from its op's time (Call::opSeconds) times what it cost per second
+// of op: on this op, or the geometric mean over the others. A first call's check predicted to
+// cost more than the whole budget so far waits for a later call of the op that the budget
+// affords (predicted from the call's size); a later call's check runs only if its predicted
+// cost fits what is left of the budget or of its share.
+TEST_F(EngineFixture, OverheadBudgetDefersAFirstCheckPredictedOverTheWholeBudget) {
+  OpSite site("unit_op_costly", "unit", FUMI_DTYPE_F32);
+  auto e = make(R"(version: 1
+overhead_budget: 0.01
+rules:
+  - match: { op: unit_op_costly }
+    sample: { first: 1, every: 1000 }
+    checks: [ { plugin: nan_inf }, { plugin: highprec } ]
+)");
+  e->compileSite(site);
+  CheckBudget& budget = e->budget();
+  const size_t highprec = budget.checkId("highprec");
+  EXPECT_EQ(budget.predict(highprec, 0, 0.05), 0.0);  // nothing learnt yet: unknown
+  budget.learnCost(highprec, 4);
+  budget.learnCost(highprec, 16);  // on other ops: their geometric mean is 8
+  EXPECT_NEAR(budget.predict(highprec, 0, 0.05), 0.4, 1e-12);
+  EXPECT_NEAR(budget.predict(highprec, 2, 0.05), 0.1, 1e-12);  // this op's own, when known
+  EXPECT_EQ(budget.predict(highprec, 0, 0), 0.0);  // the op's time unknown (a device op)
+  OpDecision* d = site.decision.load();
+  std::vector<float> x(1000, 1.5f), y(1000, 3.0f);
+  DoubleCall big(site, x, y);
+  big.setOpSeconds(0.05);  // highprec predicted 0.4 s: over 1% of the 10 s window
+  RuleSampler* s = d->select(CallFacts{1000}, 0);
+  ASSERT_NE(s, nullptr);
+  e->runChecks(big, *s);
+  EXPECT_EQ(big.reruns, 0);
+  OpStats st = site.statsSnapshot();
+  EXPECT_EQ(st.checked, 1u);  // nan_inf ran
+  EXPECT_EQ(st.checks["nan_inf"].runs, 1u);
+  EXPECT_EQ(st.checks["highprec"].runs, 0u);
+  EXPECT_EQ(st.checks["highprec"].budget, 1u);
+  EXPECT_EQ(s->owed.load(), 1u);
+  // A call as large is not taken for it; one a tenth its size is (0.04 s predicted), and pays.
+  EXPECT_EQ(d->select(CallFacts{1000}, 1), nullptr);
+  RuleSampler* t = d->select(CallFacts{100}, 2);
+  ASSERT_EQ(t, s);
+  std::vector<float> xs(100, 1.5f), ys(100, 3.0f);
+  DoubleCall small(site, xs, ys, 2);
+  small.setOpSeconds(0.005);
+  e->runChecks(small, *t);
+  EXPECT_EQ(small.reruns, 1);
+  EXPECT_EQ(s->owed.load(), 0u);
+  EXPECT_EQ(site.statsSnapshot().checks["highprec"].runs, 1u);
+  EXPECT_EQ(d->select(CallFacts{100}, 3), nullptr);  // paid: the rule's sampling again
+  EXPECT_GT(s->check_ratio[1].load(), 0.0);  // learnt on this op (0.005 s >= kMinOpSeconds)
+  EXPECT_GT(s->check_ratio[0].load(), 0.0);  // nan_inf's, from the first call
+  // Later calls: a check runs if its predicted cost fits the budget, or its share.
+  CheckBudget b(0.01);
+  b.setChecks({"highprec", "nan_inf"});
+  EXPECT_TRUE(b.allows(0, 0.09));  // within the 0.1 s of the 10 s window
+  EXPECT_FALSE(b.allows(0, 0.2));  // within neither the budget nor highprec's 0.05 s share
+  b.charge(0.06);
+  b.chargeCheck(1, 0.06);
+  EXPECT_TRUE(b.allows(0, 0.045));  // over the budget's rest, within its own share
+  EXPECT_FALSE(b.allows(0, 0.055));
+  EXPECT_FALSE(b.allows(1, 0.045));  // nan_inf: over the rest, and its share spent
+  EXPECT_TRUE(b.affordsFirst(0.1));  // a first call: whatever is left, up to the whole budget
+  EXPECT_FALSE(b.affordsFirst(0.11));
+  CheckBudget unlimited(0);
+  unlimited.setChecks({"highprec"});
+  unlimited.learnCost(0, 100);
+  EXPECT_EQ(unlimited.predict(0, 0, 10), 0.0);
+  EXPECT_TRUE(unlimited.affordsFirst(1e9));
+  EXPECT_TRUE(unlimited.allows(0, 1e9));
+}
+
 // Each metric keeps the largest value / tolerance over its calls (the summary's of_tolerance).
 TEST(OpSiteMetrics, LargestShareOfTheTolerance) {
   OpSite site("unit_op_tol", "unit", FUMI_DTYPE_F32);
