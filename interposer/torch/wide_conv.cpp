@@ -90,9 +90,9 @@ void forEachTap(const Shape& d, int64_t i, F&& fn) {
     }
 }
 
-// The `count` rows of the im2col matrix from image n0 on into `cols`.
-void im2col(const double* x, const Shape& d, int64_t n0, int64_t count, double* cols) {
-  const int64_t row = d.taps() * d.groups, first = n0 * d.outputs();
+// The `count` rows of the im2col matrix from row `first` on (image first / outputs) into `cols`.
+void im2col(const double* x, const Shape& d, int64_t first, int64_t count, double* cols) {
+  const int64_t row = d.taps() * d.groups;
   const size_t bytes = sizeof(double) * static_cast<size_t>(d.cg);
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
@@ -104,15 +104,14 @@ void im2col(const double* x, const Shape& d, int64_t n0, int64_t count, double* 
   });
 }
 
-// The `count` rows of the im2col matrix from image n0 on, each in the filter's own order
+// The `count` rows of the im2col matrix from row `first` on, each in the filter's own order
 // (channel, then filter position: a row of the contiguous (K, C, spatial...) filter), read
 // from channels-first x. One group. Each element a load of its own, where im2col copies runs
 // of channels: cheaper only where that spares transposing a filter larger than the rows.
-void im2colFilterOrder(const double* x, const Shape& d, int64_t n0, int64_t count,
+void im2colFilterOrder(const double* x, const Shape& d, int64_t first, int64_t count,
                        double* cols) {
   const int64_t positions = d.filter[0] * d.filter[1] * d.filter[2], row = d.c * positions;
-  const int64_t image = d.in[0] * d.in[1] * d.in[2], outputs = d.outputs(),
-                first = n0 * outputs;
+  const int64_t image = d.in[0] * d.in[1] * d.in[2], outputs = d.outputs();
   at::parallel_for(0, count, 16, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> where(static_cast<size_t>(positions));  // in a channel, or -1
     for (int64_t i = begin; i < end; ++i) {
@@ -132,19 +131,27 @@ void im2colFilterOrder(const double* x, const Shape& d, int64_t n0, int64_t coun
   });
 }
 
-// The adjoint of im2col: `count` rows of `cols` (from image n0 on) added into x (channels-last,
-// zeroed by the caller). Images write disjoint parts of x: one thread each.
-void col2im(const double* cols, const Shape& d, int64_t n0, int64_t count, double* x) {
-  const int64_t row = d.taps() * d.groups, outputs = d.outputs(), first = n0 * outputs;
-  at::parallel_for(0, count / outputs, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin * outputs; i < end * outputs; ++i)
+// The adjoint of im2col: `count` rows of `cols` (from row `first` on) added into x
+// (channels-last, zeroed by the caller), each element's in row order. Whole images write
+// disjoint parts of x: one thread each; rows of part of an image, each thread a range of the
+// channels.
+void col2im(const double* cols, const Shape& d, int64_t first, int64_t count, double* x) {
+  const int64_t row = d.taps() * d.groups, outputs = d.outputs();
+  const auto add = [&](int64_t i0, int64_t i1, int64_t c0, int64_t c1) {
+    for (int64_t i = i0; i < i1; ++i)
       forEachTap(d, first + i, [&](int64_t run, int64_t at) {
         if (at < 0) return;
         const double* src = cols + i * row + run * d.cg;
         double* dst = x + at;
-        for (int64_t c = 0; c < d.cg; ++c) dst[c] += src[c];
+        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
       });
-  });
+  };
+  if (first % outputs == 0 && count % outputs == 0)
+    at::parallel_for(0, count / outputs, 1, [&](int64_t begin, int64_t end) {
+      add(begin * outputs, end * outputs, 0, d.cg);
+    });
+  else
+    at::parallel_for(0, d.cg, 8, [&](int64_t c0, int64_t c1) { add(0, count, c0, c1); });
 }
 
 // The dimensions of a convolution of an input of sizes `in` (N, C, spatial...) with w; false
@@ -222,22 +229,26 @@ bool faster(const Shape& d) {
   return !stem || aten_columns > static_cast<double>(kColumnBytes);
 }
 
-// How many images' im2col rows go in one GEMM.
-int64_t imagesPerGemm(const Shape& d, int64_t column_bytes) {
-  const int64_t per_image =
-      d.outputs() * d.taps() * d.groups * static_cast<int64_t>(sizeof(double));
-  return std::clamp<int64_t>(column_bytes / std::max<int64_t>(per_image, 1), 1, d.n);
+// How many im2col rows go in one GEMM: as many whole images as fit in column_bytes, or, where
+// one image's rows do not (a 9x9 filter over 64 channels of a 96x96 image: 382 MB), as many
+// of its rows as fit, at least kMinRows (the GEMMs stay wide enough to run at rate).
+constexpr int64_t kMinRows = 256;
+int64_t rowsPerGemm(const Shape& d, int64_t column_bytes) {
+  const int64_t row = d.taps() * d.groups * static_cast<int64_t>(sizeof(double));
+  const int64_t outputs = d.outputs(), per_image = outputs * row;
+  if (per_image <= column_bytes) return std::min(column_bytes / per_image, d.n) * outputs;
+  return std::clamp<int64_t>(column_bytes / row, std::min(kMinRows, outputs), outputs);
 }
 
-// fn(n0, rows, cols) over the batch in runs of imagesPerGemm images: from image n0 on, `rows`
-// im2col rows, `cols` a buffer of that many (one buffer for every run).
+// fn(first, rows, cols) over the batch's im2col rows in runs of rowsPerGemm: `rows` of them from
+// row `first` on, `cols` a buffer of that many (one buffer for every run).
 template <class F>
 void inGemmRuns(const Shape& d, int64_t column_bytes, const at::TensorOptions& options, F&& fn) {
-  const int64_t images = imagesPerGemm(d, column_bytes), outputs = d.outputs();
-  const at::Tensor cols = at::empty({images * outputs, d.taps() * d.groups}, options);
-  for (int64_t n0 = 0; n0 < d.n; n0 += images) {
-    const int64_t rows = std::min(images, d.n - n0) * outputs;
-    fn(n0, rows, cols.narrow(0, 0, rows));
+  const int64_t per_gemm = rowsPerGemm(d, column_bytes), total = d.n * d.outputs();
+  const at::Tensor cols = at::empty({per_gemm, d.taps() * d.groups}, options);
+  for (int64_t first = 0; first < total; first += per_gemm) {
+    const int64_t rows = std::min(per_gemm, total - first);
+    fn(first, rows, cols.narrow(0, 0, rows));
   }
 }
 
@@ -338,13 +349,13 @@ at::Tensor gradInput(const at::Tensor& grad, const at::Tensor& w, const Shape& d
   const int64_t kg = d.k / d.groups, taps = d.taps();
   const at::Tensor filter = filterMatrix(w, d);
   at::Tensor dx = at::zeros({d.n, d.in[0], d.in[1], d.in[2], d.c}, w.options());
-  inGemmRuns(d, column_bytes, w.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
-    const at::Tensor block = grad.narrow(0, n0 * d.outputs(), rows);
+  inGemmRuns(d, column_bytes, w.options(), [&](int64_t first, int64_t rows, const at::Tensor& cols) {
+    const at::Tensor block = grad.narrow(0, first, rows);
     for (int64_t g = 0; g < d.groups; ++g) {  // cols_g = dy_g · filter_g
       at::Tensor dst = cols.narrow(1, g * taps, taps);
       at::mm_out(dst, block.narrow(1, g * kg, kg), filter.narrow(0, g * kg, kg));
     }
-    col2im(cols.data_ptr<double>(), d, n0, rows, dx.data_ptr<double>());  // where im2col read
+    col2im(cols.data_ptr<double>(), d, first, rows, dx.data_ptr<double>());  // where im2col read
   });
   return fromChannelsLast(dx, d.spatial);
 }
@@ -362,9 +373,9 @@ void forwardTapsOrder(const at::Tensor& x, const at::Tensor& w, const Shape& d,
   const at::Tensor xc = channelsLast(x, d.spatial);
   const int64_t kg = d.k / groups, taps = d.taps();
   const at::Tensor filter = filterMatrix(w, d);
-  inGemmRuns(d, column_bytes, x.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
-    im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = out.narrow(0, n0 * d.outputs(), rows);
+  inGemmRuns(d, column_bytes, x.options(), [&](int64_t first, int64_t rows, const at::Tensor& cols) {
+    im2col(xc.data_ptr<double>(), d, first, rows, cols.data_ptr<double>());
+    const at::Tensor block = out.narrow(0, first, rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = block.narrow(1, g * kg, kg);
       at::mm_out(dst, cols.narrow(1, g * taps, taps), filter.narrow(0, g * kg, kg).t());
@@ -375,15 +386,15 @@ void forwardTapsOrder(const at::Tensor& x, const at::Tensor& w, const Shape& d,
 void forwardDirect(const at::Tensor& x, const at::Tensor& w, const Shape& d, int64_t column_bytes,
                    at::Tensor& out) {
   if (d.groups == 1 && x.is_contiguous() && w.is_contiguous() &&
-      imagesPerGemm(d, column_bytes) * d.outputs() < 2 * d.k) {
+      rowsPerGemm(d, column_bytes) < 2 * d.k) {
     // Fewer im2col rows per GEMM than twice the filters (resnet's later layers: 32 rows of
     // 4608 against 512 filters of 4608): the rows in the filter's order, and the filter as it
     // is, rather than transposing every filter.
     const at::Tensor filter = w.view({d.k, d.taps()});
     inGemmRuns(d, column_bytes, x.options(),
-               [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
-                 im2colFilterOrder(x.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-                 at::Tensor dst = out.narrow(0, n0 * d.outputs(), rows);
+               [&](int64_t first, int64_t rows, const at::Tensor& cols) {
+                 im2colFilterOrder(x.data_ptr<double>(), d, first, rows, cols.data_ptr<double>());
+                 at::Tensor dst = out.narrow(0, first, rows);
                  at::mm_out(dst, cols, filter.t());
                });
   } else {
@@ -439,9 +450,9 @@ std::array<at::Tensor, 3> backward(const at::Tensor& dy, const at::Tensor& x, co
   const int64_t kg = d.k / groups, taps = d.taps();
   const at::Tensor xc = channelsLast(x, d.spatial);
   at::Tensor dw = at::zeros({d.k, taps}, x.options());
-  inGemmRuns(d, column_bytes, x.options(), [&](int64_t n0, int64_t rows, const at::Tensor& cols) {
-    im2col(xc.data_ptr<double>(), d, n0, rows, cols.data_ptr<double>());
-    const at::Tensor block = grad.narrow(0, n0 * d.outputs(), rows);
+  inGemmRuns(d, column_bytes, x.options(), [&](int64_t first, int64_t rows, const at::Tensor& cols) {
+    im2col(xc.data_ptr<double>(), d, first, rows, cols.data_ptr<double>());
+    const at::Tensor block = grad.narrow(0, first, rows);
     for (int64_t g = 0; g < groups; ++g) {
       at::Tensor dst = dw.narrow(0, g * kg, kg);
       dst.addmm_(block.narrow(1, g * kg, kg).t(), cols.narrow(1, g * taps, taps));

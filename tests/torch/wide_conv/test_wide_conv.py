@@ -263,6 +263,31 @@ class WideConvBackward(unittest.TestCase):
         self.check(2, 8, 5, (12, 14), (3, 3), (1, 1), (1, 1), (1, 1), 1,
                    x_format=torch.channels_last)
 
+    def test_images_larger_than_the_column_bytes_split_into_runs_of_rows(self):
+        """An image whose im2col rows alone pass column_bytes (a 9x9 filter over 64 channels of
+        96x96: 382 MB) goes in runs of rows, at least 256, across image boundaries: the same
+        results as whole images, dx bit for bit (each element's terms in the same order)."""
+        for groups, stride in ((1, (1, 1)), (2, (2, 1))):
+            whole = self.check(3, 4, 6, (31, 21), (5, 3), stride, (2, 1), (1, 1), groups,
+                               seed=21)
+            for cb in (1, 300 * 4 * 15 * 8):  # 256 rows a run; 300 (of 651 or 336 an image)
+                split = self.check(3, 4, 6, (31, 21), (5, 3), stride, (2, 1), (1, 1), groups,
+                                   column_bytes=cb, seed=21)
+                self.assertTrue(torch.equal(split[0], whole[0]))
+                self.assertLess((split[1] - whole[1]).abs().max().item(), 1e-12)
+                self.assertTrue(torch.equal(split[2], whole[2]))
+        g = torch.Generator().manual_seed(22)
+        x = torch.randn(2, 4, 20, 20, dtype=torch.float64, generator=g)
+        w = torch.randn(5, 4, 3, 5, dtype=torch.float64, generator=g)
+        b = torch.randn(5, dtype=torch.float64, generator=g)
+        forward = WideConv()
+        runs = [forward.check(x, w, b, (1, 1), (1, 2), (1, 1), 1, cb)[0] for cb in (K_BYTES, 1)]
+        self.assertTrue(torch.equal(runs[0], runs[1]))
+        y = ops.wide_conv_transposed(x, w.transpose(0, 1).contiguous(), None, [1, 1], [1, 2],
+                                     [0, 0], [1, 1], 1, 1)
+        self.assertTrue(torch.equal(y, ops.wide_conv_transposed(
+            x, w.transpose(0, 1).contiguous(), None, [1, 1], [1, 2], [0, 0], [1, 1], 1, K_BYTES)))
+
     def test_run_takes_convolution_backward(self):
         g = torch.Generator().manual_seed(21)
         x = torch.randn(2, 8, 7, 7, dtype=torch.float64, generator=g)
