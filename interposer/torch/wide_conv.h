@@ -30,8 +30,7 @@ namespace fumi::wide_conv {
 
 // im2col rows of at most this many bytes per GEMM (whole images where one fits, else part of
 // one, at least 256 rows): aten's own fp64 path holds a whole batch's, and an image's alone can
-// be hundreds of MB (a 9x9 filter over 64 channels of 96x96: 382 MB, which doubled SRResNet's
-// peak memory under the default policy).
+// be hundreds of MB (a 9x9 filter over 64 channels of 96x96: 382 MB).
 constexpr int64_t kColumnBytes = int64_t{32} << 20;
 
 // The convolution of x (N, C, spatial...) with w (K, C/groups, filter...), plus bias (K) when
