@@ -434,12 +434,30 @@ class QuietScope {
   c10::InferenceMode no_autograd_;
 };
 
+// Whether the calling thread holds the CPU generator's mutex: torch's Dirichlet sampler
+// (_s_dirichlet_cpu) calls at::sum while it holds it, and a rerun of that sum locking it again
+// deadlocked the program (batch 19). std::mutex is not recursive: a try_lock fails, and glibc
+// records the holder's thread id in the mutex.
+bool cpuGeneratorHeldHere() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::mutex& m = gen.mutex();
+  if (m.try_lock()) {
+    m.unlock();
+    return false;
+  }
+  return m.native_handle()->__data.__owner == static_cast<int>(syscall(SYS_gettid));
+}
+
 // Ops not marked random may still draw numbers: the CPU generator's state is put back after
 // each rerun. (Another thread drawing meanwhile would see its draws repeated; randomised ops,
-// the ones that draw, are never rerun — torch_compat::randomised.)
+// the ones that draw, are never rerun — torch_compat::randomised.) Throws where the calling
+// thread holds the generator (an op a sampler runs inside its draw; such calls are not sampled,
+// this is the last guard against the deadlock).
 class CpuRngGuard {
  public:
   CpuRngGuard() : gen_(at::detail::getDefaultCPUGenerator()) {
+    if (cpuGeneratorHeldHere())
+      throw std::runtime_error("the op runs inside a random op holding the CPU generator");
     std::lock_guard<std::mutex> lock(gen_.mutex());
     state_ = gen_.get_state();
   }
@@ -2734,6 +2752,12 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
     }
     if (fumi::torch_compat::randomised(*op)) {
       g_api->skip(site, token, "random op (a rerun cannot reproduce it)");
+      return nullptr;
+    }
+    if (cpuGeneratorHeldHere()) {
+      g_api->skip(site, token,
+                  "it runs inside a random op that holds the random generator (a step of that "
+                  "op's draw)");
       return nullptr;
     }
     if (drawsDropout(*op, inputs)) {

@@ -1496,6 +1496,29 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(conv["checks"]["highprec"]["skipped_budget"], 1)
         self.assertLess(conv["check_s"], 0.04, conv)  # the small call's
 
+    def test_an_op_inside_a_samplers_draw_is_not_rerun(self):
+        """Batch 19 F1: torch's Dirichlet sampler calls at::sum while it holds the CPU
+        generator's mutex; fumi's rerun of that sum locked it again to save the generator's
+        state, and the program hung at its first step (set_transformer). Such a call is now
+        counted skipped, saying why, and the program runs to the end with its results."""
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            x = torch.distributions.Dirichlet(torch.ones(4)).sample(torch.Size([10]))
+            print(repr(x.sum().item()), repr(x[0, 0].item()))
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], timeout=120, policy=every_call(
+            '"aten::sum*"', "[ { plugin: highprec }, { plugin: perturb, trials: 1 } ]"))
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        ops = torch_summary(r)
+        self.assertEqual(ops["aten::sum.dim_IntList"]["not_checked"][
+            "it runs inside a random op that holds the random generator (a step of that op's "
+            "draw)"], 1)
+        self.assertEqual(ops["aten::sum"]["checked"], 1)  # the program's own sum is checked
+
     def test_every_selected_call_checked_or_skipped_with_a_reason(self):
         """Batch 10: an every-call rule on sums and means showed calls neither checked nor
         skipped: a boolean sum (no floating operand) and the sum a checked mean runs inside
