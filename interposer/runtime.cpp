@@ -53,19 +53,52 @@ __thread int t_signals_prompt __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 __thread siginfo_t t_deferred_info __attribute__((tls_model("initial-exec")));
+
+int g_wake_fd = -1;  // the snapshot thread's eventfd: a signal handler's request
+
+// A deferred signal waits for its thread to leave fumi at most kDeferGrace seconds: then the
+// snapshot thread sends it to the thread again, handled at once (signalsOverdue) — a thread
+// stuck inside fumi (batch 19: a rerun deadlocked on torch's generator lock) had made the job
+// deaf to SIGTERM and SIGINT. One deferral is watched at a time (the first), which is enough:
+// once one is overdue, every later signal is handled at once.
+constexpr int64_t kDeferGraceNs = int64_t{5} * 1000 * 1000 * 1000;
+std::atomic<int> g_deferred_sig{0};  // the watched one; -1 while deferSignal fills the rest
+std::atomic<pid_t> g_deferred_tid{0};
+std::atomic<int64_t> g_deferred_at_ns{0};
+std::atomic<bool> g_signals_overdue{false};
+
+int64_t monotonicNs() {  // async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
 }
+}  // namespace
+
+bool signalsOverdue() { return g_signals_overdue.load(std::memory_order_relaxed); }
 
 void deferSignal(int signal, const siginfo_t* info) {
   if (info) t_deferred_info = *info;
   else t_deferred_info = siginfo_t{};
   t_deferred_info.si_signo = signal;
   t_deferred_signal = signal;
+  int none = 0;
+  if (g_wake_fd >= 0 && g_deferred_sig.compare_exchange_strong(none, -1)) {
+    g_deferred_tid.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+    g_deferred_at_ns.store(monotonicNs());
+    g_deferred_sig.store(signal);
+    const uint64_t one = 1;  // the snapshot thread starts watching the grace period
+    if (::write(g_wake_fd, &one, sizeof one) < 0) {
+    }
+  }
 }
 
 void redeliverSignal() {
   const int sig = t_deferred_signal;
   const int saved_errno = errno;  // the hook's real call may have set it for the program
   t_deferred_signal = 0;
+  if (g_deferred_sig.load() > 0 &&
+      g_deferred_tid.load() == static_cast<pid_t>(::syscall(SYS_gettid)))
+    g_deferred_sig.store(0);
   // To this thread, as it came (sender, code); the kernel lets a thread queue any siginfo to
   // itself. The handler runs before the call returns (the signal is not blocked here).
   if (::syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, &t_deferred_info) != 0)
@@ -97,7 +130,6 @@ std::atomic<void (*)()> g_after_init{nullptr};
 
 // The snapshot thread: started by init, and again in each fork child (afterForkInChild), whose
 // threads fork did not copy.
-int g_wake_fd = -1;          // eventfd: a signal handler's request
 pid_t g_snapshot_pid = 0;    // the process whose thread it is
 std::atomic<int> g_pending_signal{0};
 std::atomic<uint64_t> g_requested{0};
@@ -112,10 +144,36 @@ const char* signalName(int sig) {
   }
 }
 
+// A deferred signal past its grace (deferSignal): sent to its thread again, which now handles
+// it at once (signals.cpp): the snapshot it asks this thread for, then the program's
+// disposition.
+void deliverOverdueSignal() {
+  const int sig = g_deferred_sig.load();
+  if (sig <= 0 || monotonicNs() - g_deferred_at_ns.load() < kDeferGraceNs) return;
+  g_signals_overdue.store(true);
+  const pid_t tid = g_deferred_tid.load();
+  g_reporter->log().warn("{} waited {} s for thread {} to leave fumi (stuck inside a check?): "
+                         "handled now",
+                         signalName(sig), kDeferGraceNs / 1000000000, tid);
+  g_deferred_sig.store(0);
+  ::syscall(SYS_tgkill, getpid(), tid, sig);
+}
+
 void snapshotLoop(double every) {
   InsideScope inside;
-  const int timeout_ms = every > 0 ? static_cast<int>(std::min(every * 1000.0, 2.0e9)) : -1;
+  const int64_t every_ns = every > 0 ? static_cast<int64_t>(std::min(every, 2.0e6) * 1e9) : -1;
+  int64_t next_periodic = every_ns > 0 ? monotonicNs() + every_ns : -1;
   for (;;) {
+    // Until the next periodic snapshot, or the end of a deferred signal's grace.
+    int64_t until = next_periodic;
+    if (g_deferred_sig.load() > 0) {
+      const int64_t due = g_deferred_at_ns.load() + kDeferGraceNs;
+      until = until < 0 ? due : std::min(until, due);
+    }
+    const int timeout_ms =
+        until < 0 ? -1
+                  : static_cast<int>(std::clamp<int64_t>((until - monotonicNs()) / 1000000 + 1, 0,
+                                                         int64_t{2000000000}));
     pollfd p{g_wake_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, timeout_ms);
     if (g_state.load(std::memory_order_acquire) != kActive) return;  // shut down
@@ -123,11 +181,17 @@ void snapshotLoop(double every) {
       if (r > 0) {
         uint64_t n = 0;
         if (::read(g_wake_fd, &n, sizeof n) < 0) continue;
+        // A signal's request (snapshotForSignal), or a deferral to watch (deferSignal).
         const uint64_t requested = g_requested.load();
-        g_reporter->snapshot(signalName(g_pending_signal.exchange(0)));
-        g_served.store(requested);
-      } else if (r == 0) {
+        if (requested != g_served.load()) {
+          g_reporter->snapshot(signalName(g_pending_signal.exchange(0)));
+          g_served.store(requested);
+        }
+      }
+      deliverOverdueSignal();
+      if (next_periodic >= 0 && monotonicNs() >= next_periodic) {
         g_reporter->snapshot("periodic");
+        next_periodic = monotonicNs() + every_ns;
       }
     } catch (const std::exception& e) {
       g_reporter->log().error("snapshot failed: {}", e.what());
@@ -184,6 +248,8 @@ void afterForkInChild() {
   // had lost everything it did), on an eventfd of its own: the inherited one is the parent's.
   if (g_wake_fd >= 0) ::close(g_wake_fd);
   g_wake_fd = -1;
+  g_deferred_sig.store(0);  // the parent's thread that deferred it is not here
+  g_signals_overdue.store(false);
   g_snapshot_pid = 0;
   startSnapshotThread(g_reporter->settings().snapshot_every);
 }

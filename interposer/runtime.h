@@ -33,6 +33,9 @@ extern __thread int t_deferred_signal;
 void deferSignal(int signal, const siginfo_t* info);
 // Sends the deferred signal again to this thread, with its original siginfo.
 void redeliverSignal();
+// A deferred signal waited out its grace (5 s) with its thread still inside fumi: from then on
+// watched signals are handled at once wherever they arrive (runtime.cpp, deferSignal).
+bool signalsOverdue();
 
 // Inside a PromptSignals scope (a count) watched signals are handled at once though the thread
 // is inside fumi: long waits that hold nothing the snapshot needs (the CUDA checker's queue at

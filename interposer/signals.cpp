@@ -5,7 +5,8 @@
 // its siginfo, mask and flags), or the default action ends the process by the same signal.
 // A signal that interrupts a thread inside fumi (which may hold the locks the snapshot needs)
 // waits until the thread leaves fumi, and is then sent to it again with its siginfo; but not in
-// fumi's long waits (PromptSignals: the CUDA checks still queued at exit).
+// fumi's long waits (PromptSignals: the CUDA checks still queued at exit), and for 5 s at most
+// (a thread stuck inside fumi must not make the job deaf to them: runtime.cpp, deferSignal).
 // The program keeps seeing its own handlers: sigaction() and signal() for these signals record
 // and return the program's disposition while fumi's handler stays in the kernel. A signal the
 // program ignores (SIG_IGN, e.g. under nohup) is left alone, so it stays ignored across exec.
@@ -75,7 +76,7 @@ void installHandler(int sig, const struct sigaction& program) {
 }
 
 void onSignal(int sig, siginfo_t* info, void* ucontext) {
-  if (fumi::t_inside_fumi && fumi::t_signals_prompt == 0) {
+  if (fumi::t_inside_fumi && fumi::t_signals_prompt == 0 && !fumi::signalsOverdue()) {
     // Interrupted inside fumi, perhaps holding the locks the snapshot needs: handled (snapshot,
     // then the program's disposition) when this thread leaves fumi (runtime.h leaveFumi).
     fumi::deferSignal(sig, info);

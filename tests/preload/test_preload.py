@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 from fumitest import BLAS_DEMO, FUMI, LIBFUMI, SOURCE, read_events, run, write_policy
@@ -504,6 +505,22 @@ class Signals(unittest.TestCase):
         snaps = r.of("snapshot")
         self.assertEqual([e["reason"] for e in snaps], ["SIGTERM"])
         self.assertEqual(snaps[0]["totals"]["checked"], 3)
+
+    def test_a_thread_stuck_inside_fumi_still_dies_of_it(self):
+        """Batch 19 F2: a check that never returned (a rerun deadlocked) kept SIGTERM deferred
+        for good, and the job outlived `timeout` by ten minutes. A deferred signal is handled
+        after 5 s however long its thread stays inside fumi: snapshot, then the program's
+        disposition."""
+        started = time.monotonic()
+        r = run([BLAS_DEMO, "sigterm", "default"], timeout=60, policy=self.POLICY.replace(
+            "{ plugin: signalling }", "{ plugin: signalling, hang: true }"))
+        took = time.monotonic() - started
+        self.assertEqual(r.rc, -signal.SIGTERM, r.stderr)
+        self.assertEqual(r.stdout, "call 1\ncall 2\n")
+        self.assertIn("SIGTERM waited 5 s for thread", r.stderr)
+        self.assertEqual([e["reason"] for e in r.of("snapshot")], ["SIGTERM"])
+        self.assertGreater(took, 5)
+        self.assertLess(took, 30)
 
 
 class Actions(unittest.TestCase):
