@@ -2359,15 +2359,18 @@ struct PastOp {
 
 // The last ops this thread ran, oldest first: a forward pass of a few thousand ops, whose
 // tensors are held weakly (what is gone stays gone; what autograd or the program holds can be
-// read back when a sentinel fires).
+// read back when a sentinel fires). It holds 4096 ops, more where a training step runs more
+// (up to kMaxCapacity, about 500 bytes an op): a bidirectional GRU over 150 time steps ran
+// 9000 a step, and a NaN made at the step's start was out of reach when its loss showed it
+// (batch 19).
 class PastOps {
  public:
-  static constexpr size_t kCapacity = 4096;
+  static constexpr size_t kCapacity = 4096, kMaxCapacity = 32768;
   static constexpr size_t kLag = 64;
   void push(PastOp&& op) {
-    if (ops_.size() < kCapacity) ops_.push_back(std::move(op));
+    if (ops_.size() < capacity_) ops_.push_back(std::move(op));
     else ops_[next_] = std::move(op);
-    next_ = (next_ + 1) % kCapacity;
+    next_ = (next_ + 1) % capacity_;
     ++pushed_;
     // The op kLag back lets go of the tensors the program has dropped since.
     if (ops_.size() > kLag) {
@@ -2376,9 +2379,25 @@ class PastOps {
       for (TensorNote& o : old.outputs) o.dropIfGone();
     }
   }
-  // An optimizer step begins.
-  void markStep() { step_ = pushed_; }
+  // An optimizer step begins: the ring grows to hold the last step's ops and a quarter more.
+  void markStep() {
+    const uint64_t step_ops = pushed_ - step_;
+    if (step_ops + step_ops / 4 > capacity_ && capacity_ < kMaxCapacity) {
+      size_t grown = capacity_;
+      while (grown < step_ops + step_ops / 4 && grown < kMaxCapacity) grown *= 2;
+      std::vector<PastOp> oldest_first;
+      oldest_first.reserve(grown);
+      for (size_t i = 0; i < ops_.size(); ++i) oldest_first.push_back(std::move(at(i)));
+      ops_ = std::move(oldest_first);
+      capacity_ = std::min(grown, kMaxCapacity);
+      next_ = ops_.size() % capacity_;
+    }
+    step_ = pushed_;
+  }
   uint64_t pushed() const { return pushed_; }
+  // The ops since the last optimizer step began, and whether the ring still holds them all.
+  uint64_t sinceStep() const { return pushed_ - step_; }
+  bool holdsStep() const { return sinceStep() <= ops_.size(); }
   // `outer` returns: the ops recorded since `since` (those it ran) whose outputs it returns are
   // superseded by it.
   void supersede(uint64_t since, const PastOp& outer) {
@@ -2400,9 +2419,10 @@ class PastOps {
  private:
   PastOp& at(size_t i) { return ops_[slot(i)]; }
   // Where the i-th oldest op is.
-  size_t slot(size_t i) const { return ops_.size() < kCapacity ? i : (next_ + i) % kCapacity; }
+  size_t slot(size_t i) const { return ops_.size() < capacity_ ? i : (next_ + i) % capacity_; }
 
   std::vector<PastOp> ops_;
+  size_t capacity_ = kCapacity;
   size_t next_ = 0;    // where the next op goes: the oldest, once full
   uint64_t pushed_ = 0, step_ = 0;
 };
@@ -2562,9 +2582,22 @@ bool lookBack() {
     }
     if (p.unknown && !p.bad.any() && !unknown) unknown = &e.call;
   }
+  // The step's first ops out of the ring (its first step, before it grew; a step past
+  // kMaxCapacity): the origin may have been among them.
+  const std::string lost =
+      past.holdsStep() ? std::string()
+                       : "the first " + std::to_string(past.sinceStep() - past.size()) +
+                             " of the " + std::to_string(past.sinceStep()) +
+                             " ops since the last optimizer step were no longer kept (the "
+                             "origin may be among them)";
   if (unknown)
-    g_api->nan_looked_back(unknown, nullptr, 0, 0, nullptr, 0,
-                           "its inputs no longer held as it saw them");
+    g_api->nan_looked_back(
+        unknown, nullptr, 0, 0, nullptr, 0,
+        ("its inputs no longer held as it saw them" + (lost.empty() ? "" : "; " + lost))
+            .c_str());
+  else if (!lost.empty())
+    g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0,
+                           ("no op kept since made them from finite inputs, but " + lost).c_str());
   return false;
 }
 
@@ -2877,12 +2910,15 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       if (keepingPast())
         recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark);
       // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
-      // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). The ops
-      // around it are not to look back again.
+      // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). Once it found
+      // the origin, the ops around it are not to look back again; otherwise each looks back as
+      // it returns, its result then held (a nan_inf check of an addmm inside aten::gru found
+      // nothing there, while the gru's own result, made from a NaN written into its initial
+      // state, was the origin: batch 19).
       if (!op.searching && g_api->nan_search()) {
         const bool found = lookBack();
         for (Running& outer : t_running) {
-          outer.searching = true;
+          outer.searching = outer.searching || found;
           outer.found_inside = outer.found_inside || found;
         }
       }

@@ -24,6 +24,13 @@
              weight: from then on every op receives NaN and none makes it.
   busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact): an op rate at which the
              adapter does not keep the ops it ran unless told to (nan_origin.look_back).
+  long_poison  poison's one-off, then 5000 tiny ops on another tensor before the loss: more
+             ops than the 4096 the adapter keeps at first, which it grows to hold a step's.
+             long_poison0: the same on step 0, before any step told it how many to keep.
+  gru_h0     a GRU whose initial state has a NaN written into part of it on step 1 (sqrt of a
+             negative number, the line marked H0); a nan_inf check of an addmm inside the GRU
+             op starts the search, where nothing held shows the origin yet: the GRU's result,
+             when it returns, does.
   slice_write  a regression target filled slice by slice into a preallocated buffer
              (target[i:j] = log(w[i:j]), as a box encoding or a decoder's steps fill theirs):
              on step 1 one w is 0 (the line marked SLICE) and the target holds -inf, once; the
@@ -54,6 +61,11 @@ if mode == "mask":
     opt = torch.optim.SGD(list(model.parameters()) + list(q_proj.parameters()), lr=0.1)
 if mode == "masked_row":
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
+gru = torch.nn.GRU(16, 16, 2, bidirectional=True)
+sequence = torch.randn(30, 64, 16)
+lengths = torch.sort(torch.randint(3, 31, (64,)), descending=True)[0].tolist()
+if mode == "gru_h0":
+    opt = torch.optim.SGD(list(model.parameters()) + list(gru.parameters()), lr=0.1)
 
 buf = torch.empty(4)
 for step in range(4):
@@ -73,10 +85,20 @@ for step in range(4):
     if mode == "busy_poison":  # many tiny ops a step, as recurrent and op-heavy models run
         for _ in range(3000):
             inputs = inputs + 0.0
-    if mode in ("poison", "busy_poison"):
+    if mode in ("poison", "busy_poison", "long_poison", "long_poison0"):
         h = model[0](inputs)
-        shift = 10.0 if step == 1 else 0.0
+        shift = 10.0 if step == (0 if mode == "long_poison0" else 1) else 0.0
         out = model[2](model[1](h * torch.sqrt(h.var(0) - shift)))  # POISON
+        if mode.startswith("long_poison"):
+            z = x[0]
+            for _ in range(5000):
+                z = z + 0.0
+    elif mode == "gru_h0":
+        h0 = torch.zeros(4, 64, 16)
+        if step == 1:
+            h0[-1, :4] = torch.sqrt(h0[-1, :4] - 1.0)  # H0
+        _, hn = gru(torch.nn.utils.rnn.pack_padded_sequence(sequence, lengths), h0)
+        out = model(hn[-1])
     else:
         out = model(inputs)
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS

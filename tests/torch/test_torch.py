@@ -2143,6 +2143,40 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
         self.assertNotIn("looking back", r.of("nan_search")[0]["message"])
 
+    def test_look_back_holds_a_whole_step(self):
+        # Batch 19: a one-off NaN made at a step's start, 5000 ops before the loss showed it,
+        # was out of the 4096 ops the adapter kept. It now keeps a step's ops (up to 32768),
+        # learnt from the steps before; on the first step, before it could, the search says
+        # how many of the step's ops were no longer kept.
+        policy = "version: 1\nnan_origin: { look_back: true }\nrules: []\n"
+        r = self.case("long_poison", policy=policy)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["looked_back"], o["call_index"]), ("aten::sqrt", True, 1))
+        r = self.case("long_poison0", policy=policy)
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        self.assertRegex(r.of("nan_search")[0]["message"],
+                         r"looking back from the sentinel: no op kept since made them from "
+                         r"finite inputs, but the first \d+ of the \d+ ops since the last "
+                         r"optimizer step were no longer kept \(the origin may be among them\)")
+
+    def test_nan_written_into_a_grus_state_found_when_the_gru_returns(self):
+        # Batch 19: a nan_inf check of an addmm inside a packed bidirectional GRU started the
+        # search where nothing held showed the origin (the recurrence's results, updated in
+        # place, no longer as the addmm saw them); the ops around it did not look back again,
+        # and the search ended "not found". The GRU's result, held when it returns, is traced
+        # to the NaN written into its initial state.
+        default = subprocess.run([FUMI, "policy", "default"], capture_output=True, text=True,
+                                 check=True).stdout
+        policy = default.replace("nan_origin: { enabled: true, steps: 2 }",
+                                 "nan_origin: { enabled: true, steps: 2, look_back: true }")
+        self.assertNotEqual(policy, default)
+        r = self.case("gru_h0", policy=policy)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["looked_back"], o["detail"]),
+                         ("aten::gru.data", True, "appeared"))
+        self.assertEqual(o["sentinel"]["op"], "aten::addmm")  # a check inside the GRU
+        self.assertIn("aten::sqrt #0", o["through"])
+
     def test_nan_already_in_the_parameters_is_not_an_origin(self):
         r = self.case("param_nan")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
