@@ -2366,17 +2366,19 @@ struct PastOp {
 class PastOps {
  public:
   static constexpr size_t kCapacity = 4096, kMaxCapacity = 32768;
-  static constexpr size_t kLag = 64;
+  static constexpr size_t kLag = 64, kSweep = 8;
   void push(PastOp&& op) {
     if (ops_.size() < capacity_) ops_.push_back(std::move(op));
     else ops_[next_] = std::move(op);
     next_ = (next_ + 1) % capacity_;
     ++pushed_;
-    // The op kLag back lets go of the tensors the program has dropped since.
+    // The op kLag back lets go of the tensors the program has dropped since, and kSweep more
+    // in turn over the whole ring those it dropped later (activations freed by the backward
+    // pass): a TensorImpl kept, empty as it is, pins its heap chunk between the freed buffers
+    // around it (a 9x9 convolution network's peak memory went from 830 to 1400 MB).
     if (ops_.size() > kLag) {
-      PastOp& old = at(ops_.size() - 1 - kLag);
-      old.inputs.dropGone();
-      for (TensorNote& o : old.outputs) o.dropIfGone();
+      dropGone(at(ops_.size() - 1 - kLag));
+      for (size_t i = 0; i < kSweep; ++i) dropGone(at(sweep_++ % ops_.size()));
     }
   }
   // An optimizer step begins: the ring grows to hold the last step's ops and a quarter more.
@@ -2418,12 +2420,17 @@ class PastOps {
 
  private:
   PastOp& at(size_t i) { return ops_[slot(i)]; }
+  static void dropGone(PastOp& op) {
+    op.inputs.dropGone();
+    for (TensorNote& o : op.outputs) o.dropIfGone();
+  }
   // Where the i-th oldest op is.
   size_t slot(size_t i) const { return ops_.size() < capacity_ ? i : (next_ + i) % capacity_; }
 
   std::vector<PastOp> ops_;
   size_t capacity_ = kCapacity;
   size_t next_ = 0;    // where the next op goes: the oldest, once full
+  size_t sweep_ = 0;   // the next op (i-th oldest, modulo the size) the sweep looks at
   uint64_t pushed_ = 0, step_ = 0;
 };
 // This thread's ring. It lets go of its tensors when a thread ends, but never at the process's
