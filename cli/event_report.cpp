@@ -243,6 +243,7 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     for (const std::string& around : getStringArray(obj, "context"))
       if (around.rfind(kNode, 0) == 0) v.autograd_node = around.substr(kNode.size());
     v.through = getStringArray(obj, "through");
+    v.optimizer_step = getCount(obj, "optimizer_step");
   }
   return ev;
 }
@@ -408,6 +409,7 @@ class Aggregator {
 
   Report finish() {
     attachOriginStacks();
+    linkGradientOrigins();
     std::map<int64_t, RankTotals> ranks;
     // Snapshots first: their metrics join the global ones below.
     for (Segment& seg : segments_)
@@ -654,7 +656,7 @@ class Aggregator {
     if (ev.info.value) mergeWorst(g.worst, metricKey(ev.info.check, ev.info.metric), *ev.info.value);
     if (violation) {
       ++d.violations;
-      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info});
+      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info, {}});
       KindAcc& acc = g.kinds[ev.info.kind];
       ++acc.violations;
       FirstKey k = firstKey(ev.info.time, seq);
@@ -680,6 +682,25 @@ class Aggregator {
         v.stack_call_index = stacks.call_index.value_or(0);
         break;
       }
+  }
+
+  // One defect often makes two origins: its forward op's (log(0): -inf) and, in the same
+  // step's backward pass, its gradient's (the division by that 0): the second says so.
+  void linkGradientOrigins() {
+    auto& all = report_.nan_origins;
+    for (size_t b = 0; b < all.size(); ++b) {
+      const ViolationInfo& back = all[b].violation;
+      if (back.autograd_node.empty() || !back.optimizer_step) continue;
+      for (size_t f = 0; f < b; ++f) {
+        const ViolationInfo& fwd = all[f].violation;
+        if (fwd.pid != back.pid || !fwd.autograd_node.empty() ||
+            fwd.optimizer_step != back.optimizer_step)
+          continue;
+        all[b].gradient_of =
+            all[f].op + (fwd.call_index ? " #" + std::to_string(*fwd.call_index) : "");
+        break;
+      }
+    }
   }
 
   std::vector<Segment> segments_;  // referred to by index while reading (it grows)

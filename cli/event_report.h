@@ -128,6 +128,8 @@ struct ViolationInfo {
   // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`
   // event: the op made them again while the search went on), when there was one
   std::optional<uint64_t> stack_call_index;
+  // origin only: the optimizer steps the process had begun when it was reported
+  std::optional<uint64_t> optimizer_step;
   std::string file;
   int line = 0;
 };
@@ -187,6 +189,10 @@ struct NanOrigin {
   std::string op;
   std::string backend;
   ViolationInfo violation;  // origin == true
+  // A backward-pass origin in the optimizer step of an earlier forward-pass one of its process
+  // (log(0) in the forward pass, then its gradient's division by 0): that origin, "aten::log
+  // #46"; empty otherwise.
+  std::string gradient_of;
 };
 
 // A `nan_search` event: how a search for the NaN origin ended ("found" or "not_found").

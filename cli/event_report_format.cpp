@@ -47,6 +47,7 @@ json violationJson(const ViolationInfo& v) {
   j["looked_back"] = v.looked_back;
   j["through"] = v.through;
   j["stack_call_index"] = v.stack_call_index ? json(*v.stack_call_index) : json(nullptr);
+  j["optimizer_step"] = v.optimizer_step ? json(*v.optimizer_step) : json(nullptr);
   j["file"] = v.file;
   j["line"] = v.line;
   return j;
@@ -376,6 +377,7 @@ json toJson(const Report& report) {
     json oj = violationJson(o.violation);
     oj["op"] = o.op;
     oj["backend"] = o.backend;
+    oj["gradient_of"] = o.gradient_of.empty() ? json(nullptr) : json(o.gradient_of);
     origins.push_back(std::move(oj));
   }
   j["nan_origins"] = std::move(origins);

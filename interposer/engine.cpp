@@ -790,6 +790,7 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
       nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how);
       if (!sentinel.is_null()) {
         ev["origin"] = true;
+        ev["optimizer_step"] = optimizerSteps();
         ev["sentinel"] = std::move(sentinel);
       }
     }

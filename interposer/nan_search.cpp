@@ -158,6 +158,8 @@ void nanSentinel(const OpSite* site, uint64_t index) {
                     s.sentinel_op, index);
 }
 
+uint64_t optimizerSteps() { return g_steps.load(std::memory_order_relaxed); }
+
 void nanSearchStep() {
   g_steps.fetch_add(1, std::memory_order_relaxed);
   if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
@@ -242,6 +244,7 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                       static_cast<double>(nan + inf), 0,
                       {{"detail", detail ? detail : "appeared"},
                        {"origin", true},
+                       {"optimizer_step", optimizerSteps()},
                        {"sentinel", std::move(sentinel)},
                        {"rule", "nan_origin"},
                        {"extra", {{"nan", nan}, {"inf", inf}}}});
@@ -292,6 +295,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                       "nonfinite", static_cast<double>(nan + inf), 0,
                       {{"detail", detail ? detail : "appeared"},
                        {"origin", true},
+                       {"optimizer_step", optimizerSteps()},
                        {"looked_back", true},
                        {"through", std::move(made)},
                        {"sentinel", std::move(sentinel)},

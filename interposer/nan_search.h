@@ -47,6 +47,9 @@ extern std::atomic<int> g_nan_search_active;
 void nanSentinel(const OpSite* site, uint64_t index);
 // An optimizer step began (the adapter sees "Optimizer.step#..." ranges).
 void nanSearchStep();
+// Optimizer steps so far (nanSearchStep's count): an origin's event carries it, so that the
+// report can tell a backward-pass origin in the step of a forward one (its gradient).
+uint64_t optimizerSteps();
 // One more op scanned by the search; false once the search has ended (max_ops reached).
 bool nanSearchOp();
 // Non-finite outputs of `site`'s call `index` made from finite inputs: found by the search, or

@@ -82,6 +82,8 @@ void onSignal(int sig, siginfo_t* info, void* ucontext) {
     fumi::deferSignal(sig, info);
     return;
   }
+  // Handled now: overdue, its deferral is not to be delivered again when the thread leaves.
+  if (fumi::t_deferred_signal == sig) fumi::t_deferred_signal = 0;
   const int saved_errno = errno;
   fumi::snapshotForSignal(sig);
   Watched& w = g_watch[sig];
