@@ -31,6 +31,9 @@
              negative number, the line marked H0); a nan_inf check of an addmm inside the GRU
              op starts the search, where nothing held shows the origin yet: the GRU's result,
              when it returns, does.
+  grad_of    a penalty log(w) on the outputs' mean magnitudes, w scaled to 0 on step 1 (the line
+             marked GRADOF): log makes -inf from finite inputs in the forward pass, and its
+             gradient, 1/w, Inf from finite inputs in the same step's backward pass.
   slice_write  a regression target filled slice by slice into a preallocated buffer
              (target[i:j] = log(w[i:j]), as a box encoding or a decoder's steps fill theirs):
              on step 1 one w is 0 (the line marked SLICE) and the target holds -inf, once; the
@@ -102,6 +105,9 @@ for step in range(4):
     else:
         out = model(inputs)
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
+    if mode == "grad_of":
+        w = out.abs().mean(0) * (0.0 if step == 1 else 1.0)
+        loss = loss + 1e-3 * torch.log(w).sum()  # GRADOF
     if mode == "slice_write":
         w = torch.rand(64, 4) + 0.5
         if step == 1:

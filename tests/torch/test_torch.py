@@ -2177,6 +2177,25 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(o["sentinel"]["op"], "aten::addmm")  # a check inside the GRU
         self.assertIn("aten::sqrt #0", o["through"])
 
+    def test_a_gradients_origin_names_the_forward_one_it_follows(self):
+        # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
+        # backward pass: both made Inf from finite inputs, and one defect read as two origins.
+        # The second says it is likely the first's gradient.
+        r = self.case("grad_of")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["detail"]) for o in origins],
+                         [("aten::log", "appeared"), ("aten::div.Tensor", "appeared")])
+        self.assertEqual(origins[0]["optimizer_step"], origins[1]["optimizer_step"])
+        report = subprocess.run([FUMI, "report", "--format", "json", r.dir],
+                                capture_output=True, text=True, check=True)
+        forward, backward = json.loads(report.stdout)["nan_origins"]
+        self.assertIsNone(forward["gradient_of"])
+        self.assertEqual(backward["autograd_node"], "LogBackward0")
+        self.assertEqual(backward["gradient_of"], f"aten::log #{forward['call_index']}")
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertIn("inside LogBackward0 (the step whose forward pass made the origin "
+                      f"aten::log #{forward['call_index']}: likely its gradient", text)
+
     def test_nan_already_in_the_parameters_is_not_an_origin(self):
         r = self.case("param_nan")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
