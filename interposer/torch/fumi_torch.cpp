@@ -2367,6 +2367,8 @@ class PastOps {
  public:
   static constexpr size_t kCapacity = 4096, kMaxCapacity = 32768;
   static constexpr size_t kLag = 64, kSweep = 8;
+  static_assert(kMaxCapacity % kCapacity == 0 &&
+                ((kMaxCapacity / kCapacity) & (kMaxCapacity / kCapacity - 1)) == 0);
   void push(PastOp&& op) {
     if (ops_.size() < capacity_) ops_.push_back(std::move(op));
     else ops_[next_] = std::move(op);
@@ -2383,15 +2385,15 @@ class PastOps {
   }
   // An optimizer step begins: the ring grows to hold the last step's ops and a quarter more.
   void markStep() {
-    const uint64_t step_ops = pushed_ - step_;
-    if (step_ops + step_ops / 4 > capacity_ && capacity_ < kMaxCapacity) {
-      size_t grown = capacity_;
-      while (grown < step_ops + step_ops / 4 && grown < kMaxCapacity) grown *= 2;
+    const uint64_t wanted = sinceStep() + sinceStep() / 4;
+    if (wanted > capacity_ && capacity_ < kMaxCapacity) {
+      size_t grown = capacity_;  // powers of two from kCapacity: never past kMaxCapacity
+      while (grown < wanted && grown < kMaxCapacity) grown *= 2;
       std::vector<PastOp> oldest_first;
       oldest_first.reserve(grown);
       for (size_t i = 0; i < ops_.size(); ++i) oldest_first.push_back(std::move(at(i)));
       ops_ = std::move(oldest_first);
-      capacity_ = std::min(grown, kMaxCapacity);
+      capacity_ = grown;
       next_ = ops_.size() % capacity_;
     }
     step_ = pushed_;
