@@ -788,11 +788,7 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     }
     if (own_origin) {
       nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how);
-      if (!sentinel.is_null()) {
-        ev["origin"] = true;
-        ev["optimizer_step"] = optimizerSteps();
-        ev["sentinel"] = std::move(sentinel);
-      }
+      if (!sentinel.is_null()) ev.update(originFields(std::move(sentinel)));
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
@@ -961,9 +957,10 @@ double CheckBudget::allowedSeconds() const {
   return fraction_ * std::max(monotonicSeconds() - started_, kMinWindow);
 }
 
-bool CheckBudget::spent() const {
-  if (fraction_ <= 0) return false;
-  if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= allowedSeconds())
+bool CheckBudget::spent() const { return fraction_ > 0 && spentOf(allowedSeconds()); }
+
+bool CheckBudget::spentOf(double allowed) const {
+  if (static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 <= allowed)
     return false;
   if (!said_.exchange(true))
     logMessage(FUMI_LOG_WARN,
@@ -976,7 +973,10 @@ bool CheckBudget::spent() const {
 }
 
 bool CheckBudget::withinShare(size_t id, double predicted) const {
-  if (fraction_ <= 0) return true;
+  return fraction_ <= 0 || withinShareOf(id, predicted, allowedSeconds());
+}
+
+bool CheckBudget::withinShareOf(size_t id, double predicted, double allowed) const {
   if (id >= names_.size()) return false;
   // Time no check is charged with (an adapter's copies, the bookkeeping around the checks) is
   // shared by all: the shares still add up to the whole budget.
@@ -985,16 +985,16 @@ bool CheckBudget::withinShare(size_t id, double predicted) const {
       used_ns_.load(std::memory_order_relaxed) - checks_ns_.load(std::memory_order_relaxed), 0);
   const double mine = static_cast<double>(check_used_ns_[id].load(std::memory_order_relaxed)) +
                       static_cast<double>(unattributed) / n;
-  return mine * 1e-9 + predicted <= allowedSeconds() / n;
+  return mine * 1e-9 + predicted <= allowed / n;
 }
 
 bool CheckBudget::allows(size_t id, double predicted) const {
   if (fraction_ <= 0) return true;
-  if (!spent() && static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 +
-                          predicted <=
-                      allowedSeconds())
+  const double allowed = allowedSeconds();  // one clock read for the three tests
+  if (!spentOf(allowed) &&
+      static_cast<double>(used_ns_.load(std::memory_order_relaxed)) * 1e-9 + predicted <= allowed)
     return true;
-  return withinShare(id, predicted);
+  return withinShareOf(id, predicted, allowed);
 }
 
 bool CheckBudget::affordsFirst(double predicted) const {

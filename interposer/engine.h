@@ -140,6 +140,10 @@ class CheckBudget {
   void restartAfterFork();
 
  private:
+  // spent() and withinShare() against a budget of `allowed` seconds (allowedSeconds()).
+  bool spentOf(double allowed) const;
+  bool withinShareOf(size_t id, double predicted, double allowed) const;
+
   const double fraction_;  // 0: unlimited
   double started_;
   mutable std::atomic<bool> said_{false};  // the "budget reached" warning, once per process

@@ -205,6 +205,10 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
   return claim(s, site, index, detail);
 }
 
+nlohmann::json originFields(nlohmann::json sentinel) {
+  return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
+}
+
 // The search found again, with the stacks of the calling thread, the origin it found looking
 // back: a `nan_origin_stack` event for the report to attach to that origin. False when the
 // search awaits no such stack.
@@ -240,14 +244,12 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
   if (originStack(site, index)) return;
   nlohmann::json sentinel = nanOriginClaim(site, index, detail);
   if (sentinel.is_null()) return;
+  nlohmann::json more = originFields(std::move(sentinel));
+  more.update({{"detail", detail ? detail : "appeared"},
+               {"rule", "nan_origin"},
+               {"extra", {{"nan", nan}, {"inf", inf}}}});
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
-                      static_cast<double>(nan + inf), 0,
-                      {{"detail", detail ? detail : "appeared"},
-                       {"origin", true},
-                       {"optimizer_step", optimizerSteps()},
-                       {"sentinel", std::move(sentinel)},
-                       {"rule", "nan_origin"},
-                       {"extra", {{"nan", nan}, {"inf", inf}}}});
+                      static_cast<double>(nan + inf), 0, more);
 }
 
 void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
@@ -291,16 +293,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   }
   nlohmann::json made = nlohmann::json::array();
   for (const PastCall& c : through) made.push_back(callText(c.site, c.index));
+  nlohmann::json more = originFields(std::move(sentinel));
+  more.update({{"detail", detail ? detail : "appeared"},
+               {"looked_back", true},
+               {"through", std::move(made)},
+               {"rule", "nan_origin"},
+               {"extra", {{"nan", nan}, {"inf", inf}}}});
   reportHostViolation(const_cast<OpSite&>(*call.site), call.index, "nan_inf", FUMI_KIND_ERROR,
-                      "nonfinite", static_cast<double>(nan + inf), 0,
-                      {{"detail", detail ? detail : "appeared"},
-                       {"origin", true},
-                       {"optimizer_step", optimizerSteps()},
-                       {"looked_back", true},
-                       {"through", std::move(made)},
-                       {"sentinel", std::move(sentinel)},
-                       {"rule", "nan_origin"},
-                       {"extra", {{"nan", nan}, {"inf", inf}}}},
+                      "nonfinite", static_cast<double>(nan + inf), 0, more,
                       call.phase ? call.phase : "");
 }
 

@@ -63,6 +63,9 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // where the call is not reported as an origin (its op already was one, origins are off, or
 // max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail);
+// The fields an origin's violation event carries: `origin`, the optimizer step it was made in
+// (`optimizer_step`) and its claimed `sentinel`.
+nlohmann::json originFields(nlohmann::json sentinel);
 // One call an adapter saw before a sentinel, in `phase` (a static string).
 struct PastCall {
   const OpSite* site;
