@@ -1639,6 +1639,7 @@ class CapturedCall final : public at::ObserverContext {
                                                   complex_[static_cast<size_t>(k)])
                                       : t;
           if (!own_dtype) src = asAutocastGave(t, src);
+          else if (buffers[k] && slot == 1) src = keepTiedRows(t, src);
           if (!written && src.device() == t.device() && src.scalar_type() == dtype) {
             if (buffers[k] && src.has_storage()) from_buffers.push_back(src.storage());
             return src;
@@ -1671,6 +1672,31 @@ class CapturedCall final : public at::ObserverContext {
                        std::string("rerun in ") + c10::toString(wide), e.what());
       return FUMI_UNSUPPORTED;
     }
+  }
+
+  // softmax (log_softmax) of a row whose finite values are all equal is exact whatever they
+  // are: a row masked entirely with a finite constant (-1e9, -finfo.max: a padding query, every
+  // key masked). A rerun on perturbed inputs broke the tie (a last-bit step of -1e9 is 64) and
+  // its row went from uniform to one-hot: perturb 1.0 on healthy jobs (batch 20, reformer's
+  // autopadded queries, under the default policy). Such rows keep their values in a rerun on
+  // `perturbed` inputs: values computed alike carry the same rounding, and computed values tie
+  // across a whole row only so. Other ops and rows are perturbed as they are.
+  at::Tensor keepTiedRows(const at::Tensor& self, const at::Tensor& perturbed) {
+    if (!tied_known_) {
+      tied_known_ = true;
+      const std::string& name = op_.schema().name();
+      if ((name != "aten::_softmax" && name != "aten::_log_softmax") || inputs_.size() < 2 ||
+          !inputs_[1].isInt() || self.dim() == 0 || self.numel() == 0)
+        return perturbed;
+      const int64_t dim = c10::maybe_wrap_dim(inputs_[1].toInt(), self.dim());
+      const at::Tensor other = self.isfinite().logical_not();
+      const double inf = std::numeric_limits<double>::infinity();
+      const at::Tensor tied = self.masked_fill(other, inf).amin(dim, /*keepdim=*/true) ==
+                              self.masked_fill(other, -inf).amax(dim, /*keepdim=*/true);
+      if (tied.any().item<bool>()) tied_rows_ = tied;
+    }
+    return tied_rows_.defined() ? at::where(tied_rows_, self.to(perturbed.scalar_type()), perturbed)
+                                : perturbed;
   }
 
   // An f32 call on a CUDA device that torch lets compute in TF32 (f32 convolutions by default):
@@ -1940,6 +1966,8 @@ class CapturedCall final : public at::ObserverContext {
   std::string aux_json_;
   std::vector<TensorKey> input_keys_;  // per tensor of inputs_ (walk order): the originals'
   std::vector<at::Tensor> wide_;        // per output slot: the first wider rerun's result
+  bool tied_known_ = false;             // keepTiedRows: tied_rows_ worked out
+  at::Tensor tied_rows_;                // its rows to keep (undefined: none)
   c10::ScalarType wide_dtype_ = c10::ScalarType::Double;
   bool reference_tried_ = false;
   std::vector<at::Tensor> reference_;  // per output slot: the CPU f64 result (contiguous)

@@ -540,6 +540,44 @@ class AtenChecks(unittest.TestCase):
         self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
         self.assertLess(check["value"], 1.0)  # y, at bf16's last bit
 
+    def test_softmax_of_a_row_masked_entirely_is_no_violation(self):
+        """A padding query's row of attention scores masked entirely with a finite constant
+        (-1e9, -finfo.max) is uniform after softmax whatever the constant; perturbed by a last
+        bit (64 at -1e9) it went one-hot: perturb 1.0 on healthy jobs (batch 20, reformer). Tied
+        rows keep their values in the perturbed rerun; logits large enough that their last bit
+        moves the weights are still reported."""
+        code = textwrap.dedent("""
+            import sys, torch
+            torch.manual_seed(0)
+            x = torch.randn(8, 16)
+            mask = torch.zeros(8, 16, dtype=torch.bool)
+            mask[4:] = True  # rows 4-7: every key masked
+            fill = {"1e9": -1e9, "max": -torch.finfo(torch.float32).max}.get(sys.argv[1])
+            x = x + 1e7 if fill is None else x.masked_fill(mask, fill)
+            print(x.softmax(-1).sum().item(), x.log_softmax(-1)[:4].sum().item())
+            """)
+        policy = """
+            version: 1
+            report: { all_checks: true }
+            tolerances: { sensitivity: { f32: 0.1 } }  # the default policy's
+            rules:
+              - match: { op: [aten::_softmax, aten::_log_softmax] }
+                sample: { every: 1 }
+                checks: [ { plugin: perturb } ]
+            """
+        for mode in ("1e9", "max", "large"):
+            plain = run([PYTHON, "-c", code, mode], preload=False)
+            r = run([PYTHON, "-c", code, mode], policy=policy)
+            self.assertEqual((r.rc, r.stdout), (plain.rc, plain.stdout), r.stderr)
+            checks = {c["op"]: c for c in r.of("check") + r.of("violation")}
+            self.assertEqual(set(checks), {"aten::_softmax", "aten::_log_softmax"}, mode)
+            if mode == "large":  # a last bit of 1e7 is 1: the weights move, rightly reported
+                self.assertEqual({v["op"] for v in r.of("violation")},
+                                 {"aten::_softmax", "aten::_log_softmax"})
+            else:
+                self.assertEqual(r.of("violation"), [], mode)
+                self.assertLess(checks["aten::_softmax"]["value"], 1e-3, mode)
+
     def test_saved_mean_judged_against_the_terms_it_averages(self):
         """A Transformer's final LayerNorm normalises rows the last layer's own LayerNorm already
         centred: its saved mean (1e-7 to 1e-4 of the rows' spread), as good as f32 allows, was
