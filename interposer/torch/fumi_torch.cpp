@@ -2007,11 +2007,16 @@ NonFinite scanRaw(const T* p, int64_t n) {
   return r;
 }
 
-// NaN and Inf counts of a floating tensor: a plain loop over contiguous CPU memory, ATen
-// reductions elsewhere (device memory, strided views).
+// NaN and Inf counts of a floating tensor (a complex one's parts: a NaN carried by an FFT's
+// spectrum had gone unseen, and the inverse FFT was named its origin, batch 20): a plain loop
+// over contiguous CPU memory, ATen reductions elsewhere (device memory, strided views). A
+// complex tensor's memory is read as it is: conjugate and negative views hold the same NaN and
+// Inf (resolving them is an op, which the sentinel would observe and scan in turn).
 NonFinite scanTensor(const at::Tensor& t) {
-  if (!t.defined() || !at::isFloatingType(t.scalar_type()) || t.numel() == 0 || !readable(t))
-    return {};
+  if (!t.defined() || t.numel() == 0 || !readable(t)) return {};
+  if (complexChecked(t.scalar_type()))
+    return scanTensor(reinterpretParts(t, c10::toRealValueType(t.scalar_type()), /*add=*/true));
+  if (!at::isFloatingType(t.scalar_type())) return {};
   if (t.device().is_cpu() && t.is_contiguous()) {
     switch (t.scalar_type()) {
       case c10::ScalarType::Float: return scanRaw(t.data_ptr<float>(), t.numel());

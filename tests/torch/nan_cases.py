@@ -43,6 +43,9 @@
              -inf on step 1 (the line marked MASKED; the masked scores are a temporary): that
              row's softmax is NaN, made from Inf; the decoded rows are written one by one into
              a preallocated buffer; Adam then spreads NaN through its moments.
+  spectrum  poison's one-off (the line marked SPECTRUM), then the features' circular
+             autocorrelation through the FFT (rfft, a product of complex spectra, irfft, as
+             Autoformer's attention): the NaN reaches irfft through complex tensors.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -96,6 +99,11 @@ for step in range(4):
             z = x[0]
             for _ in range(5000):
                 z = z + 0.0
+    elif mode == "spectrum":
+        h = model[0](inputs)
+        h = h * torch.sqrt(h.var(0) - (10.0 if step == 1 else 0.0))  # SPECTRUM
+        spec = torch.fft.rfft(h, dim=-1)
+        out = model[2](model[1](torch.fft.irfft(spec * spec.conj(), n=32, dim=-1)))
     elif mode == "gru_h0":
         h0 = torch.zeros(4, 64, 16)
         if step == 1:

@@ -2215,6 +2215,14 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(o["sentinel"]["op"], "aten::addmm")  # a check inside the GRU
         self.assertIn("aten::sqrt #0", o["through"])
 
+    def test_nan_carried_by_a_complex_spectrum_is_passed_along(self):
+        # Batch 20 (Autoformer's FFT attention): NaN in complex tensors went unseen, so irfft
+        # (and, a step later, an op fed through it) were named origins made from finite inputs
+        # beside the true one. Complex inputs are scanned part by part.
+        r = self.case("spectrum")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"]), ("aten::sqrt", "appeared"))
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.
