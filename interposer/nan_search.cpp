@@ -45,8 +45,12 @@ struct SearchState {
   uint64_t last_origin_step = 0;  // g_steps when it was reported
   // The op the running search found looking back (reported without stacks): the search goes on
   // for its stacks, should it make non-finite values from finite inputs again.
+  // Only a call in the same phase (forward, backward) gives them: the same op's calls in the
+  // backward pass are other lines (batch 20: a CRF's forward `num - den` was shown at the
+  // `loss.backward()` of a LogsumexpBackward0's subtraction).
   std::string awaiting_stack;
   uint64_t awaiting_index = 0;
+  const char* awaiting_phase = "";  // a static string (currentPhase)
 };
 
 SearchState* g_search = new SearchState;  // immortal: used by the exit summary
@@ -218,6 +222,7 @@ bool originStack(const OpSite* site, uint64_t index) {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!site || s.awaiting_stack != site->name ||
+        std::strcmp(s.awaiting_phase, currentPhase()) != 0 ||
         !g_nan_search_active.load(std::memory_order_relaxed))
       return false;
     origin_index = s.awaiting_index;
@@ -283,6 +288,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
       g_nan_search_active.store(1, std::memory_order_relaxed);
       s.awaiting_stack = call.site->name;
       s.awaiting_index = call.index;
+      s.awaiting_phase = call.phase ? call.phase : "";
     }
   }
   // The stacks are the sentinel's (the thread is there now), not the origin's.

@@ -46,6 +46,10 @@
   spectrum  poison's one-off (the line marked SPECTRUM), then the features' circular
              autocorrelation through the FFT (rfft, a product of complex spectra, irfft, as
              Autoformer's attention): the NaN reaches irfft through complex tensors.
+  normaliser  a log-likelihood against a logsumexp normaliser (as a CRF's): on step 1 every
+             score is -inf, and `llh = gold - normaliser` (the line marked NORMALISER) makes NaN
+             from Inf; the backward pass's LogsumexpBackward0 makes NaN from Inf again with a
+             subtraction of its own, on another line.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -104,6 +108,10 @@ for step in range(4):
         h = h * torch.sqrt(h.var(0) - (10.0 if step == 1 else 0.0))  # SPECTRUM
         spec = torch.fft.rfft(h, dim=-1)
         out = model[2](model[1](torch.fft.irfft(spec * spec.conj(), n=32, dim=-1)))
+    elif mode == "normaliser":
+        out = model(inputs)
+        e = out + (torch.full((4,), float("-inf")) if step == 1 else torch.zeros(4))
+        llh = e[:, 0] - torch.logsumexp(e, dim=1)  # NORMALISER
     elif mode == "gru_h0":
         h0 = torch.zeros(4, 64, 16)
         if step == 1:
@@ -113,6 +121,8 @@ for step in range(4):
     else:
         out = model(inputs)
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
+    if mode == "normaliser":
+        loss = loss - llh.mean()
     if mode == "grad_of":
         w = out.abs().mean(0) * (0.0 if step == 1 else 1.0)
         loss = loss + 1e-3 * torch.log(w).sum()  # GRADOF

@@ -2223,6 +2223,18 @@ class NanOrigin(unittest.TestCase):
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["detail"]), ("aten::sqrt", "appeared"))
 
+    def test_a_looked_back_origin_takes_no_stack_from_the_backward_pass(self):
+        # Batch 20 (a CRF): the forward `num - den` found looking back was shown with the stacks
+        # of the same op's next call that made NaN from Inf, LogsumexpBackward0's subtraction at
+        # `loss.backward()`. Only a call in the origin's phase lends it its stacks.
+        r = self.case("normaliser")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"], o["phase"]),
+                         ("aten::sub.Tensor", "nan_from_inf", "forward"))
+        line = self.origin_line("# NORMALISER")
+        for s in r.of("nan_origin_stack"):
+            self.assertEqual(s["python_stack"][0], f"{NAN_CASES}:{line} in <module>")
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.
