@@ -242,6 +242,7 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     static const std::string kNode = "autograd::engine::evaluate_function: ";
     for (const std::string& around : getStringArray(obj, "context"))
       if (around.rfind(kNode, 0) == 0) v.autograd_node = around.substr(kNode.size());
+    if (const json* p = field(obj, "phase"); p && p->is_string()) v.phase = p->get<std::string>();
     v.through = getStringArray(obj, "through");
     v.optimizer_step = getCount(obj, "optimizer_step");
   }
@@ -690,10 +691,10 @@ class Aggregator {
     auto& all = report_.nan_origins;
     for (size_t b = 0; b < all.size(); ++b) {
       const ViolationInfo& back = all[b].violation;
-      if (back.autograd_node.empty() || !back.optimizer_step) continue;
+      if (!back.backward() || !back.optimizer_step) continue;
       for (size_t f = 0; f < b; ++f) {
         const ViolationInfo& fwd = all[f].violation;
-        if (fwd.pid != back.pid || !fwd.autograd_node.empty() ||
+        if (fwd.pid != back.pid || fwd.backward() ||
             fwd.optimizer_step != back.optimizer_step)
           continue;
         all[b].gradient_of =

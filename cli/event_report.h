@@ -123,6 +123,9 @@ struct ViolationInfo {
   // The autograd node a backward-pass call ran in ("LogBackward0": the innermost
   // "autograd::engine::evaluate_function: ..." of its `context`), empty otherwise.
   std::string autograd_node;
+  std::string phase;  // the event's: "forward", "backward", "optimizer"; empty when absent
+  // In the backward pass: an autograd node's, or found looking back in that phase (no context).
+  bool backward() const { return !autograd_node.empty() || phase == "backward"; }
   bool looked_back = false;          // origin found looking back from the sentinel (no stacks)
   std::vector<std::string> through;  // looked back: the ops it went through ("aten::sub #2")
   // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`

@@ -216,6 +216,7 @@ std::string originText(const NanOrigin& o) {
   // A backward op's origin is a gradient formula's: the node says whose (a forward op that
   // already made them, log(0), shows up as its node's division by 0).
   if (!v.autograd_node.empty()) s += " in the backward pass, inside " + v.autograd_node;
+  else if (v.backward()) s += " in the backward pass";
   if (!o.gradient_of.empty())
     s += " (the step whose forward pass made the origin " + o.gradient_of +
          ": likely its gradient, which that one explains)";

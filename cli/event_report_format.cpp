@@ -44,6 +44,7 @@ json violationJson(const ViolationInfo& v) {
   j["origin"] = v.origin;
   j["sentinel"] = v.sentinel;
   j["autograd_node"] = v.autograd_node;
+  j["phase"] = v.phase;
   j["looked_back"] = v.looked_back;
   j["through"] = v.through;
   j["stack_call_index"] = v.stack_call_index ? json(*v.stack_call_index) : json(nullptr);

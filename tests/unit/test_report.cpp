@@ -808,27 +808,30 @@ TEST(ReportFindings, BackwardOriginNamesItsAutogradNode) {
 
 // A backward-pass origin in the optimizer step of an earlier forward-pass one of its process is
 // likely that one's gradient (batch 19: log(0), then LogBackward0's division by 0, read as two
-// defects); in another step, or another process, it is an origin of its own.
+// defects); in another step, or another process, it is an origin of its own. One found looking
+// back has no context, only its phase (batch 20).
 TEST(ReportFindings, BackwardOriginInTheStepOfAForwardOneIsItsGradient) {
-  const auto origin = [](const std::string& op, int call, int step, int pid, bool backward) {
+  const std::string kNode = R"(,"context":["autograd::engine::evaluate_function: LogBackward0"]})";
+  const std::string kPhase = R"(,"phase":"backward","looked_back":true})";
+  const auto origin = [](const std::string& op, int call, int step, int pid,
+                         const std::string& backward) {
     return R"({"event":"violation","op":")" + op +
            R"(","backend":"torch","check":"nan_inf","kind":"error","metric":"nonfinite",)"
            R"("value":4,"tolerance":0,"detail":"appeared","origin":true,"sentinel":{"op":)"
            R"("aten::sum","call_index":3},"call_index":)" +
            std::to_string(call) + R"(,"optimizer_step":)" + std::to_string(step) +
            R"(,"extra":{"nan":0,"inf":4},"pid":)" + std::to_string(pid) +
-           (backward ? R"(,"context":["autograd::engine::evaluate_function: LogBackward0"]})"
-                     : "}");
+           (backward.empty() ? "}" : backward);
   };
-  const auto report = [&](int back_step, int back_pid) {
+  const auto report = [&](int back_step, int back_pid, const std::string& how) {
     return aggregate({EventFile{
         "events-1.jsonl",
-        lines({startLine(1), origin("aten::log", 1, 1, 1, false),
-               origin("aten::div.Tensor", 2, back_step, back_pid, true),
+        lines({startLine(1), origin("aten::log", 1, 1, 1, ""),
+               origin("aten::div.Tensor", 2, back_step, back_pid, how),
                summaryLine(1, "[" + opEntry("aten::log", 4, 0, 1) + "," +
                                   opEntry("aten::div.Tensor", 4, 0, 1) + "]")})}});
   };
-  Report same = report(1, 1);
+  Report same = report(1, 1, kNode);
   ASSERT_TRUE(same.malformed.empty()) << same.malformed[0].str();
   ASSERT_EQ(same.nan_origins.size(), 2u);
   EXPECT_EQ(same.nan_origins[0].gradient_of, "");
@@ -838,8 +841,15 @@ TEST(ReportFindings, BackwardOriginInTheStepOfAForwardOneIsItsGradient) {
      "gradient, which that one explains); sentinel");
   EXPECT_EQ(fumi::report::toJson(same)["nan_origins"][1]["gradient_of"], "aten::log #1");
   EXPECT_EQ(fumi::report::toJson(same)["nan_origins"][1]["optimizer_step"], 1);
-  EXPECT_EQ(report(2, 1).nan_origins[1].gradient_of, "");  // a later step: its own
-  EXPECT_EQ(report(1, 2).nan_origins[1].gradient_of, "");  // another process
+  EXPECT_EQ(report(2, 1, kNode).nan_origins[1].gradient_of, "");  // a later step: its own
+  EXPECT_EQ(report(1, 2, kNode).nan_origins[1].gradient_of, "");  // another process
+  Report looked = report(1, 1, kPhase);
+  EXPECT_EQ(looked.nan_origins[1].gradient_of, "aten::log #1");
+  at(fumi::report::formatText(looked),
+     "appeared (0 NaN, 4 Inf) in the backward pass (the step whose forward pass made the origin "
+     "aten::log #1: likely its gradient, which that one explains); found looking back");
+  EXPECT_EQ(fumi::report::toJson(looked)["nan_origins"][1]["phase"], "backward");
+  EXPECT_EQ(report(1, 1, R"(,"phase":"forward"})").nan_origins[1].gradient_of, "");
 }
 
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
