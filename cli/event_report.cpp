@@ -692,6 +692,10 @@ class Aggregator {
     for (size_t b = 0; b < all.size(); ++b) {
       const ViolationInfo& back = all[b].violation;
       if (!back.backward() || !back.optimizer_step) continue;
+      const nlohmann::json& s = back.sentinel;
+      all[b].after_forward_sentinel =
+          !back.looked_back && s.is_object() && s.value("phase", std::string()) == "forward" &&
+          s.contains("optimizer_step") && s["optimizer_step"] == *back.optimizer_step;
       for (size_t f = 0; f < b; ++f) {
         const ViolationInfo& fwd = all[f].violation;
         if (fwd.pid != back.pid || fwd.backward() ||

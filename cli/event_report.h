@@ -196,6 +196,10 @@ struct NanOrigin {
   // (log(0) in the forward pass, then its gradient's division by 0): that origin, "aten::log
   // #46"; empty otherwise.
   std::string gradient_of;
+  // Otherwise, a backward-pass origin the search found in the step whose forward pass its
+  // sentinel ran in: the values the sentinel saw were made before it, by an op not found (not
+  // kept at the thread's op rate), and this one is likely their gradient's (batch 20).
+  bool after_forward_sentinel = false;
 };
 
 // A `nan_search` event: how a search for the NaN origin ended ("found" or "not_found").

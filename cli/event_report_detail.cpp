@@ -220,6 +220,9 @@ std::string originText(const NanOrigin& o) {
   if (!o.gradient_of.empty())
     s += " (the step whose forward pass made the origin " + o.gradient_of +
          ": likely its gradient, which that one explains)";
+  else if (o.after_forward_sentinel)
+    s += " (after the sentinel had seen non-finite values in this step's forward pass: those "
+         "were made before it, by an op not found; this is likely their gradient's)";
   if (v.looked_back) {
     s += "; found looking back from the sentinel";
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +

@@ -379,6 +379,7 @@ json toJson(const Report& report) {
     oj["op"] = o.op;
     oj["backend"] = o.backend;
     oj["gradient_of"] = o.gradient_of.empty() ? json(nullptr) : json(o.gradient_of);
+    oj["after_forward_sentinel"] = o.after_forward_sentinel;
     origins.push_back(std::move(oj));
   }
   j["nan_origins"] = std::move(origins);

@@ -253,8 +253,9 @@ typedef struct fumi_adapter_api {
    * the origin at once, without stacks (the op has returned); the search goes on only for the
    * op's stacks, should it make them again. Otherwise `call` is the
    * earliest op still holding the values and `not_origin` says why it is not the origin (with
-   * `call` NULL: why nothing was looked over): kept for the search's message should it end
-   * without one. */
+   * `call` NULL: why nothing was looked over), `through` the calls its inputs were followed
+   * back through before they were lost (may be none): kept for the search's message should it
+   * end without one. */
   void (*nan_looked_back)(const fumi_past_call* call, const char* detail, uint64_t nan,
                           uint64_t inf, const fumi_past_call* through, size_t n_through,
                           const char* not_origin);

@@ -38,6 +38,8 @@ struct SearchState {
   int64_t ops = 0;
   std::string sentinel_op;
   uint64_t sentinel_index = 0;
+  const char* sentinel_phase = "";  // a static string (currentPhase)
+  uint64_t sentinel_step = 0;       // g_steps when it fired
   std::string first_propagated;  // "aten::addmm (input 'weight')"
   std::string looked_back;  // what looking back from the sentinel found, when no origin
   std::set<std::string> origins;  // ops already reported as origins
@@ -58,7 +60,10 @@ SearchState* g_search = new SearchState;  // immortal: used by the exit summary
 SearchState& state() { return *g_search; }
 
 nlohmann::json sentinelJson(const SearchState& s) {
-  return {{"op", s.sentinel_op}, {"call_index", s.sentinel_index}};
+  return {{"op", s.sentinel_op},
+          {"call_index", s.sentinel_index},
+          {"phase", s.sentinel_phase},
+          {"optimizer_step", s.sentinel_step}};
 }
 
 // Ends the running search (caller holds the lock): a `nan_search` event unless it ends quietly,
@@ -154,6 +159,8 @@ void nanSentinel(const OpSite* site, uint64_t index) {
   s.ops = 0;
   s.sentinel_op = site ? site->name : "?";
   s.sentinel_index = index;
+  s.sentinel_phase = currentPhase();
+  s.sentinel_step = g_steps.load(std::memory_order_relaxed);
   s.first_propagated.clear();
   s.looked_back.clear();
   g_nan_search_active.store(1, std::memory_order_relaxed);
@@ -267,6 +274,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                                 "still held them was " +
                                     callText(call.site, call.index) + ", " + not_origin
                               : std::string(not_origin);
+    // Where its inputs were followed back to before they were lost (batch 20: data from numpy,
+    // gone, under a planted sqrt: the chain names the maker).
+    if (!through.empty()) {
+      s.looked_back += "; followed back through ";
+      for (size_t i = 0; i < through.size(); ++i)
+        s.looked_back += (i ? ", " : "") + callText(through[i].site, through[i].index);
+      s.looked_back += ", to inputs no longer known (one of these ops may have made them)";
+    }
     return;
   }
   if (!call.site) return;

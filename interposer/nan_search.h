@@ -76,7 +76,7 @@ struct PastCall {
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the
 // origin, made `through` the calls listed; else `call` is the earliest op still holding the
 // values and `not_origin` why it is not the origin (with a null site: why nothing was looked
-// over), for the search's message.
+// over), `through` where its inputs were followed back to, for the search's message.
 void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
                    const std::vector<PastCall>& through, const char* not_origin);
 // The search saw `site`'s call receive non-finite values through input `input`.

@@ -2489,6 +2489,7 @@ PastOps& pastOps() { return t_past_of_thread.get(); }
 // the others the ops that made them, followed back (their results dropped or overwritten since).
 struct Provenance {
   NonFinite bad;                // non-finite values in inputs still held as they were
+  bool held = false;            // some of `bad` in input tensors (the rest: the program's constants)
   bool unknown = false;         // an input neither so held nor made by an op still recorded
   std::vector<size_t> through;  // the ops followed back
 };
@@ -2508,7 +2509,11 @@ bool overwrites(const char* op) {
 // part of its memory by in-place ops since the step began (buf[i] = log(w): copy_ into a select
 // view, whose result is gone) are those ops' work, followed back through their other inputs —
 // when the parts they wrote, none overlapped by a later write, hold every non-finite value it
-// holds. False otherwise (the input passed them along, at least in part).
+// holds. False otherwise (the input passed them along, at least in part). The op that made the
+// memory (an output of its own, not written in place) ends the walk: memory is known by its
+// StorageImpl's address, which a later allocation may reuse once the storage is freed, and an
+// optimizer's in-place write into a temporary freed before the step's data was cloned into the
+// same address read as a write into that data (batch 20: a flow's planted NaN, never found).
 bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const at::Tensor& t,
                       const NonFinite& seen, Provenance& p) {
   const size_t start = past.stepStart();
@@ -2516,7 +2521,9 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
   NonFinite held;
   for (size_t k = j; k-- > start;) {
     const PastOp& w = past[k];
-    if (w.superseded || w.region.offset < 0 || !w.wrote(in)) continue;
+    if (!w.wrote(in)) continue;
+    if (w.region.offset < 0) break;  // made it
+    if (w.superseded) continue;
     const at::Tensor region = w.written(t);
     if (!region.defined()) continue;
     const NonFinite part = scanTensor(region);
@@ -2559,11 +2566,13 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten)
       const NonFinite seen = scanTensor(t);
       if (seen.any() && traceWrittenInto(past, j, in, t, seen, p)) continue;
       p.bad.add(seen);
+      p.held = p.held || seen.any();
       continue;
     }
     if (in.element() != TensorNote::Element::kUnread) {
       p.bad.nan += in.element() == TensorNote::Element::kNaN ? 1 : 0;
       p.bad.inf += in.element() == TensorNote::Element::kInf ? 1 : 0;
+      p.held = p.held || in.element() != TensorNote::Element::kFinite;
       continue;
     }
     size_t k = j;
@@ -2601,6 +2610,10 @@ bool lookBack() {
   }
   const PastOps& past = pastOps();
   const fumi_past_call* unknown = nullptr;
+  std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
+  // The earliest op holding them that got them in its input tensors (ops that made them from
+  // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold one).
+  const fumi_past_call* passed = nullptr;
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
     const PastOp& e = past[i];
     if (e.superseded || undefinedOutput(e.op)) continue;
@@ -2622,7 +2635,12 @@ bool lookBack() {
                              out.inf, through.data(), through.size(), nullptr);
       return true;
     }
-    if (p.unknown && !p.bad.any() && !unknown) unknown = &e.call;
+    if (p.unknown && !p.bad.any() && !unknown) {
+      unknown = &e.call;
+      std::sort(p.through.begin(), p.through.end());
+      for (size_t k : p.through) unknown_through.push_back(past[k].call);
+    }
+    if (p.held && !passed) passed = &e.call;
   }
   // The step's first ops out of the ring (its first step, before it grew; a step past
   // kMaxCapacity): the origin may have been among them.
@@ -2634,12 +2652,17 @@ bool lookBack() {
                              "origin may be among them)";
   if (unknown)
     g_api->nan_looked_back(
-        unknown, nullptr, 0, 0, nullptr, 0,
+        unknown, nullptr, 0, 0, unknown_through.data(), unknown_through.size(),
         ("its inputs no longer held as it saw them" + (lost.empty() ? "" : "; " + lost))
             .c_str());
   else if (!lost.empty())
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0,
                            ("no op kept since made them from finite inputs, but " + lost).c_str());
+  else if (passed)  // batch 20: a job that died of its NaN had the search end without a word
+    g_api->nan_looked_back(passed, nullptr, 0, 0, nullptr, 0,
+                           "which got them in its inputs: they were there when the step began "
+                           "(in the parameters or the data), or written where fumi does not see "
+                           "(.data, from_numpy, a kernel's own buffer)");
   return false;
 }
 

@@ -2261,6 +2261,11 @@ class NanOrigin(unittest.TestCase):
         self.assertGreaterEqual(len(searches), 1)
         self.assertEqual(searches[0]["result"], "not_found")
         self.assertIn("already in the inputs", searches[0]["message"])
+        # Looking back says where the step's first holder got them (batch 20: a job that died
+        # of its NaN ended the search without a word from looking back).
+        self.assertRegex(searches[0]["message"], r"looking back from the sentinel: the earliest op "
+                         r"since the last optimizer step whose outputs still held them was "
+                         r"aten::\w+ #\d+, which got them in its inputs")
 
     def test_causal_mask_is_no_event(self):
         r = self.case("mask", policy="""

@@ -852,6 +852,34 @@ TEST(ReportFindings, BackwardOriginInTheStepOfAForwardOneIsItsGradient) {
   EXPECT_EQ(report(1, 1, R"(,"phase":"forward"})").nan_origins[1].gradient_of, "");
 }
 
+// The search's only origin in the backward pass of the step whose forward pass its sentinel ran
+// in (look-back off at a high op rate; batch 20): the sentinel's values were made before it, and
+// this origin likely their gradient's.
+TEST(ReportFindings, BackwardOriginAfterAForwardSentinelSaysSo) {
+  const auto report = [](const std::string& sentinel_phase, int sentinel_step) {
+    const std::string origin =
+        R"({"event":"violation","op":"aten::div.Tensor","backend":"torch","check":"nan_inf",)"
+        R"("kind":"error","metric":"nonfinite","value":4,"tolerance":0,"detail":"appeared",)"
+        R"("origin":true,"sentinel":{"op":"aten::sum","call_index":3,"phase":")" +
+        sentinel_phase + R"(","optimizer_step":)" + std::to_string(sentinel_step) +
+        R"(},"call_index":9,"optimizer_step":2,"extra":{"nan":0,"inf":4},"pid":1,"phase":)"
+        R"("backward","context":["autograd::engine::evaluate_function: DivBackward0"]})";
+    return aggregate({EventFile{
+        "events-1.jsonl",
+        lines({startLine(1), origin,
+               summaryLine(1, "[" + opEntry("aten::div.Tensor", 4, 0, 1) + "]")})}});
+  };
+  Report after = report("forward", 2);
+  ASSERT_TRUE(after.malformed.empty()) << after.malformed[0].str();
+  EXPECT_TRUE(after.nan_origins[0].after_forward_sentinel);
+  at(fumi::report::formatText(after),
+     "inside DivBackward0 (after the sentinel had seen non-finite values in this step's forward "
+     "pass: those were made before it, by an op not found; this is likely their gradient's)");
+  EXPECT_EQ(fumi::report::toJson(after)["nan_origins"][0]["after_forward_sentinel"], true);
+  EXPECT_FALSE(report("forward", 1).nan_origins[0].after_forward_sentinel);   // an earlier step
+  EXPECT_FALSE(report("backward", 2).nan_origins[0].after_forward_sentinel);  // not the forward
+}
+
 TEST(ReportFindings, PrecisionCostTableWorstFirstAndOnlyWhenMeasured) {
   auto cost = [](double max) {
     return R"(,"metrics":{"autocast.normwise":{"kind":"precision_cost","count":3,"median":)" +
