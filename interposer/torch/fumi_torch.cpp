@@ -2612,8 +2612,10 @@ bool lookBack() {
   const fumi_past_call* unknown = nullptr;
   std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
   // The earliest op holding them that got them in its input tensors (ops that made them from
-  // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold one).
+  // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold one),
+  // one that got NaN first: a mask's -inf, passed along by the ops after it, is no NaN's.
   const fumi_past_call* passed = nullptr;
+  const fumi_past_call* passed_inf = nullptr;
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
     const PastOp& e = past[i];
     if (e.superseded || undefinedOutput(e.op)) continue;
@@ -2640,7 +2642,8 @@ bool lookBack() {
       std::sort(p.through.begin(), p.through.end());
       for (size_t k : p.through) unknown_through.push_back(past[k].call);
     }
-    if (p.held && !passed) passed = &e.call;
+    if (p.held && p.bad.nan > 0 && out.nan > 0 && !passed) passed = &e.call;
+    if (p.held && !passed_inf) passed_inf = &e.call;
   }
   // The step's first ops out of the ring (its first step, before it grew; a step past
   // kMaxCapacity): the origin may have been among them.
@@ -2658,8 +2661,8 @@ bool lookBack() {
   else if (!lost.empty())
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0,
                            ("no op kept since made them from finite inputs, but " + lost).c_str());
-  else if (passed)  // batch 20: a job that died of its NaN had the search end without a word
-    g_api->nan_looked_back(passed, nullptr, 0, 0, nullptr, 0,
+  else if (passed || passed_inf)  // batch 20: a job that died of its NaN: not a word from it
+    g_api->nan_looked_back(passed ? passed : passed_inf, nullptr, 0, 0, nullptr, 0,
                            "which got them in its inputs: they were there when the step began "
                            "(in the parameters or the data), or written where fumi does not see "
                            "(.data, from_numpy, a kernel's own buffer)");
