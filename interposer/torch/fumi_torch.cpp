@@ -2616,6 +2616,14 @@ bool lookBack() {
   // one that got NaN first: a mask's -inf, passed along by the ops after it, is no NaN's.
   const fumi_past_call* passed = nullptr;
   const fumi_past_call* passed_inf = nullptr;
+  // The calls a provenance went through, in the order they ran.
+  const auto ranThrough = [&past](const Provenance& p) {
+    std::vector<size_t> order = p.through;
+    std::sort(order.begin(), order.end());
+    std::vector<fumi_past_call> calls;
+    for (size_t k : order) calls.push_back(past[k].call);
+    return calls;
+  };
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
     const PastOp& e = past[i];
     if (e.superseded || undefinedOutput(e.op)) continue;
@@ -2630,17 +2638,14 @@ bool lookBack() {
     // result was gone, and the NaN named later at an optimizer's 0 * inf).
     const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
     if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
-      std::sort(p.through.begin(), p.through.end());  // in the order they ran
-      std::vector<fumi_past_call> through;
-      for (size_t k : p.through) through.push_back(past[k].call);
+      const std::vector<fumi_past_call> through = ranThrough(p);
       g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
                              out.inf, through.data(), through.size(), nullptr);
       return true;
     }
     if (p.unknown && !p.bad.any() && !unknown) {
       unknown = &e.call;
-      std::sort(p.through.begin(), p.through.end());
-      for (size_t k : p.through) unknown_through.push_back(past[k].call);
+      unknown_through = ranThrough(p);
     }
     if (p.held && p.bad.nan > 0 && out.nan > 0 && !passed) passed = &e.call;
     if (p.held && !passed_inf) passed_inf = &e.call;
