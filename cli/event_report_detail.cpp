@@ -175,7 +175,11 @@ std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, boo
       "aten::index_select", "aten::gather", "aten::masked_fill", "aten::fill",
       "aten::_to_copy", "aten::contiguous", "aten::where", "aten::zeros", "aten::ones",
       "aten::full", "aten::index_put", "aten::_index_put_impl", "aten::masked_scatter",
-      "aten::repeat", "aten::flip", "aten::roll", "aten::constant_pad_nd"};
+      "aten::repeat", "aten::flip", "aten::roll", "aten::constant_pad_nd", "aten::embedding",
+      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose",
+      "aten::permute", "aten::expand", "aten::select", "aten::slice", "aten::narrow",
+      "aten::unsqueeze", "aten::squeeze", "aten::unbind", "aten::split", "aten::chunk",
+      "aten::unsafe_chunk", "aten::unsafe_split", "aten::detach", "aten::alias"};
   const auto in = [](const std::string& op, const auto& list) {
     return std::any_of(std::begin(list), std::end(list),
                        [&](const char* n) { return op == n; });
@@ -188,7 +192,10 @@ std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, boo
     const auto fill = std::find_if(chain.begin(), chain.end(),
                                    [&](const std::string& c) { return in(bareOp(c), kFills); });
     const auto computes = [&](const std::string& c) { return !in(bareOp(c), kPassing); };
-    const auto first = fill == chain.end() ? fill : std::find_if(fill, chain.end(), computes);
+    // Without a fill the chain begins at the op that got the Inf (from a parameter, the data):
+    // an embedding of a row holding it, then a weight gradient's 0 * inf (batch 20's LSTM).
+    const auto first =
+        std::find_if(fill == chain.end() ? chain.begin() : fill, chain.end(), computes);
     if (first != chain.end()) found.push_back(*first);
     return found;
   }

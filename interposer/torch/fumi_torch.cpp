@@ -2100,6 +2100,7 @@ class TensorNote {
     if (!past) return;
     version_ = t.is_inference() ? -1 : t._version();
     storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+    data_ = storage_ ? t.storage().data() : nullptr;
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
       const NonFinite seen = scanTensor(t);
       element_ = seen.nan ? Element::kNaN : seen.inf ? Element::kInf : Element::kFinite;
@@ -2121,9 +2122,16 @@ class TensorNote {
   void dropIfGone() {
     if (storage_ && weak_.expired()) weak_ = {};
   }
-  // Whether `other` is this tensor or a view of the same memory.
+  // What identifies its memory, for an index (sharesMemory decides).
+  const void* memoryKey() const {
+    return storage_ ? storage_ : static_cast<const void*>(weak_._unsafe_get_target());
+  }
+  // Whether `other` is this tensor or a view of the same memory. Memory is known by its storage
+  // object's address and its data's: the allocator reuses a freed storage object's address, and
+  // an LSTM's output, stacked where its input projection's storage object had been, read as
+  // that projection returned (batch 20's LSTM); both reused at once is rarer.
   bool sharesMemory(const TensorNote& other) const {
-    return storage_ ? storage_ == other.storage_
+    return storage_ ? storage_ == other.storage_ && data_ == other.data_
                     : weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
   }
 
@@ -2131,6 +2139,7 @@ class TensorNote {
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak_;
   int64_t version_ = -1;
   const void* storage_ = nullptr;  // an identity only: never read through
+  const void* data_ = nullptr;     // likewise
   Element element_ = Element::kUnread;
 };
 
@@ -2363,11 +2372,18 @@ struct PastOp {
     int64_t offset = -1;  // in elements of dtype; -1: not an in-place write
     c10::SmallVector<int64_t, 4> sizes, strides;
     at::ScalarType dtype = at::ScalarType::Undefined;
+    bool whole = false;  // it wrote every element of the memory
   } region;
   bool wrote(const TensorNote& t) const {
     for (const TensorNote& o : outputs)
       if (o.sharesMemory(t)) return true;
     return false;
+  }
+  // Its output of the memory `t` is in, while it holds what the op left there; else undefined.
+  at::Tensor heldOutput(const TensorNote& t) const {
+    for (const TensorNote& o : outputs)
+      if (o.sharesMemory(t)) return o.asSeen();
+    return {};
   }
   // What the op wrote, read through `holder` (a tensor of the same memory), or undefined where
   // that memory does not cover it.
@@ -2485,17 +2501,106 @@ class PastOpsOfThread {
 thread_local PastOpsOfThread t_past_of_thread;
 PastOps& pastOps() { return t_past_of_thread.get(); }
 
+// What one look-back reads again and again: the ops since the step began that wrote each memory,
+// and what the tensors still held hold (every op holding the values has its provenance
+// followed, and each reads the same weights).
+class LookBackMemo {
+ public:
+  explicit LookBackMemo(const PastOps& past) : past_(past) {
+    for (size_t k = past.stepStart(); k < past.size(); ++k)
+      for (const TensorNote& o : past[k].outputs) {
+        std::vector<size_t>& w = writers_[o.memoryKey()];
+        if (w.empty() || w.back() != k) w.push_back(k);
+      }
+  }
+  // The last op before op `j` since the step began that wrote `t`'s memory and is not
+  // superseded, or npos.
+  size_t lastWriter(const TensorNote& t, size_t j) const {
+    const auto it = writers_.find(t.memoryKey());
+    if (it == writers_.end()) return npos;
+    const std::vector<size_t>& w = it->second;
+    for (auto k = std::lower_bound(w.begin(), w.end(), j); k != w.begin();) {
+      --k;
+      if (!past_[*k].superseded && past_[*k].wrote(t)) return *k;
+    }
+    return npos;
+  }
+  // The ops before op `j` since the step began that wrote `t`'s memory, latest first.
+  template <class F>
+  void writersBefore(const TensorNote& t, size_t j, F&& f) const {
+    const auto it = writers_.find(t.memoryKey());
+    if (it == writers_.end()) return;
+    const std::vector<size_t>& w = it->second;
+    for (auto k = std::lower_bound(w.begin(), w.end(), j); k != w.begin();) {
+      --k;
+      if (past_[*k].wrote(t) && !f(*k)) return;
+    }
+  }
+  // scanTensor(t), once for each tensor held unchanged.
+  NonFinite scan(const at::Tensor& t) {
+    const Scanned now{t.is_inference() ? -1 : t._version(),
+                      t.has_storage() ? t.data_ptr() : nullptr, t.numel()};
+    auto [it, added] = scans_.try_emplace(t.unsafeGetTensorImpl(), now, NonFinite{});
+    if (added || !(it->second.first == now)) it->second = {now, scanTensor(t)};
+    return it->second.second;
+  }
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  size_t follows = 0;  // ops followed back, by every provenance of this look-back
+
+ private:
+  struct Scanned {
+    int64_t version;
+    const void* data;
+    int64_t numel;
+    bool operator==(const Scanned& o) const {
+      return version == o.version && data == o.data && numel == o.numel;
+    }
+  };
+  const PastOps& past_;
+  std::unordered_map<const void*, std::vector<size_t>> writers_;
+  std::unordered_map<const void*, std::pair<Scanned, NonFinite>> scans_;
+};
+
 // Where the inputs of past op `j` came from: what those still held as they were hold, and for
 // the others the ops that made them, followed back (their results dropped or overwritten since).
 struct Provenance {
   NonFinite bad;                // non-finite values in inputs still held as they were
   bool held = false;            // some of `bad` in input tensors (the rest: the program's constants)
   bool unknown = false;         // an input neither so held nor made by an op still recorded
-  std::vector<size_t> through;  // the ops followed back
+  std::vector<size_t> through;  // the ops followed back, nearest first
+  // The ops (the first, or ones followed back) that got non-finite values from memory still
+  // held or from the program's constants: where NaN from Inf was made, if not after them.
+  std::vector<size_t> readers;
+  // By position in the ring, for the ops followed: the op whose input it made (the first: none).
+  std::vector<size_t> from;
+  size_t next = 0;  // the next op in `through` whose inputs to follow
+  std::vector<bool> overwritten;  // for each op in `through`: traceInputs' `overwritten`
+  LookBackMemo* memo = nullptr;
+  static constexpr size_t kNone = static_cast<size_t>(-1);
 };
-constexpr size_t kMaxThrough = 16;
+// The ops one provenance follows back at most: a step's backward pass reaches the gradient
+// buffers' in-place accumulation, whose inputs go back through the whole recurrence of an LSTM
+// (batch 20: 16 did not reach the weight gradient's 0 * inf, and the search ended unknown).
+constexpr size_t kMaxThrough = 512;
+// And all of one look-back's (a job whose forward pass holds a mask's -inf in every attention
+// op follows each one back).
+constexpr size_t kMaxFollows = 65536;
 
-void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten = false);
+// Op `k` made (or wrote) an input of op `j`: its inputs are followed in turn, once, nearest
+// first; false when that would go past kMaxThrough (the provenance is then unknown).
+bool follow(const PastOps& past, size_t k, size_t j, Provenance& p, bool overwritten) {
+  if (p.from.size() < past.size()) p.from.resize(past.size(), Provenance::kNone);
+  if (p.from[k] != Provenance::kNone) return true;
+  if (p.through.size() >= kMaxThrough || p.memo->follows >= kMaxFollows) {
+    p.unknown = true;
+    return false;
+  }
+  ++p.memo->follows;
+  p.from[k] = j;
+  p.through.push_back(k);
+  p.overwritten.push_back(overwritten);
+  return true;
+}
 
 // Whether in-place op `op` replaces every element of what it writes (its first argument): what
 // that held before is then none of its result's making. Others (add_, masked_fill_,
@@ -2516,12 +2621,15 @@ bool overwrites(const char* op) {
 // same address read as a write into that data (batch 20: a flow's planted NaN, never found).
 bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const at::Tensor& t,
                       const NonFinite& seen, Provenance& p) {
-  const size_t start = past.stepStart();
+  std::vector<size_t> wrote;  // latest first, to the op that made it
+  p.memo->writersBefore(in, j, [&](size_t k) {
+    wrote.push_back(k);
+    return past[k].region.offset >= 0;
+  });
   std::vector<size_t> writes;
   NonFinite held;
-  for (size_t k = j; k-- > start;) {
-    const PastOp& w = past[k];
-    if (!w.wrote(in)) continue;
+  for (size_t i = 0; i < wrote.size(); ++i) {
+    const PastOp& w = past[wrote[i]];
     if (w.region.offset < 0) break;  // made it
     if (w.superseded) continue;
     const at::Tensor region = w.written(t);
@@ -2529,68 +2637,84 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
     const NonFinite part = scanTensor(region);
     if (!part.any()) continue;
     const auto [first, last] = w.span();
-    for (size_t l = k + 1; l < j; ++l) {  // a later in-place write into the same elements
-      const PastOp& later = past[l];
-      if (later.region.offset < 0 || !later.wrote(in)) continue;
+    for (size_t l = 0; l < i; ++l) {  // a later in-place write into the same elements
+      const PastOp& later = past[wrote[l]];
+      if (later.region.offset < 0) continue;
       const auto [f, e] = later.span();
       if (f <= last && first <= e) return false;
     }
     held.add(part);
-    writes.push_back(k);
+    writes.push_back(wrote[i]);
   }
   if (writes.empty() || held.nan != seen.nan || held.inf != seen.inf) return false;
   for (size_t k : writes) {
-    if (p.unknown || p.bad.nan > 0) break;
-    if (std::find(p.through.begin(), p.through.end(), k) != p.through.end()) continue;
-    if (p.through.size() >= kMaxThrough) {
-      p.unknown = true;
-      break;
-    }
-    p.through.push_back(k);
-    traceInputs(past, k, p, overwrites(past[k].op));
+    if (p.unknown || p.bad.nan > 0 || !follow(past, k, j, p, overwrites(past[k].op))) break;
   }
   return true;
 }
 
 // `overwritten`: op `j` replaced every element of its first argument (traceWrittenInto), whose
 // values before are none of its result's making: not followed.
-void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten) {
+void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten = false) {
   const PastOp& op = past[j];
-  if (op.inputs.nanScalar()) p.bad.nan += 1;  // the program's constants (-inf masks)
-  else if (op.inputs.nonfiniteScalar()) p.bad.inf += 1;
+  const auto read = [&p, j](const NonFinite& got, bool held) {
+    if (!got.any()) return;
+    p.bad.add(got);
+    p.held = p.held || held;
+    if (p.readers.empty() || p.readers.back() != j) p.readers.push_back(j);
+  };
+  // the program's constants (-inf masks)
+  if (op.inputs.nonfiniteScalar())
+    read(NonFinite{op.inputs.nanScalar() ? 1u : 0u, op.inputs.nanScalar() ? 0u : 1u}, false);
   for (const TensorNote& in : op.inputs.tensors()) {
     // Inf alone does not end it: NaN from Inf needs to know no NaN came in as well.
     if (p.unknown || p.bad.nan > 0) return;
     if (overwritten && &in == &op.inputs.tensors()[0]) continue;
-    if (const at::Tensor t = in.asSeen(); t.defined()) {
-      const NonFinite seen = scanTensor(t);
+    // An input held as the op saw it, else one read as it was when the op ran.
+    at::Tensor t = in.asSeen();
+    if (!t.defined() && in.element() != TensorNote::Element::kUnread) {
+      read(NonFinite{in.element() == TensorNote::Element::kNaN ? 1u : 0u,
+                     in.element() == TensorNote::Element::kInf ? 1u : 0u},
+           true);
+      continue;
+    }
+    // Else the op that last wrote its memory since the step began (what the step began with is
+    // the last step's: its own gradients' buffers, zeroed, written into every step since).
+    size_t k = LookBackMemo::npos;
+    if (!t.defined()) {
+      k = p.memo->lastWriter(in, j);
+      // Its memory as that op left it, still held: what this op read (a parameter read through
+      // a transposed view, the view gone; batch 20's LSTM, whose search ended unknown there).
+      if (k != LookBackMemo::npos) t = past[k].heldOutput(in);
+    }
+    if (t.defined()) {
+      const NonFinite seen = p.memo->scan(t);
       if (seen.any() && traceWrittenInto(past, j, in, t, seen, p)) continue;
-      p.bad.add(seen);
-      p.held = p.held || seen.any();
+      read(seen, true);
       continue;
     }
-    if (in.element() != TensorNote::Element::kUnread) {
-      p.bad.nan += in.element() == TensorNote::Element::kNaN ? 1 : 0;
-      p.bad.inf += in.element() == TensorNote::Element::kInf ? 1 : 0;
-      p.held = p.held || in.element() != TensorNote::Element::kFinite;
-      continue;
-    }
-    size_t k = j;
-    while (k-- > 0 && (past[k].superseded || !past[k].wrote(in))) {
-    }
-    if (k == static_cast<size_t>(-1)) {
-      p.unknown = true;  // made before the ops recorded, or its memory came from outside
+    if (k == LookBackMemo::npos) {
+      p.unknown = true;  // made before the step's ops recorded, or its memory came from outside
     } else if (undefinedOutput(past[k].op)) {
       // fresh memory the op wrote (an out= argument): nothing of its own to follow
-    } else if (std::find(p.through.begin(), p.through.end(), k) == p.through.end()) {
-      if (p.through.size() >= kMaxThrough) {
-        p.unknown = true;
-        return;
-      }
-      p.through.push_back(k);
-      traceInputs(past, k, p);
+    } else if (!follow(past, k, j, p, overwrites(past[k].op) && past[k].region.whole)) {
+      return;
     }
   }
+}
+
+// Where the inputs of past op `i` came from, followed back breadth first: the ops nearest it
+// first, so that the Inf a weight gradient's 0 * inf read is reached before the accumulator's
+// chain through an LSTM's recurrence (batch 20).
+Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
+  Provenance p;
+  p.memo = &memo;
+  traceInputs(past, i, p);
+  while (p.next < p.through.size() && !p.unknown && p.bad.nan == 0) {
+    const size_t k = p.next++;
+    traceInputs(past, p.through[k], p, p.overwritten[k]);
+  }
+  return p;
 }
 
 // A sentinel has just started a search: the earliest op since the last optimizer step began
@@ -2609,6 +2733,7 @@ bool lookBack() {
     return false;
   }
   const PastOps& past = pastOps();
+  LookBackMemo memo(past);
   const fumi_past_call* unknown = nullptr;
   std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
   // The earliest op holding them that got them in its input tensors (ops that made them from
@@ -2616,9 +2741,18 @@ bool lookBack() {
   // one that got NaN first: a mask's -inf, passed along by the ops after it, is no NaN's.
   const fumi_past_call* passed = nullptr;
   const fumi_past_call* passed_inf = nullptr;
-  // The calls a provenance went through, in the order they ran.
-  const auto ranThrough = [&past](const Provenance& p) {
-    std::vector<size_t> order = p.through;
+  // The calls a provenance went through that may have made the values, in the order they ran:
+  // for NaN from Inf, those from the nearest op that got the Inf to op `i`; else the nearest
+  // kListed (of up to kMaxThrough).
+  const auto ranThrough = [&past](const Provenance& p, size_t i, bool from_inf) {
+    constexpr size_t kListed = 16;
+    std::vector<size_t> order;
+    if (from_inf && !p.readers.empty())
+      for (size_t k = p.readers.front(); k != i && order.size() < kMaxThrough; k = p.from[k])
+        order.push_back(k);
+    else
+      order.assign(p.through.begin(),
+                   p.through.begin() + static_cast<ptrdiff_t>(std::min(kListed, p.through.size())));
     std::sort(order.begin(), order.end());
     std::vector<fumi_past_call> calls;
     for (size_t k : order) calls.push_back(past[k].call);
@@ -2631,21 +2765,20 @@ bool lookBack() {
     for (const TensorNote& o : e.outputs)
       if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
     if (!out.any()) continue;
-    Provenance p;
-    traceInputs(past, i, p);
+    const Provenance p = provenance(past, i, memo);
     // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
     // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
     // result was gone, and the NaN named later at an optimizer's 0 * inf).
     const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
     if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
-      const std::vector<fumi_past_call> through = ranThrough(p);
+      const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
       g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
                              out.inf, through.data(), through.size(), nullptr);
       return true;
     }
     if (p.unknown && !p.bad.any() && !unknown) {
       unknown = &e.call;
-      unknown_through = ranThrough(p);
+      unknown_through = ranThrough(p, i, false);
     }
     if (p.held && p.bad.nan > 0 && out.nan > 0 && !passed) passed = &e.call;
     if (p.held && !passed_inf) passed_inf = &e.call;
@@ -2698,6 +2831,9 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
       past.region.sizes.assign(t.sizes().begin(), t.sizes().end());
       past.region.strides.assign(t.strides().begin(), t.strides().end());
       past.region.dtype = t.scalar_type();
+      past.region.whole = t.is_non_overlapping_and_dense() &&
+                          t.numel() * static_cast<int64_t>(t.element_size()) ==
+                              static_cast<int64_t>(t.storage().nbytes());
     }
   }
   PastOps& ring = pastOps();

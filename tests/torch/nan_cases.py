@@ -50,6 +50,11 @@
              score is -inf, and `llh = gold - normaliser` (the line marked NORMALISER) makes NaN
              from Inf; the backward pass's LogsumexpBackward0 makes NaN from Inf again with a
              subtraction of its own, on another line.
+  inf_row    token features through an embedding and an LSTM; on step 1 one embedding row holds
+             +inf (the line marked INFROW): the LSTM's gates saturate and its outputs stay
+             finite, but the input weights' gradient, zero gradients times the +inf feature,
+             is NaN (made in the backward pass from an Inf read in the forward pass); gradient
+             clipping's norm sees it.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -76,6 +81,12 @@ sequence = torch.randn(30, 64, 16)
 lengths = torch.sort(torch.randint(3, 31, (64,)), descending=True)[0].tolist()
 if mode == "gru_h0":
     opt = torch.optim.SGD(list(model.parameters()) + list(gru.parameters()), lr=0.1)
+emb = torch.nn.Embedding(50, 16)
+lstm = torch.nn.LSTM(16, 16, batch_first=True)
+tokens = torch.randint(0, 50, (64, 6))
+if mode == "inf_row":
+    opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
+                          list(lstm.parameters()), lr=0.1)
 
 buf = torch.empty(4)
 for step in range(4):
@@ -118,6 +129,12 @@ for step in range(4):
             h0[-1, :4] = torch.sqrt(h0[-1, :4] - 1.0)  # H0
         _, hn = gru(torch.nn.utils.rnn.pack_padded_sequence(sequence, lengths), h0)
         out = model(hn[-1])
+    elif mode == "inf_row":
+        if step == 1:
+            with torch.no_grad():
+                emb.weight[tokens[0, 0], 3] = float("inf")  # INFROW
+        features, _ = lstm(emb(tokens))
+        out = model(features[:, -1])
     else:
         out = model(inputs)
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
@@ -147,6 +164,8 @@ for step in range(4):
             decoded[t] = model(context[t])
         loss = loss + torch.nn.functional.cross_entropy(decoded, y[:8])
     loss.backward()
+    if mode == "inf_row":
+        torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
     opt.step()
     if mode == "log0":
         with torch.no_grad():

@@ -2235,6 +2235,23 @@ class NanOrigin(unittest.TestCase):
         for s in r.of("nan_origin_stack"):
             self.assertEqual(s["python_stack"][0], f"{NAN_CASES}:{line} in <module>")
 
+    def test_nan_made_from_inf_in_the_backward_pass_is_found_looking_back(self):
+        # Batch 20 F12: an embedding row holding +inf saturates an LSTM, whose outputs stay
+        # finite, and the input weights' gradient is 0 * inf. Looking back stopped at the
+        # gradients' in-place accumulation: 16 ops followed depth first went through the
+        # recurrence and into the last steps (the gradient buffers' earlier writers), and the
+        # search ended "not found". Followed breadth first within the step, a whole-buffer
+        # zero_ ending its buffer's history, the accumulation's NaN is made from the Inf the
+        # embedding got.
+        r = self.case("inf_row", policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["detail"], o["phase"], o["looked_back"]),
+                         ("nan_from_inf", "backward", True))
+        self.assertTrue(o["through"][0].startswith("aten::embedding #"), o["through"])
+        self.assertTrue(any(t.startswith("aten::mm #") for t in o["through"]), o["through"])
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertRegex(text, r"likely aten::mm #\d+, the first to compute with the Inf")
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.

@@ -753,7 +753,9 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
 // that overflow (SSD's box encoding: div, then log of a zero-width box, then the copies; the
 // headline op, a subtraction, only held them); for NaN from Inf, the first op that computes with
 // the Inf after the fill that put it there (a masked attention row's softmax, not the cat that
-// held its result).
+// held its result), or without a fill the first that computes after the op that got it (an
+// embedding passing on a row holding +inf, then the weight gradient's matrix product: batch 20's
+// LSTM).
 TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   const auto text = [](const std::string& op, const std::string& detail,
                        const std::string& through) {
@@ -780,6 +782,11 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
      "NaN made from Inf by aten::masked_fill.Scalar #0, aten::softmax.int #4, aten::mul.Tensor "
      "#36, then this call (the results in between no longer held: one of them made them; likely "
      "aten::softmax.int #4, the first to compute with the Inf)");
+  at(text("aten::add_.Tensor", "nan_from_inf",
+          R"(["aten::embedding #2","aten::clone #7","aten::_unsafe_view #8","aten::mm #73"])"),
+     "NaN made from Inf by aten::embedding #2, aten::clone #7, aten::_unsafe_view #8, aten::mm "
+     "#73, then this call (the results in between no longer held: one of them made them; likely "
+     "aten::mm #73, the first to compute with the Inf)");
   // The op itself the only candidate: nothing more to say.
   const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
   at(alone, "then this call (the results in between no longer held: one of them made them); ");
