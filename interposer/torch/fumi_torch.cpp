@@ -2577,6 +2577,12 @@ struct Provenance {
   std::vector<bool> overwritten;  // for each op in `through`: traceInputs' `overwritten`
   LookBackMemo* memo = nullptr;
   static constexpr size_t kNone = static_cast<size_t>(-1);
+  // The ops a message lists: the nearest followed.
+  static constexpr size_t kListed = 16;
+  // Whether following more changes nothing: NaN came in, or the values' making is unknown and
+  // the ops a message lists are known (a planted sqrt a few ops behind data from numpy, gone:
+  // the first unknown input had ended the walk before it).
+  bool settled() const { return bad.nan > 0 || (unknown && through.size() >= kListed); }
 };
 // The ops one provenance follows back at most: a step's backward pass reaches the gradient
 // buffers' in-place accumulation, whose inputs go back through the whole recurrence of an LSTM
@@ -2648,7 +2654,7 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
   }
   if (writes.empty() || held.nan != seen.nan || held.inf != seen.inf) return false;
   for (size_t k : writes) {
-    if (p.unknown || p.bad.nan > 0 || !follow(past, k, j, p, overwrites(past[k].op))) break;
+    if (p.settled() || !follow(past, k, j, p, overwrites(past[k].op))) break;
   }
   return true;
 }
@@ -2668,7 +2674,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
     read(NonFinite{op.inputs.nanScalar() ? 1u : 0u, op.inputs.nanScalar() ? 0u : 1u}, false);
   for (const TensorNote& in : op.inputs.tensors()) {
     // Inf alone does not end it: NaN from Inf needs to know no NaN came in as well.
-    if (p.unknown || p.bad.nan > 0) return;
+    if (p.settled()) return;
     if (overwritten && &in == &op.inputs.tensors()[0]) continue;
     // An input held as the op saw it, else one read as it was when the op ran.
     at::Tensor t = in.asSeen();
@@ -2710,7 +2716,7 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
   Provenance p;
   p.memo = &memo;
   traceInputs(past, i, p);
-  while (p.next < p.through.size() && !p.unknown && p.bad.nan == 0) {
+  while (p.next < p.through.size() && !p.settled()) {
     const size_t k = p.next++;
     traceInputs(past, p.through[k], p, p.overwritten[k]);
   }
@@ -2745,7 +2751,7 @@ bool lookBack() {
   // for NaN from Inf, those from the nearest op that got the Inf to op `i`; else the nearest
   // kListed (of up to kMaxThrough).
   const auto ranThrough = [&past](const Provenance& p, size_t i, bool from_inf) {
-    constexpr size_t kListed = 16;
+    constexpr size_t kListed = Provenance::kListed;
     std::vector<size_t> order;
     if (from_inf && !p.readers.empty())
       for (size_t k = p.readers.front(); k != i && order.size() < kMaxThrough; k = p.from[k])

@@ -55,9 +55,14 @@
              finite, but the input weights' gradient, zero gradients times the +inf feature,
              is NaN (made in the backward pass from an Inf read in the forward pass); gradient
              clipping's norm sees it.
+  numpy_row  each step's batch comes from numpy (memory no op made); on step 1 one row is
+             replaced by an expression of it with the square root of a negative number (the line
+             marked NUMPYROW), its temporaries gone: the data's values are not known to fumi, so
+             no origin can be claimed, but the ops looked back through are named.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
+import numpy
 import torch
 
 mode = sys.argv[1]
@@ -129,6 +134,12 @@ for step in range(4):
             h0[-1, :4] = torch.sqrt(h0[-1, :4] - 1.0)  # H0
         _, hn = gru(torch.nn.utils.rnn.pack_padded_sequence(sequence, lengths), h0)
         out = model(hn[-1])
+    elif mode == "numpy_row":
+        batch = torch.from_numpy(numpy.random.RandomState(step).randn(64, 16).astype("float32"))
+        inputs = batch.clone()
+        if step == 1:
+            inputs[5] = torch.sqrt(batch[5] - 10.0) * 0 + batch[5]  # NUMPYROW
+        out = model(inputs)
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():

@@ -2252,6 +2252,17 @@ class NanOrigin(unittest.TestCase):
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         self.assertRegex(text, r"likely aten::mm #\d+, the first to compute with the Inf")
 
+    def test_ops_looked_back_through_to_unknown_data_are_named(self):
+        # Batch 20 F8 (a flow's data from numpy): no origin can be claimed where the data's
+        # values are unknown, but the message names the ops followed back. Followed breadth
+        # first, the data's select (unknown) ended the walk one op before the planted sqrt; the
+        # nearest ops a message lists are followed past it.
+        r = self.case("numpy_row", policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        message = r.of("nan_search")[0]["message"]
+        self.assertRegex(message, r"followed back through [^;]*aten::sqrt #\d+[^;]*to inputs no "
+                         r"longer known")
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.
