@@ -2250,18 +2250,105 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
 // Reports the op as where non-finite outputs `out` appeared from finite inputs. An overflow of
 // the scaled loss (one element, Inf only, from a multiplication by a factor above 1) is the
 // loss scaler's to handle (loss_scaling.h): detail "scaled_overflow".
-void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
-                  const NonFinite& out, bool scaling) {
+// An origin's detail: "scaled_overflow" for a loss scale's Inf, else "appeared".
+const char* originDetail(const std::vector<c10::IValue>& outputs, const NonFinite& out,
+                         bool scaling) {
   bool scalar = true;
   for (const c10::IValue& v : outputs)
     forEachTensor(v, [&](const at::Tensor& t, int) { scalar = scalar && t.numel() == 1; });
-  const bool scaled = scaling && scalar && out.nan == 0;
-  g_api->nan_origin(site, index, scaled ? "scaled_overflow" : "appeared", out.nan, out.inf);
+  return scaling && scalar && out.nan == 0 ? "scaled_overflow" : "appeared";
 }
 
-// After the op ran, during a search: an origin, a propagation, or nothing.
-void searchOutputs(const char* op, const std::vector<c10::IValue>& all,
-                   const OpObservation& obs) {
+void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
+                  const NonFinite& out, bool scaling) {
+  g_api->nan_origin(site, index, originDetail(outputs, out, scaling), out.nan, out.inf);
+}
+
+// An origin the search found in the backward pass, held back until the next op: a backward
+// formula may make NaN in a temporary and remove it at once (torch 1.13's NormBackward1 divides
+// by the norm, 0/0 at rows whose norm is 0, then masked_fill_(norm == 0, 0): a program whose
+// rows of zeros it normalises makes them every step, and a search begun by a NaN elsewhere named
+// that division an origin beside the true one, batch 21; `norm == 0` runs between). Reported
+// as the first op reading its results begins, unless that op writes into them in place; then
+// dropped when that write leaves no NaN/Inf there, else reported as the write returns; and
+// reported after kPendingOps ops that do not read them, or as the op or autograd node it ran in
+// ends (its context is the origin's: LogBackward0's 1/0, not the next node's). The backward
+// pass runs on one Python line (`loss.backward()`): its stack is the same a few ops later.
+struct PendingOrigin {
+  void* site = nullptr;  // none held back
+  uint64_t index = 0;
+  const char* detail = "";
+  NonFinite out;
+  // Its results (held weakly: autograd reads use counts).
+  std::vector<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> outputs;
+  void* writer = nullptr;  // the op writing into them, once it began
+  uint64_t writer_index = 0;
+  int waited = 0;  // ops begun since, none reading them
+  size_t depth = 0;  // the ops running (t_running) as it returned
+};
+thread_local PendingOrigin t_pending;
+constexpr int kPendingOps = 16;
+
+void reportPending() {
+  if (!t_pending.site) return;
+  const PendingOrigin p = std::move(t_pending);
+  t_pending = PendingOrigin{};
+  g_api->nan_origin(p.site, p.index, p.detail, p.out.nan, p.out.inf);
+}
+
+// Op `site` call `index` begins: the origin held back is reported if this op reads its results,
+// unless it writes into them in place (its first argument). Views compute nothing: they wait.
+void pendingAtStart(const at::RecordFunction& fn, void* site, uint64_t index, bool view) {
+  if (!t_pending.site || t_pending.writer || view || !site) return;
+  std::vector<at::Tensor> held;
+  for (const auto& weak : t_pending.outputs)
+    if (at::Tensor o(weak.lock()); o.defined() && o.has_storage()) held.push_back(std::move(o));
+  const auto reads = [&held](const at::Tensor& t) {
+    return t.has_storage() && std::any_of(held.begin(), held.end(), [&](const at::Tensor& o) {
+             return t.is_alias_of(o);
+           });
+  };
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  bool read = false;
+  for (const c10::IValue& v : inputs)
+    forEachTensor(v, [&](const at::Tensor& t, int) { read = read || reads(t); });
+  if (!read) {
+    if (++t_pending.waited > kPendingOps) reportPending();
+    return;
+  }
+  const char* name = fumi::torch_compat::opName(fn);
+  const size_t n = std::strlen(name);
+  if (n < 2 || name[n - 1] != '_' || !inputs[0].isTensor() || !reads(inputs[0].toTensor()))
+    return reportPending();
+  t_pending.writer = site;
+  t_pending.writer_index = index;
+}
+
+// The search found an origin: reported, or held back in the backward pass (PendingOrigin).
+// `depth`: the ops running around it.
+void searchFound(size_t depth, const OpObservation& obs, const char* detail,
+                 const NonFinite& out, const std::vector<c10::IValue>& outputs) {
+  const char* phase = g_api->phase();
+  if (!phase || std::strcmp(phase, "backward") != 0) {
+    g_api->nan_origin(obs.site(), obs.index(), detail, out.nan, out.inf);
+    return;
+  }
+  reportPending();
+  t_pending.site = obs.site();
+  t_pending.index = obs.index();
+  t_pending.detail = detail;
+  t_pending.out = out;
+  t_pending.depth = depth;
+  for (const c10::IValue& v : outputs)
+    forEachTensor(v, [&](const at::Tensor& t, int) {
+      if (scanTensor(t).any()) t_pending.outputs.emplace_back(t.getIntrusivePtr());
+    });
+}
+
+// After the op ran, during a search: an origin, a propagation, or nothing. `depth`: the ops
+// running around it.
+void searchOutputs(const char* op, const std::vector<c10::IValue>& all, const OpObservation& obs,
+                   size_t depth) {
   if (obs.uninitialised || !g_api->nan_search_op()) return;
   // The results: the workspace outputs not scanned (None in their place).
   std::vector<c10::IValue> results;
@@ -2273,9 +2360,9 @@ void searchOutputs(const char* op, const std::vector<c10::IValue>& all,
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
   if (!obs.inputs_bad.any()) {
-    reportOrigin(obs.site(), obs.index(), outputs, out, obs.scaling);
+    searchFound(depth, obs, originDetail(outputs, out, obs.scaling), out, outputs);
   } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
-    g_api->nan_origin(obs.site(), obs.index(), "nan_from_inf", out.nan, out.inf);
+    searchFound(depth, obs, "nan_from_inf", out, outputs);
   } else {
     g_api->nan_propagated(obs.site(), obs.bad_input.c_str());
   }
@@ -2860,6 +2947,26 @@ struct Running {
 };
 thread_local std::vector<Running> t_running;
 
+// Op `site` call `index` has returned: the write into the held-back origin's results decides
+// it; another op's end while that write is not running (it failed) reports it.
+void pendingAtEnd(void* site, uint64_t index) {
+  if (!t_pending.site) return;
+  if (t_running.size() < t_pending.depth) return reportPending();  // what it ran in ends
+  if (!t_pending.writer) return;
+  if (site == t_pending.writer && index == t_pending.writer_index) {
+    NonFinite left;
+    for (const auto& weak : t_pending.outputs)
+      if (const at::Tensor o(weak.lock()); o.defined()) left.add(scanTensor(o));
+    if (left.any()) reportPending();
+    else t_pending = PendingOrigin{};
+    return;
+  }
+  for (const Running& r : t_running)
+    if (r.site == t_pending.writer && r.index == t_pending.writer_index)
+      return;  // an op inside the write
+  reportPending();
+}
+
 bool g_capture = false;  // the policy checks torch ops: the callback receives inputs/outputs
 
 // The operator calls running on this thread with their inputs recorded, innermost last: each
@@ -3058,6 +3165,10 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   }
   int checkable = 0;
   const uint64_t index = g_api->count_call(site, &checkable);
+  try {
+    pendingAtStart(fn, site, index, view);
+  } catch (...) {
+  }
   g_api->push_context(site, index);
   if (!g_sentinels && !g_capture) return nullptr;
   try {
@@ -3116,9 +3227,10 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       return;
     }
     try {
+      pendingAtEnd(op.site, op.index);
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
-      if (obs && obs->searching) searchOutputs(name, outputs, *obs);
+      if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;

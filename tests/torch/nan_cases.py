@@ -59,6 +59,12 @@
              replaced by an expression of it with the square root of a negative number (the line
              marked NUMPYROW), its temporaries gone: the data's values are not known to fumi, so
              no origin can be claimed, but the ops looked back through are named.
+  zero_rows  features normalised by their rows' norms, four rows all zero (padding), the norm
+             guarded by clamp_min: torch's NormBackward1 divides by the norm, 0/0 at those rows,
+             and masks the NaN out at once, every step (healthy). On step 1 a gate's exp
+             overflows (the line marked ZEROROWS): its gradient, 0 * inf, is the NaN; the gate's
+             temperature's gradient (a sum to one element) starts the search in the backward
+             pass, before NormBackward1 makes its 0/0.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -89,6 +95,9 @@ if mode == "gru_h0":
 emb = torch.nn.Embedding(50, 16)
 lstm = torch.nn.LSTM(16, 16, batch_first=True)
 tokens = torch.randint(0, 50, (64, 6))
+temperature = torch.nn.Parameter(torch.tensor(1.0))
+if mode == "zero_rows":
+    opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
                           list(lstm.parameters()), lr=0.1)
@@ -140,6 +149,12 @@ for step in range(4):
         if step == 1:
             inputs[5] = torch.sqrt(batch[5] - 10.0) * 0 + batch[5]  # NUMPYROW
         out = model(inputs)
+    elif mode == "zero_rows":
+        h = model[0](inputs) * (torch.arange(64) >= 4).unsqueeze(1)
+        u = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        scale = 1e4 if step == 1 else 1e-3
+        gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
+        out = model[2](model[1](u)) * gate.unsqueeze(1)
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():
