@@ -184,8 +184,8 @@ void nanSearchStep() {
                 " optimizer steps after the sentinel" +
                 (s.first_propagated.empty()
                      ? " (no op saw non-finite values again: the cause did not recur)"
-                     : " (they were already in the inputs, parameters or data when the search "
-                       "began)") +
+                     : " (they were already in the inputs, parameters, optimizer state or data "
+                       "when the search began)") +
                 seenSoFar(s));
 }
 

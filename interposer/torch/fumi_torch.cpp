@@ -2944,8 +2944,61 @@ struct Running {
   // A search ran when it began, or one begun inside it was looked back for already.
   bool searching = false;
   bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
+  bool state_watch = false;   // an optimizer's in-place write, watched (watchState)
+  NonFinite state_before;     // what its first argument held before it
 };
 thread_local std::vector<Running> t_running;
+
+// An optimizer's state holding Inf stops a layer for good and no NaN need follow: AdaBelief's
+// second moment overflowed on one gradient 1e38 too large, every later step of that layer was
+// m / inf = 0, and the loss stayed finite (batch 21). So every kStateEvery-th optimizer step of
+// a thread, from its first, the in-place writes of the optimizer (its state and the parameters)
+// are scanned before and after: Inf/NaN they make from finite values is an origin, at the
+// optimizer's line; values already there start a search (made within the steps before), once
+// for each op (an Inf in a moment stays: each watched step would see it again).
+// About a pass and a half over the state every eighth step.
+constexpr uint64_t kStateEvery = 8;
+thread_local uint64_t t_optimizer_steps = 0;
+thread_local std::vector<void*> t_state_seen;  // ops whose state started a search
+
+// Whether in-place op `fn` in the optimizer's phase is one to watch (above), and if so what its
+// first argument holds now, before it runs.
+bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
+  if (t_optimizer_steps == 0 || (t_optimizer_steps - 1) % kStateEvery != 0) return false;
+  const char* phase = g_api->phase();
+  const char* name = fumi::torch_compat::opName(fn);
+  const size_t n = std::strlen(name);
+  if (!phase || std::strcmp(phase, "optimizer") != 0 || n < 2 || name[n - 1] != '_') return false;
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  if (inputs.empty()) return false;
+  bool floating = false;
+  forEachTensor(inputs[0], [&](const at::Tensor& t, int) {
+    if (!t.is_floating_point() || !t.device().is_cpu() || !readable(t)) return;
+    floating = true;
+    before.add(scanTensor(t));
+  });
+  return floating;
+}
+
+// A watched optimizer write has returned: true when it made Inf/NaN from finite values (an
+// origin, reported); values it got start a search.
+bool watchState(const Running& op, const std::vector<c10::IValue>& outputs) {
+  const NonFinite out = scanValues(outputs);
+  if (!out.any()) return false;
+  bool got = op.state_before.any() || op.inputs.nonfiniteScalar();
+  const auto& tensors = op.inputs.tensors();
+  for (size_t i = 1; i < tensors.size() && !got; ++i)
+    if (const at::Tensor t = tensors[i].asSeen(); t.defined()) got = scanTensor(t).any();
+  if (got) {
+    if (std::find(t_state_seen.begin(), t_state_seen.end(), op.site) == t_state_seen.end()) {
+      t_state_seen.push_back(op.site);
+      g_api->nonfinite_seen(op.site, op.index);
+    }
+    return false;
+  }
+  reportOrigin(op.site, op.index, outputs, out, false);
+  return true;
+}
 
 // Op `site` call `index` has returned: the write into the held-back origin's results decides
 // it; another op's end while that write is not running (it failed) reports it.
@@ -3179,12 +3232,15 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view,
                                   view ? InputNote() : InputNote(inputs, pastKept()),
-                                  pastOps().pushed(), searching});
+                                  pastOps().pushed(), searching, false, false, {}});
+      Running& running = t_running.back();
+      running.state_watch = !view && !searching && watchesState(fn, running.state_before);
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
       g_api->optimizer_step();
       producers().clear();
+      ++t_optimizer_steps;
       if (g_sentinels) pastOps().markStep();
     }
     if (!g_sentinels && !checkable) return nullptr;
@@ -3231,6 +3287,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());
+      else if (op.state_watch && watchState(op, outputs))
+        for (Running& outer : t_running) outer.found_inside = true;
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;

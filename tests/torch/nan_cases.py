@@ -65,6 +65,11 @@
              overflows (the line marked ZEROROWS): its gradient, 0 * inf, is the NaN; the gate's
              temperature's gradient (a sum to one element) starts the search in the backward
              pass, before NormBackward1 makes its 0/0.
+  adam_state  Adam; on step 0 the first layer's gradient is scaled by 1e38 (a loss scale gone
+             wrong; the line marked ADAMSTATE): its second moment overflows to +inf, and from
+             then on that layer's update is m / inf = 0, for good. No NaN, the loss stays finite.
+  adam_state3  the same on step 3, an optimizer step whose state fumi does not look at: the
+             Inf is seen on a later one.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -98,12 +103,14 @@ tokens = torch.randint(0, 50, (64, 6))
 temperature = torch.nn.Parameter(torch.tensor(1.0))
 if mode == "zero_rows":
     opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
+if mode.startswith("adam_state"):
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
                           list(lstm.parameters()), lr=0.1)
 
 buf = torch.empty(4)
-for step in range(4):
+for step in range(12 if mode == "adam_state3" else 4):
     opt.zero_grad()
     inputs = x
     if mode == "stale":
@@ -192,6 +199,8 @@ for step in range(4):
     loss.backward()
     if mode == "inf_row":
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
+    if step == (3 if mode == "adam_state3" else 0) and mode.startswith("adam_state"):
+        model[0].weight.grad.mul_(1e38)  # ADAMSTATE
     opt.step()
     if mode == "log0":
         with torch.no_grad():

@@ -2275,6 +2275,25 @@ class NanOrigin(unittest.TestCase):
         self.assertNotIn("NormBackward1", origins[0].get("context", []))
         self.assertEqual((origins[0]["phase"], origins[0]["detail"]), ("backward", "appeared"))
 
+    def test_inf_an_optimizer_makes_in_its_state_is_an_origin(self):
+        # Batch 21 (AdaBelief): one gradient 1e38 too large overflowed the second moment to
+        # +inf; the layer's updates were m / inf = 0 from then on, the loss stayed finite, no
+        # NaN followed, and fumi said nothing. An optimizer's in-place writes are watched every
+        # eighth step from its first: Inf made from finite values there is an origin.
+        r = self.case("adam_state")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"], o["detail"]), ("aten::addcmul_", "optimizer", "appeared"))
+        self.assertEqual(o["extra"]["nan"], 0)
+        self.assertGreater(o["extra"]["inf"], 0)
+        # Made on a step not watched: seen on the next watched one (the ninth), a search once.
+        r = self.case("adam_state3")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        [search] = r.of("nan_search")
+        self.assertEqual(search["result"], "not_found")
+        self.assertEqual((search["sentinel"]["phase"], search["sentinel"]["optimizer_step"]),
+                         ("optimizer", 9))
+        self.assertIn("optimizer state", search["message"])
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.
