@@ -2965,10 +2965,11 @@ thread_local std::vector<void*> t_state_seen;  // ops whose state started a sear
 // first argument holds now, before it runs.
 bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
   if (t_optimizer_steps == 0 || (t_optimizer_steps - 1) % kStateEvery != 0) return false;
-  const char* phase = g_api->phase();
   const char* name = fumi::torch_compat::opName(fn);
   const size_t n = std::strlen(name);
-  if (!phase || std::strcmp(phase, "optimizer") != 0 || n < 2 || name[n - 1] != '_') return false;
+  if (n < 2 || name[n - 1] != '_') return false;
+  const char* phase = g_api->phase();
+  if (!phase || std::strcmp(phase, "optimizer") != 0) return false;
   const auto inputs = fumi::torch_compat::inputsOf(fn);
   if (inputs.empty()) return false;
   bool floating = false;

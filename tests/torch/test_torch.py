@@ -2257,7 +2257,8 @@ class NanOrigin(unittest.TestCase):
         # values are unknown, but the message names the ops followed back. Followed breadth
         # first, the data's select (unknown) ended the walk one op before the planted sqrt; the
         # nearest ops a message lists are followed past it.
-        r = self.case("numpy_row", policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
+        r = self.case("numpy_row",
+                      policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
         message = r.of("nan_search")[0]["message"]
         self.assertRegex(message, r"followed back through [^;]*aten::sqrt #\d+[^;]*to inputs no "
@@ -2282,7 +2283,8 @@ class NanOrigin(unittest.TestCase):
         # eighth step from its first: Inf made from finite values there is an origin.
         r = self.case("adam_state")
         [o] = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual((o["op"], o["phase"], o["detail"]), ("aten::addcmul_", "optimizer", "appeared"))
+        self.assertEqual((o["op"], o["phase"], o["detail"]),
+                         ("aten::addcmul_", "optimizer", "appeared"))
         self.assertEqual(o["extra"]["nan"], 0)
         self.assertGreater(o["extra"]["inf"], 0)
         # Made on a step not watched: seen on the next watched one (the ninth), a search once.
