@@ -117,11 +117,12 @@ class TransformerLM(nn.Module):
 
 def resnet18_job(args, gen):
     """(model, draw() -> batch, zero_grad(), forward(batch) -> loss, update()) for resnet18:
-    torch.optim.SGD,
+    torch.optim.SGD (or Adam, --optimizer adam),
     whose step() PyTorch records as the range "Optimizer.step#SGD.step"."""
     import torchvision
     model = torchvision.models.resnet18(num_classes=10).to(args.device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam" else
+           torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     loss_fn = nn.CrossEntropyLoss()
     batch, size = args.batch or 8, args.size or 64
 
@@ -211,6 +212,8 @@ def main():
     parser.add_argument("--model", choices=["resnet18", "lstm", "transformer"],
                         default="resnet18")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
+                        help="resnet18's optimizer (the language models update by hand)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--batch", type=int, default=0, help="0: the model's default")
     parser.add_argument("--size", type=int, default=0,
