@@ -2296,6 +2296,25 @@ class NanOrigin(unittest.TestCase):
                          ("optimizer", 9))
         self.assertIn("optimizer state", search["message"])
 
+    def test_non_finite_values_of_every_floating_dtype_are_seen(self):
+        # Scans read the values' exponent bits in blocks of 64 (fumi_torch.cpp anyNonFinite),
+        # then the rest one by one. A scan missing the NaN in the sum's input would call the sum
+        # an origin made from finite inputs; the values are the program's constant: no origin,
+        # one search.
+        job = textwrap.dedent("""
+            import sys, torch
+            x = torch.ones(1000, dtype=getattr(torch, sys.argv[1]))
+            x[int(sys.argv[3])] = float(sys.argv[2])
+            print("total", float((x * 2).sum().float()))
+            """)
+        for dtype in ("float16", "bfloat16", "float32", "float64"):
+            for value, at in (("nan", 777), ("inf", 990)):
+                with self.subTest(dtype=dtype, value=value):
+                    r = run([PYTHON, "-c", job, dtype, value, str(at)])
+                    self.assertEqual(r.rc, 0, r.stderr)
+                    self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+                    self.assertEqual(len(r.of("nan_search")), 1)
+
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
         # backward pass: both made Inf from finite inputs, and one defect read as two origins.
