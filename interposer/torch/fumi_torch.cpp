@@ -2284,10 +2284,9 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
   obs.scaling = scalesUp(fumi::torch_compat::opName(fn), InputNote(inputs));
 }
 
-// Reports the op as where non-finite outputs `out` appeared from finite inputs. An overflow of
-// the scaled loss (one element, Inf only, from a multiplication by a factor above 1) is the
-// loss scaler's to handle (loss_scaling.h): detail "scaled_overflow".
-// An origin's detail: "scaled_overflow" for a loss scale's Inf, else "appeared".
+// The detail of an origin, where non-finite outputs `out` appeared from finite inputs: an
+// overflow of the scaled loss (one element, Inf only, from a multiplication by a factor above 1)
+// is the loss scaler's to handle (loss_scaling.h): "scaled_overflow"; else "appeared".
 const char* originDetail(const std::vector<c10::IValue>& outputs, const NonFinite& out,
                          bool scaling) {
   bool scalar = true;
@@ -2296,21 +2295,23 @@ const char* originDetail(const std::vector<c10::IValue>& outputs, const NonFinit
   return scaling && scalar && out.nan == 0 ? "scaled_overflow" : "appeared";
 }
 
+// Reports the op as where non-finite outputs `out` appeared from finite inputs.
 void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
                   const NonFinite& out, bool scaling) {
   g_api->nan_origin(site, index, originDetail(outputs, out, scaling), out.nan, out.inf);
 }
 
-// An origin the search found in the backward pass, held back until the next op: a backward
-// formula may make NaN in a temporary and remove it at once (torch 1.13's NormBackward1 divides
-// by the norm, 0/0 at rows whose norm is 0, then masked_fill_(norm == 0, 0): a program whose
-// rows of zeros it normalises makes them every step, and a search begun by a NaN elsewhere named
-// that division an origin beside the true one, batch 21; `norm == 0` runs between). Reported
-// as the first op reading its results begins, unless that op writes into them in place; then
-// dropped when that write leaves no NaN/Inf there, else reported as the write returns; and
-// reported after kPendingOps ops that do not read them, or as the op or autograd node it ran in
-// ends (its context is the origin's: LogBackward0's 1/0, not the next node's). The backward
-// pass runs on one Python line (`loss.backward()`): its stack is the same a few ops later.
+// An origin the search found in the backward pass, held back until an op reads its results: a
+// backward formula may make NaN in a temporary and remove it at once (torch 1.13's NormBackward1
+// divides by the norm, 0/0 at rows whose norm is 0, then masked_fill_(norm == 0, 0): a program
+// whose rows of zeros it normalises makes them every step, and a search begun by a NaN elsewhere
+// named that division an origin beside the true one, batch 21; `norm == 0` runs between; a
+// `where` choosing the other side does the same out of place). The first op reading them
+// decides as it returns: what it leaves (its results; written in place, theirs) holding no
+// NaN/Inf, they went no further and are dropped; else reported. Reported too after kPendingOps
+// ops that do not read them, or as the op or autograd node it ran in ends (its context is the
+// origin's: LogBackward0's 1/0, not the next node's). The backward pass runs on one Python line
+// (`loss.backward()`): its stack is the same a few ops later.
 struct PendingOrigin {
   void* site = nullptr;  // none held back
   uint64_t index = 0;
@@ -2318,8 +2319,9 @@ struct PendingOrigin {
   NonFinite out;
   // Its results (held weakly: autograd reads use counts).
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> outputs;
-  void* writer = nullptr;  // the op writing into them, once it began
-  uint64_t writer_index = 0;
+  void* reader = nullptr;  // the first op reading them, once it began
+  uint64_t reader_index = 0;
+  bool in_place = false;   // it writes into them
   int waited = 0;  // ops begun since, none reading them
   size_t depth = 0;  // the ops running (t_running) as it returned
 };
@@ -2333,10 +2335,10 @@ void reportPending() {
   g_api->nan_origin(p.site, p.index, p.detail, p.out.nan, p.out.inf);
 }
 
-// Op `site` call `index` begins: the origin held back is reported if this op reads its results,
-// unless it writes into them in place (its first argument). Views compute nothing: they wait.
+// Op `site` call `index` begins: if it reads the held-back origin's results, it is the one that
+// decides. Views compute nothing: they wait.
 void pendingAtStart(const at::RecordFunction& fn, void* site, uint64_t index, bool view) {
-  if (!t_pending.site || t_pending.writer || view || !site) return;
+  if (!t_pending.site || t_pending.reader || view || !site) return;
   std::vector<at::Tensor> held;
   for (const auto& weak : t_pending.outputs)
     if (at::Tensor o(weak.lock()); o.defined() && o.has_storage()) held.push_back(std::move(o));
@@ -2355,10 +2357,10 @@ void pendingAtStart(const at::RecordFunction& fn, void* site, uint64_t index, bo
   }
   const char* name = fumi::torch_compat::opName(fn);
   const size_t n = std::strlen(name);
-  if (n < 2 || name[n - 1] != '_' || !inputs[0].isTensor() || !reads(inputs[0].toTensor()))
-    return reportPending();
-  t_pending.writer = site;
-  t_pending.writer_index = index;
+  t_pending.reader = site;
+  t_pending.reader_index = index;
+  t_pending.in_place =
+      n > 1 && name[n - 1] == '_' && inputs[0].isTensor() && reads(inputs[0].toTensor());
 }
 
 // The search found an origin: reported, or held back in the backward pass (PendingOrigin).
@@ -3038,23 +3040,28 @@ bool watchState(const Running& op, const std::vector<c10::IValue>& outputs) {
   return true;
 }
 
-// Op `site` call `index` has returned: the write into the held-back origin's results decides
-// it; another op's end while that write is not running (it failed) reports it.
-void pendingAtEnd(void* site, uint64_t index) {
+// Op `site` call `index` has returned with `outputs`: the first op reading the held-back
+// origin's results decides it; another op's end while that one is not running (it failed)
+// reports it.
+void pendingAtEnd(void* site, uint64_t index, const std::vector<c10::IValue>& outputs) {
   if (!t_pending.site) return;
   if (t_running.size() < t_pending.depth) return reportPending();  // what it ran in ends
-  if (!t_pending.writer) return;
-  if (site == t_pending.writer && index == t_pending.writer_index) {
+  if (!t_pending.reader) return;
+  if (site == t_pending.reader && index == t_pending.reader_index) {
     NonFinite left;
-    for (const auto& weak : t_pending.outputs)
-      if (const at::Tensor o(weak.lock()); o.defined()) left.add(scanTensor(o));
+    if (t_pending.in_place) {
+      for (const auto& weak : t_pending.outputs)
+        if (const at::Tensor o(weak.lock()); o.defined()) left.add(scanTensor(o));
+    } else {
+      left = scanValues(outputs);
+    }
     if (left.any()) reportPending();
     else t_pending = PendingOrigin{};
     return;
   }
   for (const Running& r : t_running)
-    if (r.site == t_pending.writer && r.index == t_pending.writer_index)
-      return;  // an op inside the write
+    if (r.site == t_pending.reader && r.index == t_pending.reader_index)
+      return;  // an op inside the reader
   reportPending();
 }
 
@@ -3321,9 +3328,9 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       return;
     }
     try {
-      pendingAtEnd(op.site, op.index);
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
+      pendingAtEnd(op.site, op.index, outputs);
       if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());
       else if (op.state_watch && watchState(op, outputs))
         for (Running& outer : t_running) outer.found_inside = true;

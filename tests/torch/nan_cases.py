@@ -61,7 +61,9 @@
              no origin can be claimed, but the ops looked back through are named.
   zero_rows  features normalised by their rows' norms, four rows all zero (padding), the norm
              guarded by clamp_min: torch's NormBackward1 divides by the norm, 0/0 at those rows,
-             and masks the NaN out at once, every step (healthy). On step 1 a gate's exp
+             and masks the NaN out at once, every step (healthy); so does a penalty's own
+             backward (Square: 2 g x^2 / x, kept by a where only where x is not 0). On step 1 a
+             gate's exp
              overflows (the line marked ZEROROWS): its gradient, 0 * inf, is the NaN; the gate's
              temperature's gradient (a sum to one element) starts the search in the backward
              pass, before NormBackward1 makes its 0/0.
@@ -108,6 +110,24 @@ if mode.startswith("adam_state"):
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
                           list(lstm.parameters()), lr=0.1)
+
+
+
+class Square(torch.autograd.Function):
+    """x * x, whose backward computes 2 g x^2 / x (0/0 at zeros) and keeps it only where x is
+    not 0: NaN made and removed out of place, in the backward pass."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = 2 * g * x * x / x
+        return torch.where(x == 0, torch.zeros_like(t), t)
+
 
 buf = torch.empty(4)
 for step in range(12 if mode == "adam_state3" else 4):
@@ -158,10 +178,11 @@ for step in range(12 if mode == "adam_state3" else 4):
         out = model(inputs)
     elif mode == "zero_rows":
         h = model[0](inputs) * (torch.arange(64) >= 4).unsqueeze(1)
+        penalty = 1e-3 * Square.apply(h).mean()  # before the gate: its backward runs after
         u = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
-        out = model[2](model[1](u)) * gate.unsqueeze(1)
+        out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():
