@@ -3021,14 +3021,17 @@ bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
 }
 
 // A watched optimizer write has returned: true when it made Inf/NaN from finite values (an
-// origin, reported); values it got start a search.
+// origin, reported); values it got, or from inputs no longer there, start a search. Its other
+// inputs (the gradient) it did not write: read as they are now.
 bool watchState(const Running& op, const std::vector<c10::IValue>& outputs) {
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return false;
   bool got = op.state_before.any() || op.inputs.nonfiniteScalar();
   const auto& tensors = op.inputs.tensors();
-  for (size_t i = 1; i < tensors.size() && !got; ++i)
-    if (const at::Tensor t = tensors[i].asSeen(); t.defined()) got = scanTensor(t).any();
+  for (size_t i = 1; i < tensors.size() && !got; ++i) {
+    const at::Tensor t = tensors[i].live();
+    got = !t.defined() || scanTensor(t).any();
+  }
   if (got) {
     if (std::find(t_state_seen.begin(), t_state_seen.end(), op.site) == t_state_seen.end()) {
       t_state_seen.push_back(op.site);

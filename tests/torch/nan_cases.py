@@ -72,6 +72,8 @@
              then on that layer's update is m / inf = 0, for good. No NaN, the loss stays finite.
   adam_state3  the same on step 3, an optimizer step whose state fumi does not look at: the
              Inf is seen on a later one.
+  adam_nan_grad  Adam; on step 0 one gradient element is NaN (the program's constant, the line
+             marked ADAMNAN): the optimizer passes it into its moments, and makes nothing.
 Prints one loss per step so tests can compare runs with and without fumi."""
 import sys
 
@@ -105,7 +107,7 @@ tokens = torch.randint(0, 50, (64, 6))
 temperature = torch.nn.Parameter(torch.tensor(1.0))
 if mode == "zero_rows":
     opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
-if mode.startswith("adam_state"):
+if mode.startswith("adam_"):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
@@ -222,6 +224,8 @@ for step in range(12 if mode == "adam_state3" else 4):
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
     if step == (3 if mode == "adam_state3" else 0) and mode.startswith("adam_state"):
         model[0].weight.grad.mul_(1e38)  # ADAMSTATE
+    if step == 0 and mode == "adam_nan_grad":
+        model[0].weight.grad[0, 0] = float("nan")  # ADAMNAN
     opt.step()
     if mode == "log0":
         with torch.no_grad():

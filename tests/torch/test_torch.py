@@ -2297,6 +2297,13 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((search["sentinel"]["phase"], search["sentinel"]["optimizer_step"]),
                          ("optimizer", 9))
         self.assertIn("optimizer state", search["message"])
+        # A NaN gradient passed into the moments is not the optimizer's, whether or not the
+        # adapter keeps the ops it ran (it read the gradient as it is).
+        for look_back in ("true", "false"):
+            r = self.case("adam_nan_grad", policy=f"version: 1\nnan_origin: {{ look_back: "
+                                                  f"{look_back} }}\nrules: []\n")
+            self.assertEqual([(v["op"], v["phase"]) for v in r.of("violation") if v.get("origin")],
+                             [])
 
     def test_non_finite_values_of_every_floating_dtype_are_seen(self):
         # Scans read the values' exponent bits in blocks of 64 (fumi_torch.cpp anyNonFinite),
