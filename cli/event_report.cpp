@@ -244,6 +244,13 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
       if (around.rfind(kNode, 0) == 0) v.autograd_node = around.substr(kNode.size());
     if (const json* p = field(obj, "phase"); p && p->is_string()) v.phase = p->get<std::string>();
     v.through = getStringArray(obj, "through");
+    if (const json* h = field(obj, "through_hops"); h && h->is_array() &&
+                                                    h->size() == v.through.size()) {
+      for (const json& n : *h) {
+        if (!n.is_number_unsigned()) badField("through_hops", "an array of non-negative integers");
+        v.through_hops.push_back(n.get<uint64_t>());
+      }
+    }
     v.optimizer_step = getCount(obj, "optimizer_step");
   }
   return ev;

@@ -128,6 +128,9 @@ struct ViolationInfo {
   bool backward() const { return !autograd_node.empty() || phase == "backward"; }
   bool looked_back = false;          // origin found looking back from the sentinel (no stacks)
   std::vector<std::string> through;  // looked back: the ops it went through ("aten::sub #2")
+  // For each of `through`: the fewest ops between it and this call (1: an input's maker); empty
+  // in event files written before it was recorded.
+  std::vector<uint64_t> through_hops;
   // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`
   // event: the op made them again while the search went on), when there was one
   std::optional<uint64_t> stack_call_index;

@@ -158,12 +158,16 @@ std::string bareOp(const std::string& call) {
 }
 
 // Of a looked-back origin's chain (the ops followed back, then the op itself), those that most
-// likely made the values, their results being gone: for values that appeared from finite ones,
-// the ops with a restricted domain or that overflow (log of 0, sqrt of a negative, a division
-// by 0, exp of a large number); for NaN from Inf, the first op that computes with what it
-// receives (not a copy or a view's write) after the first fill that can put the Inf there
-// (masked_fill of -inf; none said without one: the ops before it made what it masked).
-std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, bool nan_from_inf) {
+// likely made the values, their results being gone (positions in `chain`): for values that
+// appeared from finite ones, the ops with a restricted domain or that overflow (log of 0, sqrt
+// of a negative, a division by 0, exp of a large number), nearest the op first where `hops`
+// (parallel to `chain`, the op's 0) says how near each ran (a gradient's 0 * inf in a `mul`:
+// the exp whose overflow it read, not the divisions before that exp); for NaN from Inf, the
+// first op that computes with what it receives (not a copy or a view's write) after the first
+// fill that can put the Inf there (masked_fill of -inf; none said without one: the ops before
+// it made what it masked).
+std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
+                                      const std::vector<uint64_t>& hops, bool nan_from_inf) {
   static const char* const kDomain[] = {
       "aten::log",   "aten::log2",    "aten::log10", "aten::log1p",  "aten::sqrt",
       "aten::rsqrt", "aten::div",     "aten::reciprocal", "aten::pow", "aten::exp",
@@ -187,7 +191,7 @@ std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, boo
   static const char* const kFills[] = {"aten::masked_fill", "aten::fill", "aten::full",
                                       "aten::index_put", "aten::_index_put_impl",
                                       "aten::masked_scatter", "aten::where"};
-  std::vector<std::string> found;
+  std::vector<size_t> found;
   if (nan_from_inf) {
     const auto fill = std::find_if(chain.begin(), chain.end(),
                                    [&](const std::string& c) { return in(bareOp(c), kFills); });
@@ -196,11 +200,14 @@ std::vector<std::string> likelyMakers(const std::vector<std::string>& chain, boo
     // an embedding of a row holding it, then a weight gradient's 0 * inf (batch 20's LSTM).
     const auto first =
         std::find_if(fill == chain.end() ? chain.begin() : fill, chain.end(), computes);
-    if (first != chain.end()) found.push_back(*first);
+    if (first != chain.end()) found.push_back(static_cast<size_t>(first - chain.begin()));
     return found;
   }
-  for (const std::string& c : chain)
-    if (in(bareOp(c), kDomain)) found.push_back(c);
+  for (size_t i = 0; i < chain.size(); ++i)
+    if (in(bareOp(chain[i]), kDomain)) found.push_back(i);
+  if (hops.size() == chain.size())
+    std::stable_sort(found.begin(), found.end(),
+                     [&](size_t a, size_t b) { return hops[a] < hops[b]; });
   return found;
 }
 
@@ -244,13 +251,21 @@ std::string originText(const NanOrigin& o) {
       s += "then this call (the results in between no longer held: one of them made them";
       std::vector<std::string> chain = v.through;
       chain.push_back(o.op + " (this call)");
-      const std::vector<std::string> likely = likelyMakers(chain, from_inf);
-      if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.back())) {
+      std::vector<uint64_t> hops = v.through_hops;
+      if (!hops.empty()) hops.push_back(0);
+      const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
+      if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.size() - 1)) {
         s += likely.size() == 1 ? "; likely " : "; likely one of ";
-        for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + likely[i];
+        for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + chain[likely[i]];
         s += from_inf ? ", the first to compute with the Inf"
                       : likely.size() == 1 ? ", whose domain or range allows it"
                                            : ", whose domains or ranges allow it";
+        if (!from_inf && likely.size() > 1 && !hops.empty()) {
+          s += ", nearest this call first";
+          // The nearest alone made one of its inputs: the likeliest.
+          if (hops[likely[0]] == 1 && hops[likely[1]] > 1)
+            s += " (" + chain[likely[0]] + " made one of its inputs)";
+        }
       }
       s += ")";
     }

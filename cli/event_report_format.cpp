@@ -47,6 +47,7 @@ json violationJson(const ViolationInfo& v) {
   j["phase"] = v.phase;
   j["looked_back"] = v.looked_back;
   j["through"] = v.through;
+  j["through_hops"] = v.through_hops;
   j["stack_call_index"] = v.stack_call_index ? json(*v.stack_call_index) : json(nullptr);
   j["optimizer_step"] = v.optimizer_step ? json(*v.optimizer_step) : json(nullptr);
   j["file"] = v.file;

@@ -295,13 +295,13 @@ void apiNanPropagated(void* site, const char* input) {
 }
 
 PastCall pastCall(const fumi_past_call& c) {
-  return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase};
+  return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase, c.hops};
 }
 void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
                       const fumi_past_call* through, size_t n_through, const char* not_origin) {
   std::vector<PastCall> made;
   for (size_t i = 0; through && i < n_through; ++i) made.push_back(pastCall(through[i]));
-  nanLookedBack(call ? pastCall(*call) : PastCall{nullptr, 0, nullptr}, detail, nan, inf, made,
+  nanLookedBack(call ? pastCall(*call) : PastCall{nullptr, 0, nullptr, 0}, detail, nan, inf, made,
                 not_origin);
 }
 int apiNanLookBack() {

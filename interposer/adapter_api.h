@@ -33,14 +33,18 @@ extern "C" {
  * 12: report (a violation the adapter found itself, with a sentence for the report).
  * 13: phase, nan_look_back and nan_looked_back (the NaN origin found among the ops before a
  *    sentinel).
- * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from). */
-#define FUMI_ADAPTER_ABI_VERSION 14u
+ * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from).
+ * 15: fumi_past_call.hops (how near the origin each call a look-back went through ran). */
+#define FUMI_ADAPTER_ABI_VERSION 15u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {
   void* site;
   uint64_t index;
   const char* phase; /* phase() when the call ran */
+  /* In nan_looked_back's `through`: the fewest ops between it and the origin along the inputs
+   * followed back (1: it made an input of the origin); 0 elsewhere. */
+  uint32_t hops;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
@@ -255,7 +259,8 @@ typedef struct fumi_adapter_api {
    * earliest op still holding the values and `not_origin` says why it is not the origin (with
    * `call` NULL: why nothing was looked over), `through` the calls its inputs were followed
    * back through before they were lost (may be none): kept for the search's message should it
-   * end without one. */
+   * end without one. `detail` "spread": the values are the spread of `call`, an origin the
+   * adapter reported before; the search ends quietly (a repeat). */
   void (*nan_looked_back)(const fumi_past_call* call, const char* detail, uint64_t nan,
                           uint64_t inf, const fumi_past_call* through, size_t n_through,
                           const char* not_origin);

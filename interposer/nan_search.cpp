@@ -285,6 +285,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     return;
   }
   if (!call.site) return;
+  if (detail && std::strcmp(detail, "spread") == 0) {  // an origin reported before: a repeat
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.repeats;
+    if (g_nan_search_active.load(std::memory_order_relaxed) && s.awaiting_stack.empty())
+      endSearch(s, nullptr, "");
+    return;
+  }
   nlohmann::json sentinel;
   {
     SearchState& s = state();
@@ -312,12 +320,16 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
       sentinel["python_stack"] = std::move(py);
   }
-  nlohmann::json made = nlohmann::json::array();
-  for (const PastCall& c : through) made.push_back(callText(c.site, c.index));
+  nlohmann::json made = nlohmann::json::array(), hops = nlohmann::json::array();
+  for (const PastCall& c : through) {
+    made.push_back(callText(c.site, c.index));
+    hops.push_back(c.hops);
+  }
   nlohmann::json more = originFields(std::move(sentinel));
   more.update({{"detail", detail ? detail : "appeared"},
                {"looked_back", true},
                {"through", std::move(made)},
+               {"through_hops", std::move(hops)},
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
   reportHostViolation(const_cast<OpSite&>(*call.site), call.index, "nan_inf", FUMI_KIND_ERROR,

@@ -71,6 +71,7 @@ struct PastCall {
   const OpSite* site;
   uint64_t index;
   const char* phase;
+  uint32_t hops;  // in `through`: the fewest ops between it and the origin (1: an input's maker)
 };
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the

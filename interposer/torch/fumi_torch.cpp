@@ -1996,6 +1996,35 @@ struct NonFinite {
   }
 };
 
+// The calls this thread reported as NaN/Inf origins (the latest kKnownOrigins): a look-back
+// reaching one through results that are gone is that origin's spread, not values made from
+// finite inputs (two overflowing exps' gradients, 0 * inf, reported at the first `mul`; a later
+// sentinel's look-back named the sum that reduced it to a parameter's gradient a second origin).
+struct KnownOrigin {
+  void* site = nullptr;
+  uint64_t index = 0;
+  NonFinite out;
+};
+thread_local std::vector<KnownOrigin> t_known_origins;
+constexpr size_t kKnownOrigins = 64;
+
+const KnownOrigin* knownOrigin(const void* site, uint64_t index) {
+  for (const KnownOrigin& k : t_known_origins)
+    if (k.site == site && k.index == index) return &k;
+  return nullptr;
+}
+
+// Reports call `index` of op `site` as a NaN/Inf origin (nan_origin) and keeps it known.
+void noteOrigin(void* site, uint64_t index, const NonFinite& out) {
+  if (t_known_origins.size() >= kKnownOrigins) t_known_origins.erase(t_known_origins.begin());
+  t_known_origins.push_back(KnownOrigin{site, index, out});
+}
+
+void reportOriginCall(void* site, uint64_t index, const char* detail, const NonFinite& out) {
+  noteOrigin(site, index, out);
+  g_api->nan_origin(site, index, detail, out.nan, out.inf);
+}
+
 // Whether any of n values of a floating type, read as unsigned integers U, has every exponent bit
 // (kExponent) set: NaN or Inf. Blocks of a fixed count, which the compiler vectorises: 21 GB/s
 // where the count below converts each value and reads 3.5 (an optimizer's state scanned every
@@ -2298,7 +2327,7 @@ const char* originDetail(const std::vector<c10::IValue>& outputs, const NonFinit
 // Reports the op as where non-finite outputs `out` appeared from finite inputs.
 void reportOrigin(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
                   const NonFinite& out, bool scaling) {
-  g_api->nan_origin(site, index, originDetail(outputs, out, scaling), out.nan, out.inf);
+  reportOriginCall(site, index, originDetail(outputs, out, scaling), out);
 }
 
 // Whether `op` is the in-place form (`add_`): it writes into its first argument.
@@ -2338,7 +2367,7 @@ void reportPending() {
   if (!t_pending.site) return;
   const PendingOrigin p = std::move(t_pending);
   t_pending = PendingOrigin{};
-  g_api->nan_origin(p.site, p.index, p.detail, p.out.nan, p.out.inf);
+  reportOriginCall(p.site, p.index, p.detail, p.out);
 }
 
 // Op `site` call `index` begins: if it reads the held-back origin's results, it is the one that
@@ -2373,7 +2402,7 @@ void searchFound(size_t depth, const OpObservation& obs, const char* detail,
                  const NonFinite& out, const std::vector<c10::IValue>& outputs) {
   const char* phase = g_api->phase();
   if (!phase || std::strcmp(phase, "backward") != 0) {
-    g_api->nan_origin(obs.site(), obs.index(), detail, out.nan, out.inf);
+    reportOriginCall(obs.site(), obs.index(), detail, out);
     return;
   }
   reportPending();
@@ -2704,6 +2733,9 @@ struct Provenance {
   std::vector<size_t> from;
   size_t next = 0;  // the next op in `through` whose inputs to follow
   std::vector<bool> overwritten;  // for each op in `through`: traceInputs' `overwritten`
+  // An op reported as an origin before (knownOrigin) that made an input, its results gone:
+  // its values, counted in `bad`, are that origin's.
+  size_t known = LookBackMemo::npos;
   LookBackMemo* memo = nullptr;
   // The ops a message lists: the nearest followed.
   static constexpr size_t kListed = 16;
@@ -2725,6 +2757,12 @@ constexpr size_t kMaxFollows = 65536;
 bool follow(const PastOps& past, size_t k, size_t j, Provenance& p, bool overwritten) {
   if (p.from.size() < past.size()) p.from.resize(past.size(), LookBackMemo::npos);
   if (p.from[k] != LookBackMemo::npos) return true;
+  if (const KnownOrigin* o = knownOrigin(past[k].call.site, past[k].call.index)) {
+    if (p.known == LookBackMemo::npos) p.known = k;
+    p.bad.add(o->out);
+    p.held = true;
+    return true;
+  }
   if (p.through.size() >= kMaxThrough || p.memo->follows >= kMaxFollows) {
     p.unknown = true;
     return false;
@@ -2889,7 +2927,10 @@ bool lookBack() {
                    p.through.begin() + static_cast<ptrdiff_t>(std::min(kListed, p.through.size())));
     std::sort(order.begin(), order.end());
     std::vector<fumi_past_call> calls;
-    for (size_t k : order) calls.push_back(past[k].call);
+    for (size_t k : order) {
+      calls.push_back(past[k].call);
+      for (size_t j = k; j != i; j = p.from[j]) ++calls.back().hops;
+    }
     return calls;
   };
   for (size_t i = past.stepStart(); i < past.size(); ++i) {
@@ -2900,6 +2941,10 @@ bool lookBack() {
       if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
     if (!out.any()) continue;
     const Provenance p = provenance(past, i, memo);
+    if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
+      g_api->nan_looked_back(&past[p.known].call, "spread", 0, 0, nullptr, 0, nullptr);
+      return true;
+    }
     // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
     // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
     // result was gone, and the NaN named later at an optimizer's 0 * inf).
@@ -2908,6 +2953,7 @@ bool lookBack() {
       const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
       g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
                              out.inf, through.data(), through.size(), nullptr);
+      noteOrigin(e.call.site, e.call.index, out);
       return true;
     }
     if (p.unknown && !p.bad.any() && !unknown) {
@@ -2946,7 +2992,7 @@ bool lookBack() {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase()};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0};
   past.op = op;
   past.inputs = std::move(inputs);
   for (size_t i = 0; i < outputs.size(); ++i)

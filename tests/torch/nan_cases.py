@@ -67,6 +67,10 @@
              overflows (the line marked ZEROROWS): its gradient, 0 * inf, is the NaN; the gate's
              temperature's gradient (a sum to one element) starts the search in the backward
              pass, before NormBackward1 makes its 0/0.
+  two_gates  zero_rows' gate twice, on two halves of the batch (a link predictor's positive and
+             negative edges), without the norms: on step 1 both exps overflow (the line marked
+             TWOGATES) and each gate's gradient, 0 * inf, is NaN; the temperature's gradient
+             sums both.
   adam_state  Adam; on step 0 the first layer's gradient is scaled by 1e38 (a loss scale gone
              wrong; the line marked ADAMSTATE): its second moment overflows to +inf, and from
              then on that layer's update is m / inf = 0, for good. No NaN, the loss stays finite.
@@ -105,7 +109,7 @@ emb = torch.nn.Embedding(50, 16)
 lstm = torch.nn.LSTM(16, 16, batch_first=True)
 tokens = torch.randint(0, 50, (64, 6))
 temperature = torch.nn.Parameter(torch.tensor(1.0))
-if mode == "zero_rows":
+if mode in ("zero_rows", "two_gates"):
     opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
 if mode.startswith("adam_"):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -185,6 +189,14 @@ for step in range(12 if mode == "adam_state3" else 4):
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode == "two_gates":
+        h = model[0](inputs)
+        scale = 1e4 if step == 1 else 1e-3
+        pos, neg = (1.0 / (torch.exp(z.pow(2).sum(-1) * scale / temperature) + 1.0)  # TWOGATES
+                    for z in (h[:32], h[32:]))
+        out = model[2](model[1](h))
+        loss_gates = (-torch.log(pos.clamp_min(1e-7)).mean() -
+                      torch.log((1 - neg).clamp_min(1e-7)).mean())
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():
@@ -196,6 +208,8 @@ for step in range(12 if mode == "adam_state3" else 4):
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
     if mode == "normaliser":
         loss = loss - llh.mean()
+    if mode == "two_gates":
+        loss = loss + loss_gates
     if mode == "grad_of":
         w = out.abs().mean(0) * (0.0 if step == 1 else 1.0)
         loss = loss + 1e-3 * torch.log(w).sum()  # GRADOF

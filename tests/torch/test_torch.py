@@ -2264,6 +2264,25 @@ class NanOrigin(unittest.TestCase):
         self.assertRegex(message, r"followed back through [^;]*aten::sqrt #\d+[^;]*to inputs no "
                          r"longer known")
 
+    def test_one_defect_spread_through_results_gone_is_one_origin(self):
+        # Batch 21 (a hyperbolic GCN's decoder on two edge sets): both exps overflow, and each
+        # gate's gradient, 0 * inf, is NaN. Looking back from the first sentinel named the first
+        # `mul`; a later sentinel's look-back, the results between gone, named the sum reducing
+        # it to the temperature's gradient a second origin. And of the ops its operands came
+        # through, the likeliest maker is the nearest that can overflow: the exp whose result
+        # the `mul` read, named apart from the divisions before it.
+        r = self.case("two_gates")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"], o["detail"]) for o in origins],
+                         [("aten::mul.Tensor", "backward", "appeared")], origins)
+        [o] = origins
+        exp = [t for t, h in zip(o["through"], o["through_hops"]) if t.startswith("aten::exp #")]
+        self.assertEqual(len(exp), 1, o["through"])
+        self.assertEqual(o["through_hops"][o["through"].index(exp[0])], 1)
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertRegex(text, r"likely one of aten::exp #\d+, [^;]*nearest this call first "
+                         r"\(aten::exp #\d+ made one of its inputs\)")
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun

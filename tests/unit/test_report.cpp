@@ -755,15 +755,16 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
 // the Inf after the fill that put it there (a masked attention row's softmax, not the cat that
 // held its result), or without a fill the first that computes after the op that got it (an
 // embedding passing on a row holding +inf, then the weight gradient's matrix product: batch 20's
-// LSTM).
+// LSTM). Where the event says how near each ran (`through_hops`), the nearest come first: a
+// gradient's 0 * inf in a `mul` reads an exp's overflow, the divisions before it further back.
 TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   const auto text = [](const std::string& op, const std::string& detail,
-                       const std::string& through) {
+                       const std::string& through, const std::string& hops = "") {
     const std::string origin =
         R"({"event":"violation","op":")" + op + R"(","backend":"torch","check":"nan_inf",)" +
         R"("kind":"error","metric":"nonfinite","value":1,"tolerance":0,"detail":")" + detail +
         R"(","origin":true,"looked_back":true,"through":)" + through +
-        R"(,"sentinel":{"op":"aten::sum","call_index":1},"call_index":1,)"
+        (hops.empty() ? "" : R"(,"through_hops":)" + hops) + R"(,"sentinel":{"op":"aten::sum","call_index":1},"call_index":1,)"
         R"("extra":{"nan":1,"inf":0},"pid":1})";
     Report r = aggregate({EventFile{
         "events-1.jsonl",
@@ -787,6 +788,22 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
      "NaN made from Inf by aten::embedding #2, aten::clone #7, aten::_unsafe_view #8, aten::mm "
      "#73, then this call (the results in between no longer held: one of them made them; likely "
      "aten::mm #73, the first to compute with the Inf)");
+  const std::string gates = R"(["aten::div.Tensor #12","aten::exp #2","aten::reciprocal #2",)"
+                            R"("aten::div.Scalar #2","aten::mul.Tensor #25"])";
+  const std::string nearest = "then this call (the results in between no longer held: one of "
+                              "them made them; likely one of aten::exp #2, aten::div.Tensor #12, "
+                              "aten::reciprocal #2, aten::div.Scalar #2, whose domains or ranges "
+                              "allow it, nearest this call first";
+  at(text("aten::mul.Tensor", "appeared", gates, "[2,1,3,3,1]"),
+     nearest + " (aten::exp #2 made one of its inputs)); sentinel");
+  // two as near: neither singled out
+  at(text("aten::mul.Tensor", "appeared", gates, "[2,1,1,3,1]"),
+     "likely one of aten::exp #2, aten::reciprocal #2, aten::div.Tensor #12, aten::div.Scalar #2, "
+     "whose domains or ranges allow it, nearest this call first); sentinel");
+  // written before the hops were: in the order they ran
+  at(text("aten::mul.Tensor", "appeared", gates),
+     "likely one of aten::div.Tensor #12, aten::exp #2, aten::reciprocal #2, aten::div.Scalar #2, "
+     "whose domains or ranges allow it); sentinel");
   // The op itself the only candidate: nothing more to say.
   const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
   at(alone, "then this call (the results in between no longer held: one of them made them); ");
