@@ -252,6 +252,14 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
       }
     }
     v.optimizer_step = getCount(obj, "optimizer_step");
+    if (const json* h = getObject(obj, "held_by")) {
+      const auto text = [h](const char* key) {
+        const json* f = field(*h, key);
+        return f && f->is_string() ? f->get<std::string>() : std::string();
+      };
+      v.held_by = text("call");
+      v.held_by_phase = text("phase");
+    }
   }
   return ev;
 }

@@ -131,6 +131,9 @@ struct ViolationInfo {
   // For each of `through`: the fewest ops between it and this call (1: an input's maker); empty
   // in event files written before it was recorded.
   std::vector<uint64_t> through_hops;
+  // looked back: the call holding the values, where this one (an op it got them through, its
+  // results gone) is their likeliest maker ("aten::cat #13"), and that call's phase
+  std::string held_by, held_by_phase;
   // looked back: the call whose stacks `stack` and `python_stack` are (a `nan_origin_stack`
   // event: the op made them again while the search went on), when there was one
   std::optional<uint64_t> stack_call_index;

@@ -1,6 +1,8 @@
 // event_report_detail.cpp — helpers shared by the renderings of a Report (event_report_detail.h).
 #include "event_report_detail.h"
 
+#include "nan_makers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -143,76 +145,6 @@ std::string cancellationText(const ViolationInfo& v) {
   return s;
 }
 
-namespace {
-
-// An op's name without its overload or call number ("aten::sqrt #247", "aten::div.Tensor" ->
-// "aten::sqrt", "aten::div").
-std::string bareOp(const std::string& call) {
-  std::string s = call.substr(0, call.find(' '));
-  const size_t colon = s.find("::");
-  if (const size_t dot = s.find('.', colon == std::string::npos ? 0 : colon + 2);
-      dot != std::string::npos)
-    s.resize(dot);
-  if (!s.empty() && s.back() == '_') s.pop_back();  // the in-place form
-  return s;
-}
-
-// Of a looked-back origin's chain (the ops followed back, then the op itself), those that most
-// likely made the values, their results being gone (positions in `chain`): for values that
-// appeared from finite ones, the ops with a restricted domain or that overflow (log of 0, sqrt
-// of a negative, a division by 0, exp of a large number), nearest the op first where `hops`
-// (parallel to `chain`, the op's 0) says how near each ran (a gradient's 0 * inf in a `mul`:
-// the exp whose overflow it read, not the divisions before that exp); for NaN from Inf, the
-// first op that computes with what it receives (not a copy or a view's write) after the first
-// fill that can put the Inf there (masked_fill of -inf; none said without one: the ops before
-// it made what it masked).
-std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
-                                      const std::vector<uint64_t>& hops, bool nan_from_inf) {
-  static const char* const kDomain[] = {
-      "aten::log",   "aten::log2",    "aten::log10", "aten::log1p",  "aten::sqrt",
-      "aten::rsqrt", "aten::div",     "aten::reciprocal", "aten::pow", "aten::exp",
-      "aten::exp2",  "aten::expm1",   "aten::acos",  "aten::asin",   "aten::atanh",
-      "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
-      "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
-  static const char* const kPassing[] = {
-      "aten::copy",   "aten::cat",   "aten::stack",   "aten::clone", "aten::index",
-      "aten::index_select", "aten::gather", "aten::masked_fill", "aten::fill",
-      "aten::_to_copy", "aten::contiguous", "aten::where", "aten::zeros", "aten::ones",
-      "aten::full", "aten::index_put", "aten::_index_put_impl", "aten::masked_scatter",
-      "aten::repeat", "aten::flip", "aten::roll", "aten::constant_pad_nd", "aten::embedding",
-      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose",
-      "aten::permute", "aten::expand", "aten::select", "aten::slice", "aten::narrow",
-      "aten::unsqueeze", "aten::squeeze", "aten::unbind", "aten::split", "aten::chunk",
-      "aten::unsafe_chunk", "aten::unsafe_split", "aten::detach", "aten::alias"};
-  const auto in = [](const std::string& op, const auto& list) {
-    return std::any_of(std::begin(list), std::end(list),
-                       [&](const char* n) { return op == n; });
-  };
-  static const char* const kFills[] = {"aten::masked_fill", "aten::fill", "aten::full",
-                                      "aten::index_put", "aten::_index_put_impl",
-                                      "aten::masked_scatter", "aten::where"};
-  std::vector<size_t> found;
-  if (nan_from_inf) {
-    const auto fill = std::find_if(chain.begin(), chain.end(),
-                                   [&](const std::string& c) { return in(bareOp(c), kFills); });
-    const auto computes = [&](const std::string& c) { return !in(bareOp(c), kPassing); };
-    // Without a fill the chain begins at the op that got the Inf (from a parameter, the data):
-    // an embedding of a row holding it, then a weight gradient's 0 * inf (batch 20's LSTM).
-    const auto first =
-        std::find_if(fill == chain.end() ? chain.begin() : fill, chain.end(), computes);
-    if (first != chain.end()) found.push_back(static_cast<size_t>(first - chain.begin()));
-    return found;
-  }
-  for (size_t i = 0; i < chain.size(); ++i)
-    if (in(bareOp(chain[i]), kDomain)) found.push_back(i);
-  if (hops.size() == chain.size())
-    std::stable_sort(found.begin(), found.end(),
-                     [&](size_t a, size_t b) { return hops[a] < hops[b]; });
-  return found;
-}
-
-}  // namespace
-
 std::string originText(const NanOrigin& o) {
   const ViolationInfo& v = o.violation;
   std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
@@ -225,7 +157,11 @@ std::string originText(const NanOrigin& o) {
     const auto count = [](const nlohmann::json& n) {
       return std::to_string(static_cast<uint64_t>(n.get<double>()));
     };
-    s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf)";
+    s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf";
+    if (!v.held_by.empty())
+      s += " held by " + v.held_by +
+           (v.held_by_phase == "backward" && !v.backward() ? " in the backward pass" : "");
+    s += ")";
   }
   // A backward op's origin is a gradient formula's: the node says whose (a forward op that
   // already made them, log(0), shows up as its node's division by 0).
@@ -242,9 +178,27 @@ std::string originText(const NanOrigin& o) {
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +
                                   "'s, which made them again)"
                             : " (the op had returned: no stack of its own)";
-    // The ops between finite inputs and this one's results, whose own results were gone: the
-    // values appeared in one of them or in this one.
-    if (!v.through.empty()) {
+    // The ops between finite inputs and the holder's results, whose own results were gone: of
+    // them, this one the likeliest maker (nan_makers.h).
+    if (!v.held_by.empty() && !v.through.empty()) {
+      const bool from_inf = v.detail == "nan_from_inf";
+      s += ": the holder got them through ";
+      for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
+      s += ", whose results were gone; this one ";
+      s += from_inf ? "the first to compute with the Inf" : "the nearest whose domain or range allows it";
+      std::vector<std::string> chain = v.through;
+      chain.push_back(v.held_by);
+      std::vector<uint64_t> hops = v.through_hops;
+      if (!hops.empty()) hops.push_back(0);
+      const std::string self =
+          o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
+      std::string others;
+      for (size_t i : likelyMakers(chain, hops, from_inf))
+        if (chain[i] != self) others += (others.empty() ? "" : ", ") + chain[i];
+      if (!others.empty()) s += " (also possible: " + others + ")";
+    } else if (!v.through.empty()) {
+      // The ops between finite inputs and this one's results, whose own results were gone: the
+      // values appeared in one of them or in this one.
       const bool from_inf = v.detail == "nan_from_inf";
       s += from_inf ? ": NaN made from Inf by " : ": made from finite inputs by ";
       for (const std::string& t : v.through) s += t + ", ";

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine.h"
+#include "nan_makers.h"
 #include "pystack.h"
 #include "report.h"
 #include "runtime.h"
@@ -264,6 +265,32 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                       static_cast<double>(nan + inf), 0, more);
 }
 
+// Which of `through` made the values `call` held (nan_makers.h): the likeliest maker, where the
+// holder cannot have made them itself (a `cat` of a graph network's node features holding the
+// 0/0 of a mean over no edges, a `dropout` the NaN a masked row's softmax made, a gradient's
+// `mul` the NaN of an exp's overflow: batch 22), or NaN from Inf was made before it; else
+// through.size() (the holder). `nan_only`: the holder's values are NaN alone.
+namespace {
+size_t makerOf(const PastCall& call, const char* detail, bool nan_only,
+               const std::vector<PastCall>& through) {
+  if (through.empty()) return through.size();
+  std::vector<std::string> chain;
+  std::vector<uint64_t> hops;
+  for (const PastCall& c : through) {
+    chain.push_back(c.site ? c.site->name : "?");
+    hops.push_back(c.hops);
+  }
+  chain.push_back(call.site->name);
+  hops.push_back(0);
+  const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
+  const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
+  if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
+    return through.size();
+  if (!from_inf && !cannotMake(call.site->name, nan_only)) return through.size();
+  return likely[0];
+}
+}  // namespace
+
 void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
                    const std::vector<PastCall>& through, const char* not_origin) {
   if (not_origin) {
@@ -293,12 +320,16 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
       endSearch(s, nullptr, "");
     return;
   }
+  // The op holding the values may not have made them: of the ops it got them through, their
+  // results gone, the likeliest maker is the origin, the holder named beside it.
+  const size_t maker = makerOf(call, detail, nan > 0 && inf == 0, through);
+  const PastCall& origin = maker < through.size() ? through[maker] : call;
   nlohmann::json sentinel;
   {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    sentinel = claim(s, call.site, call.index, detail);
+    sentinel = claim(s, origin.site, origin.index, detail);
     if (sentinel.is_null()) {
       if (searching && spreadOfEarlier(s, detail))  // the search goes on: what it saw
         s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
@@ -309,9 +340,9 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     }
     if (searching) {  // claim ended it: it goes on for the origin's stacks
       g_nan_search_active.store(1, std::memory_order_relaxed);
-      s.awaiting_stack = call.site->name;
-      s.awaiting_index = call.index;
-      s.awaiting_phase = call.phase ? call.phase : "";
+      s.awaiting_stack = origin.site->name;
+      s.awaiting_index = origin.index;
+      s.awaiting_phase = origin.phase ? origin.phase : "";
     }
   }
   // The stacks are the sentinel's (the thread is there now), not the origin's.
@@ -332,9 +363,12 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                {"through_hops", std::move(hops)},
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
-  reportHostViolation(const_cast<OpSite&>(*call.site), call.index, "nan_inf", FUMI_KIND_ERROR,
-                      "nonfinite", static_cast<double>(nan + inf), 0, more,
-                      call.phase ? call.phase : "");
+  if (maker < through.size())
+    more["held_by"] = {{"call", callText(call.site, call.index)},
+                       {"phase", call.phase ? call.phase : ""}};
+  reportHostViolation(const_cast<OpSite&>(*origin.site), origin.index, "nan_inf",
+                      FUMI_KIND_ERROR, "nonfinite", static_cast<double>(nan + inf), 0, more,
+                      origin.phase ? origin.phase : "");
 }
 
 void nanSearchAfterFork() {

@@ -2894,9 +2894,11 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
 // (directly, or through ops whose results are gone or overwritten) is the origin, reported at
 // once. Ops passing along values their inputs or the program's constants held (-inf masks) are
 // passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
-// is the search's to mention. True when it found the origin.
-bool lookBack() {
+// is the search's to mention. True when it found the origin. `dry`: whether it would, reporting
+// nothing.
+bool lookBack(bool dry = false) {
   if (g_look_back == 2 && !t_rate.keep) {
+    if (dry) return false;
     const std::string why =
         "not done: this thread ran " + std::to_string(static_cast<int64_t>(t_rate.rate)) +
         " ops a second, where keeping them costs more than it may (nan_origin.look_back: "
@@ -2942,6 +2944,7 @@ bool lookBack() {
     if (!out.any()) continue;
     const Provenance p = provenance(past, i, memo);
     if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
+      if (dry) return false;
       g_api->nan_looked_back(&past[p.known].call, "spread", 0, 0, nullptr, 0, nullptr);
       return true;
     }
@@ -2950,6 +2953,7 @@ bool lookBack() {
     // result was gone, and the NaN named later at an optimizer's 0 * inf).
     const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
     if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
+      if (dry) return true;
       const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
       g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
                              out.inf, through.data(), through.size(), nullptr);
@@ -2963,6 +2967,7 @@ bool lookBack() {
     if (p.held && p.bad.nan > 0 && out.nan > 0 && !passed) passed = &e.call;
     if (p.held && !passed_inf) passed_inf = &e.call;
   }
+  if (dry) return false;
   // The step's first ops out of the ring (its first step, before it grew; a step past
   // kMaxCapacity): the origin may have been among them.
   const std::string lost =
@@ -3355,6 +3360,22 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   }
 }
 
+// An op raising an exception: the program may die of it with no sentinel having seen the NaN
+// that caused it (batch 20's spline flow: every row NaN, a selection of the rows in range left
+// empty, torch.min of nothing raised six ops after the NaN). Where looking back finds an
+// origin, the raising op is its sentinel and it is reported before the exception reaches the
+// program; else nothing is said (most exceptions have nothing to do with NaN). Once an
+// optimizer step, and only while the thread keeps its ops.
+thread_local uint64_t t_raised_step = UINT64_MAX;
+void raised(void* site, uint64_t index) {
+  const bool kept = g_look_back == 1 || (g_look_back == 2 && t_rate.keep);
+  if (!kept || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
+  t_raised_step = t_optimizer_steps;
+  if (!lookBack(true)) return;
+  g_api->nonfinite_seen(site, index);
+  if (g_api->nan_search()) lookBack();
+}
+
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
   if (g_sentinels || g_capture) popShared(fn);
@@ -3380,6 +3401,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
+      if (std::uncaught_exceptions() > 0) raised(op.site, op.index);
       pendingAtEnd(op.site, op.index, outputs);
       if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());
       else if (op.state_watch && watchState(op, outputs))

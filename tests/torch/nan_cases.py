@@ -71,6 +71,10 @@
              negative edges), without the norms: on step 1 both exps overflow (the line marked
              TWOGATES) and each gate's gradient, 0 * inf, is NaN; the temperature's gradient
              sums both.
+  raise_empty  each step scales the features by their largest magnitude among those in range;
+             on step 1 every feature is the square root of a negative number (the line marked
+             RAISE): nothing is in range, and `max` of the empty selection raises. The program
+             dies of its NaN with no loss or one-element result having held it.
   adam_state  Adam; on step 0 the first layer's gradient is scaled by 1e38 (a loss scale gone
              wrong; the line marked ADAMSTATE): its second moment overflows to +inf, and from
              then on that layer's update is m / inf = 0, for good. No NaN, the loss stays finite.
@@ -189,6 +193,12 @@ for step in range(12 if mode == "adam_state3" else 4):
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode == "raise_empty":
+        h = model[0](inputs)
+        if step == 1:
+            h = torch.sqrt(h - 100.0)  # RAISE
+        bound = h[(h > -3) & (h < 3)].abs().max()
+        out = model[2](model[1](h / bound))
     elif mode == "two_gates":
         h = model[0](inputs)
         scale = 1e4 if step == 1 else 1e-3

@@ -2242,15 +2242,20 @@ class NanOrigin(unittest.TestCase):
         # recurrence and into the last steps (the gradient buffers' earlier writers), and the
         # search ended "not found". Followed breadth first within the step, a whole-buffer
         # zero_ ending its buffer's history, the accumulation's NaN is made from the Inf the
-        # embedding got.
+        # embedding got, by the weight gradient's product, the first op computing with it
+        # (batch 22: the origin is that op, the accumulation holding them named beside it).
         r = self.case("inf_row", policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
         [o] = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual((o["detail"], o["phase"], o["looked_back"]),
-                         ("nan_from_inf", "backward", True))
+        self.assertEqual((o["op"], o["detail"], o["phase"], o["looked_back"]),
+                         ("aten::mm", "nan_from_inf", "backward", True))
+        self.assertTrue(o["held_by"]["call"].startswith("aten::add_.Tensor #"), o["held_by"])
         self.assertTrue(o["through"][0].startswith("aten::embedding #"), o["through"])
-        self.assertTrue(any(t.startswith("aten::mm #") for t in o["through"]), o["through"])
+        self.assertEqual(o["through"][-1], f"aten::mm #{o['call_index']}")
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        self.assertRegex(text, r"likely aten::mm #\d+, the first to compute with the Inf")
+        self.assertRegex(text, r"aten::mm \(torch\) pid \d+, call \d+: nan_from_inf \(64 NaN, 0 Inf "
+                         r"held by aten::add_.Tensor #\d+\) in the backward pass; found looking "
+                         r"back [^;]*: the holder got them through aten::embedding #\d+, [^;]*whose "
+                         r"results were gone; this one the first to compute with the Inf")
 
     def test_ops_looked_back_through_to_unknown_data_are_named(self):
         # Batch 20 F8 (a flow's data from numpy): no origin can be claimed where the data's
@@ -2264,24 +2269,54 @@ class NanOrigin(unittest.TestCase):
         self.assertRegex(message, r"followed back through [^;]*aten::sqrt #\d+[^;]*to inputs no "
                          r"longer known")
 
+    def test_nan_the_program_dies_of_is_found_as_it_raises(self):
+        # Batch 20 F9 (a spline flow, every row NaN): the selection of rows in range came out
+        # empty, torch.min of nothing raised six ops later, and no loss or one-element result had
+        # held the NaN: no sentinel fired, the report said nothing. An op raising starts looking
+        # back: the origin is reported before the exception reaches the program.
+        plain = run([PYTHON, NAN_CASES, "raise_empty"], preload=False)
+        self.assertNotEqual(plain.rc, 0)
+        self.assertIn("Expected reduction dim", plain.stderr)
+        r = run([PYTHON, NAN_CASES, "raise_empty"])
+        self.assertEqual((r.rc, losses(r.stdout)), (plain.rc, losses(plain.stdout)))
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"], o["phase"], o["looked_back"]),
+                         ("aten::sqrt", "appeared", "forward", True))
+        self.assertEqual(o["sentinel"]["op"], "aten::max")
+        self.assertIn(f"{NAN_CASES}:{self.origin_line('# RAISE') + 1} in <module>",
+                      o["sentinel"]["python_stack"][0])
+
+    def test_an_exception_without_nan_starts_no_search(self):
+        # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
+        r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"
+                 "    try:\n        x[x > 5].max()\n    except RuntimeError:\n        pass\n"
+                 "print('done')"])
+        self.assertEqual((r.rc, r.stdout.strip()), (0, "done"))
+        self.assertEqual(r.of("nan_search"), [])
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+
     def test_one_defect_spread_through_results_gone_is_one_origin(self):
         # Batch 21 (a hyperbolic GCN's decoder on two edge sets): both exps overflow, and each
         # gate's gradient, 0 * inf, is NaN. Looking back from the first sentinel named the first
         # `mul`; a later sentinel's look-back, the results between gone, named the sum reducing
         # it to the temperature's gradient a second origin. And of the ops its operands came
         # through, the likeliest maker is the nearest that can overflow: the exp whose result
-        # the `mul` read, named apart from the divisions before it.
+        # the `mul` read (a `mul` makes no NaN of finite values), not the divisions before it.
         r = self.case("two_gates")
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([(o["op"], o["phase"], o["detail"]) for o in origins],
-                         [("aten::mul.Tensor", "backward", "appeared")], origins)
+                         [("aten::exp", "forward", "appeared")], origins)
         [o] = origins
-        exp = [t for t, h in zip(o["through"], o["through_hops"]) if t.startswith("aten::exp #")]
-        self.assertEqual(len(exp), 1, o["through"])
-        self.assertEqual(o["through_hops"][o["through"].index(exp[0])], 1)
+        self.assertTrue(o["held_by"]["call"].startswith("aten::mul.Tensor #"), o["held_by"])
+        self.assertEqual(o["held_by"]["phase"], "backward")
+        made = o["through"].index(f"aten::exp #{o['call_index']}")
+        self.assertEqual(o["through_hops"][made], 1)
+        self.assertTrue(any(t.startswith("aten::div") for t in o["through"]), o["through"])
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        self.assertRegex(text, r"likely one of aten::exp #\d+, [^;]*nearest this call first "
-                         r"\(aten::exp #\d+ made one of its inputs\)")
+        self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+: appeared \(\d+ NaN, 0 "
+                         r"Inf held by aten::mul.Tensor #\d+ in the backward pass\); found looking "
+                         r"back [^;]*; this one the nearest whose domain or range allows it "
+                         r"\(also possible: aten::div")
 
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
@@ -2295,7 +2330,10 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(len(origins), 1, [(o["op"], o.get("context")) for o in origins])
         for node in ("NormBackward1", "SquareBackward"):
             self.assertNotIn(node, origins[0].get("context", []))
-        self.assertEqual((origins[0]["phase"], origins[0]["detail"]), ("backward", "appeared"))
+        # the gate's exp, whose overflow the gradient's 0 * inf read in the backward pass
+        self.assertEqual((origins[0]["op"], origins[0]["phase"], origins[0]["detail"],
+                          origins[0]["held_by"]["phase"]),
+                         ("aten::exp", "forward", "appeared", "backward"))
 
     def test_inf_an_optimizer_makes_in_its_state_is_an_origin(self):
         # Batch 21 (AdaBelief): one gradient 1e38 too large overflowed the second moment to

@@ -810,6 +810,33 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   EXPECT_EQ(alone.find("likely"), std::string::npos) << alone;
 }
 
+// A looked-back origin that is the likeliest maker of values another op held (its results gone)
+// says which op held them and what they came through (batch 22: a gradient's `mul` holding the
+// NaN of a forward exp's overflow, 0 * inf).
+TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
+  const std::string origin =
+      R"({"event":"violation","op":"aten::exp","backend":"torch","check":"nan_inf",)"
+      R"("kind":"error","metric":"nonfinite","value":64,"tolerance":0,"detail":"appeared",)"
+      R"("origin":true,"looked_back":true,"phase":"forward","call_index":2,)"
+      R"("through":["aten::div.Tensor #12","aten::exp #2","aten::reciprocal #2","aten::mul.Tensor #25"],)"
+      R"("through_hops":[2,1,3,1],"held_by":{"call":"aten::mul.Tensor #26","phase":"backward"},)"
+      R"("sentinel":{"op":"aten::sum","call_index":7},"extra":{"nan":64,"inf":0},"pid":1})";
+  Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), origin, summaryLine(1, "[" + opEntry("aten::exp", 4, 0, 1) + "]")})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  at(fumi::report::formatText(r),
+     "NaN/Inf origin: aten::exp (torch) pid 1, call 2: appeared (64 NaN, 0 Inf held by "
+     "aten::mul.Tensor #26 in the backward pass); found looking back from the sentinel (the op "
+     "had returned: no stack of its own): the holder got them through aten::div.Tensor #12, "
+     "aten::exp #2, aten::reciprocal #2, aten::mul.Tensor #25, whose results were gone; this one "
+     "the nearest whose domain or range allows it (also possible: aten::div.Tensor #12, "
+     "aten::reciprocal #2); sentinel aten::sum #7");
+  const auto json = fumi::report::toJson(r)["nan_origins"][0];
+  EXPECT_EQ(json["held_by"]["call"], "aten::mul.Tensor #26");
+  EXPECT_EQ(json["through_hops"], nlohmann::json({2, 1, 3, 1}));
+}
+
 // An origin in the backward pass names the autograd node it ran in: a forward log(0) shows up as
 // LogBackward0's division by 0 (batch 17), which only the native stack said.
 TEST(ReportFindings, BackwardOriginNamesItsAutogradNode) {

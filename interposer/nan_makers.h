@@ -1,0 +1,28 @@
+// nan_makers.h — which ops make NaN/Inf of finite values, and which pass values along: what a
+// NaN origin found looking back (nan_search.h) names as the likeliest maker of values whose
+// results between were gone, and what `fumi report` says of it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fumi {
+
+// An op's name without its overload or call number ("aten::sqrt #247", "aten::div.Tensor" ->
+// "aten::sqrt", "aten::div"), and without the in-place form's `_`.
+std::string bareOp(const std::string& call);
+
+// Of a looked-back origin's chain (the ops followed back, in the order they ran, then the op
+// holding the values), the positions of those that most likely made the values, likeliest
+// first (see nan_makers.cpp). `hops`: parallel to `chain`, or empty where not known.
+std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
+                                 const std::vector<uint64_t>& hops, bool nan_from_inf);
+
+// Whether op `op` (its name, or a call "aten::relu #3") cannot have made the non-finite values
+// its results hold from finite inputs: it copies, views or fills them, or maps finite values to
+// finite ones (relu, dropout, softmax, max pooling), or (`nan_only`: they are NaN alone) its
+// finite operands overflow to Inf only (mul, add: 0 * inf is NaN made from Inf).
+bool cannotMake(const std::string& op, bool nan_only);
+
+}  // namespace fumi
