@@ -24,6 +24,7 @@
 #include "call.h"
 #include "engine.h"
 #include "framework_projection.h"
+#include "loss_scaling.h"
 #include "report.h"
 #include "context.h"
 #include "elementwise.h"
@@ -283,14 +284,17 @@ int apiNanSentinels() {
   return e && e->policy().nan_origin.enabled ? 1 : 0;
 }
 void apiNonfiniteSeen(void* site, uint64_t index) {
+  if (site) lossScalingSawNonFinite(*static_cast<OpSite*>(site));
   nanSentinel(static_cast<const OpSite*>(site), index);
 }
 int apiNanSearch() { return g_nan_search_active.load(std::memory_order_relaxed); }
 int apiNanSearchOp() { return nanSearchOp() ? 1 : 0; }
 void apiNanOrigin(void* site, uint64_t index, const char* detail, uint64_t nan, uint64_t inf) {
+  if (site) lossScalingSawNonFinite(*static_cast<OpSite*>(site));
   nanOrigin(static_cast<const OpSite*>(site), index, detail, nan, inf);
 }
 void apiNanPropagated(void* site, const char* input) {
+  if (site) lossScalingSawNonFinite(*static_cast<OpSite*>(site));
   nanPropagated(static_cast<const OpSite*>(site), input);
 }
 

@@ -29,6 +29,9 @@ std::vector<Held>* g_held = new std::vector<Held>;  // never freed: used at exit
 uint64_t g_consecutive = 0;   // handled overflows since the last clean optimizer step
 uint64_t g_overflow_steps = 0;   // steps whose overflow a scaler handled
 uint64_t g_optimizer_steps = 0;  // optimizer steps (Optimizer.step ranges)
+// Non-finite values a sentinel saw since the last marker, whatever checks were sampled: the
+// site of the last (a step a scaler skips counts as an overflow step by them alone).
+OpSite* g_seen = nullptr;
 bool g_collapse_reported = false;
 bool g_training = false;      // an optimizer range or GradScaler op was seen
 
@@ -49,10 +52,12 @@ void writeRaised(Held& h, const char* why) {
 
 // Resolve every held finding; called with g_mu held.
 void resolve(bool raised, const char* why) {
-  if (g_held->empty()) return;
+  OpSite* const seen = g_seen;
+  g_seen = nullptr;
+  if (g_held->empty() && (raised || !seen)) return;
   std::vector<Held> held;
   held.swap(*g_held);
-  OpSite* last = held.back().site;
+  OpSite* last = held.empty() ? seen : held.back().site;
   for (Held& h : held) {
     // The scaled loss overflowing in the forward pass reaches no gradient (the backward pass
     // takes the scale, not the product): an optimizer step after it is no error of its own.
@@ -91,6 +96,11 @@ bool lossScalingHolds(const std::string& metric, const char* phase, const std::s
          ((phase && std::strcmp(phase, "backward") == 0) || detail == "scaled_overflow");
 }
 
+void lossScalingSawNonFinite(OpSite& site) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_seen = &site;
+}
+
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_held->push_back(Held{&site, key, std::move(ev)});
@@ -114,7 +124,8 @@ void scalerMarker(ScalerMarker m) {
 void lossScalingAtExit() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_training) {
-    if (!g_held->empty()) ++g_overflow_steps;
+    if (!g_held->empty() || g_seen) ++g_overflow_steps;
+    g_seen = nullptr;
     for (Held& h : *g_held) h.site->addHandledOverflow();
     g_held->clear();
   } else {
@@ -125,6 +136,7 @@ void lossScalingAtExit() {
 void lossScalingAfterFork() {
   new (&g_mu) std::mutex();  // another thread may have held it at the fork
   g_held = new std::vector<Held>;  // the parent's findings stay the parent's to resolve
+  g_seen = nullptr;
   g_consecutive = g_overflow_steps = g_optimizer_steps = 0;
   g_collapse_reported = g_training = false;
 }

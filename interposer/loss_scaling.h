@@ -15,7 +15,9 @@
 //             backward pass takes the scale, not the overflowed product; counted handled);
 //   collapse  more than `max_consecutive` handled overflows in a row without a clean optimizer
 //             step between them (the scale keeps dropping, training stalls): one violation of
-//             check `loss_scaling`, metric `consecutive_overflows`;
+//             check `loss_scaling`, metric `consecutive_overflows`. A step is an overflow step
+//             by what a NaN sentinel saw in it too (lossScalingSawNonFinite), so that sampling
+//             does not hide a collapse (batch 22: a log(0) every step, 50 skipped, nothing said);
 //   at exit   findings still held are raised when the process never ran an optimizer (no
 //             training); in a training process they are counted as handled (the last step's
 //             overflow, skipped as the loop ended).
@@ -42,6 +44,9 @@ ScalerMarker scalerMarkerOf(const char* site_name);
 // phase the origin `detail` "scaled_overflow" (a one-element Inf from multiplying finite values
 // by a one-element factor above 1: the forward pass's loss times its scale).
 bool lossScalingHolds(const std::string& metric, const char* phase, const std::string& detail = "");
+// A NaN sentinel or search saw non-finite values in an op of `site` (loss scaling's step
+// accounting).
+void lossScalingSawNonFinite(OpSite& site);
 // Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 // A marked range or op began on this thread (context.cpp).

@@ -37,21 +37,6 @@ constexpr const char* kPassing[] = {
 constexpr const char* kFills[] = {"aten::masked_fill", "aten::fill", "aten::full",
                                   "aten::index_put", "aten::_index_put_impl",
                                   "aten::masked_scatter", "aten::where"};
-// Ops mapping finite values to finite ones.
-constexpr const char* kKeepsFinite[] = {
-    "aten::neg",     "aten::relu",      "aten::abs",        "aten::clamp",
-    "aten::clamp_min", "aten::clamp_max", "aten::dropout",  "aten::native_dropout",
-    "aten::feature_dropout", "aten::threshold", "aten::threshold_backward", "aten::sigmoid",
-    "aten::tanh",    "aten::hardtanh",  "aten::leaky_relu", "aten::sign",
-    "aten::floor",   "aten::ceil",      "aten::round",      "aten::trunc",
-    "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool2d_with_indices",
-    "aten::max_pool3d", "aten::max_pool3d_with_indices", "aten::softmax", "aten::_softmax",
-    "aten::max",     "aten::min",       "aten::amax",       "aten::amin",
-    "aten::maximum", "aten::minimum",   "aten::sort",       "aten::topk"};
-// Ops whose finite operands overflow to Inf, never to NaN.
-constexpr const char* kNoNaN[] = {"aten::mul", "aten::add", "aten::sub", "aten::rsub",
-                                  "aten::addcmul"};
-
 }  // namespace
 
 std::string bareOp(const std::string& call) {
@@ -90,11 +75,6 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
     std::stable_sort(found.begin(), found.end(),
                      [&](size_t a, size_t b) { return hops[a] < hops[b]; });
   return found;
-}
-
-bool cannotMake(const std::string& op, bool nan_only) {
-  const std::string bare = bareOp(op);
-  return listed(bare, kPassing) || listed(bare, kKeepsFinite) || (nan_only && listed(bare, kNoNaN));
 }
 
 }  // namespace fumi

@@ -19,10 +19,4 @@ std::string bareOp(const std::string& call);
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops, bool nan_from_inf);
 
-// Whether op `op` (its name, or a call "aten::relu #3") cannot have made the non-finite values
-// its results hold from finite inputs: it copies, views or fills them, or maps finite values to
-// finite ones (relu, dropout, softmax, max pooling), or (`nan_only`: they are NaN alone) its
-// finite operands overflow to Inf only (mul, add: 0 * inf is NaN made from Inf).
-bool cannotMake(const std::string& op, bool nan_only);
-
 }  // namespace fumi

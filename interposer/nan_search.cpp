@@ -266,13 +266,13 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 }
 
 // Which of `through` made the values `call` held (nan_makers.h): the likeliest maker, where the
-// holder cannot have made them itself (a `cat` of a graph network's node features holding the
-// 0/0 of a mean over no edges, a `dropout` the NaN a masked row's softmax made, a gradient's
-// `mul` the NaN of an exp's overflow: batch 22), or NaN from Inf was made before it; else
-// through.size() (the holder). `nan_only`: the holder's values are NaN alone.
+// holder is not one itself (a `cat` of a graph network's node features holding the 0/0 of a
+// mean over no edges, a `dropout` the NaN a masked row's softmax made, a `neg` the -inf of a
+// log(0), a gradient's `mul` the NaN of an exp's overflow: batch 22; an arithmetic holder may
+// overflow, but a log, division or exp before it is far likelier); else through.size() (the
+// holder).
 namespace {
-size_t makerOf(const PastCall& call, const char* detail, bool nan_only,
-               const std::vector<PastCall>& through) {
+size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastCall>& through) {
   if (through.empty()) return through.size();
   std::vector<std::string> chain;
   std::vector<uint64_t> hops;
@@ -286,7 +286,6 @@ size_t makerOf(const PastCall& call, const char* detail, bool nan_only,
   const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
   if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
     return through.size();
-  if (!from_inf && !cannotMake(call.site->name, nan_only)) return through.size();
   return likely[0];
 }
 }  // namespace
@@ -322,7 +321,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   }
   // The op holding the values may not have made them: of the ops it got them through, their
   // results gone, the likeliest maker is the origin, the holder named beside it.
-  const size_t maker = makerOf(call, detail, nan > 0 && inf == 0, through);
+  const size_t maker = makerOf(call, detail, through);
   const PastCall& origin = maker < through.size() ? through[maker] : call;
   nlohmann::json sentinel;
   {

@@ -2202,7 +2202,8 @@ class NanOrigin(unittest.TestCase):
         # search where nothing held showed the origin (the recurrence's results, updated in
         # place, no longer as the addmm saw them); the ops around it did not look back again,
         # and the search ended "not found". The GRU's result, held when it returns, is traced
-        # to the NaN written into its initial state.
+        # to the NaN written into its initial state, by the square root (batch 22: the origin is
+        # that likeliest maker, the GRU holding the values named beside it).
         default = subprocess.run([FUMI, "policy", "default"], capture_output=True, text=True,
                                  check=True).stdout
         policy = default.replace("nan_origin: { enabled: true, steps: 2 }",
@@ -2210,8 +2211,9 @@ class NanOrigin(unittest.TestCase):
         self.assertNotEqual(policy, default)
         r = self.case("gru_h0", policy=policy)
         [o] = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual((o["op"], o["looked_back"], o["detail"]),
-                         ("aten::gru.data", True, "appeared"))
+        self.assertEqual((o["op"], o["looked_back"], o["detail"], o["call_index"]),
+                         ("aten::sqrt", True, "appeared", 0))
+        self.assertTrue(o["held_by"]["call"].startswith("aten::gru.data #"), o["held_by"])
         self.assertEqual(o["sentinel"]["op"], "aten::addmm")  # a check inside the GRU
         self.assertIn("aten::sqrt #0", o["through"])
 
@@ -2294,6 +2296,45 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((r.rc, r.stdout.strip()), (0, "done"))
         self.assertEqual(r.of("nan_search"), [])
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+
+    def test_a_scaler_skipping_every_step_is_a_collapse_under_the_default_policy(self):
+        # Batch 22 (apex's hand-written dynamic loss scaler): from step 10 a label-smoothed loss
+        # takes the log of probabilities that underflow to 0; every step overflows and is
+        # skipped, the scale falls 2^49-fold, training stops (49 of the last 50 steps skipped). The run of handled overflows was
+        # counted only on steps where a sampled check held one: under the default policy none
+        # was raised. What a sentinel sees counts a step too (the steps whose loss is +inf;
+        # those whose overflow is in the backward pass alone still need a sampled check).
+        program = (
+            "import torch, torch.nn as nn, torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scale, skipped = 2.0 ** 100, 0\n"
+            "x = torch.randn(256, 64); y = torch.randint(0, 10, (256,))\n"
+            "x = x + 3 * F.one_hot(y, 64).float()\n"
+            "for it in range(60):\n"
+            "    opt.zero_grad()\n"
+            "    out = model(x)\n"
+            "    if it >= 10:\n"
+            "        q = F.one_hot(y, 10) * 0.9 + 0.01\n"
+            "        loss = -(q * torch.log(F.softmax(out * 30, dim=1))).sum(1).mean()\n"
+            "    else:\n"
+            "        loss = F.cross_entropy(out, y)\n"
+            "    (loss * scale).backward()\n"
+            "    if any(not torch.isfinite(p.grad).all() for p in model.parameters()):\n"
+            "        skipped += 1; scale /= 2; continue\n"
+            "    for p in model.parameters(): p.grad.mul_(1. / scale)\n"
+            "    opt.step()\n"
+            "print('skipped', skipped)\n")
+        r = run([PYTHON, "-c", program])
+        self.assertEqual((r.rc, r.stdout.strip()), (0, "skipped 49"), r.stderr)
+        [collapse] = [v for v in r.of("violation") if v.get("check") == "loss_scaling"]
+        self.assertEqual(collapse["metric"], "consecutive_overflows")
+        self.assertEqual(collapse["value"], 31)
+        summary = r.of("summary")[-1]["loss_scaling"]
+        self.assertEqual(summary["optimizer_steps"], 11)
+        self.assertGreaterEqual(summary["overflow_steps"], 31)
+        self.assertLessEqual(summary["overflow_steps"], 49)
 
     def test_one_defect_spread_through_results_gone_is_one_origin(self):
         # Batch 21 (a hyperbolic GCN's decoder on two edge sets): both exps overflow, and each
