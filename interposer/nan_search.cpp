@@ -273,7 +273,7 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // holder).
 namespace {
 size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastCall>& through) {
-  if (through.empty()) return through.size();
+  if (through.empty() || !call.site) return through.size();
   std::vector<std::string> chain;
   std::vector<uint64_t> hops;
   for (const PastCall& c : through) {
@@ -306,7 +306,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
       s.looked_back += "; followed back through ";
       for (size_t i = 0; i < through.size(); ++i)
         s.looked_back += (i ? ", " : "") + callText(through[i].site, through[i].index);
-      s.looked_back += ", to inputs no longer known (one of these ops may have made them)";
+      s.looked_back += ", to inputs no longer known (one of these ops may have made them";
+      // the likeliest, should the unknown inputs have been finite (batch 22: a graph
+      // network's mean over a node without edges, 0/0, among the node features' data)
+      const size_t maker = makerOf(call, nullptr, through);
+      if (maker < through.size())
+        s.looked_back += "; likeliest " + callText(through[maker].site, through[maker].index) +
+                         ", whose domain or range allows it";
+      s.looked_back += ")";
     }
     return;
   }
