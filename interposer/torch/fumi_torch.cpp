@@ -2611,13 +2611,23 @@ class PastOps {
   uint64_t sinceStep() const { return pushed_ - step_; }
   bool holdsStep() const { return sinceStep() <= ops_.size(); }
   // `outer` returns: the ops recorded since `since` (those it ran) whose outputs it returns are
-  // superseded by it.
+  // superseded by it — back to the op that made that memory (its inputs do not hold it: not a
+  // view, not an in-place write). An op before that wrote other memory the allocator gave the
+  // same addresses: an LSTM's input projection, freed inside it, whose storage object and data
+  // the stacked output got both (now and then: the input weights' gradient, 0 · inf, read as
+  // made from unknown values, and the origin was not found).
   void supersede(uint64_t since, const PastOp& outer) {
     const uint64_t inside = std::min<uint64_t>(pushed_ - since, ops_.size());
-    for (size_t i = ops_.size() - static_cast<size_t>(inside); i < ops_.size(); ++i) {
-      PastOp& op = at(i);
-      for (const TensorNote& o : outer.outputs) op.superseded = op.superseded || op.wrote(o);
-    }
+    const size_t first = ops_.size() - static_cast<size_t>(inside);
+    for (const TensorNote& o : outer.outputs)
+      for (size_t i = ops_.size(); i-- > first;) {
+        PastOp& op = at(i);
+        if (!op.wrote(o)) continue;
+        op.superseded = true;
+        const auto& in = op.inputs.tensors();
+        if (std::none_of(in.begin(), in.end(), [&](const TensorNote& t) { return t.sharesMemory(o); }))
+          break;  // made it
+      }
   }
   size_t size() const { return ops_.size(); }
   // The first op of the last optimizer step, or the oldest recorded: where a search looks back
