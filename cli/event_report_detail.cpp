@@ -185,7 +185,8 @@ std::string originText(const NanOrigin& o) {
       s += ": the holder got them through ";
       for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
       s += ", whose results were gone; this one ";
-      s += from_inf ? "the first to compute with the Inf" : "the nearest whose domain or range allows it";
+      s += from_inf ? "the first to compute with the Inf"
+                    : "the nearest whose domain or range allows it";
       std::vector<std::string> chain = v.through;
       chain.push_back(v.held_by);
       std::vector<uint64_t> hops = v.through_hops;

@@ -2014,12 +2014,13 @@ const KnownOrigin* knownOrigin(const void* site, uint64_t index) {
   return nullptr;
 }
 
-// Reports call `index` of op `site` as a NaN/Inf origin (nan_origin) and keeps it known.
+// Keeps call `index` of op `site`, reported as an origin holding `out`, known.
 void noteOrigin(void* site, uint64_t index, const NonFinite& out) {
   if (t_known_origins.size() >= kKnownOrigins) t_known_origins.erase(t_known_origins.begin());
   t_known_origins.push_back(KnownOrigin{site, index, out});
 }
 
+// Reports call `index` of op `site` as a NaN/Inf origin (nan_origin) and keeps it known.
 void reportOriginCall(void* site, uint64_t index, const char* detail, const NonFinite& out) {
   noteOrigin(site, index, out);
   g_api->nan_origin(site, index, detail, out.nan, out.inf);
@@ -2625,8 +2626,8 @@ class PastOps {
         if (!op.wrote(o)) continue;
         op.superseded = true;
         const auto& in = op.inputs.tensors();
-        if (std::none_of(in.begin(), in.end(), [&](const TensorNote& t) { return t.sharesMemory(o); }))
-          break;  // made it
+        const auto holds = [&o](const TensorNote& t) { return t.sharesMemory(o); };
+        if (std::none_of(in.begin(), in.end(), holds)) break;  // made it
       }
   }
   size_t size() const { return ops_.size(); }
@@ -3378,8 +3379,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 // optimizer step, and only while the thread keeps its ops.
 thread_local uint64_t t_raised_step = UINT64_MAX;
 void raised(void* site, uint64_t index) {
-  const bool kept = g_look_back == 1 || (g_look_back == 2 && t_rate.keep);
-  if (!kept || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
+  if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
   t_raised_step = t_optimizer_steps;
   if (!lookBack(true)) return;
   g_api->nonfinite_seen(site, index);
