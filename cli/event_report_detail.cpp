@@ -178,51 +178,47 @@ std::string originText(const NanOrigin& o) {
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +
                                   "'s, which made them again)"
                             : " (the op had returned: no stack of its own)";
-    // The ops between finite inputs and the holder's results, whose own results were gone: of
-    // them, this one the likeliest maker (nan_makers.h).
-    if (!v.held_by.empty() && !v.through.empty()) {
+    // The ops between finite inputs and the holder's results, whose own results were gone
+    // (nan_makers.h): with `held_by`, this one is the likeliest maker; else the values appeared
+    // in one of them or in this one.
+    if (!v.through.empty()) {
       const bool from_inf = v.detail == "nan_from_inf";
-      s += ": the holder got them through ";
-      for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
-      s += ", whose results were gone; this one ";
-      s += from_inf ? "the first to compute with the Inf"
-                    : "the nearest whose domain or range allows it";
       std::vector<std::string> chain = v.through;
-      chain.push_back(v.held_by);
-      std::vector<uint64_t> hops = v.through_hops;
-      if (!hops.empty()) hops.push_back(0);
-      const std::string self =
-          o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
-      std::string others;
-      for (size_t i : likelyMakers(chain, hops, from_inf))
-        if (chain[i] != self) others += (others.empty() ? "" : ", ") + chain[i];
-      if (!others.empty()) s += " (also possible: " + others + ")";
-    } else if (!v.through.empty()) {
-      // The ops between finite inputs and this one's results, whose own results were gone: the
-      // values appeared in one of them or in this one.
-      const bool from_inf = v.detail == "nan_from_inf";
-      s += from_inf ? ": NaN made from Inf by " : ": made from finite inputs by ";
-      for (const std::string& t : v.through) s += t + ", ";
-      s += "then this call (the results in between no longer held: one of them made them";
-      std::vector<std::string> chain = v.through;
-      chain.push_back(o.op + " (this call)");
+      chain.push_back(v.held_by.empty() ? o.op + " (this call)" : v.held_by);
       std::vector<uint64_t> hops = v.through_hops;
       if (!hops.empty()) hops.push_back(0);
       const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
-      if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.size() - 1)) {
-        s += likely.size() == 1 ? "; likely " : "; likely one of ";
-        for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + chain[likely[i]];
-        s += from_inf ? ", the first to compute with the Inf"
-                      : likely.size() == 1 ? ", whose domain or range allows it"
-                                           : ", whose domains or ranges allow it";
-        if (!from_inf && likely.size() > 1 && !hops.empty()) {
-          s += ", nearest this call first";
-          // The nearest alone made one of its inputs: the likeliest.
-          if (hops[likely[0]] == 1 && hops[likely[1]] > 1)
-            s += " (" + chain[likely[0]] + " made one of its inputs)";
+      if (!v.held_by.empty()) {
+        s += ": the holder got them through ";
+        for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
+        s += ", whose results were gone; this one ";
+        s += from_inf ? "the first to compute with the Inf"
+                      : "the nearest whose domain or range allows it";
+        const std::string self =
+            o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
+        std::string others;
+        for (size_t i : likely)
+          if (chain[i] != self) others += (others.empty() ? "" : ", ") + chain[i];
+        if (!others.empty()) s += " (also possible: " + others + ")";
+      } else {
+        s += from_inf ? ": NaN made from Inf by " : ": made from finite inputs by ";
+        for (const std::string& t : v.through) s += t + ", ";
+        s += "then this call (the results in between no longer held: one of them made them";
+        if (!likely.empty() && !(likely.size() == 1 && likely[0] == chain.size() - 1)) {
+          s += likely.size() == 1 ? "; likely " : "; likely one of ";
+          for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + chain[likely[i]];
+          s += from_inf ? ", the first to compute with the Inf"
+                        : likely.size() == 1 ? ", whose domain or range allows it"
+                                             : ", whose domains or ranges allow it";
+          if (!from_inf && likely.size() > 1 && !hops.empty()) {
+            s += ", nearest this call first";
+            // The nearest alone made one of its inputs: the likeliest.
+            if (hops[likely[0]] == 1 && hops[likely[1]] > 1)
+              s += " (" + chain[likely[0]] + " made one of its inputs)";
+          }
         }
+        s += ")";
       }
-      s += ")";
     }
   }
   if (std::string sent = sentinelText(v.sentinel); !sent.empty()) s += "; sentinel " + sent;
