@@ -251,6 +251,9 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
         v.through_hops.push_back(n.get<uint64_t>());
       }
     }
+    if (std::vector<std::string> p = getStringArray(obj, "through_phases");
+        p.size() == v.through.size())
+      v.through_phases = std::move(p);
     v.optimizer_step = getCount(obj, "optimizer_step");
     if (const json* h = getObject(obj, "held_by")) {
       const auto text = [h](const char* key) {

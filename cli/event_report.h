@@ -131,6 +131,7 @@ struct ViolationInfo {
   // For each of `through`: the fewest ops between it and this call (1: an input's maker); empty
   // in event files written before it was recorded.
   std::vector<uint64_t> through_hops;
+  std::vector<std::string> through_phases;  // and the phase each ran in; empty where not recorded
   // looked back: the call holding the values, where this one (an op it got them through, its
   // results gone) is their likeliest maker ("aten::cat #13"), and that call's phase
   std::string held_by, held_by_phase;

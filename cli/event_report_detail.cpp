@@ -187,13 +187,15 @@ std::string originText(const NanOrigin& o) {
       chain.push_back(v.held_by.empty() ? o.op + " (this call)" : v.held_by);
       std::vector<uint64_t> hops = v.through_hops;
       if (!hops.empty()) hops.push_back(0);
-      const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
+      std::vector<std::string> phases = v.through_phases;
+      if (!phases.empty()) phases.push_back(v.held_by.empty() ? v.phase : v.held_by_phase);
+      const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
       if (!v.held_by.empty()) {
         s += ": the holder got them through ";
         for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
         s += ", whose results were gone; this one ";
         s += from_inf ? "the first to compute with the Inf"
-                      : "the nearest whose domain or range allows it";
+                      : "the likeliest whose domain or range allows it";
         const std::string self =
             o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
         std::string others;
@@ -210,12 +212,7 @@ std::string originText(const NanOrigin& o) {
           s += from_inf ? ", the first to compute with the Inf"
                         : likely.size() == 1 ? ", whose domain or range allows it"
                                              : ", whose domains or ranges allow it";
-          if (!from_inf && likely.size() > 1 && !hops.empty()) {
-            s += ", nearest this call first";
-            // The nearest alone made one of its inputs: the likeliest.
-            if (hops[likely[0]] == 1 && hops[likely[1]] > 1)
-              s += " (" + chain[likely[0]] + " made one of its inputs)";
-          }
+          if (!from_inf && likely.size() > 1) s += ", likeliest first";
         }
         s += ")";
       }

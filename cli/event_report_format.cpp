@@ -48,6 +48,7 @@ json violationJson(const ViolationInfo& v) {
   j["looked_back"] = v.looked_back;
   j["through"] = v.through;
   j["through_hops"] = v.through_hops;
+  j["through_phases"] = v.through_phases;
   j["held_by"] = v.held_by.empty() ? json(nullptr)
                                    : json{{"call", v.held_by}, {"phase", v.held_by_phase}};
   j["stack_call_index"] = v.stack_call_index ? json(*v.stack_call_index) : json(nullptr);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <tuple>
 
 namespace fumi {
 
@@ -22,6 +23,11 @@ constexpr const char* kDomain[] = {
     "aten::exp2",  "aten::expm1",   "aten::acos",  "aten::asin",   "aten::atanh",
     "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
     "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
+// Of those, the ones that leave their range only at an exact 0 (a division by it, 0 to a
+// negative power): everywhere, mostly harmless (every mean and normalisation divides), so where
+// one of these and an op of the rest are as near, the other is the likelier (batch 21's HGCN: the
+// forward exp that overflowed, not the distance's division beside it).
+constexpr const char* kAtZero[] = {"aten::div", "aten::reciprocal", "aten::pow"};
 // Ops that copy, gather, view or fill what they are given: values pass through them unmade.
 constexpr const char* kPassing[] = {
     "aten::copy",   "aten::cat",   "aten::stack",   "aten::clone", "aten::index",
@@ -49,16 +55,21 @@ std::string bareOp(const std::string& call) {
   return s;
 }
 
-// For values that appeared from finite ones, the kDomain ops, nearest the op holding them first
-// where `hops` (its own 0) says how near each ran (a gradient's 0 * inf in a `mul`: the exp
-// whose overflow it read, not the divisions before that exp). For NaN from Inf, the first op
-// that computes with what it receives (not a copy or a view's write) after the first fill that
-// can put the Inf there (masked_fill of -inf; none said without one: the ops before it made
-// what it masked), or without a fill after the chain's beginning, the op that got the Inf (from
-// a parameter, the data: an embedding of a row holding it, then a weight gradient's 0 * inf,
-// batch 20's LSTM).
+// For values that appeared from finite ones, the kDomain ops: where `phases` says where each ran
+// and the holder ran in the backward pass, those of the forward pass before those of the
+// backward pass, the holder among them (a gradient's NaN comes of its forward values: a forward
+// exp's overflow times a gradient's 0, a sqrt's 0 its backward divides by — the line the user
+// wrote — not the gradient's divisions it went through: batch 21's HGCN); then nearest the
+// holder where `hops` (its own 0) says how near each ran (a gradient's 0 * inf in a `mul`: the
+// exp whose overflow it read, not the divisions before that exp); then those that need more than
+// an exact 0 (kAtZero). For NaN from Inf, the first op that computes with what it receives (not
+// a copy or a view's write) after the first fill that can put the Inf there (masked_fill of
+// -inf; none said without one: the ops before it made what it masked), or without a fill after
+// the chain's beginning, the op that got the Inf (from a parameter, the data: an embedding of a
+// row holding it, then a weight gradient's 0 * inf, batch 20's LSTM).
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
-                                 const std::vector<uint64_t>& hops, bool nan_from_inf) {
+                                 const std::vector<uint64_t>& hops,
+                                 const std::vector<std::string>& phases, bool nan_from_inf) {
   std::vector<size_t> found;
   if (nan_from_inf) {
     const auto fill = std::find_if(chain.begin(), chain.end(),
@@ -71,9 +82,14 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
   }
   for (size_t i = 0; i < chain.size(); ++i)
     if (listed(bareOp(chain[i]), kDomain)) found.push_back(i);
-  if (hops.size() == chain.size())
-    std::stable_sort(found.begin(), found.end(),
-                     [&](size_t a, size_t b) { return hops[a] < hops[b]; });
+  const size_t holder = chain.size() - 1;
+  const bool by_phase = phases.size() == chain.size() && phases[holder] == "backward";
+  const bool by_hops = hops.size() == chain.size();
+  const auto key = [&](size_t i) {
+    return std::make_tuple(by_phase && phases[i] == "backward", by_hops ? hops[i] : uint64_t{0},
+                           listed(bareOp(chain[i]), kAtZero));
+  };
+  std::stable_sort(found.begin(), found.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   return found;
 }
 

@@ -15,8 +15,10 @@ std::string bareOp(const std::string& call);
 
 // Of a looked-back origin's chain (the ops followed back, in the order they ran, then the op
 // holding the values), the positions of those that most likely made the values, likeliest
-// first (see nan_makers.cpp). `hops`: parallel to `chain`, or empty where not known.
+// first (see nan_makers.cpp). `hops` (how near the holder each ran) and `phases` (where each
+// ran: "forward", "backward", ...): parallel to `chain`, or empty where not known.
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
-                                 const std::vector<uint64_t>& hops, bool nan_from_inf);
+                                 const std::vector<uint64_t>& hops,
+                                 const std::vector<std::string>& phases, bool nan_from_inf);
 
 }  // namespace fumi

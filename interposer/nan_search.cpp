@@ -274,16 +274,18 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 namespace {
 size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastCall>& through) {
   if (through.empty() || !call.site) return through.size();
-  std::vector<std::string> chain;
+  std::vector<std::string> chain, phases;
   std::vector<uint64_t> hops;
   for (const PastCall& c : through) {
     chain.push_back(c.site ? c.site->name : "?");
     hops.push_back(c.hops);
+    phases.push_back(c.phase ? c.phase : "");
   }
   chain.push_back(call.site->name);
   hops.push_back(0);
+  phases.push_back(call.phase ? call.phase : "");
   const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
-  const std::vector<size_t> likely = likelyMakers(chain, hops, from_inf);
+  const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
   if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
     return through.size();
   return likely[0];
@@ -357,16 +359,19 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     if (auto py = capturePythonStack(rep->settings().stack_depth); !py.empty())
       sentinel["python_stack"] = std::move(py);
   }
-  nlohmann::json made = nlohmann::json::array(), hops = nlohmann::json::array();
+  nlohmann::json made = nlohmann::json::array(), hops = nlohmann::json::array(),
+                 phases = nlohmann::json::array();
   for (const PastCall& c : through) {
     made.push_back(callText(c.site, c.index));
     hops.push_back(c.hops);
+    phases.push_back(c.phase ? c.phase : "");
   }
   nlohmann::json more = originFields(std::move(sentinel));
   more.update({{"detail", detail ? detail : "appeared"},
                {"looked_back", true},
                {"through", std::move(made)},
                {"through_hops", std::move(hops)},
+               {"through_phases", std::move(phases)},
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
   if (maker < through.size())

@@ -71,6 +71,10 @@
              negative edges), without the norms: on step 1 both exps overflow (the line marked
              TWOGATES) and each gate's gradient, 0 * inf, is NaN; the temperature's gradient
              sums both.
+  far_gate   two_gates' overflow on one gate, the distance scaled by the temperature and the
+             exp's argument divided by a constant (a hyperbolic link predictor's decoder): on step
+             1 the exp overflows (the line marked FARGATE); its gradient's 0 * inf is NaN, divided
+             by the constant in the backward pass, and the temperature's gradient sums it.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -113,7 +117,7 @@ emb = torch.nn.Embedding(50, 16)
 lstm = torch.nn.LSTM(16, 16, batch_first=True)
 tokens = torch.randint(0, 50, (64, 6))
 temperature = torch.nn.Parameter(torch.tensor(1.0))
-if mode in ("zero_rows", "two_gates"):
+if mode in ("zero_rows", "two_gates", "far_gate"):
     opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
 if mode.startswith("adam_"):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -207,6 +211,12 @@ for step in range(12 if mode == "adam_state3" else 4):
         out = model[2](model[1](h))
         loss_gates = (-torch.log(pos.clamp_min(1e-7)).mean() -
                       torch.log((1 - neg).clamp_min(1e-7)).mean())
+    elif mode == "far_gate":
+        h = model[0](inputs)
+        d = h.pow(2).sum(-1) * (temperature * (1e4 if step == 1 else 1e-3))
+        gate = 1.0 / (torch.exp((d - 2.0) / torch.tensor(0.5)) + 1.0)  # FARGATE
+        out = model[2](model[1](h))
+        loss_gates = -torch.log(gate.clamp_min(1e-7)).mean()
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():
@@ -218,7 +228,7 @@ for step in range(12 if mode == "adam_state3" else 4):
     loss = torch.nn.functional.cross_entropy(out, y)  # LOSS
     if mode == "normaliser":
         loss = loss - llh.mean()
-    if mode == "two_gates":
+    if mode in ("two_gates", "far_gate"):
         loss = loss + loss_gates
     if mode == "grad_of":
         w = out.abs().mean(0) * (0.0 if step == 1 else 1.0)

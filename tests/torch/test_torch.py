@@ -2357,8 +2357,25 @@ class NanOrigin(unittest.TestCase):
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+: appeared \(\d+ NaN, 0 "
                          r"Inf held by aten::mul.Tensor #\d+ in the backward pass\); found looking "
-                         r"back [^;]*; this one the nearest whose domain or range allows it "
+                         r"back [^;]*; this one the likeliest whose domain or range allows it "
                          r"\(also possible: aten::div")
+
+    def test_a_gradients_nan_is_named_at_the_forward_op_it_came_of(self):
+        # Batch 21's hyperbolic GCN, rerun after batch 22: the exp's overflow, 0 * inf in its
+        # gradient, went on through the gradient of the division of the exp's argument, whose
+        # result holds it when the temperature's gradient looks back: that backward division,
+        # whose range allows NaN, was named; the op that made the values is the forward exp.
+        # Of the ops the holder got them through, and the holder, forward ones come first.
+        r = self.case("far_gate")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"], o["detail"]) for o in origins],
+                         [("aten::exp", "forward", "appeared")], origins)
+        [o] = origins
+        self.assertTrue(o["held_by"]["call"].startswith("aten::div.Tensor #"), o["held_by"])
+        self.assertEqual(o["held_by"]["phase"], "backward")
+        made = o["through"].index(f"aten::exp #{o['call_index']}")
+        self.assertEqual(o["through_phases"][made], "forward")
+        self.assertGreater(o["through_hops"][made], 1)  # not what the holder read
 
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at

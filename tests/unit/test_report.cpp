@@ -756,15 +756,19 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
 // held its result), or without a fill the first that computes after the op that got it (an
 // embedding passing on a row holding +inf, then the weight gradient's matrix product: batch 20's
 // LSTM). Where the event says how near each ran (`through_hops`), the nearest come first: a
-// gradient's 0 * inf in a `mul` reads an exp's overflow, the divisions before it further back.
+// gradient's 0 * inf in a `mul` reads an exp's overflow, the divisions before it further back;
+// where it says in which phase (`through_phases`), a backward holder's forward ops come first.
 TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   const auto text = [](const std::string& op, const std::string& detail,
-                       const std::string& through, const std::string& hops = "") {
+                       const std::string& through, const std::string& hops = "",
+                       const std::string& phases = "") {
     const std::string origin =
         R"({"event":"violation","op":")" + op + R"(","backend":"torch","check":"nan_inf",)" +
         R"("kind":"error","metric":"nonfinite","value":1,"tolerance":0,"detail":")" + detail +
         R"(","origin":true,"looked_back":true,"through":)" + through +
-        (hops.empty() ? "" : R"(,"through_hops":)" + hops) + R"(,"sentinel":{"op":"aten::sum","call_index":1},"call_index":1,)"
+        (hops.empty() ? "" : R"(,"through_hops":)" + hops) +
+        (phases.empty() ? "" : R"(,"through_phases":)" + phases + R"(,"phase":"backward")") +
+        R"(,"sentinel":{"op":"aten::sum","call_index":1},"call_index":1,)"
         R"("extra":{"nan":1,"inf":0},"pid":1})";
     Report r = aggregate({EventFile{
         "events-1.jsonl",
@@ -775,7 +779,8 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   at(text("aten::sub.Tensor", "appeared",
           R"(["aten::div.Tensor #3","aten::log #2","aten::mul.Tensor #3","aten::copy_ #16"])"),
      "then this call (the results in between no longer held: one of them made them; likely one "
-     "of aten::div.Tensor #3, aten::log #2, whose domains or ranges allow it); sentinel");
+     "of aten::log #2, aten::div.Tensor #3, whose domains or ranges allow it, likeliest first); "
+     "sentinel");
   at(text("aten::sub.Tensor", "appeared", R"(["aten::log #2","aten::copy_ #16"])"),
      "one of them made them; likely aten::log #2, whose domain or range allows it)");
   at(text("aten::cat", "nan_from_inf",
@@ -790,20 +795,27 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
      "aten::mm #73, the first to compute with the Inf)");
   const std::string gates = R"(["aten::div.Tensor #12","aten::exp #2","aten::reciprocal #2",)"
                             R"("aten::div.Scalar #2","aten::mul.Tensor #25"])";
-  const std::string nearest = "then this call (the results in between no longer held: one of "
-                              "them made them; likely one of aten::exp #2, aten::div.Tensor #12, "
-                              "aten::reciprocal #2, aten::div.Scalar #2, whose domains or ranges "
-                              "allow it, nearest this call first";
-  at(text("aten::mul.Tensor", "appeared", gates, "[2,1,3,3,1]"),
-     nearest + " (aten::exp #2 made one of its inputs)); sentinel");
-  // two as near: neither singled out
+  const std::string likeliest = "then this call (the results in between no longer held: one of "
+                                "them made them; likely one of aten::exp #2, aten::div.Tensor "
+                                "#12, aten::reciprocal #2, aten::div.Scalar #2, whose domains or "
+                                "ranges allow it, likeliest first); sentinel";
+  at(text("aten::mul.Tensor", "appeared", gates, "[2,1,3,3,1]"), likeliest);
+  // as near: the exp before the reciprocal, which needs an exact 0 to overflow
   at(text("aten::mul.Tensor", "appeared", gates, "[2,1,1,3,1]"),
      "likely one of aten::exp #2, aten::reciprocal #2, aten::div.Tensor #12, aten::div.Scalar #2, "
-     "whose domains or ranges allow it, nearest this call first); sentinel");
-  // written before the hops were: in the order they ran
-  at(text("aten::mul.Tensor", "appeared", gates),
-     "likely one of aten::div.Tensor #12, aten::exp #2, aten::reciprocal #2, aten::div.Scalar #2, "
-     "whose domains or ranges allow it); sentinel");
+     "whose domains or ranges allow it, likeliest first); sentinel");
+  // written before the hops were: all as near
+  at(text("aten::mul.Tensor", "appeared", gates), likeliest);
+  // A backward holder: the forward ops before the backward ones, however near (batch 21's
+  // HGCN: a forward exp's overflow, its gradient's 0 * inf divided by a gradient's division).
+  const std::string grad = R"(["aten::exp #1","aten::mul.Tensor #5","aten::div.Tensor #7"])";
+  at(text("aten::mul.Tensor", "appeared", grad, "[3,2,1]",
+          R"(["forward","backward","backward"])"),
+     "likely one of aten::exp #1, aten::div.Tensor #7, whose domains or ranges allow it, "
+     "likeliest first); sentinel");
+  at(text("aten::mul.Tensor", "appeared", grad, "[3,2,1]"),
+     "likely one of aten::div.Tensor #7, aten::exp #1, whose domains or ranges allow it, "
+     "likeliest first); sentinel");
   // The op itself the only candidate: nothing more to say.
   const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
   at(alone, "then this call (the results in between no longer held: one of them made them); ");
@@ -830,7 +842,7 @@ TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
      "aten::mul.Tensor #26 in the backward pass); found looking back from the sentinel (the op "
      "had returned: no stack of its own): the holder got them through aten::div.Tensor #12, "
      "aten::exp #2, aten::reciprocal #2, aten::mul.Tensor #25, whose results were gone; this one "
-     "the nearest whose domain or range allows it (also possible: aten::div.Tensor #12, "
+     "the likeliest whose domain or range allows it (also possible: aten::div.Tensor #12, "
      "aten::reciprocal #2); sentinel aten::sum #7");
   const auto json = fumi::report::toJson(r)["nan_origins"][0];
   EXPECT_EQ(json["held_by"]["call"], "aten::mul.Tensor #26");
