@@ -194,8 +194,11 @@ std::string originText(const NanOrigin& o) {
         s += ": the holder got them through ";
         for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
         s += ", whose results were gone; this one ";
-        s += from_inf ? "the first to compute with the Inf"
-                      : "the likeliest whose domain or range allows it";
+        s += from_inf                   ? "the first to compute with the Inf"
+             : restrictedDomain(o.op) ? "the likeliest whose domain or range allows it"
+                                      : "the nearest that computes (no op between has a "
+                                        "restricted domain, and the holder makes no NaN or Inf "
+                                        "of finite values: an overflow)";
         const std::string self =
             o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
         std::string others;
@@ -210,8 +213,9 @@ std::string originText(const NanOrigin& o) {
           s += likely.size() == 1 ? "; likely " : "; likely one of ";
           for (size_t i = 0; i < likely.size(); ++i) s += (i ? ", " : "") + chain[likely[i]];
           s += from_inf ? ", the first to compute with the Inf"
-                        : likely.size() == 1 ? ", whose domain or range allows it"
-                                             : ", whose domains or ranges allow it";
+               : !restrictedDomain(chain[likely[0]]) ? ", that compute (an overflow)"
+               : likely.size() == 1                  ? ", whose domain or range allows it"
+                                                     : ", whose domains or ranges allow it";
           if (!from_inf && likely.size() > 1) s += ", likeliest first";
         }
         s += ")";

@@ -34,8 +34,10 @@ extern "C" {
  * 13: phase, nan_look_back and nan_looked_back (the NaN origin found among the ops before a
  *    sentinel).
  * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from).
- * 15: fumi_past_call.hops (how near the origin each call a look-back went through ran). */
-#define FUMI_ADAPTER_ABI_VERSION 15u
+ * 15: fumi_past_call.hops (how near the origin each call a look-back went through ran).
+ * 16: nan_looked_back's `through`: every call followed back (up to 512), not the 16 nearest:
+ *    libfumi picks the likeliest maker among them and lists the nearest. */
+#define FUMI_ADAPTER_ABI_VERSION 16u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {

@@ -24,10 +24,23 @@ constexpr const char* kDomain[] = {
     "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
     "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
 // Of those, the ones that leave their range only at an exact 0 (a division by it, 0 to a
-// negative power): everywhere, mostly harmless (every mean and normalisation divides), so where
-// one of these and an op of the rest are as near, the other is the likelier (batch 21's HGCN: the
-// forward exp that overflowed, not the distance's division beside it).
+// negative power): everywhere, mostly harmless (every mean and normalisation divides), so one of
+// these counts as kAtZeroHops ops further than it ran (batch 21's HGCN: the forward exp that
+// overflowed, not the distance's division beside it; batch 23's conformer: the log of a silent
+// spectrum, two ops before the features' division by 3).
 constexpr const char* kAtZero[] = {"aten::div", "aten::reciprocal", "aten::pow"};
+constexpr uint64_t kAtZeroHops = 2;
+// Ops that make no NaN or Inf of finite values (besides those passing values along): a holder
+// that is one of them did not make what it holds, whatever the ops before it were (batch 23's
+// knowledge-graph score: a `neg` holding the NaN of a sum of overflowed products).
+constexpr const char* kExact[] = {
+    "aten::neg", "aten::abs", "aten::relu", "aten::sign", "aten::clamp", "aten::clamp_min",
+    "aten::clamp_max", "aten::maximum", "aten::minimum", "aten::max", "aten::min",
+    "aten::sigmoid", "aten::tanh", "aten::hardtanh", "aten::logsigmoid", "aten::softmax",
+    "aten::_softmax", "aten::log_softmax", "aten::_log_softmax", "aten::dropout",
+    "aten::native_dropout", "aten::feature_dropout", "aten::sort", "aten::topk", "aten::floor",
+    "aten::ceil", "aten::round", "aten::trunc", "aten::sin", "aten::cos", "aten::erf",
+    "aten::gelu", "aten::silu", "aten::elu", "aten::leaky_relu", "aten::hardswish"};
 // Ops that copy, gather, view or fill what they are given: values pass through them unmade.
 constexpr const char* kPassing[] = {
     "aten::copy",   "aten::cat",   "aten::stack",   "aten::clone", "aten::index",
@@ -55,18 +68,22 @@ std::string bareOp(const std::string& call) {
   return s;
 }
 
+bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDomain); }
+
 // For values that appeared from finite ones, the kDomain ops: where `phases` says where each ran
 // and the holder ran in the backward pass, those of the forward pass before those of the
 // backward pass, the holder among them (a gradient's NaN comes of its forward values: a forward
 // exp's overflow times a gradient's 0, a sqrt's 0 its backward divides by — the line the user
-// wrote — not the gradient's divisions it went through: batch 21's HGCN); then nearest the
-// holder where `hops` (its own 0) says how near each ran (a gradient's 0 * inf in a `mul`: the
-// exp whose overflow it read, not the divisions before that exp); then those that need more than
-// an exact 0 (kAtZero). For NaN from Inf, the first op that computes with what it receives (not
-// a copy or a view's write) after the first fill that can put the Inf there (masked_fill of
-// -inf; none said without one: the ops before it made what it masked), or without a fill after
-// the chain's beginning, the op that got the Inf (from a parameter, the data: an embedding of a
-// row holding it, then a weight gradient's 0 * inf, batch 20's LSTM).
+// wrote — not the gradient's divisions it went through: batch 21's HGCN, batch 23's ArcFace);
+// then nearest the holder where `hops` (its own 0) says how near each ran (a gradient's 0 * inf
+// in a `mul`: the exp whose overflow it read, not the divisions before that exp), kAtZero ones
+// counted kAtZeroHops further. Without one, where the holder is kExact or passes values along,
+// the ops between that compute (an overflow: a product, a sum), nearest first. For NaN from Inf,
+// the first op that computes with what it receives (not a copy or a view's write) after the
+// first fill that can put the Inf there (masked_fill of -inf; none said without one: the ops
+// before it made what it masked), or without a fill after the chain's beginning, the op that got
+// the Inf (from a parameter, the data: an embedding of a row holding it, then a weight
+// gradient's 0 * inf, batch 20's LSTM).
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops,
                                  const std::vector<std::string>& phases, bool nan_from_inf) {
@@ -80,14 +97,24 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
     if (first != chain.end()) found.push_back(static_cast<size_t>(first - chain.begin()));
     return found;
   }
-  for (size_t i = 0; i < chain.size(); ++i)
-    if (listed(bareOp(chain[i]), kDomain)) found.push_back(i);
+  if (chain.empty()) return found;
   const size_t holder = chain.size() - 1;
+  for (size_t i = 0; i < chain.size(); ++i)
+    if (restrictedDomain(chain[i])) found.push_back(i);
+  const auto exact = [&](size_t i) {
+    const std::string bare = bareOp(chain[i]);
+    return listed(bare, kExact) || listed(bare, kPassing);
+  };
+  if (found.empty() && exact(holder))
+    for (size_t i = 0; i < holder; ++i)
+      if (!exact(i)) found.push_back(i);
   const bool by_phase = phases.size() == chain.size() && phases[holder] == "backward";
   const bool by_hops = hops.size() == chain.size();
   const auto key = [&](size_t i) {
-    return std::make_tuple(by_phase && phases[i] == "backward", by_hops ? hops[i] : uint64_t{0},
-                           listed(bareOp(chain[i]), kAtZero));
+    const bool at_zero = listed(bareOp(chain[i]), kAtZero);
+    return std::make_tuple(by_phase && phases[i] == "backward",
+                           (by_hops ? hops[i] : uint64_t{0}) + (at_zero ? kAtZeroHops : 0),
+                           at_zero);
   };
   std::stable_sort(found.begin(), found.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   return found;

@@ -13,6 +13,10 @@ namespace fumi {
 // "aten::sqrt", "aten::div"), and without the in-place form's `_`.
 std::string bareOp(const std::string& call);
 
+// Whether op `call` ("aten::log #3") has a restricted domain or overflows (log of 0, a division
+// by 0, exp of a large number): the ops likelyMakers names first.
+bool restrictedDomain(const std::string& call);
+
 // Of a looked-back origin's chain (the ops followed back, in the order they ran, then the op
 // holding the values), the positions of those that most likely made the values, likeliest
 // first (see nan_makers.cpp). `hops` (how near the holder each ran) and `phases` (where each

@@ -1,7 +1,9 @@
 // nan_search.cpp — sentinel, search and step-down for the origin of NaN/Inf (nan_search.h).
 #include "nan_search.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <mutex>
 #include <set>
 #include <string>
@@ -290,6 +292,25 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
     return through.size();
   return likely[0];
 }
+
+// Of the ops a look-back went through (all it followed), those its event or message lists, in
+// the order they ran: the kListed nearest (the fewest ops between) and the likeliest maker
+// `maker` (a position in `through`, or through.size()), wherever it ran.
+constexpr size_t kListed = 16;
+std::vector<PastCall> listedOf(const std::vector<PastCall>& through, size_t maker) {
+  if (through.size() <= kListed) return through;
+  std::vector<size_t> nearest(through.size());
+  std::iota(nearest.begin(), nearest.end(), size_t{0});
+  std::stable_sort(nearest.begin(), nearest.end(),
+                   [&](size_t a, size_t b) { return through[a].hops < through[b].hops; });
+  nearest.resize(kListed);
+  if (maker < through.size() && std::find(nearest.begin(), nearest.end(), maker) == nearest.end())
+    nearest.push_back(maker);
+  std::sort(nearest.begin(), nearest.end());
+  std::vector<PastCall> listed;
+  for (size_t k : nearest) listed.push_back(through[k]);
+  return listed;
+}
 }  // namespace
 
 void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint64_t inf,
@@ -305,13 +326,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     // Where its inputs were followed back to before they were lost (batch 20: data from numpy,
     // gone, under a planted sqrt: the chain names the maker).
     if (!through.empty()) {
-      s.looked_back += "; followed back through ";
-      for (size_t i = 0; i < through.size(); ++i)
-        s.looked_back += (i ? ", " : "") + callText(through[i].site, through[i].index);
-      s.looked_back += ", to inputs no longer known (one of these ops may have made them";
       // the likeliest, should the unknown inputs have been finite (batch 22: a graph
       // network's mean over a node without edges, 0/0, among the node features' data)
       const size_t maker = makerOf(call, nullptr, through);
+      s.looked_back += "; followed back through ";
+      const std::vector<PastCall> listed = listedOf(through, maker);
+      for (size_t i = 0; i < listed.size(); ++i)
+        s.looked_back += (i ? ", " : "") + callText(listed[i].site, listed[i].index);
+      s.looked_back += ", to inputs no longer known (one of these ops may have made them";
       if (maker < through.size())
         s.looked_back += "; likeliest " + callText(through[maker].site, through[maker].index) +
                          ", whose domain or range allows it";
@@ -361,7 +383,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   }
   nlohmann::json made = nlohmann::json::array(), hops = nlohmann::json::array(),
                  phases = nlohmann::json::array();
-  for (const PastCall& c : through) {
+  const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
+  for (const PastCall& c : from_inf ? through : listedOf(through, maker)) {
     made.push_back(callText(c.site, c.index));
     hops.push_back(c.hops);
     phases.push_back(c.phase ? c.phase : "");

@@ -75,6 +75,11 @@
              exp's argument divided by a constant (a hyperbolic link predictor's decoder): on step
              1 the exp overflows (the line marked FARGATE); its gradient's 0 * inf is NaN, divided
              by the constant in the backward pass, and the temperature's gradient sums it.
+  overflow_sum  a knowledge-graph score (ComplEx: products of entity and relation embeddings,
+             summed over the dimensions) in the loss as -logsigmoid(-score); on step 1 the
+             entity embeddings are scaled by 1e13 (a diverged update, the line marked OVERFLOW):
+             the products overflow to +-inf, their sum is NaN, and the `neg` holding it makes no
+             NaN of finite values.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -119,6 +124,10 @@ tokens = torch.randint(0, 50, (64, 6))
 temperature = torch.nn.Parameter(torch.tensor(1.0))
 if mode in ("zero_rows", "two_gates", "far_gate"):
     opt = torch.optim.SGD(list(model.parameters()) + [temperature], lr=0.1)
+entities = torch.nn.Parameter(torch.randn(50, 64))
+relations = torch.nn.Parameter(torch.randn(4, 64))
+if mode == "overflow_sum":
+    opt = torch.optim.SGD(list(model.parameters()) + [entities, relations], lr=0.01)
 if mode.startswith("adam_"):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 if mode == "inf_row":
@@ -230,6 +239,17 @@ for step in range(12 if mode == "adam_state3" else 4):
         loss = loss - llh.mean()
     if mode in ("two_gates", "far_gate"):
         loss = loss + loss_gates
+    if mode == "overflow_sum":
+        if step == 1:
+            with torch.no_grad():
+                entities.mul_(1e13)  # OVERFLOW
+        pick = torch.arange(64) % 50
+        re_h, im_h = entities[pick].chunk(2, dim=1)
+        re_t, im_t = entities[(pick * 7) % 50].chunk(2, dim=1)
+        re_r, im_r = relations[pick % 4].chunk(2, dim=1)
+        loss = loss - torch.nn.functional.logsigmoid(  # the score's sum a temporary
+            -((re_h * re_r - im_h * im_r) * re_t + (re_h * im_r + im_h * re_r) * im_t).sum(1)
+        ).mean()
     if mode == "grad_of":
         w = out.abs().mean(0) * (0.0 if step == 1 else 1.0)
         loss = loss + 1e-3 * torch.log(w).sum()  # GRADOF

@@ -2377,6 +2377,22 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(o["through_phases"][made], "forward")
         self.assertGreater(o["through_hops"][made], 1)  # not what the holder read
 
+    def test_an_overflow_held_by_an_op_making_no_nan_is_named_where_it_computes(self):
+        # Batch 23 (a knowledge-graph embedding's ComplEx score, embeddings diverged): products
+        # overflow, their sum over the dimensions is NaN, and the op holding it when the loss
+        # looks back is logsigmoid(-score)'s `neg`, which was named the origin, though it makes
+        # no NaN of finite values. No op between has a restricted domain: the nearest that
+        # computes is the origin, the `neg` its holder.
+        r = self.case("overflow_sum")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual(len(origins), 1, origins)
+        [o] = origins
+        self.assertIn(o["op"], ("aten::sum.dim_IntList", "aten::add.Tensor", "aten::mul.Tensor"))
+        self.assertEqual((o["phase"], o["detail"]), ("forward", "appeared"))
+        self.assertTrue(o["held_by"]["call"].startswith("aten::neg #"), o["held_by"])
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertIn("this one the nearest that computes", text)
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun

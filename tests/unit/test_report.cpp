@@ -809,13 +809,28 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
   // A backward holder: the forward ops before the backward ones, however near (batch 21's
   // HGCN: a forward exp's overflow, its gradient's 0 * inf divided by a gradient's division).
   const std::string grad = R"(["aten::exp #1","aten::mul.Tensor #5","aten::div.Tensor #7"])";
-  at(text("aten::mul.Tensor", "appeared", grad, "[3,2,1]",
+  at(text("aten::mul.Tensor", "appeared", grad, "[4,2,1]",
           R"(["forward","backward","backward"])"),
      "likely one of aten::exp #1, aten::div.Tensor #7, whose domains or ranges allow it, "
      "likeliest first); sentinel");
-  at(text("aten::mul.Tensor", "appeared", grad, "[3,2,1]"),
+  // without the phases: the division, though it needs an exact 0 (two ops further)
+  at(text("aten::mul.Tensor", "appeared", grad, "[4,2,1]"),
      "likely one of aten::div.Tensor #7, aten::exp #1, whose domains or ranges allow it, "
      "likeliest first); sentinel");
+  // as near, counting that: the exp (batch 23's conformer: a silent spectrum's log, then the
+  // features' division by 3 holding its -inf)
+  at(text("aten::div.Tensor", "appeared", R"(["aten::log #6","aten::add.Tensor #421"])", "[2,1]"),
+     "likely one of aten::log #6, aten::div.Tensor (this call), whose domains or ranges allow "
+     "it, likeliest first); sentinel");
+  // A holder that makes no NaN of finite values, no op of restricted domain before it: the ops
+  // that compute, nearest first (batch 23's knowledge-graph score: products overflowing, their
+  // sum NaN, held by a `neg`).
+  at(text("aten::neg", "appeared",
+          R"(["aten::mul.Tensor #212","aten::mul.Tensor #213","aten::add.Tensor #85",)"
+          R"("aten::sum.dim_IntList #32","aten::view #9"])",
+          "[3,3,2,1,1]"),
+     "likely one of aten::sum.dim_IntList #32, aten::add.Tensor #85, aten::mul.Tensor #212, "
+     "aten::mul.Tensor #213, that compute (an overflow), likeliest first); sentinel");
   // The op itself the only candidate: nothing more to say.
   const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
   at(alone, "then this call (the results in between no longer held: one of them made them); ");
@@ -847,6 +862,31 @@ TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
   const auto json = fumi::report::toJson(r)["nan_origins"][0];
   EXPECT_EQ(json["held_by"]["call"], "aten::mul.Tensor #26");
   EXPECT_EQ(json["through_hops"], nlohmann::json({2, 1, 3, 1}));
+}
+
+// An overflow held by an op that makes no NaN of finite values (batch 23's knowledge-graph
+// score: products overflowing, their sum NaN, `logsigmoid(-score)`'s `neg` holding it): the
+// origin is the nearest op between that computes, said as such.
+TEST(ReportFindings, OverflowHeldByAnExactOpNamesTheNearestThatComputes) {
+  const std::string origin =
+      R"({"event":"violation","op":"aten::sum.dim_IntList","backend":"torch","check":"nan_inf",)"
+      R"("kind":"error","metric":"nonfinite","value":8,"tolerance":0,"detail":"appeared",)"
+      R"("origin":true,"looked_back":true,"phase":"forward","call_index":32,)"
+      R"("through":["aten::mul.Tensor #212","aten::add.Tensor #85","aten::sum.dim_IntList #32"],)"
+      R"("through_hops":[2,1,1],"held_by":{"call":"aten::neg #32","phase":"forward"},)"
+      R"("sentinel":{"op":"aten::mean","call_index":7},"extra":{"nan":8,"inf":0},"pid":1})";
+  Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), origin,
+             summaryLine(1, "[" + opEntry("aten::sum.dim_IntList", 4, 0, 1) + "]")})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  at(fumi::report::formatText(r),
+     "appeared (8 NaN, 0 Inf held by aten::neg #32); found looking back from the sentinel (the op "
+     "had returned: no stack of its own): the holder got them through aten::mul.Tensor #212, "
+     "aten::add.Tensor #85, aten::sum.dim_IntList #32, whose results were gone; this one the "
+     "nearest that computes (no op between has a restricted domain, and the holder makes no NaN "
+     "or Inf of finite values: an overflow) (also possible: aten::add.Tensor #85, "
+     "aten::mul.Tensor #212); sentinel aten::mean #7");
 }
 
 // An origin in the backward pass names the autograd node it ran in: a forward log(0) shows up as
