@@ -22,8 +22,9 @@
              of a negative number (the line marked POISON; its operand, a temporary, is gone
              once sqrt returns). The loss is NaN and the optimizer step spreads it into every
              weight: from then on every op receives NaN and none makes it.
-  busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact): an op rate at which the
-             adapter does not keep the ops it ran unless told to (nan_origin.look_back).
+  busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact), 300 000 before the first:
+             an op rate at which the adapter does not keep the ops it ran unless told to
+             (nan_origin.look_back).
   long_poison  poison's one-off, then 5000 tiny ops on another tensor before the loss: more
              ops than the 4096 the adapter keeps at first, which it grows to hold a step's.
              long_poison0: the same on step 0, before any step told it how many to keep.
@@ -153,6 +154,10 @@ class Square(torch.autograd.Function):
 
 
 buf = torch.empty(4)
+if mode == "busy_poison":  # long enough for the adapter to measure its rate (0.2 s windows)
+    busy = torch.zeros(4)
+    for _ in range(300000):
+        busy = busy + 0.0
 for step in range(12 if mode == "adam_state3" else 4):
     opt.zero_grad()
     inputs = x

@@ -2163,9 +2163,10 @@ class NanOrigin(unittest.TestCase):
                          ("aten::sqrt", True, "sgemm_"))
 
     def test_look_back_off_where_ops_come_fast_unless_asked(self):
-        # Keeping the ops costs each about a microsecond: by default (auto) only while a thread
-        # runs at most 10000 ops a second. Here it runs more, so the one-off goes unfound and
-        # the search says why; look_back: true keeps them and finds it.
+        # Keeping the ops costs each a few tenths of a microsecond: by default (auto) only while
+        # a thread runs at most 200 000 ops a second. Here it runs more (900 000 of x + 0.0),
+        # so the one-off goes unfound and the search says why; look_back: true keeps them and
+        # finds it.
         r = self.case("busy_poison")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
         message = r.of("nan_search")[0]["message"]
