@@ -70,20 +70,22 @@ std::string bareOp(const std::string& call) {
 
 bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDomain); }
 
-// For values that appeared from finite ones, the kDomain ops: where `phases` says where each ran
-// and the holder ran in the backward pass, those of the forward pass before those of the
-// backward pass, the holder among them (a gradient's NaN comes of its forward values: a forward
-// exp's overflow times a gradient's 0, a sqrt's 0 its backward divides by — the line the user
-// wrote — not the gradient's divisions it went through: batch 21's HGCN, batch 23's ArcFace);
-// then nearest the holder where `hops` (its own 0) says how near each ran (a gradient's 0 * inf
-// in a `mul`: the exp whose overflow it read, not the divisions before that exp), kAtZero ones
-// counted kAtZeroHops further. Without one, where the holder is kExact or passes values along,
-// the ops between that compute (an overflow: a product, a sum), nearest first. For NaN from Inf,
-// the first op that computes with what it receives (not a copy or a view's write) after the
-// first fill that can put the Inf there (masked_fill of -inf; none said without one: the ops
-// before it made what it masked), or without a fill after the chain's beginning, the op that got
-// the Inf (from a parameter, the data: an embedding of a row holding it, then a weight
-// gradient's 0 * inf, batch 20's LSTM).
+// For values that appeared from finite ones, the kDomain ops. Where `phases` says where each ran
+// and the holder ran after the forward pass (a gradient, or its update in an optimizer step):
+// those of the forward pass first, the holder among the rest (a gradient's NaN comes of its
+// forward values: an exp's overflow times a gradient's 0, a sqrt's 0 its backward divides by —
+// the line the user wrote — not the gradient's divisions it went through: batch 21's HGCN), and
+// of those the ones leaving their domain at ordinary values before the kAtZero ones (the sqrt
+// whose NaN a `where` dropped, its gradient NaN, nine ops behind the normalisations' divisions:
+// batch 23). Then nearest the holder where `hops` (its own 0) says how near each ran (a
+// gradient's 0 * inf in a `mul`: the exp whose overflow it read, not the divisions before that
+// exp), kAtZero ones counted kAtZeroHops further. Without a kDomain op, where the holder is
+// kExact or passes values along, the ops between that compute (an overflow: a product, a sum),
+// nearest first. For NaN from Inf, the first op that computes with what it receives (not a copy
+// or a view's write) after the first fill that can put the Inf there (masked_fill of -inf; none
+// said without one: the ops before it made what it masked), or without a fill after the chain's
+// beginning, the op that got the Inf (from a parameter, the data: an embedding of a row holding
+// it, then a weight gradient's 0 * inf, batch 20's LSTM).
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops,
                                  const std::vector<std::string>& phases, bool nan_from_inf) {
@@ -108,11 +110,14 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
   if (found.empty() && exact(holder))
     for (size_t i = 0; i < holder; ++i)
       if (!exact(i)) found.push_back(i);
-  const bool by_phase = phases.size() == chain.size() && phases[holder] == "backward";
+  const auto after_forward = [&](size_t i) {
+    return phases[i] == "backward" || phases[i] == "optimizer";
+  };
+  const bool by_phase = phases.size() == chain.size() && after_forward(holder);
   const bool by_hops = hops.size() == chain.size();
   const auto key = [&](size_t i) {
     const bool at_zero = listed(bareOp(chain[i]), kAtZero);
-    return std::make_tuple(by_phase && phases[i] == "backward",
+    return std::make_tuple(by_phase && after_forward(i), by_phase && at_zero,
                            (by_hops ? hops[i] : uint64_t{0}) + (at_zero ? kAtZeroHops : 0),
                            at_zero);
   };

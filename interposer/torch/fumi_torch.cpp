@@ -24,6 +24,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -2427,6 +2428,19 @@ void searchFound(size_t depth, const OpObservation& obs, const char* detail,
     });
 }
 
+thread_local uint64_t t_optimizer_steps = 0;  // the Optimizer.step calls this thread began
+
+// The optimizer steps this thread had begun when a sentinel or a search last saw non-finite
+// values, and before that step (UINT64_MAX: never): lookBack looks over the step before only
+// where that one saw none (a NaN made in its backward pass, spread by its update; not NaN held
+// all along).
+thread_local uint64_t t_nonfinite_step = UINT64_MAX, t_nonfinite_step_before = UINT64_MAX;
+void sawNonFinite() {
+  if (t_nonfinite_step == t_optimizer_steps) return;
+  t_nonfinite_step_before = t_nonfinite_step;
+  t_nonfinite_step = t_optimizer_steps;
+}
+
 // After the op ran, during a search: an origin, a propagation, or nothing. `depth`: the ops
 // running around it.
 void searchOutputs(const char* op, const std::vector<c10::IValue>& all, const OpObservation& obs,
@@ -2441,6 +2455,7 @@ void searchOutputs(const char* op, const std::vector<c10::IValue>& all, const Op
   const std::vector<c10::IValue>& outputs = results.empty() ? all : results;
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return;
+  sawNonFinite();
   if (!obs.inputs_bad.any()) {
     searchFound(depth, obs, originDetail(outputs, out, obs.scaling), out, outputs);
   } else if (obs.inputs_bad.nan == 0 && out.nan > 0) {
@@ -2507,7 +2522,9 @@ bool watchOutputs(const char* op, const InputNote& inputs, const std::vector<c10
     const at::Tensor& t = v.toTensor();
     if (!t.defined() || t.numel() != 1 || !t.device().is_cpu()) continue;
     if (!scanTensor(t).any() || undefinedOutput(op)) continue;
-    switch (nonFiniteSource(inputs, outputs)) {
+    const NonFiniteSource source = nonFiniteSource(inputs, outputs);
+    if (source != NonFiniteSource::kConstants) sawNonFinite();
+    switch (source) {
       case NonFiniteSource::kConstants: break;
       case NonFiniteSource::kFiniteInputs:
         if (found_inside) break;
@@ -2614,6 +2631,7 @@ class PastOps {
       capacity_ = grown;
       next_ = ops_.size() % capacity_;
     }
+    prev_step_ = step_;
     step_ = pushed_;
   }
   uint64_t pushed() const { return pushed_; }
@@ -2642,14 +2660,20 @@ class PastOps {
   size_t size() const { return ops_.size(); }
   // The first op of the last optimizer step, or the oldest recorded: where a search looks back
   // from (what came before ran with other parameters, whose values are that step's work).
-  size_t stepStart() const {
-    const uint64_t since = pushed_ - step_;
-    return since >= ops_.size() ? 0 : ops_.size() - static_cast<size_t>(since);
-  }
+  size_t stepStart() const { return startOf(step_); }
+  // The first op of the step before (its optimizer step's ops, then its training step's), or
+  // the oldest recorded; and whether the ring still holds its training step (the ops after that
+  // optimizer step) whole.
+  size_t previousStepStart() const { return startOf(prev_step_); }
+  bool holdsPreviousStep() const { return pushed_ - prev_step_ <= ops_.size(); }
   const PastOp& operator[](size_t i) const { return ops_[slot(i)]; }
 
  private:
   PastOp& at(size_t i) { return ops_[slot(i)]; }
+  size_t startOf(uint64_t pushed_then) const {
+    const uint64_t since = pushed_ - pushed_then;
+    return since >= ops_.size() ? 0 : ops_.size() - static_cast<size_t>(since);
+  }
   static void dropGone(PastOp& op) {
     op.inputs.dropGone();
     for (TensorNote& o : op.outputs) o.dropIfGone();
@@ -2661,7 +2685,7 @@ class PastOps {
   size_t capacity_ = kCapacity;
   size_t next_ = 0;    // where the next op goes: the oldest, once full
   size_t sweep_ = 0;   // the next op (i-th oldest, modulo the size) the sweep looks at
-  uint64_t pushed_ = 0, step_ = 0;
+  uint64_t pushed_ = 0, step_ = 0, prev_step_ = 0;
 };
 // This thread's ring. It lets go of its tensors when a thread ends, but never at the process's
 // exit (the main thread's end): by then the interpreter has torn down the tensors it owned,
@@ -2680,13 +2704,16 @@ class PastOpsOfThread {
 thread_local PastOpsOfThread t_past_of_thread;
 PastOps& pastOps() { return t_past_of_thread.get(); }
 
+bool isOptimizerPhase(const char* phase) { return phase && std::strcmp(phase, "optimizer") == 0; }
+
 // What one look-back reads again and again: the ops since the step began that wrote each memory,
 // and what the tensors still held hold (every op holding the values has its provenance
 // followed, and each reads the same weights).
 class LookBackMemo {
  public:
-  explicit LookBackMemo(const PastOps& past) : past_(past) {
-    for (size_t k = past.stepStart(); k < past.size(); ++k)
+  // `start`: the first op it reads (the step's, or the step before's: lookBack).
+  LookBackMemo(const PastOps& past, size_t start) : past_(past), start_(start) {
+    for (size_t k = start; k < past.size(); ++k)
       for (const TensorNote& o : past[k].outputs) {
         std::vector<size_t>& w = writers_[o.memoryKey()];
         if (w.empty() || w.back() != k) w.push_back(k);
@@ -2722,6 +2749,17 @@ class LookBackMemo {
     if (added || !(it->second.first == now)) it->second = {now, scanTensor(t)};
     return it->second.second;
   }
+  // Whether `t`'s memory, which no op before op `j` wrote, was next written by an optimizer
+  // step or never since (a parameter the step before read, updated since; the data).
+  bool unwrittenBefore(const TensorNote& t, size_t j) const {
+    const auto it = writers_.find(t.memoryKey());
+    if (it == writers_.end()) return true;
+    const auto k = std::upper_bound(it->second.begin(), it->second.end(), j);
+    for (auto w = k; w != it->second.end(); ++w)
+      if (past_[*w].wrote(t)) return isOptimizerPhase(past_[*w].call.phase);
+    return true;
+  }
+  size_t start() const { return start_; }
   static constexpr size_t npos = static_cast<size_t>(-1);
   size_t follows = 0;  // ops followed back, by every provenance of this look-back
 
@@ -2735,6 +2773,7 @@ class LookBackMemo {
     }
   };
   const PastOps& past_;
+  size_t start_;
   std::unordered_map<const void*, std::vector<size_t>> writers_;
   std::unordered_map<const void*, std::pair<Scanned, NonFinite>> scans_;
 };
@@ -2886,6 +2925,13 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       continue;
     }
     if (k == LookBackMemo::npos) {
+      // Looking back over the step before (lookBack): a parameter the optimizer updated since,
+      // read as that step began, or memory no op since wrote (the data, a slice of it gone), is
+      // taken as finite: nothing non-finite was seen in that step, and the values came in
+      // through the update after it.
+      if (p.memo->start() < past.stepStart() && !isOptimizerPhase(op.call.phase) &&
+          p.memo->unwrittenBefore(in, j))
+        continue;
       p.unknown = true;  // made before the step's ops recorded, or its memory came from outside
     } else if (undefinedOutput(past[k].op)) {
       // fresh memory the op wrote (an out= argument): nothing of its own to follow
@@ -2927,14 +2973,17 @@ bool lookBack(bool dry = false) {
     return false;
   }
   const PastOps& past = pastOps();
-  LookBackMemo memo(past);
-  const fumi_past_call* unknown = nullptr;
-  std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
-  // The earliest op holding them that got them in its input tensors (ops that made them from
-  // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold one),
-  // one that got NaN first: a mask's -inf, passed along by the ops after it, is no NaN's.
-  const fumi_past_call* passed = nullptr;
-  const fumi_past_call* passed_inf = nullptr;
+  // What one pass over the ops saw, where it found no origin.
+  struct Seen {
+    const fumi_past_call* unknown = nullptr;
+    std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
+    // The earliest op holding them that got them in its input tensors (ops that made them from
+    // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold
+    // one), one that got NaN first: a mask's -inf, passed along by the ops after it, is no
+    // NaN's.
+    const fumi_past_call* passed = nullptr;
+    const fumi_past_call* passed_inf = nullptr;
+  };
   // The calls a provenance went through that may have made the values, in the order they ran:
   // for NaN from Inf, those from the nearest op that got the Inf to op `i`; else all it followed
   // (up to kMaxThrough: libfumi picks the likeliest maker among them and lists the nearest; a
@@ -2955,7 +3004,10 @@ bool lookBack(bool dry = false) {
     }
     return calls;
   };
-  for (size_t i = past.stepStart(); i < past.size(); ++i) {
+  // The ops from memo.start() on, in the order they ran: what lookBack returns where one held
+  // values made from finite ones (or their spread), else nothing, `seen` what it passed over.
+  const auto pass = [&](LookBackMemo& memo, Seen& seen) -> std::optional<bool> {
+  for (size_t i = memo.start(); i < past.size(); ++i) {
     const PastOp& e = past[i];
     if (e.superseded || undefinedOutput(e.op)) continue;
     NonFinite out;
@@ -2980,14 +3032,43 @@ bool lookBack(bool dry = false) {
       noteOrigin(e.call.site, e.call.index, out);
       return true;
     }
-    if (p.unknown && !p.bad.any() && !unknown) {
-      unknown = &e.call;
-      unknown_through = ranThrough(p, i, false);
+    if (p.unknown && !p.bad.any() && !seen.unknown) {
+      seen.unknown = &e.call;
+      seen.unknown_through = ranThrough(p, i, false);
     }
-    if (p.held && p.bad.nan > 0 && out.nan > 0 && !passed) passed = &e.call;
-    if (p.held && !passed_inf) passed_inf = &e.call;
+    if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) seen.passed = &e.call;
+    if (p.held && !seen.passed_inf) seen.passed_inf = &e.call;
+  }
+  return std::nullopt;
+  };
+  Seen seen;
+  {
+    LookBackMemo memo(past, past.stepStart());
+    if (const std::optional<bool> found = pass(memo, seen)) return *found;
+  }
+  // They came in through the optimizer step that began this step: an update by gradients
+  // holding them, made in the step before's backward pass, where no sentinel saw them (a sqrt's
+  // gradient at 0; the NaN of a sqrt a `where` did not select, its gradient NaN; batch 23,
+  // whose searches began at the next loss). Looked for over the step before, its parameters as
+  // they were then (LookBackMemo::updatedAfter).
+  const fumi_past_call* via =
+      seen.unknown ? seen.unknown : seen.passed ? seen.passed : seen.passed_inf;
+  size_t before_start = past.previousStepStart();  // after that optimizer step's own ops
+  while (before_start < past.stepStart() && isOptimizerPhase(past[before_start].call.phase))
+    ++before_start;
+  const uint64_t seen_before =
+      t_nonfinite_step == t_optimizer_steps ? t_nonfinite_step_before : t_nonfinite_step;
+  if (via && isOptimizerPhase(via->phase) && before_start < past.stepStart() &&
+      (seen_before == UINT64_MAX || seen_before + 1 < t_optimizer_steps)) {
+    LookBackMemo memo(past, before_start);
+    Seen before;
+    if (const std::optional<bool> found = pass(memo, before)) return *found;
   }
   if (dry) return false;
+  const fumi_past_call* unknown = seen.unknown;
+  const std::vector<fumi_past_call>& unknown_through = seen.unknown_through;
+  const fumi_past_call* passed = seen.passed;
+  const fumi_past_call* passed_inf = seen.passed_inf;
   // The step's first ops out of the ring (its first step, before it grew; a step past
   // kMaxCapacity): the origin may have been among them.
   const std::string lost =
@@ -3071,7 +3152,6 @@ thread_local std::vector<Running> t_running;
 // Two reads of what each write touches, every eighth step (policy.md: within noise on resnet18
 // with Adam).
 constexpr uint64_t kStateEvery = 8;
-thread_local uint64_t t_optimizer_steps = 0;
 thread_local std::vector<void*> t_state_seen;  // ops whose state started a search
 
 // Whether in-place op `fn` in the optimizer's phase is one to watch (above), and if so what its

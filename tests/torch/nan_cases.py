@@ -81,6 +81,12 @@
              entity embeddings are scaled by 1e13 (a diverged update, the line marked OVERFLOW):
              the products overflow to +-inf, their sum is NaN, and the `neg` holding it makes no
              NaN of finite values.
+  where_sqrt  an angular margin's sine as torch.where(s2 > 0, sqrt(s2), 0), s2 = 1 - cos^2 of
+             normalised features and class weights; on step 1 the weights are imprinted from
+             features (the line marked IMPRINT), some cosines round past 1, and the sqrt makes
+             NaN the where drops (the line marked WHERESQRT): the forward pass and the loss stay
+             finite, the sqrt's gradient is NaN, and the optimizer writes it into the weights;
+             the next step's loss shows it, after the step that made it.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -129,6 +135,9 @@ entities = torch.nn.Parameter(torch.randn(50, 64))
 relations = torch.nn.Parameter(torch.randn(4, 64))
 if mode == "overflow_sum":
     opt = torch.optim.SGD(list(model.parameters()) + [entities, relations], lr=0.01)
+classes = torch.nn.Parameter(torch.randn(4, 32))
+if mode == "where_sqrt":
+    opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
 if mode.startswith("adam_"):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 if mode == "inf_row":
@@ -231,6 +240,15 @@ for step in range(12 if mode == "adam_state3" else 4):
         gate = 1.0 / (torch.exp((d - 2.0) / torch.tensor(0.5)) + 1.0)  # FARGATE
         out = model[2](model[1](h))
         loss_gates = -torch.log(gate.clamp_min(1e-7)).mean()
+    elif mode == "where_sqrt":
+        h = model[0](inputs)
+        if step == 1:
+            with torch.no_grad():
+                classes.copy_(h[:4])  # IMPRINT
+        cos = torch.nn.functional.normalize(h) @ torch.nn.functional.normalize(classes).t()
+        s2 = 1 - cos * cos
+        sine = torch.where(s2 > 0, torch.sqrt(s2), torch.zeros_like(s2))  # WHERESQRT
+        out = 10 * (cos * 0.8776 - sine * 0.4794)
     elif mode == "inf_row":
         if step == 1:
             with torch.no_grad():

@@ -2394,6 +2394,20 @@ class NanOrigin(unittest.TestCase):
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         self.assertIn("this one the nearest that computes", text)
 
+    def test_nan_made_in_a_gradient_is_found_after_the_update_spread_it(self):
+        # Batch 23 (ArcFace's "safe" sine, torch.where(s2 > 0, sqrt(s2), 0)): the forward pass
+        # and the loss stay finite, the sqrt's gradient is NaN, no sentinel sees it, and the
+        # optimizer writes it into the weights; the next step's loss starts the search, whose
+        # look-back ended at the optimizer's update: "they were there when the step began".
+        # Where the update got them from gradients, the step before is looked over: the sqrt
+        # (a forward op whose domain it left, before the normalisations' divisions).
+        r = self.case("where_sqrt")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"], o["detail"]) for o in origins],
+                         [("aten::sqrt", "forward", "appeared")], origins)
+        self.assertIn(origins[0]["held_by"]["phase"], ("backward", "optimizer"))
+        self.assertEqual(origins[0]["sentinel"]["phase"], "forward")  # the next step's loss
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun
