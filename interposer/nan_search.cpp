@@ -45,7 +45,11 @@ struct SearchState {
   uint64_t sentinel_step = 0;       // g_steps when it fired
   std::string first_propagated;  // "aten::addmm (input 'weight')"
   std::string looked_back;  // what looking back from the sentinel found, when no origin
-  std::set<std::string> origins;  // ops already reported as origins
+  // Ops already reported as origins; of those, the ones reported with the Python frames of
+  // their call (op and frames, whereKey), and the ones found looking back whose frames are not
+  // known. One op's origins at different lines are different defects (batch 23: two losses'
+  // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
+  std::set<std::string> origins, origins_where, origins_unplaced;
   std::string last_origin;        // the last one reported: "aten::sqrt #1"
   uint64_t last_origin_step = 0;  // g_steps when it was reported
   // The op the running search found looking back (reported without stacks): the search goes on
@@ -120,12 +124,27 @@ bool spreadOfEarlier(const SearchState& s, const char* detail) {
          g_steps.load(std::memory_order_relaxed) - s.last_origin_step <= kSpreadSteps;
 }
 
+// What tells one call of an op from another in the program: its innermost Python frames
+// ("file:line in function"), joined; empty where there are none (no Python, another thread).
+constexpr int kWhereFrames = 6;
+std::string whereKey(const std::vector<std::string>& frames) {
+  std::string key;
+  for (size_t i = 0; i < frames.size() && i < static_cast<size_t>(kWhereFrames); ++i)
+    key += "\n" + frames[i];
+  return key;
+}
+
 // nanOriginClaim with the lock held. The spread of an earlier origin claims nothing and leaves
-// a running search as it is.
-nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const char* detail) {
+// a running search as it is. `where`: whereKey of the calling thread's Python frames where the
+// call is the op's own (the op running), else empty (found looking back: the thread is at the
+// sentinel).
+nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const char* detail,
+                     const std::string& where) {
   if (spreadOfEarlier(s, detail)) return nullptr;
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-  if (s.origins.count(site->name)) {
+  const std::string placed = where.empty() ? std::string() : site->name + where;
+  if (placed.empty() ? s.origins.count(site->name) > 0
+                     : s.origins_where.count(placed) > 0 || s.origins_unplaced.count(site->name) > 0) {
     ++s.repeats;  // the same origin again: already reported
     if (searching) endSearch(s, nullptr, "");
     return nullptr;
@@ -143,6 +162,8 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
     sentinel = {{"op", site->name}, {"call_index", index}};
   }
   s.origins.insert(site->name);
+  if (placed.empty()) s.origins_unplaced.insert(site->name);
+  else s.origins_where.insert(placed);
   s.last_origin = callText(site, index);
   s.last_origin_step = g_steps.load(std::memory_order_relaxed);
   return sentinel;
@@ -214,9 +235,10 @@ void nanPropagated(const OpSite* site, const char* input) {
 
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail) {
   if (!site) return nullptr;
+  const std::string where = whereKey(capturePythonStack(kWhereFrames));
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return claim(s, site, index, detail);
+  return claim(s, site, index, detail, where);
 }
 
 nlohmann::json originFields(nlohmann::json sentinel) {
@@ -249,7 +271,16 @@ bool originStack(const OpSite* site, uint64_t index) {
   ev["call_index"] = index;
   ev["origin_call_index"] = origin_index;
   ev["stack"] = captureStack(depth);
-  if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+  if (auto py = capturePythonStack(depth); !py.empty()) {
+    // the origin's place known now: its calls elsewhere are other defects
+    if (const std::string where = whereKey(py); !where.empty()) {
+      SearchState& s = state();
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.origins_unplaced.erase(site->name);
+      s.origins_where.insert(site->name + where);
+    }
+    ev["python_stack"] = std::move(py);
+  }
   rep->event(std::move(ev));
   return true;
 }
@@ -359,7 +390,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    sentinel = claim(s, origin.site, origin.index, detail);
+    sentinel = claim(s, origin.site, origin.index, detail, "");
     if (sentinel.is_null()) {
       if (searching && spreadOfEarlier(s, detail))  // the search goes on: what it saw
         s.looked_back = "the earliest op since the last optimizer step whose outputs still held "

@@ -15,6 +15,9 @@
   oneoff     a recall metric each step, hits / count of class 3: on one step the batch has no
              class 3 and the division makes NaN (0/0) from finite integer counts, once (the
              origin, on the line marked ONEOFF); no later step repeats it.
+  oneoff2    oneoff's recall (the line marked ONEOFF2A, 0/0 on step 2) and a precision (the line
+             marked ONEOFF2B, 0/0 on step 3, nothing predicted as class 1): two defects, the
+             same op at two lines.
   listinputs  a score each step from an op whose operands come as a list (einsum): on one step
              it overflows to Inf from finite inputs, once. The sentinel judges the inputs of the
              ops that return it after they ran, a list's included.
@@ -314,6 +317,13 @@ for step in range(12 if mode == "adam_state3" else 4):
         hits = ((out.argmax(-1) == 3) & (labels == 3)).sum()
         recall = hits / (labels == 3).sum()  # ONEOFF
         print(f"recall {recall.item():.3f}", file=sys.stderr)
+    if mode == "oneoff2":
+        labels = torch.where(y == 3, 0, y) if step == 2 else y
+        hits = ((out.argmax(-1) == 3) & (labels == 3)).sum()
+        recall = hits / (labels == 3).sum()  # ONEOFF2A
+        predicted = torch.zeros_like(y) if step == 3 else out.argmax(-1)
+        precision = ((predicted == 1) & (y == 1)).sum() / (predicted == 1).sum()  # ONEOFF2B
+        print(f"recall {recall.item():.3f} precision {precision.item():.3f}", file=sys.stderr)
     if mode == "listinputs":
         with torch.no_grad():
             v = out[:2, 0].abs() + (1e30 if step == 2 else 1.0)

@@ -2132,6 +2132,21 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(r.of("nan_search"), [])  # no search was needed
         self.assertNotIn("searching every op", r.stderr)
 
+    def test_the_same_op_making_nan_at_two_lines_is_two_origins(self):
+        # Batch 23 (two label-smoothing losses' 0/0 over an all-ignored batch, 60 steps apart):
+        # origins were told apart by op alone, and the second division went unreported — no
+        # origin, no search. The same op's origins at different lines are different defects.
+        r = self.case("oneoff2")
+        lines = []
+        with open(NAN_CASES) as f:
+            for i, text in enumerate(f, 1):
+                if text.rstrip().endswith(("# ONEOFF2A", "# ONEOFF2B")):
+                    lines.append(i)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([o["op"] for o in origins], ["aten::div.Tensor"] * 2, origins)
+        for o, line in zip(origins, lines):
+            self.assertIn(f"nan_cases.py:{line} ", o["python_stack"][0])
+
     def test_inputs_of_an_op_judged_after_it_returns(self):
         # einsum takes its operands as a list, boxed for the observer's start only: the
         # sentinel, which judges the inputs of a one-element Inf once the op has returned, read
