@@ -143,8 +143,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   if (spreadOfEarlier(s, detail)) return nullptr;
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
   const std::string placed = where.empty() ? std::string() : site->name + where;
-  if (placed.empty() ? s.origins.count(site->name) > 0
-                     : s.origins_where.count(placed) > 0 || s.origins_unplaced.count(site->name) > 0) {
+  const bool repeat = placed.empty() ? s.origins.count(site->name) > 0
+                                      : s.origins_where.count(placed) > 0 ||
+                                            s.origins_unplaced.count(site->name) > 0;
+  if (repeat) {
     ++s.repeats;  // the same origin again: already reported
     if (searching) endSearch(s, nullptr, "");
     return nullptr;

@@ -2662,10 +2662,8 @@ class PastOps {
   // from (what came before ran with other parameters, whose values are that step's work).
   size_t stepStart() const { return startOf(step_); }
   // The first op of the step before (its optimizer step's ops, then its training step's), or
-  // the oldest recorded; and whether the ring still holds its training step (the ops after that
-  // optimizer step) whole.
+  // the oldest recorded.
   size_t previousStepStart() const { return startOf(prev_step_); }
-  bool holdsPreviousStep() const { return pushed_ - prev_step_ <= ops_.size(); }
   const PastOp& operator[](size_t i) const { return ops_[slot(i)]; }
 
  private:
@@ -3007,39 +3005,39 @@ bool lookBack(bool dry = false) {
   // The ops from memo.start() on, in the order they ran: what lookBack returns where one held
   // values made from finite ones (or their spread), else nothing, `seen` what it passed over.
   const auto pass = [&](LookBackMemo& memo, Seen& seen) -> std::optional<bool> {
-  for (size_t i = memo.start(); i < past.size(); ++i) {
-    const PastOp& e = past[i];
-    if (e.superseded || undefinedOutput(e.op)) continue;
-    NonFinite out;
-    for (const TensorNote& o : e.outputs)
-      if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
-    if (!out.any()) continue;
-    const Provenance p = provenance(past, i, memo);
-    if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
-      if (dry) return false;
-      g_api->nan_looked_back(&past[p.known].call, "spread", 0, 0, nullptr, 0, nullptr);
-      return true;
+    for (size_t i = memo.start(); i < past.size(); ++i) {
+      const PastOp& e = past[i];
+      if (e.superseded || undefinedOutput(e.op)) continue;
+      NonFinite out;
+      for (const TensorNote& o : e.outputs)
+        if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+      if (!out.any()) continue;
+      const Provenance p = provenance(past, i, memo);
+      if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
+        if (dry) return false;
+        g_api->nan_looked_back(&past[p.known].call, "spread", 0, 0, nullptr, 0, nullptr);
+        return true;
+      }
+      // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
+      // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
+      // result was gone, and the NaN named later at an optimizer's 0 * inf).
+      const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
+      if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
+        if (dry) return true;
+        const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
+        g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
+                               out.inf, through.data(), through.size(), nullptr);
+        noteOrigin(e.call.site, e.call.index, out);
+        return true;
+      }
+      if (p.unknown && !p.bad.any() && !seen.unknown) {
+        seen.unknown = &e.call;
+        seen.unknown_through = ranThrough(p, i, false);
+      }
+      if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) seen.passed = &e.call;
+      if (p.held && !seen.passed_inf) seen.passed_inf = &e.call;
     }
-    // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
-    // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
-    // result was gone, and the NaN named later at an optimizer's 0 * inf).
-    const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
-    if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
-      if (dry) return true;
-      const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
-      g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
-                             out.inf, through.data(), through.size(), nullptr);
-      noteOrigin(e.call.site, e.call.index, out);
-      return true;
-    }
-    if (p.unknown && !p.bad.any() && !seen.unknown) {
-      seen.unknown = &e.call;
-      seen.unknown_through = ranThrough(p, i, false);
-    }
-    if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) seen.passed = &e.call;
-    if (p.held && !seen.passed_inf) seen.passed_inf = &e.call;
-  }
-  return std::nullopt;
+    return std::nullopt;
   };
   Seen seen;
   {
@@ -3050,7 +3048,7 @@ bool lookBack(bool dry = false) {
   // holding them, made in the step before's backward pass, where no sentinel saw them (a sqrt's
   // gradient at 0; the NaN of a sqrt a `where` did not select, its gradient NaN; batch 23,
   // whose searches began at the next loss). Looked for over the step before, its parameters as
-  // they were then (LookBackMemo::updatedAfter).
+  // they were then (LookBackMemo::unwrittenBefore), where it saw nothing non-finite.
   const fumi_past_call* via =
       seen.unknown ? seen.unknown : seen.passed ? seen.passed : seen.passed_inf;
   size_t before_start = past.previousStepStart();  // after that optimizer step's own ops
