@@ -786,17 +786,19 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
       if (own_origin) nanSentinel(&call.site(), call.info().call_index);  // no event to claim
       return;
     }
+    // A check run behind the call (origin) has the frames taken at the call: none are taken on
+    // the checker thread.
+    std::vector<std::string> py =
+        origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
     if (own_origin) {
-      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how);
+      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how, &py);
       if (!sentinel.is_null()) ev.update(originFields(std::move(sentinel)));
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"
                                                       : "log";
     ev["stack"] = origin ? symbolize(origin->frames) : captureStack(rep.settings().stack_depth);
-    if (auto py = origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
-        !py.empty())
-      ev["python_stack"] = std::move(py);
+    if (!py.empty()) ev["python_stack"] = std::move(py);
     if (held) {
       holdViolation(call.site(), check + "." + metric, std::move(ev));
       return;

@@ -235,9 +235,13 @@ void nanPropagated(const OpSite* site, const char* input) {
   s.first_propagated = std::string(site->name) + " (input '" + (input ? input : "?") + "')";
 }
 
-nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail) {
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
+                              const std::vector<std::string>* python_stack) {
   if (!site) return nullptr;
-  const std::string where = whereKey(capturePythonStack(kWhereFrames));
+  // taken as a violation's are (their depth decides which frames come first)
+  const Reporter* rep = activeReporter();
+  const std::string where = whereKey(
+      python_stack ? *python_stack : capturePythonStack(rep ? rep->settings().stack_depth : 24));
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return claim(s, site, index, detail, where);

@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -62,7 +63,10 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
 // where the call is not reported as an origin (its op already was one, origins are off, or
 // max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
-nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail);
+// `python_stack`: the call's Python frames, which tell its origins at different lines apart
+// (null: the calling thread's, the call's own: a check run behind it passes those taken then).
+nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
+                              const std::vector<std::string>* python_stack = nullptr);
 // The fields an origin's violation event carries: `origin`, the optimizer step it was made in
 // (`optimizer_step`) and its claimed `sentinel`.
 nlohmann::json originFields(nlohmann::json sentinel);
