@@ -791,7 +791,7 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     std::vector<std::string> py =
         origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
     if (own_origin) {
-      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how, &py);
+      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how, py);
       if (!sentinel.is_null()) ev.update(originFields(std::move(sentinel)));
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
@@ -903,7 +903,8 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
   const int depth = rep->settings().stack_depth;
   if (!past_phase) {
     ev["stack"] = captureStack(depth);
-    if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
+    if (!ev.contains("python_stack"))  // a NaN origin's, taken for its claim
+      if (auto py = capturePythonStack(depth); !py.empty()) ev["python_stack"] = std::move(py);
   }
   if (held) {
     holdViolation(site, check + "." + metric, std::move(ev));

@@ -250,7 +250,8 @@ fumi_status gatherTensorAt(const fumi_tensor& t, void* out, fumi_dtype out_dtype
 // A violation found by the host itself (not by a plugin's verdict on a Call: a NaN origin, a
 // precision cost over its bound) for `site`'s call `index`, on the calling thread: records the
 // metric as violated and writes a `violation` event with the calling thread's phase and
-// stacks, plus the fields of `more`. `past_phase`: the call ran earlier, in that phase (a NaN
+// stacks, plus the fields of `more` (its `python_stack`, where it has one, taken already by the
+// caller on this thread: not taken again). `past_phase`: the call ran earlier, in that phase (a NaN
 // origin found looking back): no stacks, as the calling thread's are not the call's.
 void reportHostViolation(OpSite& site, uint64_t index, const std::string& check, fumi_kind kind,
                          const std::string& metric, double value, double tolerance,

@@ -236,12 +236,9 @@ void nanPropagated(const OpSite* site, const char* input) {
 }
 
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>* python_stack) {
+                              const std::vector<std::string>& python_stack) {
   if (!site) return nullptr;
-  // taken as a violation's are (their depth decides which frames come first)
-  const Reporter* rep = activeReporter();
-  const std::string where = whereKey(
-      python_stack ? *python_stack : capturePythonStack(rep ? rep->settings().stack_depth : 24));
+  const std::string where = whereKey(python_stack);
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return claim(s, site, index, detail, where);
@@ -294,12 +291,17 @@ bool originStack(const OpSite* site, uint64_t index) {
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf) {
   if (originStack(site, index)) return;
-  nlohmann::json sentinel = nanOriginClaim(site, index, detail);
+  // The call's frames, taken once: they tell its origins at different lines apart, and its
+  // event carries them (reportHostViolation takes none where `more` has them).
+  const Reporter* rep = activeReporter();
+  std::vector<std::string> py = capturePythonStack(rep ? rep->settings().stack_depth : 24);
+  nlohmann::json sentinel = nanOriginClaim(site, index, detail, py);
   if (sentinel.is_null()) return;
   nlohmann::json more = originFields(std::move(sentinel));
   more.update({{"detail", detail ? detail : "appeared"},
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
+  if (!py.empty()) more["python_stack"] = std::move(py);
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0, more);
 }

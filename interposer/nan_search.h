@@ -63,10 +63,11 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
 // where the call is not reported as an origin (its op already was one, origins are off, or
 // max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
-// `python_stack`: the call's Python frames, which tell its origins at different lines apart
-// (null: the calling thread's, the call's own: a check run behind it passes those taken then).
+// `python_stack`: the call's Python frames as its event carries them (taken at the call; a
+// check run behind it passes those taken then), which tell its origins at different lines
+// apart.
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>* python_stack = nullptr);
+                              const std::vector<std::string>& python_stack);
 // The fields an origin's violation event carries: `origin`, the optimizer step it was made in
 // (`optimizer_step`) and its claimed `sentinel`.
 nlohmann::json originFields(nlohmann::json sentinel);
