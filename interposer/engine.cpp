@@ -1027,7 +1027,11 @@ void CheckBudget::restartAfterFork() {
   started_ = monotonicSeconds();
   used_ns_.store(0);
   checks_ns_.store(0);
-  for (size_t i = 0; i < names_.size(); ++i) check_used_ns_[i].store(0);
+  for (size_t i = 0; i < names_.size(); ++i) {
+    check_used_ns_[i].store(0);
+    log_ratio_sum_[i].store(0);
+    ratios_[i].store(0);
+  }
   said_.store(false);
 }
 
@@ -1232,8 +1236,11 @@ void Engine::resetSamplingAfterFork() {
         cand->check_seen[j].store(0);
         cand->check_taken[j].store(0);
         cand->check_owed[j].store(0);
+        cand->check_ratio[j].store(0);
       }
       cand->owed.store(0);
+      cand->last_op_s.store(0);
+      cand->last_size.store(0);
     }
     d->exhausted_.store(0);
     d->site_.decision.store(d.get());  // an exhausted parent's child starts afresh

@@ -136,7 +136,10 @@ class CheckBudget {
   void chargeCheck(size_t id, double seconds);  // one check's own part of what charge() counted
   double fraction() const { return fraction_; }
   // In a fork child: its budget is a fraction of its own run, from the fork, with nothing used
-  // (a child of a parent that had spent its budget checked nothing).
+  // (a child of a parent that had spent its budget checked nothing), and nothing learnt: its
+  // checks' costs are measured in the child (the parent's were taken on other loads, other
+  // thread counts, before copy-on-write), as in any new process; until then a check's cost is
+  // unknown and it runs while the budget is not spent.
   void restartAfterFork();
 
  private:
@@ -283,7 +286,8 @@ class Engine {
   // Whether some rule with a working check can match ops of `backend`.
   bool checksBackend(const char* backend) const;
 
-  // In a forked child: sampling starts afresh (first N, max_checks) like in any new process.
+  // In a forked child: sampling starts afresh (first N, max_checks) like in any new process,
+  // and so do the checks' learnt costs (CheckBudget::restartAfterFork).
   void resetSamplingAfterFork();
 
  private:

@@ -16,6 +16,8 @@
  *   blas_demo fork     one sgemm_ in the parent, then fork(): one ill-conditioned sgemm_ in
  *                      the child (no exec), waited for by the parent
  *   blas_demo fork_exit  the same, the child ending with _exit() (no destructors run)
+ *   blas_demo fork_big   the same, the parent's sgemm_ a large one (milliseconds: a check's
+ *                      cost per second of op is learnt from it)
  *   blas_demo fork_term  one sgemm_ in the parent, then fork(): 3 small sgemm_ calls in the
  *                      child, which then waits; the parent ends it with SIGTERM (a pool worker)
  *   blas_demo linger MS  one sgemm_, then MS milliseconds of sleep before it exits (a process
@@ -93,6 +95,26 @@ static int well(void) {
   const float one = 1.0f, zero = 0.0f;
   sgemm_("N", "N", &m, &n, &k, &one, a, &m, b, &k, &zero, c, &m);
   print_f("well", c, M * N);
+  return 0;
+}
+
+/* A well-conditioned 512x512x512 sgemm_ (milliseconds of op); prints a checksum of C. */
+static int large(void) {
+  enum { N = 512 };
+  float* a = malloc(sizeof(float) * N * N);
+  float* b = malloc(sizeof(float) * N * N);
+  float* c = malloc(sizeof(float) * N * N);
+  fill_f(a, N * N);
+  fill_f(b, N * N);
+  const int n = N;
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("N", "N", &n, &n, &n, &one, a, &n, b, &n, &zero, c, &n);
+  double sum = 0;
+  for (int i = 0; i < N * N; ++i) sum += c[i];
+  printf("large %a\n", sum);
+  free(a);
+  free(b);
+  free(c);
   return 0;
 }
 
@@ -242,8 +264,11 @@ static int threads(int nthreads, int iters) {
   return 0;
 }
 
-static int forked(int with_exit) {
-  well();
+static int forked(int with_exit, int big) {
+  if (big)
+    large();
+  else
+    well();
   fflush(stdout);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -323,8 +348,9 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "layouts")) return layouts();
   if (!strcmp(argv[1], "loop") && argc > 2) return loop(atoi(argv[2]));
   if (!strcmp(argv[1], "threads") && argc > 3) return threads(atoi(argv[2]), atoi(argv[3]));
-  if (!strcmp(argv[1], "fork")) return forked(0);
-  if (!strcmp(argv[1], "fork_exit")) return forked(1);
+  if (!strcmp(argv[1], "fork")) return forked(0, 0);
+  if (!strcmp(argv[1], "fork_exit")) return forked(1, 0);
+  if (!strcmp(argv[1], "fork_big")) return forked(0, 1);
   if (!strcmp(argv[1], "fork_term")) return fork_terminated();
   if (!strcmp(argv[1], "vfork")) return vforked();
   if (!strcmp(argv[1], "linger") && argc > 2) {
