@@ -12,6 +12,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -700,6 +701,21 @@ void addContext(nlohmann::json& ev, const std::vector<ContextEntry>& ctx) {
   ev["parent"] = {{"op", ctx.back().site->name}, {"call_index", ctx.back().call_index}};
 }
 
+namespace {
+// Seconds this thread spent reporting violations (their stacks, a NaN origin's claim, the
+// event): runChecks takes them out of what a check costs and the overhead budget is charged.
+// A report is the finding itself, bounded by report.violation_events per op and metric, and
+// the first stack a process symbolises reads its libraries' debug information (0.3 s with
+// libtorch): charged to the check that found it, it kept that check (nan_inf, the cheapest)
+// over its share of the budget for minutes of run (batch 23, F11).
+thread_local double t_report_seconds = 0;
+
+struct ReportTime {
+  const double started = monotonicSeconds();
+  ~ReportTime() { t_report_seconds += monotonicSeconds() - started; }
+};
+}  // namespace
+
 void hostReport(fumi_call* c, const fumi_verdict* reported) {
   if (!reported || !FUMI_VERDICT_HAS(reported, violated)) return;
   Call& call = *c->call;
@@ -707,6 +723,8 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
   const bool cancelled = c->check->kind == FUMI_KIND_ERROR &&
                          cancellationVerdict(call, *c->policy, *reported, &rejudged);
   const fumi_verdict* v = cancelled ? &rejudged : reported;
+  std::optional<ReportTime> timing;
+  if (v->violated) timing.emplace();
   const std::string check = c->check->name;
   const std::string metric = v->metric ? v->metric : "value";
   const fumi_kind kind = cancelled ? FUMI_KIND_CANCELLATION : c->check->kind;
@@ -1315,6 +1333,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
   call.setPhase(origin ? origin->phase : currentPhase());
   uint64_t checked = 0, attempted = 0, over_budget = 0, deferred = 0;
   bool violated = false, error_violated = false;
+  const double reported_before = t_report_seconds;
   const double op_s = call.opSeconds();
   if (op_s > 0) {
     sampler.last_op_s.store(op_s, std::memory_order_relaxed);
@@ -1358,6 +1377,7 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
                      &policy_, origin,     0,     {},  ScratchArena::local().mark(),
                      false};
     const double check_started = monotonicSeconds();
+    const double report_started = t_report_seconds;
     fumi_status st = FUMI_ERROR;
     std::string what;
     try {
@@ -1397,14 +1417,17 @@ bool Engine::runChecks(Call& call, RuleSampler& sampler, const CallOrigin* origi
         }
       }
     }
-    const double check_seconds = monotonicSeconds() - check_started;
+    const double check_seconds = std::max(
+        monotonicSeconds() - check_started - (t_report_seconds - report_started), 0.0);
     call.site().recordCheck(ci.name, st, handle.violated, check_seconds);
     budget_.chargeCheck(ci.budget_id, check_seconds);
     if (st == FUMI_OK && op_s >= CheckBudget::kMinOpSeconds)
       learnCost(sampler, j, check_seconds / op_s);
   }
   const double ended = monotonicSeconds();
-  const double seconds = ended - started;
+  const double reported = t_report_seconds - reported_before;
+  if (reported > 0) call.site().addReportSeconds(reported);
+  const double seconds = std::max(ended - started - reported, 0.0);
   budget_.charge(seconds);
   if (!attempted && (over_budget || deferred))
     call.site().countSkipped(over_budget ? kOverBudget : kDeferred);

@@ -231,6 +231,7 @@ Reporter::StateTotals Reporter::writeState(const char* type, const char* reason,
     if (st.handled_overflow) ops.back()["handled_overflow"] = st.handled_overflow;
     if (st.autotuning) ops.back()["autotuning"] = st.autotuning;
     if (st.adapter_seconds > 0) ops.back()["adapter_s"] = st.adapter_seconds;
+    if (st.report_seconds > 0) ops.back()["report_s"] = st.report_seconds;
   }
   nlohmann::json ev;
   ev["event"] = type;

@@ -111,6 +111,11 @@ void OpSite::addAdapterSeconds(double seconds) {
   stats.adapter_seconds += seconds;
 }
 
+void OpSite::addReportSeconds(double seconds) {
+  const InsideLock<std::mutex> lock(stats_mu);
+  stats.report_seconds += seconds;
+}
+
 // Why is said once per op and reason at info level (the summary has only the count), every
 // time at debug level; its first line only (an exception's message may go on with a C++
 // backtrace).

@@ -84,6 +84,9 @@ struct OpStats {
   // Wall time a framework adapter spent on the sampled calls outside their checks (copies taken
   // before the op ran, describing it, work after the checks): fumi's cost is both.
   double adapter_seconds = 0;
+  // Wall time spent reporting this op's violations (stacks, events): not in check_seconds, nor
+  // charged to the overhead budget (Engine::runChecks).
+  double report_seconds = 0;
   std::map<std::string, double> worst;  // "check.metric" -> largest value seen
   std::map<std::string, MetricStats> metrics;  // "check.metric" -> its distribution
   std::map<std::string, CheckCounts> checks;   // check name -> its runs
@@ -145,6 +148,7 @@ struct OpSite {
 
   void addStats(uint64_t checked, uint64_t skipped, double check_seconds = 0);
   void addAdapterSeconds(double seconds);
+  void addReportSeconds(double seconds);
   // A sampled call that will not be checked: counted skipped, by reason (the summary's
   // ops[].not_checked); why is logged (info once per op and reason, debug every time).
   void countSkipped(const char* why);

@@ -1489,6 +1489,41 @@ class AtenChecks(unittest.TestCase):
         self.assertLess(op["check_s"], 0.03, op)  # the checks alone never spent the 60 ms
         self.assertGreater(op["adapter_s"], 0.06, op)
 
+    def test_reporting_a_violation_is_not_charged_to_the_overhead_budget(self):
+        """Batch 23 F11: once a run went NaN, even nan_inf was skipped "over budget": reporting
+        its first violation (the stacks: the first symbolisation reads libtorch's debug
+        information, a third of a second) was charged to nan_inf, the check with the smallest
+        cost, putting it over its share for minutes of run. A report is the finding, not the
+        check's cost: counted as the op's report_s, outside check_s and the budget."""
+        code = textwrap.dedent("""
+            import torch
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(64, 100, generator=g)
+            x[0, 0] = float("inf")
+            out = [float(torch.log_softmax(x, 1)[1].sum())]
+            z = torch.randn(64, 100, generator=g)
+            for i in range(40):
+                out.append(float(torch.log_softmax(z * (1 + i), 1).sum()))
+            print(out)
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code], policy="""
+            version: 1
+            overhead_budget: 0.001  # 10 ms of the 10 s minimum window
+            rules:
+              - match: { op: aten::_log_softmax }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        op = torch_summary(r)["aten::_log_softmax"]
+        self.assertEqual((op["calls"], op["checked"], op["violations"]), (41, 41, 1), op)
+        self.assertNotIn("skipped_budget", op["checks"]["nan_inf"], op)
+        self.assertGreater(op["report_s"], 0, op)
+        self.assertLess(op["check_s"], 0.01, op)
+
     def test_a_first_check_predicted_over_the_budget_waits_for_a_later_call(self):
         """Batch 18 F8: a first call's f64 rerun of a large convolution took 20 s, whatever the
         budget. Its cost is now predicted from the op's own time and what highprec cost per
