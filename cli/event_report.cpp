@@ -428,6 +428,7 @@ class Aggregator {
 
   Report finish() {
     attachOriginStacks();
+    linkInfOrigins();
     linkGradientOrigins();
     std::map<int64_t, RankTotals> ranks;
     // Snapshots first: their metrics join the global ones below.
@@ -675,7 +676,7 @@ class Aggregator {
     if (ev.info.value) mergeWorst(g.worst, metricKey(ev.info.check, ev.info.metric), *ev.info.value);
     if (violation) {
       ++d.violations;
-      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info, {}});
+      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info, {}, false, {}});
       KindAcc& acc = g.kinds[ev.info.kind];
       ++acc.violations;
       FirstKey k = firstKey(ev.info.time, seq);
@@ -701,6 +702,33 @@ class Aggregator {
         v.stack_call_index = stacks.call_index.value_or(0);
         break;
       }
+  }
+
+  // NaN from Inf is the spread of an Inf: where an op of the same process and optimizer step made
+  // Inf from finite values (in the same pass, or the forward pass before a backward one), that
+  // op is listed first, and this one is said to be likely its spread. The NaN is often reported
+  // first: a sampled check saw it at its call, the Inf's maker found later, looking back.
+  void linkInfOrigins() {
+    auto& all = report_.nan_origins;
+    const auto count = [](const ViolationInfo& v, const char* key) {
+      return v.extra.is_object() && v.extra.contains(key) && v.extra[key].is_number()
+                 ? v.extra[key].get<double>()
+                 : 0.0;
+    };
+    for (size_t n = 0; n < all.size(); ++n) {
+      const ViolationInfo& nan = all[n].violation;
+      if (nan.detail != "nan_from_inf" || !nan.optimizer_step) continue;
+      for (size_t i = 0; i < all.size(); ++i) {
+        const ViolationInfo& inf = all[i].violation;
+        if (i == n || inf.pid != nan.pid || inf.optimizer_step != nan.optimizer_step ||
+            !(inf.detail.empty() || inf.detail == "appeared") || !(count(inf, "inf") > 0) ||
+            (inf.backward() && !nan.backward()))
+          continue;
+        all[n].inf_of = all[i].op + (inf.call_index ? " #" + std::to_string(*inf.call_index) : "");
+        if (i > n) std::rotate(all.begin() + n, all.begin() + i, all.begin() + i + 1);
+        break;
+      }
+    }
   }
 
   // One defect often makes two origins: its forward op's (log(0): -inf) and, in the same

@@ -207,6 +207,11 @@ struct NanOrigin {
   // sentinel ran in: the values the sentinel saw were made before it, by an op not found (not
   // kept at the thread's op rate), and this one is likely their gradient's (batch 20).
   bool after_forward_sentinel = false;
+  // NaN made from Inf (`nan_from_inf`) in the optimizer step and process of an origin that made
+  // Inf from finite values, not later in the step's passes: that origin ("aten::div_.Tensor
+  // #2"), listed before this one, whose Inf this likely is (MoCo's `logits /= T` with T = 0, its
+  // log_softmax's NaN reported first: batch 23); empty otherwise.
+  std::string inf_of;
 };
 
 // A `nan_search` event: how a search for the NaN origin ended ("found" or "not_found").

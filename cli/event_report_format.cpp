@@ -384,6 +384,7 @@ json toJson(const Report& report) {
     oj["backend"] = o.backend;
     oj["gradient_of"] = o.gradient_of.empty() ? json(nullptr) : json(o.gradient_of);
     oj["after_forward_sentinel"] = o.after_forward_sentinel;
+    oj["inf_of"] = o.inf_of.empty() ? json(nullptr) : json(o.inf_of);
     origins.push_back(std::move(oj));
   }
   j["nan_origins"] = std::move(origins);

@@ -955,6 +955,49 @@ TEST(ReportFindings, BackwardOriginInTheStepOfAForwardOneIsItsGradient) {
   EXPECT_EQ(report(1, 1, R"(,"phase":"forward"})").nan_origins[1].gradient_of, "");
 }
 
+// NaN made from Inf, reported at its call by a sampled check, before the op that made the Inf
+// was found looking back (MoCo with T = 0: `logits /= T`, then log_softmax; batch 23): the Inf's
+// maker is listed first, and the NaN said to be likely its spread.
+TEST(ReportFindings, NanFromInfIsListedAfterTheInfOriginOfItsStep) {
+  const auto origin = [](const std::string& op, int call, int step, int pid,
+                         const std::string& detail, int nan, int inf, const std::string& phase) {
+    return R"({"event":"violation","op":")" + op +
+           R"(","backend":"torch","check":"nan_inf","kind":"error","metric":"nonfinite",)"
+           R"("value":4,"tolerance":0,"detail":")" + detail +
+           R"(","origin":true,"call_index":)" + std::to_string(call) +
+           R"(,"optimizer_step":)" + std::to_string(step) + R"(,"extra":{"nan":)" +
+           std::to_string(nan) + R"(,"inf":)" + std::to_string(inf) + R"(},"pid":)" +
+           std::to_string(pid) + R"(,"phase":")" + phase + R"("})";
+  };
+  const auto report = [&](int inf_step, int inf_pid, const std::string& inf_phase, int inf) {
+    return aggregate({EventFile{
+        "events-1.jsonl",
+        lines({startLine(1), origin("aten::_log_softmax", 0, 0, 1, "nan_from_inf", 4, 0, "forward"),
+               origin("aten::div_.Tensor", 2, inf_step, inf_pid, "appeared", 0, inf, inf_phase),
+               summaryLine(1, "[" + opEntry("aten::_log_softmax", 4, 0, 1) + "," +
+                                  opEntry("aten::div_.Tensor", 4, 0, 1) + "]")})}});
+  };
+  Report linked = report(0, 1, "forward", 4);
+  ASSERT_TRUE(linked.malformed.empty()) << linked.malformed[0].str();
+  ASSERT_EQ(linked.nan_origins.size(), 2u);
+  EXPECT_EQ(linked.nan_origins[0].op, "aten::div_.Tensor");
+  EXPECT_EQ(linked.nan_origins[0].inf_of, "");
+  EXPECT_EQ(linked.nan_origins[1].op, "aten::_log_softmax");
+  EXPECT_EQ(linked.nan_origins[1].inf_of, "aten::div_.Tensor #2");
+  at(fumi::report::formatText(linked),
+     "nan_from_inf (4 NaN, 0 Inf) (from Inf: the origin aten::div_.Tensor #2 made Inf in this "
+     "step: likely its spread)");
+  EXPECT_EQ(fumi::report::toJson(linked)["nan_origins"][1]["inf_of"], "aten::div_.Tensor #2");
+  // Not linked: another step, another process, an Inf made only in the backward pass after a
+  // forward NaN, an origin that made no Inf.
+  for (const Report& r : {report(1, 1, "forward", 4), report(0, 2, "forward", 4),
+                          report(0, 1, "backward", 4), report(0, 1, "forward", 0)}) {
+    ASSERT_EQ(r.nan_origins.size(), 2u);
+    EXPECT_EQ(r.nan_origins[0].op, "aten::_log_softmax");
+    EXPECT_EQ(r.nan_origins[0].inf_of, "");
+  }
+}
+
 // The search's only origin in the backward pass of the step whose forward pass its sentinel ran
 // in (look-back off at a high op rate; batch 20): the sentinel's values were made before it, and
 // this origin likely their gradient's.
