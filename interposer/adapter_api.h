@@ -36,8 +36,10 @@ extern "C" {
  * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from).
  * 15: fumi_past_call.hops (how near the origin each call a look-back went through ran).
  * 16: nan_looked_back's `through`: every call followed back (up to 512), not the 16 nearest:
- *    libfumi picks the likeliest maker among them and lists the nearest. */
-#define FUMI_ADAPTER_ABI_VERSION 16u
+ *    libfumi picks the likeliest maker among them and lists the nearest.
+ * 17: fumi_past_call.steps_ago (an origin whose optimizer step has run: its values reached the
+ *    parameters, no loss scaler handled them). */
+#define FUMI_ADAPTER_ABI_VERSION 17u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {
@@ -47,6 +49,9 @@ typedef struct fumi_past_call {
   /* In nan_looked_back's `through`: the fewest ops between it and the origin along the inputs
    * followed back (1: it made an input of the origin); 0 elsewhere. */
   uint32_t hops;
+  /* In nan_looked_back: the optimizer steps the adapter's thread began since the call ran (0: in
+   * this step). */
+  uint32_t steps_ago;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution

@@ -899,8 +899,11 @@ void reportHostViolation(OpSite& site, uint64_t index, const std::string& check,
                          const std::string& metric, double value, double tolerance,
                          const nlohmann::json& more, const char* past_phase) {
   const char* phase = past_phase ? past_phase : currentPhase();
-  const bool held = lossScalingHolds(
-      metric, phase, more.is_object() ? more.value("detail", std::string()) : std::string());
+  // A finding whose loss scaling is settled (`loss_scaling` in `more`) is not held.
+  const bool held = !(more.is_object() && more.contains("loss_scaling")) &&
+                    lossScalingHolds(metric, phase,
+                                     more.is_object() ? more.value("detail", std::string())
+                                                      : std::string());
   site.recordMetric(check + "." + metric, kind, value, /*violated=*/!held,
                     /*counted_nonfinite=*/false, tolerance);
   Reporter* rep = activeReporter();

@@ -429,6 +429,14 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     phases.push_back(c.phase ? c.phase : "");
   }
   nlohmann::json more = originFields(std::move(sentinel));
+  // Made in an earlier step (the step before's look-back: a gradient's NaN its update spread):
+  // that step's, and past its optimizer step, which no loss scaler skipped: not held for one.
+  if (origin.steps_ago > 0) {
+    more["optimizer_step"] = optimizerSteps() - std::min<uint64_t>(origin.steps_ago,
+                                                                    optimizerSteps());
+    if (origin.phase && std::strcmp(origin.phase, "backward") == 0)
+      more["loss_scaling"] = "reached_optimizer";
+  }
   more.update({{"detail", detail ? detail : "appeared"},
                {"looked_back", true},
                {"through", std::move(made)},

@@ -77,6 +77,7 @@ struct PastCall {
   uint64_t index;
   const char* phase;
   uint32_t hops;  // in `through`: the fewest ops between it and the origin (1: an input's maker)
+  uint32_t steps_ago = 0;  // optimizer steps begun since it ran (fumi_past_call.steps_ago)
 };
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the

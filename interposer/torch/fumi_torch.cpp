@@ -2544,6 +2544,7 @@ bool watchOutputs(const char* op, const InputNote& inputs, const std::vector<c10
 // An op this thread ran: its inputs as they were before it ran, its outputs as it returned them.
 struct PastOp {
   fumi_past_call call{};
+  uint64_t step = 0;  // t_optimizer_steps when it ran (call.steps_ago is set from it when told)
   const char* op = "";  // the schema's name (the dispatcher keeps it)
   InputNote inputs;
   c10::SmallVector<TensorNote, 2> outputs;
@@ -2760,6 +2761,9 @@ class LookBackMemo {
   size_t start() const { return start_; }
   static constexpr size_t npos = static_cast<size_t>(-1);
   size_t follows = 0;  // ops followed back, by every provenance of this look-back
+  // Over the step before: the optimizer's inputs no op of the range wrote before them (its state
+  // as that step began) are taken as finite, as parameters and data are (traceInputs).
+  bool state_finite = false;
 
  private:
   struct Scanned {
@@ -2927,7 +2931,8 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       // read as that step began, or memory no op since wrote (the data, a slice of it gone), is
       // taken as finite: nothing non-finite was seen in that step, and the values came in
       // through the update after it.
-      if (p.memo->start() < past.stepStart() && !isOptimizerPhase(op.call.phase) &&
+      if (p.memo->start() < past.stepStart() &&
+          (!isOptimizerPhase(op.call.phase) || p.memo->state_finite) &&
           p.memo->unwrittenBefore(in, j))
         continue;
       p.unknown = true;  // made before the step's ops recorded, or its memory came from outside
@@ -2953,6 +2958,13 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
   return p;
 }
 
+// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran.
+fumi_past_call pastCall(const PastOp& e) {
+  fumi_past_call c = e.call;
+  c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
+  return c;
+}
+
 // A sentinel has just started a search: the earliest op since the last optimizer step began
 // whose outputs, still held as it returned them, hold NaN/Inf made from finite inputs
 // (directly, or through ops whose results are gone or overwritten) is the origin, reported at
@@ -2960,6 +2972,7 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
 // passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
 // is the search's to mention. True when it found the origin. `dry`: whether it would, reporting
 // nothing.
+
 bool lookBack(bool dry = false) {
   if (g_look_back == 2 && !t_rate.keep) {
     if (dry) return false;
@@ -2974,6 +2987,7 @@ bool lookBack(bool dry = false) {
   // What one pass over the ops saw, where it found no origin.
   struct Seen {
     const fumi_past_call* unknown = nullptr;
+    size_t unknown_index = 0;  // its place in the ring
     std::vector<fumi_past_call> unknown_through;  // the ops it was followed back through
     // The earliest op holding them that got them in its input tensors (ops that made them from
     // the program's constants, a -inf mask, are passed over: deliberate, and most jobs hold
@@ -2997,7 +3011,7 @@ bool lookBack(bool dry = false) {
     std::sort(order.begin(), order.end());
     std::vector<fumi_past_call> calls;
     for (size_t k : order) {
-      calls.push_back(past[k].call);
+      calls.push_back(pastCall(past[k]));
       for (size_t j = k; j != i; j = p.from[j]) ++calls.back().hops;
     }
     return calls;
@@ -3025,13 +3039,15 @@ bool lookBack(bool dry = false) {
       if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
         if (dry) return true;
         const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
-        g_api->nan_looked_back(&e.call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
+        const fumi_past_call call = pastCall(e);
+        g_api->nan_looked_back(&call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
                                out.inf, through.data(), through.size(), nullptr);
         noteOrigin(e.call.site, e.call.index, out);
         return true;
       }
       if (p.unknown && !p.bad.any() && !seen.unknown) {
         seen.unknown = &e.call;
+        seen.unknown_index = i;
         seen.unknown_through = ranThrough(p, i, false);
       }
       if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) seen.passed = &e.call;
@@ -3058,9 +3074,40 @@ bool lookBack(bool dry = false) {
       t_nonfinite_step == t_optimizer_steps ? t_nonfinite_step_before : t_nonfinite_step;
   if (via && isOptimizerPhase(via->phase) && before_start < past.stepStart() &&
       (seen_before == UINT64_MAX || seen_before + 1 < t_optimizer_steps)) {
-    LookBackMemo memo(past, before_start);
-    Seen before;
-    if (const std::optional<bool> found = pass(memo, before)) return *found;
+    {
+      LookBackMemo memo(past, before_start);
+      Seen before;
+      if (const std::optional<bool> found = pass(memo, before)) return *found;
+    }
+    // Nothing of the step before holds them now: the gradients the update read were zeroed
+    // since (zero_grad's zero_, in place), and the ops that made them returned temporaries, long
+    // gone (a custom Function's backward dividing by a zero norm; batch 24's DANN and VQ-VAE:
+    // "origin not found"). The update that read them is followed back through the memory's
+    // writers of the step before, the optimizer's own state as the step before began taken as
+    // finite too: where every path ends in finite values, the likeliest maker among the ops
+    // followed is the origin (libfumi's choice), the update its holder. Only where the values
+    // reached the program past the update (a sentinel outside the optimizer step): state the
+    // optimizer watch sees holding Inf since a step not watched (m / inf = 0: the parameters
+    // stay finite) is not taken for finite.
+    if (seen.unknown && isOptimizerPhase(seen.unknown->phase) &&
+        !isOptimizerPhase(g_api->phase())) {
+      LookBackMemo memo(past, before_start);
+      memo.state_finite = true;
+      const size_t u = seen.unknown_index;
+      const Provenance p = provenance(past, u, memo);
+      if (!p.bad.any() && !p.unknown && p.known == LookBackMemo::npos && !p.through.empty()) {
+        if (dry) return true;
+        NonFinite out;
+        for (const TensorNote& o : past[u].outputs)
+          if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+        const std::vector<fumi_past_call> through = ranThrough(p, u, false);
+        const fumi_past_call call = pastCall(past[u]);
+        g_api->nan_looked_back(&call, "appeared", out.nan, out.inf, through.data(),
+                               through.size(), nullptr);
+        noteOrigin(past[u].call.site, past[u].call.index, out);
+        return true;
+      }
+    }
   }
   if (dry) return false;
   const fumi_past_call* unknown = seen.unknown;
@@ -3096,7 +3143,8 @@ bool lookBack(bool dry = false) {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0};
+  past.step = t_optimizer_steps;
   past.op = op;
   past.inputs = std::move(inputs);
   for (size_t i = 0; i < outputs.size(); ++i)

@@ -90,6 +90,11 @@
              NaN the where drops (the line marked WHERESQRT): the forward pass and the loss stay
              finite, the sqrt's gradient is NaN, and the optimizer writes it into the weights;
              the next step's loss shows it, after the step that made it.
+  custom_bwd  a gradient reversal (a custom autograd Function) whose backward normalises the
+             reversed gradient by its norm (the line marked CUSTOMBWD); on step 1 the branch's
+             weight is 0, its gradient all zero, and the backward makes 0/0, in user code. No
+             sentinel sees a gradient; Adam's update writes the NaN into the first layer and its
+             moments, and the next step's loss shows it. No loss scaler: nothing handles it.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -141,12 +146,24 @@ if mode == "overflow_sum":
 classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
-if mode.startswith("adam_"):
+if mode.startswith("adam_") or mode == "custom_bwd":
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
                           list(lstm.parameters()), lr=0.1)
 
+
+
+class Reverse(torch.autograd.Function):
+    """Identity forward; backward reverses the gradient, normalised by its norm."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g / g.norm()  # CUSTOMBWD
 
 
 class Square(torch.autograd.Function):
@@ -223,6 +240,9 @@ for step in range(12 if mode == "adam_state3" else 4):
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode == "custom_bwd":
+        h = model[0](inputs)
+        out = model[2](model[1](h + (0.0 if step == 1 else 0.1) * Reverse.apply(h)))
     elif mode == "raise_empty":
         h = model[0](inputs)
         if step == 1:

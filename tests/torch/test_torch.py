@@ -2458,6 +2458,22 @@ class NanOrigin(unittest.TestCase):
         self.assertIn(origins[0]["held_by"]["phase"], ("backward", "optimizer"))
         self.assertEqual(origins[0]["sentinel"]["phase"], "forward")  # the next step's loss
 
+    def test_nan_made_in_a_custom_backward_after_its_update_is_raised(self):
+        # Batch 24 (DANN's gradient reversal, normalised: 0/0 when the branch's weight is 0):
+        # the NaN is made in user code in the backward pass, the update spreads it, and the next
+        # step's loss finds it looking back over the step before. A backward-pass finding waits
+        # for what a loss scaler does; this one was found after its optimizer step had run, and
+        # the next zero_grad counted it "handled by the loss scaler" (no scaler in the job, 0
+        # violations). Its step is the step before's, and it reached the optimizer.
+        r = self.case("custom_bwd")
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"], o.get("loss_scaling")) for o in origins],
+                         [("aten::div.Tensor", "backward", "reached_optimizer")], origins)
+        self.assertEqual(origins[0]["optimizer_step"], 1)  # made in step 1, found in step 2
+        self.assertEqual(origins[0]["sentinel"]["phase"], "forward")
+        for op in r.of("summary")[-1]["ops"]:
+            self.assertNotIn("handled_overflow", op, op)
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun
