@@ -2995,6 +2995,7 @@ bool lookBack(bool dry = false) {
     // NaN's.
     const fumi_past_call* passed = nullptr;
     const fumi_past_call* passed_inf = nullptr;
+    size_t passed_index = 0, passed_inf_index = 0;
   };
   // The calls a provenance went through that may have made the values, in the order they ran:
   // for NaN from Inf, those from the nearest op that got the Inf to op `i`; else all it followed
@@ -3050,8 +3051,14 @@ bool lookBack(bool dry = false) {
         seen.unknown_index = i;
         seen.unknown_through = ranThrough(p, i, false);
       }
-      if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) seen.passed = &e.call;
-      if (p.held && !seen.passed_inf) seen.passed_inf = &e.call;
+      if (p.held && p.bad.nan > 0 && out.nan > 0 && !seen.passed) {
+        seen.passed = &e.call;
+        seen.passed_index = i;
+      }
+      if (p.held && !seen.passed_inf) {
+        seen.passed_inf = &e.call;
+        seen.passed_inf_index = i;
+      }
     }
     return std::nullopt;
   };
@@ -3067,6 +3074,9 @@ bool lookBack(bool dry = false) {
   // they were then (LookBackMemo::unwrittenBefore), where it saw nothing non-finite.
   const fumi_past_call* via =
       seen.unknown ? seen.unknown : seen.passed ? seen.passed : seen.passed_inf;
+  const size_t via_index = seen.unknown  ? seen.unknown_index
+                           : seen.passed ? seen.passed_index
+                                         : seen.passed_inf_index;
   size_t before_start = past.previousStepStart();  // after that optimizer step's own ops
   while (before_start < past.stepStart() && isOptimizerPhase(past[before_start].call.phase))
     ++before_start;
@@ -3079,21 +3089,21 @@ bool lookBack(bool dry = false) {
       Seen before;
       if (const std::optional<bool> found = pass(memo, before)) return *found;
     }
-    // Nothing of the step before holds them now: the gradients the update read were zeroed
-    // since (zero_grad's zero_, in place), and the ops that made them returned temporaries, long
-    // gone (a custom Function's backward dividing by a zero norm; batch 24's DANN and VQ-VAE:
-    // "origin not found"). The update that read them is followed back through the memory's
-    // writers of the step before, the optimizer's own state as the step before began taken as
+    // Nothing of the step before holds them now: the ops that made them returned temporaries,
+    // long gone, and the gradients the update read were zeroed since (zero_grad's zero_, in
+    // place) or hold what that step's accumulation wrote (a custom Function's backward dividing
+    // by a zero norm; batch 24's DANN and VQ-VAE: "origin not found"). The update that read them
+    // is followed back through the memory's writers of the step before, the optimizer's own
+    // state as the step before began taken as
     // finite too: where every path ends in finite values, the likeliest maker among the ops
     // followed is the origin (libfumi's choice), the update its holder. Only where the values
     // reached the program past the update (a sentinel outside the optimizer step): state the
     // optimizer watch sees holding Inf since a step not watched (m / inf = 0: the parameters
     // stay finite) is not taken for finite.
-    if (seen.unknown && isOptimizerPhase(seen.unknown->phase) &&
-        !isOptimizerPhase(g_api->phase())) {
+    if (!isOptimizerPhase(g_api->phase())) {
       LookBackMemo memo(past, before_start);
       memo.state_finite = true;
-      const size_t u = seen.unknown_index;
+      const size_t u = via_index;
       const Provenance p = provenance(past, u, memo);
       if (!p.bad.any() && !p.unknown && p.known == LookBackMemo::npos && !p.through.empty()) {
         if (dry) return true;
