@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine.h"
+#include "nan_search.h"
 #include "plugin_loader.h"
 #include "report.h"
 #include "runtime.h"
@@ -62,8 +63,16 @@ void resolve(bool raised, const char* why) {
     // The scaled loss overflowing in the forward pass reaches no gradient (the backward pass
     // takes the scale, not the product): an optimizer step after it is no error of its own.
     const bool scaled = h.event.value("detail", std::string()) == "scaled_overflow";
-    if (raised && !(scaled && std::strcmp(why, "reached_optimizer") == 0)) writeRaised(h, why);
-    else h.site->addHandledOverflow();
+    if (raised && !(scaled && std::strcmp(why, "reached_optimizer") == 0)) {
+      writeRaised(h, why);
+      continue;
+    }
+    h.site->addHandledOverflow();
+    // A batch 24 job skipping its overflowed steps by design: a softmax's NaN of an all-masked
+    // row, steps later, was taken for the spread of the loss's scaled overflow, which the scaler
+    // had handled, and never reported.
+    if (h.event.value("origin", false))
+      nanOriginHandled(h.event.value("op", std::string()), h.event.value("call_index", uint64_t{0}));
   }
   if (raised) return;
   ++g_overflow_steps;

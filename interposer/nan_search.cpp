@@ -50,6 +50,9 @@ struct SearchState {
   // known. One op's origins at different lines are different defects (batch 23: two losses'
   // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
   std::set<std::string> origins, origins_where, origins_unplaced;
+  // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
+  // one element, past the dtype's range): a loss scaler's working, held and most often handled.
+  std::set<std::string> scaled;
   std::string last_origin;        // the last one reported: "aten::sqrt #1"
   uint64_t last_origin_step = 0;  // g_steps when it was reported
   // The op the running search found looking back (reported without stacks): the search goes on
@@ -148,6 +151,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
                                             s.origins_unplaced.count(site->name) > 0;
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
+    // A search that found a loss scale's overflow again at once, looking back, does not count
+    // against max_searches: a job whose scaler overflows by design every few steps spent them
+    // all in its first step, and a softmax's NaN later went unsearched.
+    if (searching && where.empty() && s.scaled.count(site->name) && s.searches) --s.searches;
     if (searching) endSearch(s, nullptr, "");
     return nullptr;
   }
@@ -158,11 +165,14 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   } else {
     // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
     // counts as one against max_searches.
+    // A loss scale's overflow does not count against max_searches (above).
+    const bool scaled = detail && std::strcmp(detail, "scaled_overflow") == 0;
     const NanOriginSettings* cfg = settings();
-    if (!cfg || !cfg->enabled || s.searches >= cfg->max_searches) return nullptr;
-    ++s.searches;
+    if (!cfg || !cfg->enabled || (!scaled && s.searches >= cfg->max_searches)) return nullptr;
+    if (!scaled) ++s.searches;
     sentinel = {{"op", site->name}, {"call_index", index}};
   }
+  if (detail && std::strcmp(detail, "scaled_overflow") == 0) s.scaled.insert(site->name);
   s.origins.insert(site->name);
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
@@ -385,8 +395,10 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     ++s.repeats;
-    if (g_nan_search_active.load(std::memory_order_relaxed) && s.awaiting_stack.empty())
+    if (g_nan_search_active.load(std::memory_order_relaxed) && s.awaiting_stack.empty()) {
+      if (s.scaled.count(call.site->name) && s.searches) --s.searches;  // as claim's
       endSearch(s, nullptr, "");
+    }
     return;
   }
   // The op holding the values may not have made them: of the ops it got them through, their
@@ -452,6 +464,12 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                       origin.phase ? origin.phase : "");
 }
 
+void nanOriginHandled(const std::string& op, uint64_t index) {
+  SearchState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.last_origin == op + " #" + std::to_string(index)) s.last_origin.clear();
+}
+
 void nanSearchAfterFork() {
   g_nan_search_active.store(0, std::memory_order_relaxed);
   g_search = new SearchState;  // the parent's may be locked by a thread that did not fork
@@ -468,3 +486,4 @@ void nanSearchAtExit() {
 }
 
 }  // namespace fumi
+

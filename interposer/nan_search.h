@@ -44,6 +44,10 @@ struct OpSite;
 // Whether a search runs now (read by the adapter for every op: one relaxed load).
 extern std::atomic<int> g_nan_search_active;
 
+// A loss scaler handled the held origin `op` #`index` (loss_scaling.h): its values never reached
+// the parameters, so NaN made of Inf after it is no spread of it (spreadOfEarlier).
+void nanOriginHandled(const std::string& op, uint64_t index);
+
 // A sentinel saw non-finite values in the outputs of `site`'s call `index`.
 void nanSentinel(const OpSite* site, uint64_t index);
 // An optimizer step began (the adapter sees "Optimizer.step#..." ranges).

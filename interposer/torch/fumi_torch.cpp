@@ -2301,12 +2301,17 @@ std::string argName(const at::RecordFunction& fn, size_t i) {
 }
 
 // Loss scaling's forward step: a multiplication of the loss by the scale (a Python float, or
-// GradScaler's one-element tensor) above 1.
+// GradScaler's one-element tensor) above 1; or the scale's own cast to the loss's dtype (a
+// Python float scale doubled past f32's range, 2^128, is Inf in f32: fairseq's dynamic scaler
+// in a job that never overflows otherwise; batch 24 raised it).
 bool scalesUp(const char* op, const InputNote& inputs) {
-  if (std::strncmp(op, "aten::mul", 9) != 0) return false;
-  bool scaling = inputs.scalarAboveOne();
+  const bool cast = std::strcmp(op, "aten::_to_copy") == 0 || std::strcmp(op, "aten::copy_") == 0;
+  if (std::strncmp(op, "aten::mul", 9) != 0 && !cast) return false;
+  // a cast: of a Python float's 0-dim double tensor only (an f64 metric's own overflow is not)
+  bool scaling = !cast && inputs.scalarAboveOne();
   inputs.forEachLive([&](const at::Tensor& t) {
-    if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu() && readable(t))
+    if (t.numel() == 1 && t.is_floating_point() && t.device().is_cpu() && readable(t) &&
+        (!cast || (t.dim() == 0 && t.scalar_type() == at::kDouble)))
       scaling = scaling || std::fabs(t.item<double>()) > 1;
   });
   return scaling;
@@ -3041,8 +3046,16 @@ bool lookBack(bool dry = false) {
         if (dry) return true;
         const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
         const fumi_past_call call = pastCall(e);
-        g_api->nan_looked_back(&call, nan_from_inf ? "nan_from_inf" : "appeared", out.nan,
-                               out.inf, through.data(), through.size(), nullptr);
+        // A loss scale's overflow found looking back is one as at its call (originDetail).
+        bool scalar = true;
+        for (const TensorNote& o : e.outputs) scalar = scalar && o.asSeen().numel() == 1;
+        const char* detail = nan_from_inf ? "nan_from_inf"
+                             : scalar && out.nan == 0 && p.through.empty() &&
+                                     scalesUp(e.op, e.inputs)
+                                 ? "scaled_overflow"
+                                 : "appeared";
+        g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
+                               nullptr);
         noteOrigin(e.call.site, e.call.index, out);
         return true;
       }

@@ -2491,6 +2491,89 @@ class NanOrigin(unittest.TestCase):
                           origins[0]["held_by"]["phase"]),
                          ("aten::exp", "forward", "appeared", "backward"))
 
+    def test_nan_after_a_loss_scalers_overflows_by_design_is_found(self):
+        # Batch 24 (fairseq's dynamic loss scaler): the scaled loss overflows every other step by
+        # design, the scaler skips those steps and halves the scale. Each overflow used up a
+        # search (max_searches: 3, all spent in the first step), and a later softmax's NaN (an
+        # all-masked row) was taken for the spread of the handled overflow: 0 violations. The
+        # overflows stay counted as handled, the NaN is found.
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 4)
+            opt = torch.optim.SGD(lin.parameters(), lr=1e-2)
+            x, y = torch.randn(32, 8), torch.randn(32, 4)
+            scale = 2.0 ** 126
+            for step in range(14):
+                mask = torch.zeros(32, 4, dtype=torch.bool)
+                if step == 10:
+                    mask[3] = True
+                p = torch.softmax(lin(x).masked_fill(mask, float("-inf")), -1)  # MASKED
+                loss = ((p - y) ** 2).mean() * 10
+                (loss * scale).backward()
+                for q in lin.parameters():
+                    q.grad.mul_(1.0 / scale)
+                if not torch.isfinite(torch.nn.utils.clip_grad_norm_(lin.parameters(), 1.0)):
+                    opt.zero_grad()
+                    scale /= 2
+                    print(step, "skipped")
+                    continue
+                opt.step()
+                opt.zero_grad()
+                scale = min(scale * 2, 2.0 ** 127)
+                print(step, loss.item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        self.assertIn("10 nan", plain.stdout)
+        r = run([PYTHON, "-c", code])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["detail"]) for o in origins],
+                         [("aten::softmax.int", "nan_from_inf")], origins)
+        [summary] = r.of("summary")
+        self.assertGreaterEqual(summary["loss_scaling"]["overflow_steps"], 6)
+
+    def test_a_loss_scale_past_the_dtypes_range_is_the_scalers_overflow(self):
+        # Batch 24 (fairseq's DynamicLossScaler, a Python float): in a job whose gradients never
+        # overflow, the scale doubles until 2^128, which is Inf in f32; the scaler sees the Inf
+        # gradient norm and skips the step, by design. The scale's cast to f32 (_to_copy, copy_)
+        # and the product found looking back were three origins, "appeared": a false alarm.
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 1)
+            opt = torch.optim.SGD(lin.parameters(), lr=1e-2)
+            x, y = torch.randn(32, 8), torch.randn(32, 1)
+            scale = 2.0 ** 126
+            for step in range(8):
+                loss = ((lin(x) - y) ** 2).mean()
+                (loss * scale).backward()
+                for p in lin.parameters():
+                    p.grad.mul_(1.0 / scale)
+                if not torch.isfinite(torch.nn.utils.clip_grad_norm_(lin.parameters(), 1.0)):
+                    opt.zero_grad()
+                    scale /= 2
+                    print(step, "skipped")
+                    continue
+                opt.step()
+                opt.zero_grad()
+                scale *= 2
+                print(step, loss.item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        self.assertIn("skipped", plain.stdout)
+        r = run([PYTHON, "-c", code])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertEqual(r.of("violation"), [])
+        [summary] = r.of("summary")
+        handled = {o["op"] for o in summary["ops"] if o.get("handled_overflow")}
+        self.assertIn("aten::_to_copy", handled)
+        self.assertGreaterEqual(summary["loss_scaling"]["overflow_steps"], 2)
+
     def test_inf_an_optimizer_makes_in_its_state_is_an_origin(self):
         # Batch 21 (AdaBelief): one gradient 1e38 too large overflowed the second moment to
         # +inf; the layer's updates were m / inf = 0 from then on, the loss stayed finite, no
