@@ -22,13 +22,29 @@ constexpr const char* kDomain[] = {
     "aten::rsqrt", "aten::div",     "aten::reciprocal", "aten::pow", "aten::exp",
     "aten::exp2",  "aten::expm1",   "aten::acos",  "aten::asin",   "aten::atanh",
     "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
-    "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
+    "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh",
+    // normalisations: a batch's statistics overflow (squares of values past 1.8e19)
+    "aten::batch_norm", "aten::native_batch_norm", "aten::_batch_norm_impl_index",
+    "aten::instance_norm", "aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
+    "aten::native_group_norm"};
 // Of those, the ones that leave their range only at an exact 0 (a division by it, 0 to a
 // negative power): everywhere, mostly harmless (every mean and normalisation divides), so one of
 // these counts as kAtZeroHops ops further than it ran (batch 21's HGCN: the forward exp that
 // overflowed, not the distance's division beside it; batch 23's conformer: the log of a silent
 // spectrum, two ops before the features' division by 3).
-constexpr const char* kAtZero[] = {"aten::div", "aten::reciprocal", "aten::pow"};
+// The normalisations leave it only at such extremes (a BN-LSTM's input at FLT_MAX, batch 24: its
+// batch norm, not the `add` after it).
+constexpr const char* kAtZero[] = {"aten::div",
+                                   "aten::reciprocal",
+                                   "aten::pow",
+                                   "aten::batch_norm",
+                                   "aten::native_batch_norm",
+                                   "aten::_batch_norm_impl_index",
+                                   "aten::instance_norm",
+                                   "aten::layer_norm",
+                                   "aten::native_layer_norm",
+                                   "aten::group_norm",
+                                   "aten::native_group_norm"};
 constexpr uint64_t kAtZeroHops = 2;
 // Ops that make no NaN or Inf of finite values (besides those passing values along): a holder
 // that is one of them did not make what it holds, whatever the ops before it were (batch 23's
@@ -79,7 +95,7 @@ bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDo
 // whose NaN a `where` dropped, its gradient NaN, nine ops behind the normalisations' divisions:
 // batch 23). Then nearest the holder where `hops` (its own 0) says how near each ran (a
 // gradient's 0 * inf in a `mul`: the exp whose overflow it read, not the divisions before that
-// exp), kAtZero ones counted kAtZeroHops further. Without a kDomain op, where the holder is
+// exp), kAtZero ones counted kAtZeroHops further, of two as near the later. Without a kDomain op, where the holder is
 // kExact or passes values along, the ops between that compute (an overflow: a product, a sum),
 // nearest first. For NaN from Inf, the first op that computes with what it receives (not a copy
 // or a view's write) after the first fill that can put the Inf there (masked_fill of -inf; none
@@ -117,9 +133,11 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
   const bool by_hops = hops.size() == chain.size();
   const auto key = [&](size_t i) {
     const bool at_zero = listed(bareOp(chain[i]), kAtZero);
+    // as near: the later one (the two batch norms feeding a BN-LSTM's gate sum, the input's the
+    // later, batch 24)
     return std::make_tuple(by_phase && after_forward(i), by_phase && at_zero,
                            (by_hops ? hops[i] : uint64_t{0}) + (at_zero ? kAtZeroHops : 0),
-                           at_zero);
+                           at_zero, by_hops ? chain.size() - i : i);
   };
   std::stable_sort(found.begin(), found.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   return found;

@@ -2226,12 +2226,34 @@ class TensorNote {
 // freed memory: a segmentation fault, now and then, at the first NaN of a job). The tensors are
 // held weakly: a strong reference would raise their use counts while the op runs, which
 // autograd reads (AccumulateGrad takes a gradient over only when nothing else holds it).
+// Batch norm in training mode updates its running statistics in place without a word in its
+// schema (torch 1.13: `Tensor? running_mean`, no `(a!)`), and its results do not read them:
+// arguments 3 and 4 (running_mean, running_var) of the batch-norm family when argument 5
+// (training, use_input_stats) is true. Not inputs of what it returns: a batch mean's overflow
+// the kernel wrote into them read as NaN the op had got ("nan_from_inf"), and a look-back passed
+// over the op that made it (batch 24, a BN-LSTM).
+template <class Values>
+bool updatesRunningStats(const char* op, const Values& inputs) {
+  static const char* const kOps[] = {"aten::native_batch_norm", "aten::batch_norm",
+                                     "aten::_batch_norm_impl_index", "aten::instance_norm",
+                                     "aten::cudnn_batch_norm", "aten::miopen_batch_norm"};
+  if (!op || inputs.size() < 6 || !inputs[5].isBool() || !inputs[5].toBool()) return false;
+  for (const char* name : kOps)
+    if (std::strcmp(op, name) == 0) return true;
+  return false;
+}
+
 class InputNote {
  public:
   InputNote() = default;
+  // `op`: the op's name, for the inputs it only updates (updatesRunningStats), left out.
   template <class Values>
-  explicit InputNote(const Values& inputs, bool past = false) : recorded_(!inputs.empty()) {
-    for (const c10::IValue& v : inputs) {
+  explicit InputNote(const Values& inputs, bool past = false, const char* op = nullptr)
+      : recorded_(!inputs.empty()) {
+    const bool stats = updatesRunningStats(op, inputs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (stats && (i == 3 || i == 4)) continue;
+      const c10::IValue& v = inputs[i];
       if (v.isDouble()) {
         const double d = v.toDouble();
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
@@ -3500,7 +3522,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
       t_running.push_back(Running{site, index, view,
-                                  view ? InputNote() : InputNote(inputs, pastKept()),
+                                  view ? InputNote()
+                                       : InputNote(inputs, pastKept(),
+                                                   fumi::torch_compat::opName(fn)),
                                   pastOps().pushed(), searching, false, false, {}});
       Running& running = t_running.back();
       running.state_watch = !view && !searching && watchesState(fn, running.state_before);

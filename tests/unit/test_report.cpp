@@ -797,15 +797,24 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
                             R"("aten::div.Scalar #2","aten::mul.Tensor #25"])";
   const std::string likeliest = "then this call (the results in between no longer held: one of "
                                 "them made them; likely one of aten::exp #2, aten::div.Tensor "
-                                "#12, aten::reciprocal #2, aten::div.Scalar #2, whose domains or "
-                                "ranges allow it, likeliest first); sentinel";
+                                "#12, aten::div.Scalar #2, aten::reciprocal #2, whose domains or "
+                                "ranges allow it, likeliest first); sentinel";  // as near: the later
   at(text("aten::mul.Tensor", "appeared", gates, "[2,1,3,3,1]"), likeliest);
   // as near: the exp before the reciprocal, which needs an exact 0 to overflow
   at(text("aten::mul.Tensor", "appeared", gates, "[2,1,1,3,1]"),
      "likely one of aten::exp #2, aten::reciprocal #2, aten::div.Tensor #12, aten::div.Scalar #2, "
      "whose domains or ranges allow it, likeliest first); sentinel");
-  // written before the hops were: all as near
-  at(text("aten::mul.Tensor", "appeared", gates), likeliest);
+  // A normalisation's batch statistics overflow (a BN-LSTM's input at FLT_MAX, batch 24): the
+  // batch norms, not the gates' sum after them; of the two as near, the later (the input's).
+  at(text("aten::sigmoid", "appeared",
+          R"(["aten::batch_norm #7191","aten::batch_norm #7192","aten::add.Tensor #29355"])",
+          "[2,2,1]"),
+     "likely one of aten::batch_norm #7192, aten::batch_norm #7191, whose domains or ranges "
+     "allow it, likeliest first); sentinel");
+  // written before the hops were: all as near, in the order they ran
+  at(text("aten::mul.Tensor", "appeared", gates),
+     "likely one of aten::exp #2, aten::div.Tensor #12, aten::reciprocal #2, aten::div.Scalar #2, "
+     "whose domains or ranges allow it, likeliest first); sentinel");
   // A backward holder: the forward ops before the backward ones, however near (batch 21's
   // HGCN: a forward exp's overflow, its gradient's 0 * inf divided by a gradient's division).
   const std::string grad = R"(["aten::exp #1","aten::mul.Tensor #5","aten::div.Tensor #7"])";
@@ -829,8 +838,8 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
           R"(["aten::mul.Tensor #212","aten::mul.Tensor #213","aten::add.Tensor #85",)"
           R"("aten::sum.dim_IntList #32","aten::view #9"])",
           "[3,3,2,1,1]"),
-     "likely one of aten::sum.dim_IntList #32, aten::add.Tensor #85, aten::mul.Tensor #212, "
-     "aten::mul.Tensor #213, that compute (an overflow), likeliest first); sentinel");
+     "likely one of aten::sum.dim_IntList #32, aten::add.Tensor #85, aten::mul.Tensor #213, "
+     "aten::mul.Tensor #212, that compute (an overflow), likeliest first); sentinel");
   // The op itself the only candidate: nothing more to say.
   const std::string alone = text("aten::sqrt", "appeared", R"(["aten::var.dim #1"])");
   at(alone, "then this call (the results in between no longer held: one of them made them); ");
