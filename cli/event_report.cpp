@@ -676,7 +676,8 @@ class Aggregator {
     if (ev.info.value) mergeWorst(g.worst, metricKey(ev.info.check, ev.info.metric), *ev.info.value);
     if (violation) {
       ++d.violations;
-      if (ev.info.origin) report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info, {}, false, {}});
+      if (ev.info.origin)
+        report_.nan_origins.push_back({ev.key.first, ev.key.second, ev.info, {}, false, {}});
       KindAcc& acc = g.kinds[ev.info.kind];
       ++acc.violations;
       FirstKey k = firstKey(ev.info.time, seq);

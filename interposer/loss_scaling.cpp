@@ -72,7 +72,8 @@ void resolve(bool raised, const char* why) {
     // row, steps later, was taken for the spread of the loss's scaled overflow, which the scaler
     // had handled, and never reported.
     if (h.event.value("origin", false))
-      nanOriginHandled(h.event.value("op", std::string()), h.event.value("call_index", uint64_t{0}));
+      nanOriginHandled(h.event.value("op", std::string()),
+                       h.event.value("call_index", uint64_t{0}));
   }
   if (raised) return;
   ++g_overflow_steps;

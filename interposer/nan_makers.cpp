@@ -95,13 +95,13 @@ bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDo
 // whose NaN a `where` dropped, its gradient NaN, nine ops behind the normalisations' divisions:
 // batch 23). Then nearest the holder where `hops` (its own 0) says how near each ran (a
 // gradient's 0 * inf in a `mul`: the exp whose overflow it read, not the divisions before that
-// exp), kAtZero ones counted kAtZeroHops further, of two as near the later. Without a kDomain op, where the holder is
-// kExact or passes values along, the ops between that compute (an overflow: a product, a sum),
-// nearest first. For NaN from Inf, the first op that computes with what it receives (not a copy
-// or a view's write) after the first fill that can put the Inf there (masked_fill of -inf; none
-// said without one: the ops before it made what it masked), or without a fill after the chain's
-// beginning, the op that got the Inf (from a parameter, the data: an embedding of a row holding
-// it, then a weight gradient's 0 * inf, batch 20's LSTM).
+// exp), kAtZero ones counted kAtZeroHops further, of two as near the later. Without a kDomain
+// op, where the holder is kExact or passes values along, the ops between that compute (an
+// overflow: a product, a sum), nearest first. For NaN from Inf, the first op that computes with
+// what it receives (not a copy or a view's write) after the first fill that can put the Inf
+// there (masked_fill of -inf; none said without one: the ops before it made what it masked), or
+// without a fill after the chain's beginning, the op that got the Inf (from a parameter, the
+// data: an embedding of a row holding it, then a weight gradient's 0 * inf, batch 20's LSTM).
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops,
                                  const std::vector<std::string>& phases, bool nan_from_inf) {

@@ -486,4 +486,3 @@ void nanSearchAtExit() {
 }
 
 }  // namespace fumi
-
