@@ -68,6 +68,11 @@ constexpr const char* kPassing[] = {
     "aten::permute", "aten::expand", "aten::select", "aten::slice", "aten::narrow",
     "aten::unsqueeze", "aten::squeeze", "aten::unbind", "aten::split", "aten::chunk",
     "aten::unsafe_chunk", "aten::unsafe_split", "aten::detach", "aten::alias"};
+// Ops that make NaN of a row all -inf (a masked attention row): where one holds NaN made of Inf,
+// it made them, whatever computed with the Inf before it (the mask added by `baddbmm` in
+// MultiheadAttention, which keeps it -inf: batch 24 named the `baddbmm`).
+constexpr const char* kRowNan[] = {"aten::softmax", "aten::_softmax", "aten::log_softmax",
+                                   "aten::_log_softmax", "aten::logsumexp"};
 // Of those, the ones that can put an Inf there (masked_fill of -inf).
 constexpr const char* kFills[] = {"aten::masked_fill", "aten::fill", "aten::full",
                                   "aten::index_put", "aten::_index_put_impl",
@@ -101,12 +106,17 @@ bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDo
 // what it receives (not a copy or a view's write) after the first fill that can put the Inf
 // there (masked_fill of -inf; none said without one: the ops before it made what it masked), or
 // without a fill after the chain's beginning, the op that got the Inf (from a parameter, the
-// data: an embedding of a row holding it, then a weight gradient's 0 * inf, batch 20's LSTM).
+// data: an embedding of a row holding it, then a weight gradient's 0 * inf, batch 20's LSTM);
+// a kRowNan holder itself.
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops,
                                  const std::vector<std::string>& phases, bool nan_from_inf) {
   std::vector<size_t> found;
   if (nan_from_inf) {
+    if (!chain.empty() && listed(bareOp(chain.back()), kRowNan)) {
+      found.push_back(chain.size() - 1);
+      return found;
+    }
     const auto fill = std::find_if(chain.begin(), chain.end(),
                                    [](const std::string& c) { return listed(bareOp(c), kFills); });
     const auto first =

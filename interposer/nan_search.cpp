@@ -51,7 +51,8 @@ struct SearchState {
   // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
   std::set<std::string> origins, origins_where, origins_unplaced;
   // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
-  // one element, past the dtype's range): a loss scaler's working, held and most often handled.
+  // one element, past the dtype's range), or whose origin a loss scaler handled (its backward
+  // pass's 0 * inf of the overflowed scale): a loss scaler's working.
   std::set<std::string> scaled;
   std::string last_origin;        // the last one reported: "aten::sqrt #1"
   uint64_t last_origin_step = 0;  // g_steps when it was reported
@@ -151,28 +152,31 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
                                             s.origins_unplaced.count(site->name) > 0;
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
-    // A search that found a loss scale's overflow again at once, looking back, does not count
-    // against max_searches: a job whose scaler overflows by design every few steps spent them
-    // all in its first step, and a softmax's NaN later went unsearched.
-    if (searching && where.empty() && s.scaled.count(site->name) && s.searches) --s.searches;
+    // A search that found a loss scaler's working again (`scaled`) does not count against
+    // max_searches: a job whose scaler overflows by design every few steps spent them all in
+    // its first steps, and a softmax's NaN later went unsearched (batch 24). Such overflows are
+    // rare in real jobs (a scale grows every few thousand steps), each search ending in the step
+    // it began.
+    if (searching && s.scaled.count(site->name) && s.searches) --s.searches;
     if (searching) endSearch(s, nullptr, "");
     return nullptr;
   }
   nlohmann::json sentinel;
+  const bool scaled = detail && std::strcmp(detail, "scaled_overflow") == 0;
   if (searching) {
     sentinel = sentinelJson(s);
+    if (scaled && s.searches) --s.searches;  // (above)
     endSearch(s, "found", callText(site, index));
   } else {
     // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
     // counts as one against max_searches.
     // A loss scale's overflow does not count against max_searches (above).
-    const bool scaled = detail && std::strcmp(detail, "scaled_overflow") == 0;
     const NanOriginSettings* cfg = settings();
     if (!cfg || !cfg->enabled || (!scaled && s.searches >= cfg->max_searches)) return nullptr;
     if (!scaled) ++s.searches;
     sentinel = {{"op", site->name}, {"call_index", index}};
   }
-  if (detail && std::strcmp(detail, "scaled_overflow") == 0) s.scaled.insert(site->name);
+  if (scaled) s.scaled.insert(site->name);
   s.origins.insert(site->name);
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
@@ -468,6 +472,7 @@ void nanOriginHandled(const std::string& op, uint64_t index) {
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.last_origin == op + " #" + std::to_string(index)) s.last_origin.clear();
+  s.scaled.insert(op);  // its repeats are the scaler's working too
 }
 
 void nanSearchAfterFork() {

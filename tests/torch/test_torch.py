@@ -2586,6 +2586,37 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual([(o["op"], o["detail"], o["call_index"]) for o in origins],
                          [("aten::batch_norm", "appeared", 3)], origins)
 
+    def test_a_fully_masked_attention_row_is_named_at_its_softmax(self):
+        # Batch 24 (fairseq's LM, an all-padding sequence): MultiheadAttention adds the key
+        # padding mask's -inf by baddbmm, which keeps it -inf; the softmax of the row makes the
+        # NaN. Looked back, the first op computing with the Inf after the fill was named: the
+        # baddbmm. A softmax holding NaN made of Inf made it.
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            head = torch.nn.Linear(8, 1)
+            opt = torch.optim.SGD(list(mha.parameters()) + list(head.parameters()), lr=1e-2)
+            x = torch.randn(4, 5, 8)
+            for step in range(4):
+                mask = torch.zeros(4, 5, dtype=torch.bool)
+                mask[2] = step == 1
+                out, _ = mha(x, x, x, key_padding_mask=mask)
+                loss = head(out).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                print(step, loss.item())
+            """)
+        plain = run([PYTHON, "-c", code], preload=False)
+        self.assertEqual(plain.rc, 0, plain.stderr)
+        r = run([PYTHON, "-c", code])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["detail"], o["call_index"]) for o in origins],
+                         [("aten::softmax.int", "nan_from_inf", 1)], origins)
+
     def test_inf_an_optimizer_makes_in_its_state_is_an_origin(self):
         # Batch 21 (AdaBelief): one gradient 1e38 too large overflowed the second moment to
         # +inf; the layer's updates were m / inf = 0 from then on, the loss stayed finite, no
