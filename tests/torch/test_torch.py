@@ -2521,13 +2521,19 @@ class NanOrigin(unittest.TestCase):
                 scale = min(scale * 2, {cap})
                 print(step, loss.item())
             """)
+        plain, r = self.alike(code, with_plain=True)
+        self.assertIn("skipped", plain.stdout)
+        return plain, r
+
+    def alike(self, code, with_plain=False):
+        """Runs `code` plainly and under fumi's default policy: both succeed, their outputs
+        alike. The fumi run (and the plain one, `with_plain`)."""
         plain = run([PYTHON, "-c", code], preload=False)
         self.assertEqual(plain.rc, 0, plain.stderr)
-        self.assertIn("skipped", plain.stdout)
         r = run([PYTHON, "-c", code])
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
-        return plain, r
+        return (plain, r) if with_plain else r
 
     def test_nan_after_a_loss_scalers_overflows_by_design_is_found(self):
         # Batch 24 (fairseq's dynamic loss scaler): the scaled loss overflows every other step by
@@ -2577,11 +2583,7 @@ class NanOrigin(unittest.TestCase):
                 opt.step()
                 print(step, loss.item())
             """)
-        plain = run([PYTHON, "-c", code], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, "-c", code])
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.alike(code)
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([(o["op"], o["detail"], o["call_index"]) for o in origins],
                          [("aten::batch_norm", "appeared", 3)], origins)
@@ -2608,11 +2610,7 @@ class NanOrigin(unittest.TestCase):
                 opt.step()
                 print(step, loss.item())
             """)
-        plain = run([PYTHON, "-c", code], preload=False)
-        self.assertEqual(plain.rc, 0, plain.stderr)
-        r = run([PYTHON, "-c", code])
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.alike(code)
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([(o["op"], o["detail"], o["call_index"]) for o in origins],
                          [("aten::softmax.int", "nan_from_inf", 1)], origins)
