@@ -2220,12 +2220,6 @@ class TensorNote {
   Element element_ = Element::kUnread;
 };
 
-// What the sentinel may need of an op's inputs once the op has returned. RecordFunction's
-// inputs are valid only inside the start callback: an unboxed call's arguments are boxed into a
-// temporary array for it and destroyed as soon as it returns (reading them at the end read
-// freed memory: a segmentation fault, now and then, at the first NaN of a job). The tensors are
-// held weakly: a strong reference would raise their use counts while the op runs, which
-// autograd reads (AccumulateGrad takes a gradient over only when nothing else holds it).
 // Batch norm in training mode updates its running statistics in place without a word in its
 // schema (torch 1.13: `Tensor? running_mean`, no `(a!)`), and its results do not read them:
 // arguments 3 and 4 (running_mean, running_var) of the batch-norm family when argument 5
@@ -2243,6 +2237,12 @@ bool updatesRunningStats(const char* op, const Values& inputs) {
   return false;
 }
 
+// What the sentinel may need of an op's inputs once the op has returned. RecordFunction's
+// inputs are valid only inside the start callback: an unboxed call's arguments are boxed into a
+// temporary array for it and destroyed as soon as it returns (reading them at the end read
+// freed memory: a segmentation fault, now and then, at the first NaN of a job). The tensors are
+// held weakly: a strong reference would raise their use counts while the op runs, which
+// autograd reads (AccumulateGrad takes a gradient over only when nothing else holds it).
 class InputNote {
  public:
   InputNote() = default;
@@ -2999,7 +2999,6 @@ fumi_past_call pastCall(const PastOp& e) {
 // passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
 // is the search's to mention. True when it found the origin. `dry`: whether it would, reporting
 // nothing.
-
 bool lookBack(bool dry = false) {
   if (g_look_back == 2 && !t_rate.keep) {
     if (dry) return false;
@@ -3129,12 +3128,11 @@ bool lookBack(bool dry = false) {
     // place) or hold what that step's accumulation wrote (a custom Function's backward dividing
     // by a zero norm; batch 24's DANN and VQ-VAE: "origin not found"). The update that read them
     // is followed back through the memory's writers of the step before, the optimizer's own
-    // state as the step before began taken as
-    // finite too: where every path ends in finite values, the likeliest maker among the ops
-    // followed is the origin (libfumi's choice), the update its holder. Only where the values
-    // reached the program past the update (a sentinel outside the optimizer step): state the
-    // optimizer watch sees holding Inf since a step not watched (m / inf = 0: the parameters
-    // stay finite) is not taken for finite.
+    // state as the step before began taken as finite too: where every path ends in finite
+    // values, the likeliest maker among the ops followed is the origin (libfumi's choice), the
+    // update its holder. Only where the values reached the program past the update (a sentinel
+    // outside the optimizer step): state the optimizer watch sees holding Inf since a step not
+    // watched (m / inf = 0: the parameters stay finite) is not taken for finite.
     if (!isOptimizerPhase(g_api->phase())) {
       LookBackMemo memo(past, before_start);
       memo.state_finite = true;
