@@ -22,29 +22,20 @@ constexpr const char* kDomain[] = {
     "aten::rsqrt", "aten::div",     "aten::reciprocal", "aten::pow", "aten::exp",
     "aten::exp2",  "aten::expm1",   "aten::acos",  "aten::asin",   "aten::atanh",
     "aten::acosh", "aten::logit",   "aten::erfinv", "aten::lgamma", "aten::digamma",
-    "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh",
-    // normalisations: a batch's statistics overflow (squares of values past 1.8e19)
-    "aten::batch_norm", "aten::native_batch_norm", "aten::_batch_norm_impl_index",
-    "aten::instance_norm", "aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
-    "aten::native_group_norm"};
+    "aten::polygamma", "aten::xlogy", "aten::tan", "aten::sinh",  "aten::cosh"};
 // Of those, the ones that leave their range only at an exact 0 (a division by it, 0 to a
 // negative power): everywhere, mostly harmless (every mean and normalisation divides), so one of
 // these counts as kAtZeroHops ops further than it ran (batch 21's HGCN: the forward exp that
 // overflowed, not the distance's division beside it; batch 23's conformer: the log of a silent
 // spectrum, two ops before the features' division by 3).
-// The normalisations leave it only at such extremes (a BN-LSTM's input at FLT_MAX, batch 24: its
-// batch norm, not the `add` after it).
-constexpr const char* kAtZero[] = {"aten::div",
-                                   "aten::reciprocal",
-                                   "aten::pow",
-                                   "aten::batch_norm",
-                                   "aten::native_batch_norm",
-                                   "aten::_batch_norm_impl_index",
-                                   "aten::instance_norm",
-                                   "aten::layer_norm",
-                                   "aten::native_layer_norm",
-                                   "aten::group_norm",
-                                   "aten::native_group_norm"};
+constexpr const char* kAtZero[] = {"aten::div", "aten::reciprocal", "aten::pow"};
+// The normalisations: a batch's statistics overflow (squares of values past 1.8e19), only at
+// such extremes. Restricted in range (kDomain) and counted as far as kAtZero's (a BN-LSTM's
+// input at FLT_MAX, batch 24: its batch norm, not the `add` after it).
+constexpr const char* kNorms[] = {"aten::batch_norm",    "aten::native_batch_norm",
+                                  "aten::_batch_norm_impl_index", "aten::instance_norm",
+                                  "aten::layer_norm",    "aten::native_layer_norm",
+                                  "aten::group_norm",    "aten::native_group_norm"};
 constexpr uint64_t kAtZeroHops = 2;
 // Ops that make no NaN or Inf of finite values (besides those passing values along): a holder
 // that is one of them did not make what it holds, whatever the ops before it were (batch 23's
@@ -89,7 +80,10 @@ std::string bareOp(const std::string& call) {
   return s;
 }
 
-bool restrictedDomain(const std::string& call) { return listed(bareOp(call), kDomain); }
+bool restrictedDomain(const std::string& call) {
+  const std::string bare = bareOp(call);
+  return listed(bare, kDomain) || listed(bare, kNorms);
+}
 
 // For values that appeared from finite ones, the kDomain ops. Where `phases` says where each ran
 // and the holder ran after the forward pass (a gradient, or its update in an optimizer step):
@@ -142,7 +136,8 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
   const bool by_phase = phases.size() == chain.size() && after_forward(holder);
   const bool by_hops = hops.size() == chain.size();
   const auto key = [&](size_t i) {
-    const bool at_zero = listed(bareOp(chain[i]), kAtZero);
+    const std::string bare = bareOp(chain[i]);
+    const bool at_zero = listed(bare, kAtZero) || listed(bare, kNorms);
     // as near: the later one (the two batch norms feeding a BN-LSTM's gate sum, the input's the
     // later, batch 24)
     return std::make_tuple(by_phase && after_forward(i), by_phase && at_zero,

@@ -138,6 +138,15 @@ std::string whereKey(const std::vector<std::string>& frames) {
   return key;
 }
 
+// A search that ended at a loss scaler's working (`scaled`: an op claimed as the scaled loss's
+// overflow, or whose origin a scaler handled) does not count against max_searches: a job whose
+// scaler overflows by design every few steps spent them all in its first steps, and a softmax's
+// NaN later went unsearched (batch 24). Such overflows are rare in real jobs (a scale grows
+// every few thousand steps), each search ending in the step it began. Caller holds the lock.
+void uncountScalerSearch(SearchState& s, const std::string& op) {
+  if (s.scaled.count(op) && s.searches) --s.searches;
+}
+
 // nanOriginClaim with the lock held. The spread of an earlier origin claims nothing and leaves
 // a running search as it is. `where`: whereKey of the calling thread's Python frames where the
 // call is the op's own (the op running), else empty (found looking back: the thread is at the
@@ -152,31 +161,27 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
                                             s.origins_unplaced.count(site->name) > 0;
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
-    // A search that found a loss scaler's working again (`scaled`) does not count against
-    // max_searches: a job whose scaler overflows by design every few steps spent them all in
-    // its first steps, and a softmax's NaN later went unsearched (batch 24). Such overflows are
-    // rare in real jobs (a scale grows every few thousand steps), each search ending in the step
-    // it began.
-    if (searching && s.scaled.count(site->name) && s.searches) --s.searches;
-    if (searching) endSearch(s, nullptr, "");
+    if (searching) {
+      uncountScalerSearch(s, site->name);
+      endSearch(s, nullptr, "");
+    }
     return nullptr;
   }
   nlohmann::json sentinel;
   const bool scaled = detail && std::strcmp(detail, "scaled_overflow") == 0;
+  if (scaled) s.scaled.insert(site->name);
   if (searching) {
     sentinel = sentinelJson(s);
-    if (scaled && s.searches) --s.searches;  // (above)
+    if (scaled) uncountScalerSearch(s, site->name);
     endSearch(s, "found", callText(site, index));
   } else {
     // A sentinel that is its own origin (its inputs were finite): no search is needed, but it
-    // counts as one against max_searches.
-    // A loss scale's overflow does not count against max_searches (above).
+    // counts as one against max_searches, unless it is the scaled loss's overflow (above).
     const NanOriginSettings* cfg = settings();
     if (!cfg || !cfg->enabled || (!scaled && s.searches >= cfg->max_searches)) return nullptr;
     if (!scaled) ++s.searches;
     sentinel = {{"op", site->name}, {"call_index", index}};
   }
-  if (scaled) s.scaled.insert(site->name);
   s.origins.insert(site->name);
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
@@ -400,7 +405,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     std::lock_guard<std::mutex> lock(s.mu);
     ++s.repeats;
     if (g_nan_search_active.load(std::memory_order_relaxed) && s.awaiting_stack.empty()) {
-      if (s.scaled.count(call.site->name) && s.searches) --s.searches;  // as claim's
+      uncountScalerSearch(s, call.site->name);
       endSearch(s, nullptr, "");
     }
     return;

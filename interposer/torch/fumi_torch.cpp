@@ -2354,12 +2354,16 @@ void probeInputs(const at::RecordFunction& fn, OpObservation& obs) {
 // The detail of an origin, where non-finite outputs `out` appeared from finite inputs: an
 // overflow of the scaled loss (one element, Inf only, from a multiplication by a factor above 1)
 // is the loss scaler's to handle (loss_scaling.h): "scaled_overflow"; else "appeared".
+// `scalar`: every output has one element.
+const char* originDetail(bool scalar, const NonFinite& out, bool scaling) {
+  return scaling && scalar && out.nan == 0 ? "scaled_overflow" : "appeared";
+}
 const char* originDetail(const std::vector<c10::IValue>& outputs, const NonFinite& out,
                          bool scaling) {
   bool scalar = true;
   for (const c10::IValue& v : outputs)
     forEachTensor(v, [&](const at::Tensor& t, int) { scalar = scalar && t.numel() == 1; });
-  return scaling && scalar && out.nan == 0 ? "scaled_overflow" : "appeared";
+  return originDetail(scalar, out, scaling);
 }
 
 // Reports the op as where non-finite outputs `out` appeared from finite inputs.
@@ -3043,15 +3047,29 @@ bool lookBack(bool dry = false) {
     }
     return calls;
   };
+  // Reports kept op `i` as the origin (or, with `through`, as the holder of what the likeliest
+  // of those made: libfumi's choice), holding `out`.
+  const auto tell = [&past](size_t i, const char* detail, const NonFinite& out,
+                            const std::vector<fumi_past_call>& through) {
+    const fumi_past_call call = pastCall(past[i]);
+    g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
+                           nullptr);
+    noteOrigin(past[i].call.site, past[i].call.index, out);
+  };
+  // What kept op `e`'s outputs hold now, where still as it returned them.
+  const auto heldNow = [](const PastOp& e) {
+    NonFinite out;
+    for (const TensorNote& o : e.outputs)
+      if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+    return out;
+  };
   // The ops from memo.start() on, in the order they ran: what lookBack returns where one held
   // values made from finite ones (or their spread), else nothing, `seen` what it passed over.
   const auto pass = [&](LookBackMemo& memo, Seen& seen) -> std::optional<bool> {
     for (size_t i = memo.start(); i < past.size(); ++i) {
       const PastOp& e = past[i];
       if (e.superseded || undefinedOutput(e.op)) continue;
-      NonFinite out;
-      for (const TensorNote& o : e.outputs)
-        if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+      const NonFinite out = heldNow(e);
       if (!out.any()) continue;
       const Provenance p = provenance(past, i, memo);
       if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
@@ -3065,19 +3083,14 @@ bool lookBack(bool dry = false) {
       const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
       if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
         if (dry) return true;
-        const std::vector<fumi_past_call> through = ranThrough(p, i, nan_from_inf);
-        const fumi_past_call call = pastCall(e);
-        // A loss scale's overflow found looking back is one as at its call (originDetail).
+        // A loss scale's overflow found looking back is one as at its call.
         bool scalar = true;
         for (const TensorNote& o : e.outputs) scalar = scalar && o.asSeen().numel() == 1;
-        const char* detail = nan_from_inf ? "nan_from_inf"
-                             : scalar && out.nan == 0 && p.through.empty() &&
-                                     scalesUp(e.op, e.inputs)
-                                 ? "scaled_overflow"
-                                 : "appeared";
-        g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
-                               nullptr);
-        noteOrigin(e.call.site, e.call.index, out);
+        tell(i,
+             nan_from_inf ? "nan_from_inf"
+                          : originDetail(scalar, out,
+                                         p.through.empty() && scalesUp(e.op, e.inputs)),
+             out, ranThrough(p, i, nan_from_inf));
         return true;
       }
       if (p.unknown && !p.bad.any() && !seen.unknown) {
@@ -3140,14 +3153,7 @@ bool lookBack(bool dry = false) {
       const Provenance p = provenance(past, u, memo);
       if (!p.bad.any() && !p.unknown && p.known == LookBackMemo::npos && !p.through.empty()) {
         if (dry) return true;
-        NonFinite out;
-        for (const TensorNote& o : past[u].outputs)
-          if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
-        const std::vector<fumi_past_call> through = ranThrough(p, u, false);
-        const fumi_past_call call = pastCall(past[u]);
-        g_api->nan_looked_back(&call, "appeared", out.nan, out.inf, through.data(),
-                               through.size(), nullptr);
-        noteOrigin(past[u].call.site, past[u].call.index, out);
+        tell(u, "appeared", heldNow(past[u]), ranThrough(p, u, false));
         return true;
       }
     }
