@@ -94,9 +94,13 @@ bool restrictedDomain(const std::string& call) {
 // whose NaN a `where` dropped, its gradient NaN, nine ops behind the normalisations' divisions:
 // batch 23). Then nearest the holder where `hops` (its own 0) says how near each ran (a
 // gradient's 0 * inf in a `mul`: the exp whose overflow it read, not the divisions before that
-// exp), kAtZero ones counted kAtZeroHops further, of two as near the later. Without a kDomain
-// op, where the holder is kExact or passes values along, the ops between that compute (an
-// overflow: a product, a sum), nearest first. For NaN from Inf, the first op that computes with
+// exp), kAtZero ones counted kAtZeroHops further, of two as near the later. For a holder after
+// the forward pass the normalisations come last, whatever their phase: their forward pass ran
+// on values no sentinel saw non-finite, and a batch norm's NaN, unlike a sqrt's, is no `where`'s
+// to drop (a DANN-like job's feature extractor, its batch norm named before the gradient
+// reversal's division by a zero norm). Without a kDomain op, where the holder is kExact or
+// passes values along, the ops between that compute (an overflow: a product, a sum), nearest
+// first. For NaN from Inf, the first op that computes with
 // what it receives (not a copy or a view's write) after the first fill that can put the Inf
 // there (masked_fill of -inf; none said without one: the ops before it made what it masked), or
 // without a fill after the chain's beginning, the op that got the Inf (from a parameter, the
@@ -137,10 +141,11 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
   const bool by_hops = hops.size() == chain.size();
   const auto key = [&](size_t i) {
     const std::string bare = bareOp(chain[i]);
-    const bool at_zero = listed(bare, kAtZero) || listed(bare, kNorms);
+    const bool norm = listed(bare, kNorms);
+    const bool at_zero = norm || listed(bare, kAtZero);
     // as near: the later one (the two batch norms feeding a BN-LSTM's gate sum, the input's the
     // later, batch 24)
-    return std::make_tuple(by_phase && after_forward(i), by_phase && at_zero,
+    return std::make_tuple(by_phase && norm, by_phase && after_forward(i), by_phase && at_zero,
                            (by_hops ? hops[i] : uint64_t{0}) + (at_zero ? kAtZeroHops : 0),
                            at_zero, by_hops ? chain.size() - i : i);
   };

@@ -2221,20 +2221,35 @@ class TensorNote {
 };
 
 // Batch norm in training mode updates its running statistics in place without a word in its
-// schema (torch 1.13: `Tensor? running_mean`, no `(a!)`), and its results do not read them:
-// arguments 3 and 4 (running_mean, running_var) of the batch-norm family when argument 5
-// (training, use_input_stats) is true. Not inputs of what it returns: a batch mean's overflow
-// the kernel wrote into them read as NaN the op had got ("nan_from_inf"), and a look-back passed
-// over the op that made it (batch 24, a BN-LSTM).
+// schema (torch 1.13: `Tensor? running_mean`, no `(a!)`) or its version counter, and neither its
+// results nor its backward's read them there. Not inputs of what they return: a batch mean's
+// overflow the kernel wrote into them read as NaN the op had got ("nan_from_inf"), and a
+// look-back passed over the op that made it (batch 24, a BN-LSTM); the next step's forward
+// writing NaN into them made the backward of the step before seem to have got it, and looking
+// back over that step ended there (a DANN-like job with a batch-norm feature extractor). The
+// index of running_mean (running_var follows it) where `inputs` say training mode, else -1.
 template <class Values>
-bool updatesRunningStats(const char* op, const Values& inputs) {
-  static const char* const kOps[] = {"aten::native_batch_norm", "aten::batch_norm",
-                                     "aten::_batch_norm_impl_index", "aten::instance_norm",
-                                     "aten::cudnn_batch_norm", "aten::miopen_batch_norm"};
-  if (!op || inputs.size() < 6 || !inputs[5].isBool() || !inputs[5].toBool()) return false;
-  for (const char* name : kOps)
-    if (std::strcmp(op, name) == 0) return true;
-  return false;
+int runningStatsIndex(const char* op, const Values& inputs) {
+  struct Stats {
+    const char* op;
+    int mean;   // running_mean's index
+    int train;  // the training flag's, -1: always training
+  };
+  static const Stats kOps[] = {
+      {"aten::native_batch_norm", 3, 5},           {"aten::batch_norm", 3, 5},
+      {"aten::_batch_norm_impl_index", 3, 5},      {"aten::instance_norm", 3, 5},
+      {"aten::cudnn_batch_norm", 3, 5},            {"aten::miopen_batch_norm", 3, 5},
+      {"aten::_native_batch_norm_legit", 3, 5},    {"aten::native_batch_norm_backward", 3, 7},
+      {"aten::batch_norm_backward", 3, 7},         {"aten::_batch_norm_impl_index_backward", 4, 8},
+      {"aten::cudnn_batch_norm_backward", 3, -1},  {"aten::miopen_batch_norm_backward", 3, -1}};
+  if (!op) return -1;
+  for (const Stats& s : kOps) {
+    if (std::strcmp(op, s.op) != 0) continue;
+    if (inputs.size() <= static_cast<size_t>(std::max(s.mean + 1, s.train))) return -1;
+    if (s.train >= 0 && (!inputs[s.train].isBool() || !inputs[s.train].toBool())) return -1;
+    return s.mean;
+  }
+  return -1;
 }
 
 // What the sentinel may need of an op's inputs once the op has returned. RecordFunction's
@@ -2246,13 +2261,15 @@ bool updatesRunningStats(const char* op, const Values& inputs) {
 class InputNote {
  public:
   InputNote() = default;
-  // `op`: the op's name, for the inputs it only updates (updatesRunningStats), left out.
+  // `op`: the op's name, for the running statistics it neither reads nor returns
+  // (runningStatsIndex), left out.
   template <class Values>
   explicit InputNote(const Values& inputs, bool past = false, const char* op = nullptr)
       : recorded_(!inputs.empty()) {
-    const bool stats = updatesRunningStats(op, inputs);
+    const int stats = runningStatsIndex(op, inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (stats && (i == 3 || i == 4)) continue;
+      if (stats >= 0 && (i == static_cast<size_t>(stats) || i == static_cast<size_t>(stats) + 1))
+        continue;
       const c10::IValue& v = inputs[i];
       if (v.isDouble()) {
         const double d = v.toDouble();

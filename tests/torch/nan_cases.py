@@ -95,6 +95,9 @@
              weight is 0, its gradient all zero, and the backward makes 0/0, in user code. No
              sentinel sees a gradient; Adam's update writes the NaN into the first layer and its
              moments, and the next step's loss shows it. No loss scaler: nothing handles it.
+  custom_bwd_bn  the same behind a batch norm (a DANN-like feature extractor): what it writes into
+             its running statistics in place on the next step is no input of the step before's
+             backward.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -146,8 +149,9 @@ if mode == "overflow_sum":
 classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
-if mode.startswith("adam_") or mode == "custom_bwd":
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+bn = torch.nn.BatchNorm1d(32)
+if mode.startswith("adam_") or mode.startswith("custom_bwd"):
+    opt = torch.optim.Adam(list(model.parameters()) + list(bn.parameters()), lr=0.01)
 if mode == "inf_row":
     opt = torch.optim.SGD(list(model.parameters()) + list(emb.parameters()) +
                           list(lstm.parameters()), lr=0.1)
@@ -240,8 +244,8 @@ for step in range(12 if mode == "adam_state3" else 4):
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
-    elif mode == "custom_bwd":
-        h = model[0](inputs)
+    elif mode.startswith("custom_bwd"):
+        h = bn(model[0](inputs)) if mode == "custom_bwd_bn" else model[0](inputs)
         out = model[2](model[1](h + (0.0 if step == 1 else 0.1) * Reverse.apply(h)))
     elif mode == "raise_empty":
         h = model[0](inputs)

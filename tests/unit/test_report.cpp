@@ -822,6 +822,14 @@ TEST(ReportFindings, OriginThroughGoneResultsNamesItsLikelyMaker) {
           R"(["forward","backward","backward"])"),
      "likely one of aten::exp #1, aten::div.Tensor #7, whose domains or ranges allow it, "
      "likeliest first); sentinel");
+  // ... but a forward normalisation after the backward ops, however near: its forward pass ran
+  // on values no sentinel saw non-finite (a DANN-like feature extractor's batch norm, the
+  // gradient reversal's division by a zero norm behind it).
+  at(text("aten::mul.Tensor", "appeared",
+          R"(["aten::batch_norm #1","aten::div.Tensor #11","aten::native_batch_norm_backward #1"])",
+          "[2,5,1]", R"(["forward","backward","backward"])"),
+     "likely one of aten::div.Tensor #11, aten::batch_norm #1, whose domains or ranges allow it, "
+     "likeliest first); sentinel");
   // without the phases: the division, though it needs an exact 0 (two ops further)
   at(text("aten::mul.Tensor", "appeared", grad, "[4,2,1]"),
      "likely one of aten::div.Tensor #7, aten::exp #1, whose domains or ranges allow it, "
