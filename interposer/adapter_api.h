@@ -267,7 +267,10 @@ typedef struct fumi_adapter_api {
    * `call` NULL: why nothing was looked over), `through` the calls its inputs were followed
    * back through before they were lost (may be none): kept for the search's message should it
    * end without one. `detail` "spread": the values are the spread of `call`, an origin the
-   * adapter reported before; the search ends quietly (a repeat). */
+   * adapter reported before; the search ends quietly (a repeat). With `not_origin`, `detail`
+   * "carried" (or NULL): the values were in the parameters or the optimizer's state when the
+   * step began, and the step before had them too; where an origin reported before reached the
+   * optimizer, they are its spread and the search ends quietly (a repeat); else as NULL. */
   void (*nan_looked_back)(const fumi_past_call* call, const char* detail, uint64_t nan,
                           uint64_t inf, const fumi_past_call* through, size_t n_through,
                           const char* not_origin);

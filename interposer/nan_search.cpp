@@ -377,6 +377,15 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!g_nan_search_active.load(std::memory_order_relaxed)) return;
+    // Still in the parameters from the step before, an origin reported (and not handled by a
+    // loss scaler) before them: its spread, not a search's to say "origin not found" beside it
+    // at every later sentinel (batch 24's F10).
+    if (detail && std::strcmp(detail, "carried") == 0 && !s.last_origin.empty() &&
+        s.awaiting_stack.empty()) {
+      ++s.repeats;
+      endSearch(s, nullptr, "");
+      return;
+    }
     s.looked_back = call.site ? "the earliest op since the last optimizer step whose outputs "
                                 "still held them was " +
                                     callText(call.site, call.index) + ", " + not_origin

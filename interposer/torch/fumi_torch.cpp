@@ -3176,6 +3176,12 @@ bool lookBack(bool dry = false) {
     }
   }
   if (dry) return false;
+  // In the parameters or the optimizer's state as the step began, as they were in the step
+  // before: an origin reported before reached them (libfumi's to know), or one never found.
+  const char* carried = via && isOptimizerPhase(via->phase) && seen_before != UINT64_MAX &&
+                                seen_before + 1 == t_optimizer_steps
+                            ? "carried"
+                            : nullptr;
   const fumi_past_call* unknown = seen.unknown;
   const std::vector<fumi_past_call>& unknown_through = seen.unknown_through;
   const fumi_past_call* passed = seen.passed;
@@ -3190,14 +3196,14 @@ bool lookBack(bool dry = false) {
                              "origin may be among them)";
   if (unknown)
     g_api->nan_looked_back(
-        unknown, nullptr, 0, 0, unknown_through.data(), unknown_through.size(),
+        unknown, carried, 0, 0, unknown_through.data(), unknown_through.size(),
         ("its inputs no longer held as it saw them" + (lost.empty() ? "" : "; " + lost))
             .c_str());
   else if (!lost.empty())
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0,
                            ("no op kept since made them from finite inputs, but " + lost).c_str());
   else if (passed || passed_inf)  // batch 20: a job that died of its NaN: not a word from it
-    g_api->nan_looked_back(passed ? passed : passed_inf, nullptr, 0, 0, nullptr, 0,
+    g_api->nan_looked_back(passed ? passed : passed_inf, carried, 0, 0, nullptr, 0,
                            "which got them in its inputs: they were there when the step began "
                            "(in the parameters or the data), or written where fumi does not see "
                            "(.data, from_numpy, a kernel's own buffer)");

@@ -191,7 +191,7 @@ if mode == "busy_poison":  # long enough for the adapter to measure its rate (0.
     busy = torch.zeros(4)
     for _ in range(300000):
         busy = busy + 0.0
-for step in range(12 if mode == "adam_state3" else 4):
+for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_bwd") else 4):
     opt.zero_grad()
     inputs = x
     if mode == "stale":
