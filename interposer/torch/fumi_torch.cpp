@@ -2600,6 +2600,22 @@ struct PastOp {
   // without the dispatcher (no version bump: a backward's at::zeros gradient buffer filled by
   // the caller's loop), so what they hold now is the caller's work.
   bool superseded = false;
+  // Which outputs (bit i: outputs[i], the first 64) are that op's: the others (batch norm's
+  // saved mean and inverse deviation, which its caller does not return and its backward reads)
+  // still hold this op's work.
+  uint64_t superseded_outputs = 0;
+  // Marks its outputs of `t`'s memory as the caller's, which returns `t`.
+  void supersede(const TensorNote& t) {
+    superseded = true;
+    for (size_t i = 0; i < outputs.size() && i < 64; ++i)
+      if (outputs[i].sharesMemory(t)) superseded_outputs |= uint64_t{1} << i;
+  }
+  // Whether what it wrote into `t`'s memory is its caller's work (supersede).
+  bool supersededFor(const TensorNote& t) const {
+    for (size_t i = 0; i < outputs.size() && i < 64; ++i)
+      if ((superseded_outputs >> i & 1) && outputs[i].sharesMemory(t)) return true;
+    return false;
+  }
   // An op writing in place into part of its input's memory (x[i] = v: copy_ into a select
   // view): where it wrote, read back through a tensor still holding that memory once the view
   // itself is gone. Set for in-place ops only.
@@ -2700,7 +2716,7 @@ class PastOps {
       for (size_t i = ops_.size(); i-- > first;) {
         PastOp& op = at(i);
         if (!op.wrote(o)) continue;
-        op.superseded = true;
+        op.supersede(o);
         const auto& in = op.inputs.tensors();
         const auto holds = [&o](const TensorNote& t) { return t.sharesMemory(o); };
         if (std::none_of(in.begin(), in.end(), holds)) break;  // made it
@@ -2766,12 +2782,12 @@ class LookBackMemo {
         if (w.empty() || w.back() != k) w.push_back(k);
       }
   }
-  // The last op before op `j` since the step began that wrote `t`'s memory and is not
-  // superseded, or npos.
+  // The last op before op `j` since the step began that wrote `t`'s memory, where that is not
+  // its caller's work (superseded), or npos.
   size_t lastWriter(const TensorNote& t, size_t j) const {
     size_t last = npos;
     writersBefore(t, j, [&](size_t k) {
-      if (past_[k].superseded) return true;
+      if (past_[k].supersededFor(t)) return true;
       last = k;
       return false;
     });

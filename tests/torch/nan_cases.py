@@ -98,6 +98,12 @@
   custom_bwd_bn  the same behind a batch norm (a DANN-like feature extractor): what it writes into
              its running statistics in place on the next step is no input of the step before's
              backward.
+  cosine_bn  a cosine head, sqrt((f*f).sum()).clamp_min(eps), behind a batch norm; on step 1
+             one sample's features are dropped (the line marked COSINE): finite forward, the
+             sqrt's backward 0/0 (SAM, batch 25). The batch norm's backward reads the mean and
+             inverse deviation its caller does not return.
+  cosine_ln  the same behind a layer norm (a transformer's final norm before its head). Both
+             clip the gradients' norm: its sentinel sees them in the step they were made.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -150,6 +156,8 @@ classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
 bn = torch.nn.BatchNorm1d(32)
+if mode == "cosine_bn":
+    opt = torch.optim.SGD(list(model.parameters()) + list(bn.parameters()), lr=0.1)
 if mode.startswith("adam_") or mode.startswith("custom_bwd"):
     opt = torch.optim.Adam(list(model.parameters()) + list(bn.parameters()), lr=0.01)
 if mode == "inf_row":
@@ -244,6 +252,12 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode in ("cosine_bn", "cosine_ln"):
+        norm = bn if mode == "cosine_bn" else torch.nn.functional.layer_norm
+        f = norm(model[0](inputs)) if mode == "cosine_bn" else norm(model[0](inputs), (32,))
+        f = f * (torch.arange(64) != (0 if step == 1 else -1)).unsqueeze(1)
+        f = f / torch.sqrt((f * f).sum(1, keepdim=True)).clamp_min(1e-6)  # COSINE
+        out = model[2](model[1](f))
     elif mode.startswith("custom_bwd"):
         h = bn(model[0](inputs)) if mode == "custom_bwd_bn" else model[0](inputs)
         out = model[2](model[1](h + (0.0 if step == 1 else 0.1) * Reverse.apply(h)))
@@ -324,7 +338,7 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
             decoded[t] = model(context[t])
         loss = loss + torch.nn.functional.cross_entropy(decoded, y[:8])
     loss.backward()
-    if mode == "inf_row":
+    if mode in ("inf_row", "cosine_bn", "cosine_ln"):
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
     if step == (3 if mode == "adam_state3" else 0) and mode.startswith("adam_state"):
         model[0].weight.grad.mul_(1e38)  # ADAMSTATE

@@ -2478,6 +2478,21 @@ class NanOrigin(unittest.TestCase):
                 # end quietly, not "origin not found" beside it (batch 24's F10).
                 self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
 
+    def test_a_gradients_nan_behind_a_normalisation_is_found(self):
+        # Batch 25 (SAM, nanoGPT with a cosine head): sqrt((f*f).sum()).clamp_min(eps) of a row
+        # all zero is finite forward, its backward 0/0; the gradients' norm (clipping) sees the
+        # NaN in the step. Behind a batch or layer norm, "origin not found", 0 violations: their
+        # backward reads the mean and inverse deviation their inner op (native_batch_norm,
+        # native_layer_norm) returned and their caller (batch_norm, layer_norm) does not, which
+        # looking back took for the caller's work, unknown. The forward sqrt is named.
+        for mode in ("cosine_bn", "cosine_ln"):
+            with self.subTest(mode):
+                r = self.case(mode)
+                origins = [v for v in r.of("violation") if v.get("origin")]
+                self.assertEqual([(o["op"], o["phase"], o["held_by"]["phase"]) for o in origins],
+                                 [("aten::sqrt", "forward", "backward")], origins)
+                self.assertIn("norm", origins[0]["sentinel"]["op"])  # clipping's, in the step
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun
