@@ -313,6 +313,10 @@ int apiNanLookBack() {
   return e ? static_cast<int>(e->policy().nan_origin.look_back) : 0;
 }
 
+void apiNonfiniteParameter(void* site, uint64_t) {
+  if (site) lossScalingReachedParameters(*static_cast<OpSite*>(site));
+}
+
 void apiAttribution(void* site, uint64_t index, const char* fields) {
   Reporter* rep = activeReporter();
   if (!site || !fields || !rep) return;
@@ -382,7 +386,7 @@ const fumi_adapter_api kAdapterApi = {
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
-    apiNanLookedBack,         apiNanLookBack};
+    apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -38,8 +38,10 @@ extern "C" {
  * 16: nan_looked_back's `through`: every call followed back (up to 512), not the 16 nearest:
  *    libfumi picks the likeliest maker among them and lists the nearest.
  * 17: fumi_past_call.steps_ago (an origin whose optimizer step has run: its values reached the
- *    parameters, no loss scaler handled them). */
-#define FUMI_ADAPTER_ABI_VERSION 17u
+ *    parameters, no loss scaler handled them).
+ * 18: held_findings and nonfinite_parameter (NaN/Inf of the backward pass written into the
+ *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad). */
+#define FUMI_ADAPTER_ABI_VERSION 18u
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {
@@ -277,6 +279,15 @@ typedef struct fumi_adapter_api {
   /* ABI 13 — the policy's nan_origin.look_back: 0 never keep the ops for looking back, 1
    * always, 2 while the thread's op rate keeps the cost small. */
   int (*nan_look_back)(void);
+  /* ABI 18 — nonzero while NaN/Inf findings of the backward pass wait for what the loss scaler
+   * does (loss_scaling.h): then an adapter tells nonfinite_parameter of in-place writes outside
+   * an optimizer step that leave NaN/Inf in a parameter. */
+  int (*held_findings)(void);
+  /* ABI 18 — call `index` of `site`, outside an optimizer step, wrote NaN/Inf into a parameter
+   * (a leaf tensor that requires grad): the held findings reached the parameters with no
+   * optimizer step (SAM's ascent p += rho * g / |g|), raised, not handled by the zero_grad
+   * after it. */
+  void (*nonfinite_parameter)(void* site, uint64_t index);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

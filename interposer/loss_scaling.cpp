@@ -46,6 +46,18 @@ void writeRaised(Held& h, const char* why) {
   Reporter* rep = activeReporter();
   if (!rep) return;
   h.event["loss_scaling"] = why;
+  // Seen appearing at its call, it is the NaN origin: claimed now that it is raised (held, it
+  // claimed nothing, and later searches said "origin not found" beside it: batch 25).
+  const std::string detail = h.event.value("detail", std::string());
+  if (!h.event.value("origin", false) && (detail == "appeared" || detail == "nan_from_inf")) {
+    std::vector<std::string> py;
+    if (const auto it = h.event.find("python_stack"); it != h.event.end() && it->is_array())
+      for (const auto& frame : *it)
+        if (frame.is_string()) py.push_back(frame.get<std::string>());
+    nlohmann::json sentinel = nanOriginClaim(h.site, h.event.value("call_index", uint64_t{0}),
+                                             detail.c_str(), py);
+    if (!sentinel.is_null()) h.event.update(originFields(std::move(sentinel)));
+  }
   if (h.site->logsViolation(h.key))
     rep->log().warn("violation: {} {} (NaN/Inf {})", h.site->name, h.key, why);
   rep->event(std::move(h.event));
@@ -63,7 +75,7 @@ void resolve(bool raised, const char* why) {
     // The scaled loss overflowing in the forward pass reaches no gradient (the backward pass
     // takes the scale, not the product): an optimizer step after it is no error of its own.
     const bool scaled = h.event.value("detail", std::string()) == "scaled_overflow";
-    if (raised && !(scaled && std::strcmp(why, "reached_optimizer") == 0)) {
+    if (raised && !(scaled && std::strncmp(why, "reached_", 8) == 0)) {
       writeRaised(h, why);
       continue;
     }
@@ -129,6 +141,17 @@ void scalerMarker(ScalerMarker m) {
     return;
   }
   resolve(/*raised=*/false, nullptr);  // zero_grad, or GradScaler inspecting the gradients
+}
+
+int lossScalingHeld() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_held->empty() ? 0 : 1;
+}
+
+void lossScalingReachedParameters(OpSite&) {
+  InsideScope inside;
+  std::lock_guard<std::mutex> lock(g_mu);
+  resolve(/*raised=*/true, "reached_parameters");
 }
 
 void lossScalingAtExit() {

@@ -13,6 +13,10 @@
 //             reach the parameters; every held finding becomes its violation, "loss_scaling":
 //             "reached_optimizer" (but the scaled loss's own overflow, "scaled_overflow": the
 //             backward pass takes the scale, not the overflowed product; counted handled);
+//             or an op outside an optimizer step writes NaN/Inf into a parameter first (SAM's
+//             ascent step reads the gradients into the weights, then zeroes them): raised,
+//             "reached_parameters". A raised finding that saw the values appear at its call is
+//             the NaN origin (claimed then, not when held);
 //   collapse  more than `max_consecutive` handled overflows in a row without a clean optimizer
 //             step between them (the scale keeps dropping, training stalls): one violation of
 //             check `loss_scaling`, metric `consecutive_overflows`. A step is an overflow step
@@ -49,6 +53,11 @@ bool lossScalingHolds(const std::string& metric, const char* phase, const std::s
 void lossScalingSawNonFinite(OpSite& site);
 // Hold violation event `ev` of `site` (metric `key`, already recorded as not violated).
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
+// Whether findings are held (adapter ABI 18 held_findings).
+int lossScalingHeld();
+// An op of `site` outside an optimizer step wrote NaN/Inf into a parameter: what is held
+// reached the parameters (raised, "reached_parameters").
+void lossScalingReachedParameters(OpSite& site);
 // A marked range or op began on this thread (context.cpp).
 void scalerMarker(ScalerMarker m);
 // At exit: resolve what is still held.

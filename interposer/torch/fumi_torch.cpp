@@ -3611,6 +3611,21 @@ void raised(void* site, uint64_t index) {
   if (g_api->nan_search()) lookBack();
 }
 
+// An in-place write into a parameter outside the optimizer's step, while libfumi holds NaN/Inf
+// findings of the backward pass for the loss scaler's verdict: what it leaves non-finite came of
+// the gradients (SAM's ascent step, p += rho * g / |g|, before the zero_grad that a scaler's
+// skip would be: batch 25 counted the gradient's NaN "handled by the loss scaler", 0
+// violations, every weight NaN).
+void parameterWritten(const char* op, void* site, uint64_t index,
+                      const std::vector<c10::IValue>& outputs) {
+  if (outputs.size() != 1 || !outputs[0].isTensor() || !inPlaceOp(op)) return;
+  const at::Tensor& t = outputs[0].toTensor();
+  if (!t.defined() || !t.requires_grad() || !t.is_leaf() || !t.is_floating_point() ||
+      isOptimizerPhase(g_api->phase()) || !g_api->held_findings() || !readable(t))
+    return;
+  if (scanTensor(t).any()) g_api->nonfinite_parameter(site, index);
+}
+
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   auto* obs = static_cast<OpObservation*>(ctx);
   if (g_sentinels || g_capture) popShared(fn);
@@ -3638,6 +3653,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (std::uncaught_exceptions() > 0) raised(op.site, op.index);
       pendingAtEnd(op.site, op.index, outputs);
+      parameterWritten(name, op.site, op.index, outputs);
       if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());
       else if (op.state_watch && watchState(op, outputs))
         for (Running& outer : t_running) outer.found_inside = true;

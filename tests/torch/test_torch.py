@@ -659,7 +659,16 @@ class AtenChecks(unittest.TestCase):
         for key in ("highprec.normwise_rel", "perturb.fumi_ratio"):
             self.assertGreaterEqual(sums[key]["noise"], 1, key)
             self.assertGreater(sums[key]["noise_max"], 1e-2, key)
-            self.assertLess(sums[key]["max"], sums[key]["noise_max"], key)
+            # the op's maximum is its judged calls', the noise's apart (which is the larger
+            # depends on the CPU's summation order)
+            figures = {False: [], True: []}
+            for c in checks:
+                if c["op"] == "aten::sum.dim_IntList" and c["check"] + "." + c["metric"] == key:
+                    figures[c["extra"].get("noise_outputs", 0) > 0].append(c["value"])
+            self.assertAlmostEqual(sums[key]["noise_max"], max(figures[True]), delta=1e-9,
+                                   msg=key)
+            self.assertAlmostEqual(sums[key]["max"], max(figures[False], default=0.0),
+                                   delta=1e-9, msg=key)
         listing = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
         self.assertIn("Outputs left out as rounding noise of their terms (not raised; "
                       "docs/detection.md): aten::sum.dim_IntList (highprec.normwise_rel: ",
@@ -1472,7 +1481,7 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(plain.rc, 0, plain.stderr)
         r = run([PYTHON, "-c", code], policy="""
             version: 1
-            overhead_budget: 0.006  # 60 ms of the 10 s minimum window
+            overhead_budget: 0.003  # 30 ms of the 10 s minimum window
             rules:
               - match: { op: "aten::mul_*" }
                 sample: { every: 1 }
@@ -1486,8 +1495,8 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(op["not_checked"], {"the overhead budget was spent (overhead_budget)":
                                              op["skipped"]})
         self.assertGreater(op["skipped"], 10, op)
-        self.assertLess(op["check_s"], 0.03, op)  # the checks alone never spent the 60 ms
-        self.assertGreater(op["adapter_s"], 0.06, op)
+        self.assertLess(op["check_s"], 0.015, op)  # the checks alone never spent the 30 ms
+        self.assertGreater(op["adapter_s"], 0.03, op)
 
     def test_reporting_a_violation_is_not_charged_to_the_overhead_budget(self):
         """Batch 23 F11: once a run went NaN, even nan_inf was skipped "over budget": reporting
