@@ -431,6 +431,17 @@ json toJson(const Report& report) {
   return j;
 }
 
+namespace {
+// For a headline: NaN/Inf seen whose origin no search found (batch 25: runs ending with every
+// weight NaN closed with "0 violations"); empty where none.
+std::string unknownNanText(const Report& report) {
+  const size_t n = searchesNotFound(report).size();
+  if (!n) return "";
+  return "; NaN/Inf seen, origin not found (" + std::to_string(n) +
+         (n == 1 ? " search)" : " searches)");
+}
+}  // namespace
+
 std::string formatText(const Report& report, const TextOptions& options) {
   std::ostringstream out;
   const Totals t = report.totals();
@@ -447,7 +458,7 @@ std::string formatText(const Report& report, const TextOptions& options) {
     }
     out << " (" << split << ")";
   }
-  out << "\n";
+  out << unknownNanText(report) << "\n";
   if (nincomplete)
     out << "(" << nincomplete
         << " incomplete: killed without a final summary, counts are lower bounds)\n";
@@ -498,7 +509,7 @@ std::string formatRunSummary(const Report& report, const std::string& dir, size_
   out << "fumi: " << report.processes.size() << " process" << (report.processes.size() == 1 ? "" : "es");
   if (nincomplete) out << " (" << nincomplete << " incomplete)";
   out << ", " << t.calls << " calls intercepted, " << t.checked << " checked, " << t.violations
-      << " violation" << (t.violations == 1 ? "" : "s") << "\n";
+      << " violation" << (t.violations == 1 ? "" : "s") << unknownNanText(report) << "\n";
   size_t shown = 0;
   for (const OpStats& s : report.ops) {
     if (s.violations == 0 || shown >= top_ops) break;

@@ -267,25 +267,53 @@ nlohmann::json originFields(nlohmann::json sentinel) {
   return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
 }
 
+// Whether the Python frames `py` run a checkpointed segment again in the backward pass
+// (torch.utils.checkpoint): its forward ops, at their own lines.
+bool recomputing(const std::vector<std::string>& py) {
+  return std::any_of(py.begin(), py.end(), [](const std::string& frame) {
+    return frame.find("torch/utils/checkpoint.py") != std::string::npos;
+  });
+}
+
 // The search found again, with the stacks of the calling thread, the origin it found looking
 // back: a `nan_origin_stack` event for the report to attach to that origin. False when the
-// search awaits no such stack.
+// search awaits no such stack. A forward origin's stacks come from a forward call of it, or from
+// its checkpointed segment's recomputation in the backward pass (batch 25: a DenseNet's planted
+// log, named without a line, which the recomputation ran again at it).
 bool originStack(const OpSite* site, uint64_t index) {
   uint64_t origin_index = 0;
+  bool recompute = false;
   {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!site || s.awaiting_stack != site->name ||
-        std::strcmp(s.awaiting_phase, currentPhase()) != 0 ||
         !g_nan_search_active.load(std::memory_order_relaxed))
+      return false;
+    if (std::strcmp(s.awaiting_phase, currentPhase()) != 0) {
+      if (std::strcmp(s.awaiting_phase, "forward") != 0 ||
+          std::strcmp(currentPhase(), "backward") != 0)
+        return false;
+      recompute = true;  // if its Python frames say so (below)
+    } else {
+      origin_index = s.awaiting_index;
+      endSearch(s, nullptr, "");
+    }
+  }
+  Reporter* rep = activeReporter();
+  if (!rep && !recompute) return true;
+  InsideScope inside;
+  const int depth = rep ? rep->settings().stack_depth : 24;
+  std::vector<std::string> py = capturePythonStack(depth);
+  if (recompute) {
+    if (!recomputing(py)) return false;
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.awaiting_stack != site->name || !g_nan_search_active.load(std::memory_order_relaxed))
       return false;
     origin_index = s.awaiting_index;
     endSearch(s, nullptr, "");
   }
-  Reporter* rep = activeReporter();
   if (!rep) return true;
-  InsideScope inside;
-  const int depth = rep->settings().stack_depth;
   nlohmann::json ev;
   ev["event"] = "nan_origin_stack";
   ev["op"] = site->name;
@@ -293,7 +321,7 @@ bool originStack(const OpSite* site, uint64_t index) {
   ev["call_index"] = index;
   ev["origin_call_index"] = origin_index;
   ev["stack"] = captureStack(depth);
-  if (auto py = capturePythonStack(depth); !py.empty()) {
+  if (!py.empty()) {
     // the origin's place known now: its calls elsewhere are other defects
     if (const std::string where = whereKey(py); !where.empty()) {
       SearchState& s = state();

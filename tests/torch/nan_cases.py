@@ -104,6 +104,14 @@
              inverse deviation its caller does not return.
   cosine_ln  the same behind a layer norm (a transformer's final norm before its head). Both
              clip the gradients' norm: its sentinel sees them in the step they were made.
+  checkpoint  a segment run under torch.utils.checkpoint adds log(sigmoid(h)) (the line marked
+             CHECKPOINT); on step 1 one sample is 1e4 times larger: log(0) = -inf, the
+             segment's result gone, the loss NaN; its recomputation in the backward pass makes
+             it again.
+  sam        sharpness-aware minimisation: after the backward pass, the weights climb along the
+             gradient normalised by its norm (p += rho g / |g|), the gradients are zeroed, and a
+             second pass computes the update's; a cosine head as cosine_bn's on step 1 (the line
+             marked SAM): the climb reads the NaN gradient into the weights before zero_grad.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -120,6 +128,7 @@ import sys
 
 import numpy
 import torch
+import torch.utils.checkpoint
 
 mode = sys.argv[1]
 torch.manual_seed(0)
@@ -252,6 +261,26 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode == "checkpoint":
+        def segment(h):
+            return h + torch.log(torch.sigmoid(h))  # CHECKPOINT
+        h = model[0](inputs * (1e4 if step == 1 else 1.0))
+        out = model[2](torch.utils.checkpoint.checkpoint(segment, h))
+    elif mode == "sam":
+        def cosine(keep):
+            f = model[0](inputs) * keep
+            f = f / torch.sqrt((f * f).sum(1, keepdim=True)).clamp_min(1e-6)  # SAM
+            return torch.nn.functional.cross_entropy(model[2](model[1](f)), y)
+        keep = (torch.arange(64) != (0 if step == 1 else -1)).unsqueeze(1).float()
+        cosine(keep).backward()
+        params = list(model.parameters())
+        with torch.no_grad():
+            norm = torch.norm(torch.stack([p.grad.norm() for p in params]))
+            climbed = [p.clone() for p in params]
+            for p in params:
+                p.add_(p.grad * (0.05 / (norm + 1e-12)))
+        opt.zero_grad()
+        out = model(inputs)  # the second pass, below; then back to where it climbed from
     elif mode in ("cosine_bn", "cosine_ln"):
         norm = bn if mode == "cosine_bn" else torch.nn.functional.layer_norm
         f = norm(model[0](inputs)) if mode == "cosine_bn" else norm(model[0](inputs), (32,))
@@ -338,6 +367,10 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
             decoded[t] = model(context[t])
         loss = loss + torch.nn.functional.cross_entropy(decoded, y[:8])
     loss.backward()
+    if mode == "sam":
+        with torch.no_grad():
+            for p, before in zip(model.parameters(), climbed):
+                p.copy_(before)
     if mode in ("inf_row", "cosine_bn", "cosine_ln"):
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
     if step == (3 if mode == "adam_state3" else 0) and mode.startswith("adam_state"):

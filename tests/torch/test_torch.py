@@ -2502,6 +2502,42 @@ class NanOrigin(unittest.TestCase):
                                  [("aten::sqrt", "forward", "backward")], origins)
                 self.assertIn("norm", origins[0]["sentinel"]["op"])  # clipping's, in the step
 
+    def test_a_checkpointed_segments_origin_has_the_line_its_recomputation_ran(self):
+        # Batch 25 (DenseNet, torch.utils.checkpoint): the log of a checkpointed segment, found
+        # looking back, was named without a line ("no stack of its own"); the segment's
+        # recomputation in the backward pass runs it again at its line, a forward op in the
+        # backward phase, whose stacks the search now takes.
+        r = self.case("checkpoint")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"]), ("aten::log", "forward"))
+        [stack] = r.of("nan_origin_stack")
+        self.assertEqual(stack["origin_call_index"], o["call_index"])
+        self.assertTrue(stack["python_stack"][0].startswith(
+            f"{NAN_CASES}:{self.origin_line('# CHECKPOINT')} in segment"), stack)
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn(f"nan_cases.py:{self.origin_line('# CHECKPOINT')} in segment: appeared",
+                      report.stdout)
+
+    def test_a_gradients_nan_read_into_the_weights_before_zero_grad_is_raised(self):
+        # Batch 25 (SAM): the climb p += rho g / |g| reads the gradients into the weights, then
+        # zero_grad clears them, as a loss scaler skipping a step would: the sqrt backward's 0/0,
+        # seen at its call, was "handled by the loss scaler", 0 violations, every weight NaN.
+        # Written into a parameter outside an optimizer step, it is raised, and the NaN origin.
+        r = self.case("sam", policy="""
+            version: 1
+            rules:
+              - match: { op: "aten::div*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            """)
+        raised = [v for v in r.of("violation") if v["op"] == "aten::div.Tensor"]
+        self.assertEqual([(v["phase"], v["loss_scaling"], v.get("origin")) for v in raised],
+                         [("backward", "reached_parameters", True)], raised)
+        for op in r.of("summary")[-1]["ops"]:
+            self.assertNotIn("handled_overflow", op, op)
+        # the climb of a healthy step, its gradients finite, raises nothing
+        self.assertEqual([v for v in r.of("violation") if v["optimizer_step"] != 1], [])
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun

@@ -1206,6 +1206,15 @@ TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
       text.find("  NaN search: origin not found (no op made NaN/Inf); sentinel aten::sum #5\n"),
       std::string::npos)
       << text;
+  // The headlines say so too: a run ending with every weight NaN closed with "0 violations"
+  // where no search found the origin (batch 25).
+  EXPECT_NE(text.find(" sensitivity); NaN/Inf seen, origin not found (1 search)\n"),
+            std::string::npos)
+      << text;
+  const std::string run = fumi::report::formatRunSummary(r, "out", 3);
+  EXPECT_NE(run.find(" checked, 1 violation; NaN/Inf seen, origin not found (1 search)\n"),
+            std::string::npos)
+      << run;
   EXPECT_NE(
       text.find("NaN/Inf passed along from inputs (counted, not violations): aten::mm (4 calls)"),
       std::string::npos)
