@@ -2178,12 +2178,15 @@ class TensorNote {
     version_ = t.is_inference() ? -1 : t._version();
     storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
     data_ = storage_ ? t.storage().data() : nullptr;
+    exact_ = !t.is_floating_point() && !t.is_complex();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
       const NonFinite seen = scanTensor(t);
       element_ = seen.nan ? Element::kNaN : seen.inf ? Element::kInf : Element::kFinite;
     }
   }
   Element element() const { return element_; }
+  // Integers or booleans (indices, targets, masks): no NaN or Inf, whatever became of them.
+  bool exact() const { return exact_; }
   // The tensor while it is alive, whatever it holds now; undefined once it is gone.
   at::Tensor live() const { return at::Tensor(weak_.lock()); }
   // The tensor while it is alive and holds what the op saw (no in-place write since; an
@@ -2218,6 +2221,7 @@ class TensorNote {
   const void* storage_ = nullptr;  // an identity only: never read through
   const void* data_ = nullptr;     // likewise
   Element element_ = Element::kUnread;
+  bool exact_ = false;
 };
 
 // Batch norm in training mode updates its running statistics in place without a word in its
@@ -2849,6 +2853,7 @@ class LookBackMemo {
 struct Provenance {
   NonFinite bad;                // non-finite values in inputs still held as they were
   bool held = false;            // some of `bad` in input tensors (the rest: the program's constants)
+  uint64_t constant_inf = 0;    // of `bad`'s Inf, the program's constants (a mask's -inf)
   bool unknown = false;         // an input neither so held nor made by an op still recorded
   std::vector<size_t> through;  // the ops followed back, nearest first
   // The ops (the first, or ones followed back) that got non-finite values from memory still
@@ -2961,12 +2966,17 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
     if (p.readers.empty() || p.readers.back() != j) p.readers.push_back(j);
   };
   // the program's constants (-inf masks)
-  if (op.inputs.nonfiniteScalar())
+  if (op.inputs.nonfiniteScalar()) {
     read(NonFinite{op.inputs.nanScalar() ? 1u : 0u, op.inputs.nanScalar() ? 0u : 1u}, false);
+    if (!op.inputs.nanScalar()) ++p.constant_inf;
+  }
   for (const TensorNote& in : op.inputs.tensors()) {
     // Inf alone does not end it: NaN from Inf needs to know no NaN came in as well.
     if (p.settled()) return;
     if (overwritten && &in == &op.inputs.tensors()[0]) continue;
+    // An embedding's indices, a loss's targets: gone with their batch (gradient accumulation
+    // replaces it each micro-step), they were no unknown source of NaN (batch 25's nanoGPT).
+    if (in.exact()) continue;
     // An input held as the op saw it, else one read as it was when the op ran.
     at::Tensor t = in.asSeen();
     if (!t.defined() && in.element() != TensorNote::Element::kUnread) {
@@ -3110,11 +3120,20 @@ bool lookBack(bool dry = false) {
         g_api->nan_looked_back(&past[p.known].call, "spread", 0, 0, nullptr, 0, nullptr);
         return true;
       }
+      // A mask's -inf the program wrote (masked_fill's constant) followed back to from a
+      // gradient or an update: a softmax took it to 0 in a forward pass whose loss no sentinel
+      // saw non-finite (a fully masked row's NaN shows there). No NaN from Inf, the values
+      // made of finite ones (batch 25: a transformer's causal mask named for its cosine
+      // head's 0/0 in the backward pass).
+      const bool mask_only = p.bad.nan == 0 && p.bad.inf > 0 && p.bad.inf == p.constant_inf &&
+                             e.call.phase && (std::strcmp(e.call.phase, "backward") == 0 ||
+                                              isOptimizerPhase(e.call.phase));
       // NaN from inputs, or through ops whose results are gone, that held Inf and no NaN (a
       // softmax over a row masked_fill set to -inf: batch 18 saw it passed over when the mask's
       // result was gone, and the NaN named later at an optimizer's 0 * inf).
-      const bool nan_from_inf = p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown;
-      if ((!p.bad.any() && !p.unknown) || nan_from_inf) {
+      const bool nan_from_inf =
+          p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown && !mask_only;
+      if (((!p.bad.any() || mask_only) && !p.unknown) || nan_from_inf) {
         if (dry) return true;
         // A loss scale's overflow found looking back is one as at its call.
         bool scalar = true;

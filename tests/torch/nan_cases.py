@@ -102,6 +102,9 @@
              one sample's features are dropped (the line marked COSINE): finite forward, the
              sqrt's backward 0/0 (SAM, batch 25). The batch norm's backward reads the mean and
              inverse deviation its caller does not return.
+  cosine_gpt  the same after a causal self-attention over an embedding of tokens drawn each
+             step (masked_fill of -inf, softmax; the tokens gone with the backward pass): neither
+             the mask's -inf nor the integer tokens are where the gradient's NaN came from.
   cosine_ln  the same behind a layer norm (a transformer's final norm before its head). Both
              clip the gradients' norm: its sentinel sees them in the step they were made.
   checkpoint  a segment run under torch.utils.checkpoint adds log(sigmoid(h)) (the line marked
@@ -165,6 +168,10 @@ classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
 bn = torch.nn.BatchNorm1d(32)
+gpt_emb = torch.nn.Embedding(50, 32)
+gpt_tokens = torch.randint(0, 50, (12, 8, 8))
+if mode == "cosine_gpt":
+    opt = torch.optim.SGD(list(model[2].parameters()) + list(gpt_emb.parameters()), lr=0.1)
 if mode == "cosine_bn":
     opt = torch.optim.SGD(list(model.parameters()) + list(bn.parameters()), lr=0.1)
 if mode.startswith("adam_") or mode.startswith("custom_bwd"):
@@ -281,6 +288,14 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
                 p.add_(p.grad * (0.05 / (norm + 1e-12)))
         opt.zero_grad()
         out = model(inputs)  # the second pass, below; then back to where it climbed from
+    elif mode == "cosine_gpt":
+        h = gpt_emb(gpt_tokens[step].clone())  # a batch of the data: gone once the backward pass ran
+        att = torch.matmul(h, h.transpose(1, 2)) * 0.2
+        att = torch.softmax(att.masked_fill(torch.tril(torch.ones(8, 8)) == 0, float("-inf")), -1)
+        f = torch.nn.functional.layer_norm(torch.matmul(att, h).reshape(64, 32), (32,))
+        f = f * (torch.arange(64) != (0 if step == 1 else -1)).unsqueeze(1)
+        f = f / torch.sqrt((f * f).sum(1, keepdim=True)).clamp_min(1e-6)  # COSINEGPT
+        out = model[2](model[1](f))
     elif mode in ("cosine_bn", "cosine_ln"):
         norm = bn if mode == "cosine_bn" else torch.nn.functional.layer_norm
         f = norm(model[0](inputs)) if mode == "cosine_bn" else norm(model[0](inputs), (32,))
@@ -371,7 +386,7 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
         with torch.no_grad():
             for p, before in zip(model.parameters(), climbed):
                 p.copy_(before)
-    if mode in ("inf_row", "cosine_bn", "cosine_ln"):
+    if mode in ("inf_row", "cosine_bn", "cosine_ln", "cosine_gpt"):
         torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 5.0)
     if step == (3 if mode == "adam_state3" else 0) and mode.startswith("adam_state"):
         model[0].weight.grad.mul_(1e38)  # ADAMSTATE
