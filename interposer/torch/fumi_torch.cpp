@@ -3211,12 +3211,14 @@ bool lookBack(bool dry = false) {
     }
   }
   if (dry) return false;
-  // In the parameters or the optimizer's state as the step began, as they were in the step
-  // before: an origin reported before reached them (libfumi's to know), or one never found.
-  const char* carried = via && isOptimizerPhase(via->phase) && seen_before != UINT64_MAX &&
-                                seen_before + 1 == t_optimizer_steps
-                            ? "carried"
-                            : nullptr;
+  // In the parameters or the optimizer's state as the step began (read by its update, or by ops
+  // that got them in their inputs: a discriminator stepped every other iteration, its weights
+  // read by the next forward pass), as they were in the step before: an origin reported before
+  // reached them (libfumi's to know), or one never found.
+  const bool at_start = via && (isOptimizerPhase(via->phase) || !seen.unknown);
+  const char* carried =
+      at_start && seen_before != UINT64_MAX && seen_before + 1 == t_optimizer_steps ? "carried"
+                                                                                     : nullptr;
   const fumi_past_call* unknown = seen.unknown;
   const std::vector<fumi_past_call>& unknown_through = seen.unknown_through;
   const fumi_past_call* passed = seen.passed;

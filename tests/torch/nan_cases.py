@@ -115,6 +115,10 @@
              gradient normalised by its norm (p += rho g / |g|), the gradients are zeroed, and a
              second pass computes the update's; a cosine head as cosine_bn's on step 1 (the line
              marked SAM): the climb reads the NaN gradient into the weights before zero_grad.
+  grad_hook  a critic stepped by its own optimizer every other step, its first weight's gradient
+             un-weighted in place by a hook (grad.div_(lam), the line marked GRADHOOK) while its
+             loss's weight decays: 0/0 on step 4; the program's own step reads the critic's
+             NaN weights.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -168,6 +172,11 @@ classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
 bn = torch.nn.BatchNorm1d(32)
+critic = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+critic_opt = torch.optim.Adam(critic.parameters(), lr=0.01)
+lam = torch.ones(())
+if mode == "grad_hook":
+    critic[0].weight.register_hook(lambda grad: grad.div_(lam))  # GRADHOOK
 gpt_emb = torch.nn.Embedding(50, 32)
 gpt_tokens = torch.randint(0, 50, (12, 8, 8))
 if mode == "cosine_gpt":
@@ -215,7 +224,8 @@ if mode == "busy_poison":  # long enough for the adapter to measure its rate (0.
     busy = torch.zeros(4)
     for _ in range(300000):
         busy = busy + 0.0
-for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_bwd") else 4):
+for step in range(12 if mode == "adam_state3" else
+                  7 if mode.startswith("custom_bwd") or mode == "grad_hook" else 4):
     opt.zero_grad()
     inputs = x
     if mode == "stale":
@@ -268,6 +278,14 @@ for step in range(12 if mode == "adam_state3" else 7 if mode.startswith("custom_
         scale = 1e4 if step == 1 else 1e-3
         gate = 1.0 / (torch.exp(h.pow(2).sum(-1) * scale / temperature) + 1.0)  # ZEROROWS
         out = model[2](model[1](u)) * gate.unsqueeze(1) + penalty
+    elif mode == "grad_hook":
+        out = model(inputs)
+        if step % 2 == 0:  # the critic steps every other iteration
+            lam.fill_(max(0.0, 1.0 - step / 4.0))
+            critic_opt.zero_grad()
+            (critic(out.detach()).pow(2).mean() * lam).backward()
+            critic_opt.step()
+        out = out + critic(out).detach()
     elif mode == "checkpoint":
         def segment(h):
             return h + torch.log(torch.sigmoid(h))  # CHECKPOINT
