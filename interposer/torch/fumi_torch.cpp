@@ -2608,9 +2608,14 @@ struct PastOp {
   // saved mean and inverse deviation, which its caller does not return and its backward reads)
   // still hold this op's work.
   uint64_t superseded_outputs = 0;
-  // Marks its outputs of `t`'s memory as the caller's, which returns `t`.
-  void supersede(const TensorNote& t) {
+  // The outermost op that returns its results: where a look-back lists this one, the call the
+  // program made (batch_norm, not the _batch_norm_impl_index inside it; both were listed).
+  fumi_past_call caller{};
+  // Marks its outputs of `t`'s memory as the caller's, `by`, which returns `t` (the callers
+  // return in turn, the outermost last).
+  void supersede(const TensorNote& t, const fumi_past_call& by) {
     superseded = true;
+    caller = by;
     for (size_t i = 0; i < outputs.size() && i < 64; ++i)
       if (outputs[i].sharesMemory(t)) superseded_outputs |= uint64_t{1} << i;
   }
@@ -2720,7 +2725,7 @@ class PastOps {
       for (size_t i = ops_.size(); i-- > first;) {
         PastOp& op = at(i);
         if (!op.wrote(o)) continue;
-        op.supersede(o);
+        op.supersede(o, outer.call);
         const auto& in = op.inputs.tensors();
         const auto holds = [&o](const TensorNote& t) { return t.sharesMemory(o); };
         if (std::none_of(in.begin(), in.end(), holds)) break;  // made it
@@ -3085,8 +3090,17 @@ bool lookBack(bool dry = false) {
     std::sort(order.begin(), order.end());
     std::vector<fumi_past_call> calls;
     for (size_t k : order) {
-      calls.push_back(pastCall(past[k]));
-      for (size_t j = k; j != i; j = p.from[j]) ++calls.back().hops;
+      fumi_past_call c = pastCall(past[k]);
+      if (past[k].superseded && past[k].caller.site) {  // told as its caller, once
+        c.site = past[k].caller.site;
+        c.index = past[k].caller.index;
+      }
+      for (size_t j = k; j != i; j = p.from[j]) ++c.hops;
+      const auto same = std::find_if(calls.begin(), calls.end(), [&c](const fumi_past_call& o) {
+        return o.site == c.site && o.index == c.index;
+      });
+      if (same == calls.end()) calls.push_back(c);
+      else same->hops = std::min(same->hops, c.hops);
     }
     return calls;
   };
