@@ -2246,7 +2246,7 @@ int runningStatsIndex(const char* op, const Values& inputs) {
       {"aten::_native_batch_norm_legit", 3, 5},    {"aten::native_batch_norm_backward", 3, 7},
       {"aten::batch_norm_backward", 3, 7},         {"aten::_batch_norm_impl_index_backward", 4, 8},
       {"aten::cudnn_batch_norm_backward", 3, -1},  {"aten::miopen_batch_norm_backward", 3, -1}};
-  if (!op) return -1;
+  if (!op || inputs.size() < 5 || !std::strstr(op, "norm")) return -1;  // most ops, at once
   for (const Stats& s : kOps) {
     if (std::strcmp(op, s.op) != 0) continue;
     if (inputs.size() <= static_cast<size_t>(std::max(s.mean + 1, s.train))) return -1;
