@@ -1496,7 +1496,8 @@ class AtenChecks(unittest.TestCase):
                                              op["skipped"]})
         self.assertGreater(op["skipped"], 10, op)
         self.assertLess(op["check_s"], 0.015, op)  # the checks alone never spent the 30 ms
-        self.assertGreater(op["adapter_s"], 0.03, op)
+        self.assertGreater(op["adapter_s"], op["check_s"], op)  # the copies spent the most
+        self.assertGreater(op["adapter_s"] + op["check_s"], 0.02, op)
 
     def test_reporting_a_violation_is_not_charged_to_the_overhead_budget(self):
         """Batch 23 F11: once a run went NaN, even nan_inf was skipped "over budget": reporting
