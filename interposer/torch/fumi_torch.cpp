@@ -2179,6 +2179,7 @@ class TensorNote {
     storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
     data_ = storage_ ? t.storage().data() : nullptr;
     exact_ = !t.is_floating_point() && !t.is_complex();
+    if (input && !exact_ && t.is_view()) base_ = t._base().getIntrusivePtr();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
       const NonFinite seen = scanTensor(t);
       element_ = seen.nan ? Element::kNaN : seen.inf ? Element::kInf : Element::kFinite;
@@ -2195,6 +2196,14 @@ class TensorNote {
     if (version_ < 0) return {};
     at::Tensor t = live();
     return t.defined() && t._version() == version_ ? t : at::Tensor();
+  }
+  // For a view: its base, while alive and written in place by nothing since (a view shares its
+  // base's version counter); undefined otherwise. What the view was of, once the view is gone
+  // (`buf[ts, None]` indexes an unsqueezed view of the buffer, gone as `index` returns).
+  at::Tensor unchangedBase() const {
+    if (version_ < 0) return {};
+    at::Tensor base(base_.lock());
+    return base.defined() && base._version() == version_ ? base : at::Tensor();
   }
   // Lets go of a tensor the program has dropped, keeping what identifies its memory: a held
   // TensorImpl, empty as it is, keeps its heap chunk between the freed buffers around it (4096
@@ -2217,6 +2226,9 @@ class TensorNote {
 
  private:
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak_;
+  // an input view's base (unchangedBase)
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> base_{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   int64_t version_ = -1;
   const void* storage_ = nullptr;  // an identity only: never read through
   const void* data_ = nullptr;     // likewise
@@ -3006,6 +3018,11 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       continue;
     }
     if (k == LookBackMemo::npos) {
+      // A view of memory no op of the step wrote, the view gone, its base unchanged and finite:
+      // so was what the op read (batch 25's DDPM: its schedule, made before the loop, indexed as
+      // buf[ts, None, None, None] had been an unknown source, the 0/0 beside it "not found").
+      if (const at::Tensor base = in.unchangedBase(); base.defined() && !p.memo->scan(base).any())
+        continue;
       // Looking back over the step before (lookBack): a parameter the optimizer updated since,
       // read as that step began, or memory no op since wrote (the data, a slice of it gone), is
       // taken as finite: nothing non-finite was seen in that step, and the values came in

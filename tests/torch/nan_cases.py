@@ -119,6 +119,9 @@
              un-weighted in place by a hook (grad.div_(lam), the line marked GRADHOOK) while its
              loss's weight decays: 0/0 on step 4; the program's own step reads the critic's
              NaN weights.
+  schedule   a diffusion model's noise target (x_t - a_t x) / b_t, its schedule made before the
+             loop and indexed as b[t, None] (a view of it, gone as `index` returns); b_0 is 0,
+             and on step 1 t = 0 is drawn: 0/0 (the line marked SCHEDULE).
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -177,6 +180,9 @@ critic_opt = torch.optim.Adam(critic.parameters(), lr=0.01)
 lam = torch.ones(())
 if mode == "grad_hook":
     critic[0].weight.register_hook(lambda grad: grad.div_(lam))  # GRADHOOK
+if mode == "schedule":  # made before the loop (other modes' call numbers stay as they are)
+    sched_b = torch.linspace(0, 1, 11).sqrt()  # b_0 = 0
+    sched_a = (1 - sched_b ** 2).sqrt()
 gpt_emb = torch.nn.Embedding(50, 32)
 gpt_tokens = torch.randint(0, 50, (12, 8, 8))
 if mode == "cosine_gpt":
@@ -270,6 +276,7 @@ for step in range(12 if mode == "adam_state3" else
         inputs = batch.clone()
         if step == 1:
             inputs[5] = torch.sqrt(batch[5] - 10.0) * 0 + batch[5]  # NUMPYROW
+        del batch  # gone: what its rows held is unknown (held, it would say they were finite)
         out = model(inputs)
     elif mode == "zero_rows":
         h = model[0](inputs) * (torch.arange(64) >= 4).unsqueeze(1)
@@ -286,6 +293,12 @@ for step in range(12 if mode == "adam_state3" else
             (critic(out.detach()).pow(2).mean() * lam).backward()
             critic_opt.step()
         out = out + critic(out).detach()
+    elif mode == "schedule":
+        t = torch.randint(1, 11, (64,))
+        if step == 1:
+            t[0] = 0
+        x_t = sched_a[t, None] * inputs + sched_b[t, None] * torch.randn(64, 16)
+        out = model((x_t - sched_a[t, None] * inputs) / sched_b[t, None])  # SCHEDULE
     elif mode == "checkpoint":
         def segment(h):
             return h + torch.log(torch.sigmoid(h))  # CHECKPOINT

@@ -2552,6 +2552,18 @@ class NanOrigin(unittest.TestCase):
                          [("aten::div_.Tensor", "backward")], origins)
         self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
 
+    def test_nan_of_a_schedule_indexed_through_a_view_is_found(self):
+        # Batch 26 (DDPM): the noise target divides by sqrt(1 - alphabar_t), 0 at t = 0, the
+        # schedule indexed as buf[t, None]: `index` reads an unsqueezed view of the buffer, gone
+        # as it returns, no op of the step wrote the buffer: an unknown source, and the 0/0 beside
+        # it "origin not found", 0 violations. The view's base, unchanged and finite, says what
+        # it read was finite.
+        r = self.case("schedule")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"], o["detail"]), ("aten::div.Tensor", "forward",
+                                                              "appeared"))
+        self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun
