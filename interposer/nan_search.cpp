@@ -83,6 +83,16 @@ void endSearch(SearchState& s, const char* result, const std::string& message) {
   g_nan_search_active.store(0, std::memory_order_relaxed);
   const bool found_before = !s.awaiting_stack.empty();
   s.awaiting_stack.clear();
+  // Nothing made them from finite values, begun within kSpreadSteps optimizer steps of an
+  // origin reported and not handled by a loss scaler: that origin's spread (a mean teacher's
+  // weights, written NaN through `.data` by an EMA whose decay was 1/0, read by the next
+  // forward pass: batch 26 said "origin not found" beside the origin). A repeat, quietly.
+  if (result && std::strcmp(result, "not_found") == 0 && !found_before &&
+      !s.last_origin.empty() && s.sentinel_step >= s.last_origin_step &&
+      s.sentinel_step - s.last_origin_step <= kSpreadSteps) {
+    ++s.repeats;
+    return;
+  }
   Reporter* rep = activeReporter();
   if (!rep || !result || found_before) return;
   nlohmann::json ev;
