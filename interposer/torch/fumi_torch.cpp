@@ -2210,6 +2210,7 @@ class TensorNote {
   // ops' worth raised a language model's peak memory by 40–120 MB).
   void dropIfGone() {
     if (storage_ && weak_.expired()) weak_ = {};
+    if (base_.expired()) base_ = {};
   }
   // What identifies its memory, for an index (sharesMemory decides).
   const void* memoryKey() const {
