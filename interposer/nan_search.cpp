@@ -277,6 +277,7 @@ nlohmann::json originFields(nlohmann::json sentinel) {
   return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
 }
 
+namespace {
 // Whether the Python frames `py` run a checkpointed segment again in the backward pass
 // (torch.utils.checkpoint): its forward ops, at their own lines.
 bool recomputing(const std::vector<std::string>& py) {
@@ -284,6 +285,7 @@ bool recomputing(const std::vector<std::string>& py) {
     return frame.find("torch/utils/checkpoint.py") != std::string::npos;
   });
 }
+}  // namespace
 
 // The search found again, with the stacks of the calling thread, the origin it found looking
 // back: a `nan_origin_stack` event for the report to attach to that origin. False when the
