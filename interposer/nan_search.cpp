@@ -171,7 +171,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
                                             s.origins_unplaced.count(site->name) > 0;
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
-    if (searching) {
+    // A search awaiting an origin's stacks goes on: its op's calls in another phase (the
+    // backward's division of a forward division's 0/0) are no stacks of it, and ending there
+    // left a spectral norm's 0/0 without its line (batch 26).
+    if (searching && s.awaiting_stack.empty()) {
       uncountScalerSearch(s, site->name);
       endSearch(s, nullptr, "");
     }

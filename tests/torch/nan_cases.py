@@ -122,6 +122,9 @@
   schedule   a diffusion model's noise target (x_t - a_t x) / b_t, its schedule made before the
              loop and indexed as b[t, None] (a view of it, gone as `index` returns); b_0 is 0,
              and on step 1 t = 0 is drawn: 0/0 (the line marked SCHEDULE).
+  zero_norm  a weight normalised by its norm (v / |v|, the line marked ZERONORM), v all zero
+             from step 1 on: 0/0 in the forward pass, and the division's backward makes NaN of
+             finite values too.
   raise_empty  each step scales the features by their largest magnitude among those in range;
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
@@ -299,6 +302,10 @@ for step in range(12 if mode == "adam_state3" else
             t[0] = 0
         x_t = sched_a[t, None] * inputs + sched_b[t, None] * torch.randn(64, 16)
         out = model((x_t - sched_a[t, None] * inputs) / sched_b[t, None])  # SCHEDULE
+    elif mode == "zero_norm":
+        v = torch.full((32, 16), 0.0 if step >= 1 else 1.0, requires_grad=True)
+        w = v / v.norm()  # ZERONORM
+        out = model[2](model[1](inputs @ w.t()))
     elif mode == "checkpoint":
         def segment(h):
             return h + torch.log(torch.sigmoid(h))  # CHECKPOINT

@@ -2564,6 +2564,17 @@ class NanOrigin(unittest.TestCase):
                                                               "appeared"))
         self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
 
+    def test_an_origins_backward_repeat_leaves_the_search_for_its_stacks(self):
+        # Batch 26 (spectral norm of a pruned weight): the forward division's 0/0, found looking
+        # back, waits for the op's next forward call for its stacks; its backward division makes
+        # NaN too, a repeat in another phase, which ended that wait: no line.
+        r = self.case("zero_norm")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"]), ("aten::div.Tensor", "forward"))
+        [stack] = r.of("nan_origin_stack")
+        self.assertTrue(stack["python_stack"][0].startswith(
+            f"{NAN_CASES}:{self.origin_line('# ZERONORM')} in <module>"), stack)
+
     def test_nan_a_backward_formula_removes_at_once_is_no_origin(self):
         # Batch 21 (a hyperbolic GCN's isolated nodes): torch 1.13's NormBackward1 makes 0/0 at
         # rows whose norm is 0 and masks it out in place before anything reads it. A search begun
