@@ -178,17 +178,18 @@ classes = torch.nn.Parameter(torch.randn(4, 32))
 if mode == "where_sqrt":
     opt = torch.optim.SGD(list(model.parameters()) + [classes], lr=0.1)
 bn = torch.nn.BatchNorm1d(32)
-critic = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
-critic_opt = torch.optim.Adam(critic.parameters(), lr=0.01)
-lam = torch.ones(())
+# Made for their modes only: the other modes' random draws and call numbers stay as they were.
 if mode == "grad_hook":
+    critic = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=0.01)
+    lam = torch.ones(())
     critic[0].weight.register_hook(lambda grad: grad.div_(lam))  # GRADHOOK
-if mode == "schedule":  # made before the loop (other modes' call numbers stay as they are)
+if mode == "schedule":
     sched_b = torch.linspace(0, 1, 11).sqrt()  # b_0 = 0
     sched_a = (1 - sched_b ** 2).sqrt()
-gpt_emb = torch.nn.Embedding(50, 32)
-gpt_tokens = torch.randint(0, 50, (12, 8, 8))
 if mode == "cosine_gpt":
+    gpt_emb = torch.nn.Embedding(50, 32)
+    gpt_tokens = torch.randint(0, 50, (12, 8, 8))
     opt = torch.optim.SGD(list(model[2].parameters()) + list(gpt_emb.parameters()), lr=0.1)
 if mode == "cosine_bn":
     opt = torch.optim.SGD(list(model.parameters()) + list(bn.parameters()), lr=0.1)
