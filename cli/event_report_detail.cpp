@@ -177,9 +177,13 @@ std::string originText(const NanOrigin& o) {
          "were made before it, by an op not found; this is likely their gradient's)";
   if (v.looked_back) {
     s += "; found looking back from the sentinel";
+    // Its line comes from the frames kept when it ran (its Python place), else from a later
+    // call that made them again; older runs, or a Python fumi does not read, have neither.
     s += v.stack_call_index ? " (its stacks are its call " + std::to_string(*v.stack_call_index) +
                                   "'s, which made them again)"
-                            : " (the op had returned: no stack of its own)";
+         : !v.python_stack.empty() ? " (the op had returned: its Python frames kept when it ran, "
+                                     "no native stack)"
+                                   : " (the op had returned: no stack of its own)";
     // The ops between finite inputs and the holder's results, whose own results were gone
     // (nan_makers.h): with `held_by`, this one is the likeliest maker; else the values appeared
     // in one of them or in this one.

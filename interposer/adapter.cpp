@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "framework_projection.h"
 #include "loss_scaling.h"
+#include "pystack.h"
 #include "report.h"
 #include "context.h"
 #include "elementwise.h"
@@ -299,7 +300,8 @@ void apiNanPropagated(void* site, const char* input) {
 }
 
 PastCall pastCall(const fumi_past_call& c) {
-  return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase, c.hops, c.steps_ago};
+  return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase, c.hops, c.steps_ago,
+                  c.place};
 }
 void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
                       const fumi_past_call* through, size_t n_through, const char* not_origin) {
@@ -378,6 +380,10 @@ void apiAccount(void* site, double seconds) {
   if (Engine* e = engine()) e->budget().charge(seconds);
 }
 
+void apiPythonPlace(fumi_py_place* out) {
+  if (out) capturePythonPlace(*out);
+}
+
 const fumi_adapter_api kAdapterApi = {
     FUMI_ADAPTER_ABI_VERSION, sizeof(fumi_adapter_api), apiInternOp,      apiBackendChecked,
     apiCountCall,             apiSample,                apiCheck,         apiSkip,
@@ -386,7 +392,8 @@ const fumi_adapter_api kAdapterApi = {
     apiNanOrigin,             apiNanPropagated,         nanSearchStep,    apiAttribution,
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
-    apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter};
+    apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
+    apiPythonPlace};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -40,8 +40,20 @@ extern "C" {
  * 17: fumi_past_call.steps_ago (an origin whose optimizer step has run: its values reached the
  *    parameters, no loss scaler handled them).
  * 18: held_findings and nonfinite_parameter (NaN/Inf of the backward pass written into the
- *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad). */
-#define FUMI_ADAPTER_ABI_VERSION 18u
+ *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad).
+ * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
+ *    ran: an origin found looking back gets its line). */
+#define FUMI_ADAPTER_ABI_VERSION 19u
+
+/* Where a call ran in the program's Python code (python_place): its innermost frames, taken
+ * cheaply as the call runs and turned into "file:line in function" only when reported. The
+ * program's own frames (not installed packages' or the standard library's; those where it has
+ * none), innermost first; `code` is NULL past the last and opaque to adapters. */
+#define FUMI_PY_PLACE_FRAMES 4
+typedef struct fumi_py_place {
+  const void* code[FUMI_PY_PLACE_FRAMES];
+  int32_t instr[FUMI_PY_PLACE_FRAMES];
+} fumi_py_place;
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
 typedef struct fumi_past_call {
@@ -54,6 +66,8 @@ typedef struct fumi_past_call {
   /* In nan_looked_back: the optimizer steps the adapter's thread began since the call ran (0: in
    * this step). */
   uint32_t steps_ago;
+  /* ABI 19: where it ran (python_place when it ran; all NULL where not known). */
+  fumi_py_place place;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
@@ -288,6 +302,11 @@ typedef struct fumi_adapter_api {
    * optimizer step (SAM's ascent p += rho * g / |g|), raised, not handled by the zero_grad
    * after it. */
   void (*nonfinite_parameter)(void* site, uint64_t index);
+  /* ABI 19 — where the calling thread runs in the program's Python code, for a call it keeps
+   * (fumi_past_call.place): a few loads per frame, no lock, no GIL (the GIL is taken the first
+   * time a code object is seen). All NULL where not known: no Python, another version than the
+   * one libfumi was built for (CPython 3.11), a thread outside Python code. */
+  void (*python_place)(fumi_py_place* out);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -811,7 +811,8 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     std::vector<std::string> py =
         origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
     if (own_origin) {
-      nlohmann::json sentinel = nanOriginClaim(&call.site(), call.info().call_index, how, py);
+      nlohmann::json sentinel =
+          nanOriginClaim(&call.site(), call.info().call_index, how, py, phase);
       if (!sentinel.is_null()) ev.update(originFields(std::move(sentinel)));
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"

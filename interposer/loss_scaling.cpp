@@ -54,8 +54,9 @@ void writeRaised(Held& h, const char* why) {
     if (const auto it = h.event.find("python_stack"); it != h.event.end() && it->is_array())
       for (const auto& frame : *it)
         if (frame.is_string()) py.push_back(frame.get<std::string>());
+    const std::string phase = h.event.value("phase", std::string());
     nlohmann::json sentinel = nanOriginClaim(h.site, h.event.value("call_index", uint64_t{0}),
-                                             detail.c_str(), py);
+                                             detail.c_str(), py, phase.c_str());
     if (!sentinel.is_null()) h.event.update(originFields(std::move(sentinel)));
   }
   if (h.site->logsViolation(h.key))

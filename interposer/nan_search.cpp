@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <mutex>
+#include <map>
 #include <set>
 #include <string>
 
@@ -50,6 +51,8 @@ struct SearchState {
   // known. One op's origins at different lines are different defects (batch 23: two losses'
   // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
   std::set<std::string> origins, origins_where, origins_unplaced;
+  // Of those, the ones made in a forward pass: the optimizer step they were made in (below).
+  std::map<std::string, uint64_t> forward_origins;
   // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
   // one element, past the dtype's range), or whose origin a loss scaler handled (its backward
   // pass's 0 * inf of the overflowed scale): a loss scaler's working.
@@ -61,9 +64,12 @@ struct SearchState {
   // Only a call in the same phase (forward, backward) gives them: the same op's calls in the
   // backward pass are other lines (batch 20: a CRF's forward `num - den` was shown at the
   // `loss.backward()` of a LogsumexpBackward0's subtraction).
+  // Where the origin ran, where its Python place was kept (its innermost frame): only a call
+  // there gives its stacks (another line's call of the op is another defect's).
   std::string awaiting_stack;
   uint64_t awaiting_index = 0;
   const char* awaiting_phase = "";  // a static string (currentPhase)
+  std::string awaiting_frame;
 };
 
 SearchState* g_search = new SearchState;  // immortal: used by the exit summary
@@ -139,12 +145,17 @@ bool spreadOfEarlier(const SearchState& s, const char* detail) {
 }
 
 // What tells one call of an op from another in the program: its innermost Python frames
-// ("file:line in function"), joined; empty where there are none (no Python, another thread).
-constexpr int kWhereFrames = 6;
+// ("file:line in function") of the program's own code (of the others' where it has none), as
+// many as a Python place keeps, joined; empty where there are none (no Python, another thread).
+// A live call's stack (capturePythonStack: the program's frames first) and an origin's place
+// found looking back give the same key.
 std::string whereKey(const std::vector<std::string>& frames) {
   std::string key;
-  for (size_t i = 0; i < frames.size() && i < static_cast<size_t>(kWhereFrames); ++i)
+  const bool own = !frames.empty() && programFrame(frames.front());
+  for (size_t i = 0; i < frames.size() && i < FUMI_PY_PLACE_FRAMES; ++i) {
+    if (programFrame(frames[i]) != own) break;
     key += "\n" + frames[i];
+  }
   return key;
 }
 
@@ -158,17 +169,25 @@ void uncountScalerSearch(SearchState& s, const std::string& op) {
 }
 
 // nanOriginClaim with the lock held. The spread of an earlier origin claims nothing and leaves
-// a running search as it is. `where`: whereKey of the calling thread's Python frames where the
-// call is the op's own (the op running), else empty (found looking back: the thread is at the
-// sentinel).
+// a running search as it is. `where`: whereKey of the call's Python frames: the calling
+// thread's where the call is the op's own (the op running), those of its Python place where it
+// was found looking back (the thread is at the sentinel), else empty. `phase` and `step`: the
+// call's (the optimizer step it ran in).
 nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const char* detail,
-                     const std::string& where) {
+                     const std::string& where, const char* phase, uint64_t step) {
   if (spreadOfEarlier(s, detail)) return nullptr;
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
   const std::string placed = where.empty() ? std::string() : site->name + where;
+  const bool backward = phase && std::strcmp(phase, "backward") == 0;
+  // A backward call of an op this step's forward pass made the origin with: that op's gradient
+  // formula (DivBackward0's division of a forward 0/0), its line the `backward()` call's, which
+  // tells nothing; the origin explains it (`fumi report` says so of such a second origin). A
+  // repeat, whatever the forward origin's line.
+  const auto fwd = s.forward_origins.find(site->name);
   const bool repeat = placed.empty() ? s.origins.count(site->name) > 0
-                                      : s.origins_where.count(placed) > 0 ||
-                                            s.origins_unplaced.count(site->name) > 0;
+                      : s.origins_where.count(placed) > 0 ||
+                            s.origins_unplaced.count(site->name) > 0 ||
+                            (backward && fwd != s.forward_origins.end() && fwd->second == step);
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
     // A search awaiting an origin's stacks goes on: its op's calls in another phase (the
@@ -198,6 +217,7 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   s.origins.insert(site->name);
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
+  if (phase && std::strcmp(phase, "forward") == 0) s.forward_origins[site->name] = step;
   s.last_origin = callText(site, index);
   s.last_origin_step = g_steps.load(std::memory_order_relaxed);
   return sentinel;
@@ -268,12 +288,13 @@ void nanPropagated(const OpSite* site, const char* input) {
 }
 
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>& python_stack) {
+                              const std::vector<std::string>& python_stack, const char* phase) {
   if (!site) return nullptr;
   const std::string where = whereKey(python_stack);
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return claim(s, site, index, detail, where);
+  return claim(s, site, index, detail, where, phase ? phase : currentPhase(),
+               g_steps.load(std::memory_order_relaxed));
 }
 
 nlohmann::json originFields(nlohmann::json sentinel) {
@@ -298,6 +319,7 @@ bool recomputing(const std::vector<std::string>& py) {
 bool originStack(const OpSite* site, uint64_t index) {
   uint64_t origin_index = 0;
   bool recompute = false;
+  std::string frame;  // the origin's innermost, where its place was kept
   {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -309,18 +331,16 @@ bool originStack(const OpSite* site, uint64_t index) {
           std::strcmp(currentPhase(), "backward") != 0)
         return false;
       recompute = true;  // if its Python frames say so (below)
-    } else {
-      origin_index = s.awaiting_index;
-      endSearch(s, nullptr, "");
     }
+    frame = s.awaiting_frame;
   }
   Reporter* rep = activeReporter();
-  if (!rep && !recompute) return true;
   InsideScope inside;
   const int depth = rep ? rep->settings().stack_depth : 24;
   std::vector<std::string> py = capturePythonStack(depth);
-  if (recompute) {
-    if (!recomputing(py)) return false;
+  if (recompute && !recomputing(py)) return false;
+  if (!frame.empty() && (py.empty() || py.front() != frame)) return false;  // another line's
+  {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.awaiting_stack != site->name || !g_nan_search_active.load(std::memory_order_relaxed))
@@ -466,12 +486,17 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   // results gone, the likeliest maker is the origin, the holder named beside it.
   const size_t maker = makerOf(call, detail, through);
   const PastCall& origin = maker < through.size() ? through[maker] : call;
+  // Where it ran, kept when it ran (the thread is at the sentinel now). The GIL first, the lock
+  // after, as everywhere.
+  std::vector<std::string> origin_py = resolvePythonPlace(origin.place);
   nlohmann::json sentinel;
   {
     SearchState& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
-    sentinel = claim(s, origin.site, origin.index, detail, "");
+    const uint64_t now = g_steps.load(std::memory_order_relaxed);
+    sentinel = claim(s, origin.site, origin.index, detail, whereKey(origin_py), origin.phase,
+                     now - std::min<uint64_t>(origin.steps_ago, now));
     if (sentinel.is_null()) {
       if (searching && spreadOfEarlier(s, detail))  // the search goes on: what it saw
         s.looked_back = "the earliest op since the last optimizer step whose outputs still held "
@@ -485,6 +510,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
       s.awaiting_stack = origin.site->name;
       s.awaiting_index = origin.index;
       s.awaiting_phase = origin.phase ? origin.phase : "";
+      s.awaiting_frame = origin_py.empty() ? std::string() : origin_py.front();
     }
   }
   // The stacks are the sentinel's (the thread is there now), not the origin's.
@@ -517,6 +543,7 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                {"through_phases", std::move(phases)},
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
+  if (!origin_py.empty()) more["python_stack"] = std::move(origin_py);
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};

@@ -37,6 +37,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapter_api.h"
+
 namespace fumi {
 
 struct OpSite;
@@ -69,9 +71,10 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
 // `python_stack`: the call's Python frames as its event carries them (taken at the call; a
 // check run behind it passes those taken then), which tell its origins at different lines
-// apart.
+// apart. `phase`: the call's, where it is not the calling thread's current one.
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>& python_stack);
+                              const std::vector<std::string>& python_stack,
+                              const char* phase = nullptr);
 // The fields an origin's violation event carries: `origin`, the optimizer step it was made in
 // (`optimizer_step`) and its claimed `sentinel`.
 nlohmann::json originFields(nlohmann::json sentinel);
@@ -82,6 +85,7 @@ struct PastCall {
   const char* phase;
   uint32_t hops;  // in `through`: the fewest ops between it and the origin (1: an input's maker)
   uint32_t steps_ago = 0;  // optimizer steps begun since it ran (fumi_past_call.steps_ago)
+  fumi_py_place place{};   // where it ran in the program's Python code (pystack.h)
 };
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the

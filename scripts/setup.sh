@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake binutils python3
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-stacktrace-dev nlohmann-json3-dev
   libcli11-dev libgtest-dev libbenchmark-dev libopenblas-dev
-  python3-torch libtorch-dev python3-torchvision python3-prometheus-client
+  python3-torch libtorch-dev python3-torchvision python3-prometheus-client libpython3-dev
 )
 
 missing=()

@@ -3284,7 +3284,7 @@ bool lookBack(bool dry = false) {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}};
   past.step = t_optimizer_steps;
   past.op = op;
   past.inputs = std::move(inputs);
@@ -3309,6 +3309,7 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                               static_cast<int64_t>(t.storage().nbytes());
     }
   }
+  g_api->python_place(&past.call.place);  // where it ran: its line, should it be an origin
   PastOps& ring = pastOps();
   if (ring.pushed() != since) ring.supersede(since, past);
   ring.push(std::move(past));

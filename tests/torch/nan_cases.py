@@ -122,6 +122,9 @@
   schedule   a diffusion model's noise target (x_t - a_t x) / b_t, its schedule made before the
              loop and indexed as b[t, None] (a view of it, gone as `index` returns); b_0 is 0,
              and on step 1 t = 0 is drawn: 0/0 (the line marked SCHEDULE).
+  two_callers  a module dividing its input by a scale, called from two lines; on step 1 the
+             second call's scale is 0 (the division marked TWOCALLERS, called at SECONDCALL):
+             Inf from finite values once, the op never making it again.
   zero_norm  a weight normalised by its norm (v / |v|, the line marked ZERONORM), v all zero
              from step 1 on: 0/0 in the forward pass, and the division's backward makes NaN of
              finite values too.
@@ -184,6 +187,11 @@ if mode == "grad_hook":
     critic_opt = torch.optim.Adam(critic.parameters(), lr=0.01)
     lam = torch.ones(())
     critic[0].weight.register_hook(lambda grad: grad.div_(lam))  # GRADHOOK
+if mode == "two_callers":
+    class Scale(torch.nn.Module):
+        def forward(self, h, s):
+            return h / s  # TWOCALLERS
+    scale = Scale()
 if mode == "schedule":
     sched_b = torch.linspace(0, 1, 11).sqrt()  # b_0 = 0
     sched_a = (1 - sched_b ** 2).sqrt()
@@ -303,6 +311,10 @@ for step in range(12 if mode == "adam_state3" else
             t[0] = 0
         x_t = sched_a[t, None] * inputs + sched_b[t, None] * torch.randn(64, 16)
         out = model((x_t - sched_a[t, None] * inputs) / sched_b[t, None])  # SCHEDULE
+    elif mode == "two_callers":
+        h = scale(model[0](inputs), 2.0)
+        h = scale(h, torch.tensor(0.0 if step == 1 else 3.0))  # SECONDCALL
+        out = model[2](model[1](h))
     elif mode == "zero_norm":
         v = torch.full((32, 16), 0.0 if step >= 1 else 1.0, requires_grad=True)
         w = v / v.norm()  # ZERONORM

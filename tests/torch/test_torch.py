@@ -2067,7 +2067,8 @@ class NanOrigin(unittest.TestCase):
     def test_origin_found_at_its_python_line(self):
         # The sentinel (the entropy's sum) looks back over the step's ops: log, whose output the
         # program still holds, made -inf from finite inputs. Found in the step it happened, its
-        # stacks come from its next call, which the search that goes on sees make them again.
+        # line is the one kept when it ran (its Python place); its native stack comes from its
+        # next call, which the search that goes on sees make them again.
         r = self.case("log0")
         line = self.origin_line("# ORIGIN")
         origins = [v for v in r.of("violation") if v.get("origin")]
@@ -2077,7 +2078,7 @@ class NanOrigin(unittest.TestCase):
                          ("aten::log", "nan_inf", "error", "appeared", 0))
         self.assertTrue(o["looked_back"])
         self.assertEqual(o["through"], [])
-        self.assertNotIn("python_stack", o)  # the op had returned
+        self.assertEqual(o["python_stack"][0], f"{NAN_CASES}:{line} in <module>")  # kept
         self.assertGreater(o["extra"]["inf"], 0)
         self.assertEqual(o["sentinel"]["op"], "aten::sum.dim_IntList")
         self.assertIn(f"nan_cases.py:{line + 1} ", o["sentinel"]["python_stack"][0])
@@ -2116,11 +2117,16 @@ class NanOrigin(unittest.TestCase):
         # steps 2 and 3: nothing made them, in the weights since the step before: the origin's
         # spread, the searches ending quietly (they said "origin not found" beside it)
         self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
+        # It never recurred: its line is the one kept when it ran (batches 24-26 named most
+        # such origins without a line, "no stack of its own").
+        line = self.origin_line("# POISON")
+        self.assertTrue(o["python_stack"][0].startswith(f"{NAN_CASES}:{line} in "), o)
         report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
-        self.assertIn("found looking back from the sentinel (the op had returned: no stack of "
-                      "its own): made from finite inputs by aten::var.dim #1, aten::sub.Tensor #2, "
-                      "then this call", report.stdout)
-        # no line of its own: the sentinel's (the loss) says where the program was
+        self.assertIn(f"nan_cases.py:{line} in ", report.stdout)
+        self.assertIn("found looking back from the sentinel (the op had returned: its Python "
+                      "frames kept when it ran, no native stack): made from finite inputs by "
+                      "aten::var.dim #1, aten::sub.Tensor #2, then this call", report.stdout)
+        # the sentinel's line (the loss) says where the program was when it fired
         self.assertIn(f"sentinel aten::nll_loss_forward #1 at {NAN_CASES}:"
                       f"{self.origin_line('# LOSS')} in <module>", report.stdout)
 
@@ -2310,7 +2316,9 @@ class NanOrigin(unittest.TestCase):
         self.assertTrue(o["through"][0].startswith("aten::embedding #"), o["through"])
         self.assertEqual(o["through"][-1], f"aten::mm #{o['call_index']}")
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        self.assertRegex(text, r"aten::mm \(torch\) pid \d+, call \d+: nan_from_inf \(64 NaN, 0 Inf "
+        # at the line it ran at, kept then: a backward op's is the `backward()` call's
+        self.assertRegex(text, r"aten::mm \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:\d+ in "
+                         r"<module>: nan_from_inf \(64 NaN, 0 Inf "
                          r"held by aten::add_.Tensor #\d+\) in the backward pass; found looking "
                          r"back [^;]*: the holder got them through aten::embedding #\d+, [^;]*whose "
                          r"results were gone; this one the first to compute with the Inf")
@@ -2411,7 +2419,10 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(o["through_hops"][made], 1)
         self.assertTrue(any(t.startswith("aten::div") for t in o["through"]), o["through"])
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+: appeared \(\d+ NaN, 0 "
+        # at the line it ran at, kept then (the program's innermost frame: a generator's)
+        line = self.origin_line("# TWOGATES")
+        self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:"
+                         + str(line) + r" in <genexpr>: appeared \(\d+ NaN, 0 "
                          r"Inf held by aten::mul.Tensor #\d+ in the backward pass\); found looking "
                          r"back [^;]*; this one the likeliest whose domain or range allows it "
                          r"\(also possible: aten::div")
@@ -2563,6 +2574,25 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["phase"], o["detail"]), ("aten::div.Tensor", "forward",
                                                               "appeared"))
         self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
+
+    def test_a_looked_back_origin_has_the_frames_it_ran_in(self):
+        # Batches 24-26: most origins found looking back were named without a line ("the op had
+        # returned: no stack of its own") unless the op made NaN/Inf again. A kept op keeps its
+        # Python place: the program's innermost frames, here a module's forward (nn.Module's
+        # own frames between it and its caller left out) and the line that called it, the
+        # second of two calls of that module, the only one dividing by 0, once.
+        r = self.case("two_callers")
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"], o["looked_back"]),
+                         ("aten::div.Tensor", "forward", True))
+        self.assertEqual(o["python_stack"][:2],
+                         [f"{NAN_CASES}:{self.origin_line('# TWOCALLERS')} in forward",
+                          f"{NAN_CASES}:{self.origin_line('# SECONDCALL')} in <module>"])
+        self.assertEqual(r.of("nan_origin_stack"), [])  # it never made them again
+        self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn(f"call {o['call_index']} at {NAN_CASES}:{self.origin_line('# TWOCALLERS')} "
+                      "in forward: appeared", report.stdout)
 
     def test_an_origins_backward_repeat_leaves_the_search_for_its_stacks(self):
         # Batch 26 (spectral norm of a pruned weight): the forward division's 0/0, found looking

@@ -748,6 +748,27 @@ TEST(ReportFindings, OriginFoundLookingBackTakesTheStacksOfItsNextCall) {
                   .is_null());
 }
 
+// An origin found looking back whose Python frames were kept when it ran (its Python place,
+// ABI 19): its line is those frames', said as such, with no native stack.
+TEST(ReportFindings, OriginFoundLookingBackShowsTheFramesKeptWhenItRan) {
+  const std::string origin =
+      R"({"event":"violation","op":"aten::log","backend":"torch","check":"nan_inf",)"
+      R"("kind":"error","metric":"nonfinite","value":4,"tolerance":0,"detail":"appeared",)"
+      R"("origin":true,"looked_back":true,"through":[],"phase":"forward",)"
+      R"("python_stack":["/src/model.py:40 in forward","/src/train.py:70 in step"],)"
+      R"("sentinel":{"op":"aten::sum","call_index":3,"python_stack":["/src/train.py:71 in step"]},)"
+      R"("call_index":7,"extra":{"nan":0,"inf":4},"pid":1})";
+  const Report r = aggregate({EventFile{
+      "events-1.jsonl",
+      lines({startLine(1), origin, summaryLine(1, "[" + opEntry("aten::log", 8, 0, 1) + "]")})}});
+  ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
+  at(fumi::report::formatText(r),
+     "NaN/Inf origin: aten::log (torch) pid 1, call 7 at /src/model.py:40 in forward: appeared "
+     "(0 NaN, 4 Inf); found looking back from the sentinel (the op had returned: its Python "
+     "frames kept when it ran, no native stack); sentinel aten::sum #3 at /src/train.py:71 in "
+     "step\n");
+}
+
 // A looked-back origin whose chain went through ops whose results were gone names the ops that
 // most likely made the values: for values from finite ones, those with a restricted domain or
 // that overflow (SSD's box encoding: div, then log of a zero-width box, then the copies; the
