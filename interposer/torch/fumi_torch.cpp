@@ -75,6 +75,7 @@ struct Slot {
   const char* text = nullptr;             // owned copy of the key's text
   void* site = nullptr;
   bool view = false;  // by address: the op returns views of its inputs (torch_compat::returnsView)
+  bool writes = false;  // by address: its schema writes an argument (writesArgument)
 };
 Slot g_by_address[kSlots];
 Slot g_by_content[kSlots];
@@ -149,23 +150,44 @@ bool returnsView(const c10::OperatorName& name) {
                 fumi::torch_compat::changesOnlyMetadata(*op));
 }
 
-// The op's site; *view says whether the op returns views of its inputs (false for ranges).
-void* siteFor(const at::RecordFunction& fn, bool* view) {
+// Whether the op's schema writes an argument (Tensor(a!): in-place, out=). Such an op may run
+// its kernel on a proxy of an output (a structured kernel's out= or in-place form, where the
+// output's strides differ from those it computes: torch.linalg.lu's lu_unpack_out) that it
+// deletes outright as it returns (c10::ExclusivelyOwned: no weak reference is honoured), so the
+// ops it runs inside are not kept for looking back (a weak reference to the proxy crashed the
+// process: batch 27).
+bool writesArgument(const c10::OperatorName& name) {
+  const auto op = c10::Dispatcher::singleton().findOp(name);
+  if (!op) return false;
+  for (const c10::Argument& a : op->schema().arguments())
+    if (a.alias_info() && a.alias_info()->isWrite()) return true;
+  return false;
+}
+
+// Whether an op now running writes an argument (below).
+bool insideWriter();
+
+// The op's site; *view says whether the op returns views of its inputs, *writes whether it
+// writes an argument (both false for ranges).
+void* siteFor(const at::RecordFunction& fn, bool* view, bool* writes) {
   const char* name = fumi::torch_compat::opName(fn);
   Slot* slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && slot->key.load(std::memory_order_acquire)) {
     *view = slot->view;
+    *writes = slot->writes;
     return slot->site;
   }
   const auto op = fn.operator_name();
   if (!op) return siteNamed(name);  // a range: its name's address is not stable
   void* site = siteNamed(displayName(*op));
   *view = returnsView(*op);
+  *writes = writesArgument(*op);
   std::lock_guard<std::mutex> lock(g_insert_mu);
   slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && !slot->key.load(std::memory_order_relaxed)) {
     slot->site = site;
     slot->view = *view;
+    slot->writes = *writes;
     slot->text = strdup(name);
     slot->key.store(name, std::memory_order_release);
   }
@@ -1868,8 +1890,10 @@ class CapturedCall final : public at::ObserverContext {
     }
   }
 
-  // Outputs with a wider reference, for the attribution of later calls in this step.
+  // Outputs with a wider reference, for the attribution of later calls in this step (not inside
+  // an op writing an argument: a proxy it deletes outright is held by nothing, insideWriter).
   void offerOutputs(const std::vector<c10::IValue>& outputs) {
+    if (insideWriter()) return;
     size_t s = 0;
     const std::string op = displayName(op_.schema().operator_name());
     for (const c10::IValue& v : outputs)
@@ -2080,8 +2104,23 @@ NonFinite scanRaw(const T* p, int64_t n) {
 // over contiguous CPU memory, ATen reductions elsewhere (device memory, strided views). A
 // complex tensor's memory is read as it is: conjugate and negative views hold the same NaN and
 // Inf (resolving them is an op, which the sentinel would observe and scan in turn).
+// A sparse tensor's stored values, a strided tensor (undefined where they cannot be had).
+at::Tensor sparseValues(const at::Tensor& t) {
+  try {
+    QuietScope quiet;
+    at::Tensor values = t.is_sparse() ? t._values() : t.values();
+    return values.layout() == c10::kStrided ? values : at::Tensor();
+  } catch (...) {
+    return {};
+  }
+}
+
 NonFinite scanTensor(const at::Tensor& t) {
-  if (!t.defined() || t.numel() == 0 || !readable(t)) return {};
+  if (!t.defined() || t.numel() == 0) return {};
+  // A sparse tensor's stored values (an EmbeddingBag's sparse gradient: a NaN in it was taken
+  // for finite, and clip_grad_norm_'s norm of it named the origin, batch 27).
+  if (t.is_sparse() || t.is_sparse_csr()) return scanTensor(sparseValues(t));
+  if (!readable(t)) return {};
   if (complexChecked(t.scalar_type()))
     return scanTensor(reinterpretParts(t, c10::toRealValueType(t.scalar_type()), /*add=*/true));
   if (!at::isFloatingType(t.scalar_type())) return {};
@@ -2176,8 +2215,12 @@ class TensorNote {
   TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
     if (!past) return;
     version_ = t.is_inference() ? -1 : t._version();
-    storage_ = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
-    data_ = storage_ ? t.storage().data() : nullptr;
+    // a sparse tensor's memory is its values' (detach() and `.grad` share them)
+    at::Tensor values;
+    if (t.is_sparse() || t.is_sparse_csr()) values = sparseValues(t);
+    const at::Tensor& memory = values.defined() ? values : t;
+    storage_ = memory.has_storage() ? memory.storage().unsafeGetStorageImpl() : nullptr;
+    data_ = storage_ ? memory.storage().data() : nullptr;
     exact_ = !t.is_floating_point() && !t.is_complex();
     if (input && !exact_ && t.is_view()) base_ = t._base().getIntrusivePtr();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
@@ -2477,7 +2520,8 @@ void pendingAtStart(const at::RecordFunction& fn, void* site, uint64_t index, bo
 void searchFound(size_t depth, const OpObservation& obs, const char* detail,
                  const NonFinite& out, const std::vector<c10::IValue>& outputs) {
   const char* phase = g_api->phase();
-  if (!phase || std::strcmp(phase, "backward") != 0) {
+  // inside an op writing an argument its results may be a proxy, not to be held (insideWriter)
+  if (!phase || std::strcmp(phase, "backward") != 0 || insideWriter()) {
     reportOriginCall(obs.site(), obs.index(), detail, out);
     return;
   }
@@ -3327,8 +3371,17 @@ struct Running {
   bool found_inside = false;  // an op it called was (or led to) a reported NaN/Inf origin
   bool state_watch = false;   // an optimizer's in-place write, watched (watchState)
   NonFinite state_before;     // what its first argument held before it
+  bool writes = false;        // it writes an argument (writesArgument)
 };
 thread_local std::vector<Running> t_running;
+
+// Whether an op now running writes an argument: what ops inside it see may be a proxy it deletes
+// outright (writesArgument), held by nothing past its return.
+bool insideWriter() {
+  for (const Running& r : t_running)
+    if (r.writes) return true;
+  return false;
+}
 
 // An optimizer's state holding Inf stops a layer for good and no NaN need follow: AdaBelief's
 // second moment overflowed on one gradient 1e38 too large, every later step of that layer was
@@ -3599,9 +3652,9 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
 // pop always pairs with it.
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   void* site = nullptr;
-  bool view = false;
+  bool view = false, writes = false;
   try {
-    site = siteFor(fn, &view);
+    site = siteFor(fn, &view, &writes);
   } catch (...) {
   }
   int checkable = 0;
@@ -3624,6 +3677,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
                                                    fumi::torch_compat::opName(fn)),
                                   pastOps().pushed(), searching, false, false, {}});
       Running& running = t_running.back();
+      running.writes = writes;
       running.state_watch = !view && !searching && watchesState(fn, running.state_before);
     }
     // A training step begins: a running search counts it, attribution starts afresh.
@@ -3714,7 +3768,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
-      if (keepingPast())
+      if (keepingPast() && !insideWriter())
         recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark);
       // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
       // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). Once it found

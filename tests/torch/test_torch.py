@@ -2575,6 +2575,63 @@ class NanOrigin(unittest.TestCase):
                                                               "appeared"))
         self.assertEqual([n["result"] for n in r.of("nan_search")], ["found"])
 
+    def test_ops_inside_an_op_writing_a_proxy_are_not_kept(self):
+        # Batch 27 (a spline flow): torch.linalg.lu crashed the process after 6-8 calls while
+        # its ops were kept for looking back. Its lu_unpack_out runs on proxies of its outputs
+        # (a structured kernel's out= form, the outputs' strides not its own), which it deletes
+        # outright as it returns (c10::ExclusivelyOwned): the ring's weak reference to the
+        # proxy a fill_ inside it wrote was left dangling. An out= call into a transposed
+        # tensor makes such a proxy too.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            total = 0.0
+            for k in range(40):
+                P, L, U = torch.linalg.lu(torch.randn(3, 3))
+                out = torch.empty(4, 3).t()
+                torch.add(torch.randn(3, 4), torch.randn(3, 4), out=out)
+                total += float(L.sum() + U.sum() + out.sum())
+            print(repr(total))
+            ''')
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code],
+                policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertGreater(r.op("aten::linalg_lu")["calls"], 39)
+
+    def test_a_nan_in_a_sparse_gradient_is_read(self):
+        # Batch 27 (a fastText classifier, EmbeddingBag(sparse=True)): a forward division by 0
+        # reaches the embedding's sparse gradient, whose values fumi did not read: the clip's
+        # norm of it and the optimizer's sparse add were named origins "appeared" from finite
+        # inputs (the true one not named under the default policy). A sparse tensor's stored
+        # values are read.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            emb = torch.nn.EmbeddingBag(50, 8, sparse=True)
+            fc = torch.nn.Linear(8, 4)
+            opt = torch.optim.SGD(list(emb.parameters()) + list(fc.parameters()), lr=0.5)
+            for step in range(4):
+                opt.zero_grad()
+                out = fc(emb(torch.randint(0, 50, (20,)), torch.tensor([0, 5, 10, 15])))
+                out = out / (out.std() * (0.0 if step == 1 else 1.0))  # SPARSEDIV
+                loss = torch.nn.functional.cross_entropy(out, torch.tensor([0, 1, 2, 3]))
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(list(emb.parameters()) + list(fc.parameters()), 0.1)
+                opt.step()
+                print(float(loss))
+            ''')
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"]) for o in origins],
+                         [("aten::div.Tensor", "forward")], origins)
+        line = next(i for i, text in enumerate(code.splitlines(), 1) if "SPARSEDIV" in text)
+        self.assertEqual(origins[0]["python_stack"][0], f"<string>:{line} in <module>")
+
     def test_a_looked_back_origin_has_the_frames_it_ran_in(self):
         # Batches 24-26: most origins found looking back were named without a line ("the op had
         # returned: no stack of its own") unless the op made NaN/Inf again. A kept op keeps its
