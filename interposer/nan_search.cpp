@@ -5,7 +5,6 @@
 #include <cstring>
 #include <numeric>
 #include <mutex>
-#include <map>
 #include <set>
 #include <string>
 
@@ -51,8 +50,8 @@ struct SearchState {
   // known. One op's origins at different lines are different defects (batch 23: two losses'
   // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
   std::set<std::string> origins, origins_where, origins_unplaced;
-  // Of those, the ones made in a forward pass: the optimizer step they were made in (below).
-  std::map<std::string, uint64_t> forward_origins;
+  // The optimizer step the last origin made in a forward pass was made in (claim).
+  uint64_t forward_origin_step = UINT64_MAX;
   // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
   // one element, past the dtype's range), or whose origin a loss scaler handled (its backward
   // pass's 0 * inf of the overflowed scale): a loss scaler's working.
@@ -178,16 +177,16 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   if (spreadOfEarlier(s, detail)) return nullptr;
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
   const std::string placed = where.empty() ? std::string() : site->name + where;
-  const bool backward = phase && std::strcmp(phase, "backward") == 0;
-  // A backward call of an op this step's forward pass made the origin with: that op's gradient
-  // formula (DivBackward0's division of a forward 0/0), its line the `backward()` call's, which
-  // tells nothing; the origin explains it (`fumi report` says so of such a second origin). A
-  // repeat, whatever the forward origin's line.
-  const auto fwd = s.forward_origins.find(site->name);
-  const bool repeat = placed.empty() ? s.origins.count(site->name) > 0
-                      : s.origins_where.count(placed) > 0 ||
-                            s.origins_unplaced.count(site->name) > 0 ||
-                            (backward && fwd != s.forward_origins.end() && fwd->second == step);
+  // NaN/Inf made in the backward pass of a step whose forward pass made an origin: that
+  // origin's gradient formulas (DivBackward0's division of a forward 0/0, LogBackward0's of a
+  // log(0): batches 26 and 27 reported each beside its forward origin), their line the
+  // `backward()` call's, which tells nothing; the origin explains them (`fumi report` said so
+  // of such a second origin). A repeat.
+  const bool gradient = phase && std::strcmp(phase, "backward") == 0 &&
+                        s.forward_origin_step == step;
+  const bool repeat = gradient || (placed.empty() ? s.origins.count(site->name) > 0
+                                                  : s.origins_where.count(placed) > 0 ||
+                                                        s.origins_unplaced.count(site->name) > 0);
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
     // A search awaiting an origin's stacks goes on: its op's calls in another phase (the
@@ -217,7 +216,7 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   s.origins.insert(site->name);
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
-  if (phase && std::strcmp(phase, "forward") == 0) s.forward_origins[site->name] = step;
+  if (phase && std::strcmp(phase, "forward") == 0) s.forward_origin_step = step;
   s.last_origin = callText(site, index);
   s.last_origin_step = g_steps.load(std::memory_order_relaxed);
   return sentinel;

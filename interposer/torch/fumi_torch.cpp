@@ -3113,6 +3113,8 @@ fumi_past_call pastCall(const PastOp& e) {
 // passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
 // is the search's to mention. True when it found the origin. `dry`: whether it would, reporting
 // nothing.
+std::string sharedSource(const PastOps& past);
+
 bool lookBack(bool dry = false) {
   if (g_look_back == 2 && !t_rate.keep) {
     if (dry) return false;
@@ -3317,10 +3319,28 @@ bool lookBack(bool dry = false) {
                            ("no op kept since made them from finite inputs, but " + lost).c_str());
   else if (passed || passed_inf)  // batch 20: a job that died of its NaN: not a word from it
     g_api->nan_looked_back(passed ? passed : passed_inf, carried, 0, 0, nullptr, 0,
-                           "which got them in its inputs: they were there when the step began "
-                           "(in the parameters or the data), or written where fumi does not see "
-                           "(.data, from_numpy, a kernel's own buffer)");
+                           ("which got them in its inputs: they were there when the step began "
+                            "(in the parameters or the data), or written where fumi does not see "
+                            "(.data, from_numpy, a kernel's own buffer)" +
+                            sharedSource(past))
+                               .c_str());
   return false;
+}
+
+// Of the step's kept ops, the first that read them from memory another process shares (a
+// DataLoader worker's batch: batch 27's per-image standardisation made 0/0 of a blank image in
+// the worker, and the search said "in the parameters or the data"): a sentence saying so, else
+// empty. A NaN made in another process is searched for there, by its own sentinels.
+std::string sharedSource(const PastOps& past) {
+  for (size_t i = past.stepStart(); i < past.size(); ++i)
+    for (const TensorNote& in : past[i].inputs.tensors()) {
+      const at::Tensor t = in.asSeen();
+      if (t.defined() && sharedStorage(t) && scanTensor(t).any())
+        return std::string("; ") + past[i].op + " read them from memory shared with another " +
+               "process (a DataLoader worker's batch): they were made there, where the worker's "
+               "own checks would find them";
+    }
+  return {};
 }
 
 // Records the op that has just returned, for lookBack.

@@ -2632,6 +2632,76 @@ class NanOrigin(unittest.TestCase):
         line = next(i for i, text in enumerate(code.splitlines(), 1) if "SPARSEDIV" in text)
         self.assertEqual(origins[0]["python_stack"][0], f"<string>:{line} in <module>")
 
+    def test_a_forward_origins_gradient_is_no_second_origin(self):
+        # Batch 27 (a Glow-like flow's log|det| with a diagonal entry set to 0): the forward
+        # log(0), found looking back, and beside it LogBackward0's division by 0, "the step
+        # whose forward pass made the origin: likely its gradient" — two violations for one
+        # defect. NaN/Inf made in the backward pass of a step whose forward pass made an origin
+        # is that origin's gradient: a repeat.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            S = torch.nn.Parameter(torch.rand(4) + 0.5)
+            w = torch.nn.Linear(4, 4)
+            opt = torch.optim.SGD([S] + list(w.parameters()), lr=0.01)
+            for step in range(4):
+                if step == 2:
+                    with torch.no_grad():
+                        S[0] = 0.0
+                opt.zero_grad()
+                logdet = torch.log(torch.abs(S)).sum()  # FLOWLOG
+                loss = (w(torch.randn(16, 4) * S) ** 2).mean() - logdet
+                loss.backward()
+                opt.step()
+                print(float(loss))
+            ''')
+        plain = run([PYTHON, "-c", code], preload=False)
+        for policy in (None, "version: 1\nnan_origin: { look_back: true }\nrules: []\n"):
+            with self.subTest(policy=policy):
+                r = run([PYTHON, "-c", code], policy=policy)
+                self.assertEqual(r.rc, 0, r.stderr)
+                self.assertEqual(r.stdout, plain.stdout)
+                self.assertEqual([(v["op"], v["phase"]) for v in r.of("violation")],
+                                 [("aten::log", "forward")], r.of("violation"))
+                line = next(i for i, t in enumerate(code.splitlines(), 1) if "FLOWLOG" in t)
+                self.assertEqual(r.of("violation")[0]["python_stack"][0],
+                                 f"<string>:{line} in <module>")
+
+    def test_a_nan_made_in_a_dataloader_worker_is_said_to_come_from_it(self):
+        # Batch 27 (a ResNet fed by 2 forked DataLoader workers, a blank image standardised to
+        # 0/0 in a worker): no sentinel fires in the worker, and the main process's search ended
+        # "in the parameters or the data, or written where fumi does not see". The batch came
+        # from a worker, in shared memory: the search says so.
+        code = textwrap.dedent('''
+            import torch
+            class Images(torch.utils.data.Dataset):
+                def __len__(self):
+                    return 64
+                def __getitem__(self, i):
+                    g = torch.Generator().manual_seed(i)
+                    t = torch.rand(3, 8, 8, generator=g) * (0.0 if i == 37 else 1.0)
+                    return (t - t.mean()) / t.std(), i % 4
+            if __name__ == "__main__":
+                torch.manual_seed(0)
+                model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 4))
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                loader = torch.utils.data.DataLoader(Images(), batch_size=16, num_workers=2)
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    print(float(loss))
+            ''')
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code])
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        [search] = r.of("nan_search")
+        self.assertEqual(search["result"], "not_found")
+        self.assertIn("read them from memory shared with another process (a DataLoader "
+                      "worker's batch)", search["message"])
+
     def test_a_looked_back_origin_has_the_frames_it_ran_in(self):
         # Batches 24-26: most origins found looking back were named without a line ("the op had
         # returned: no stack of its own") unless the op made NaN/Inf again. A kept op keeps its
