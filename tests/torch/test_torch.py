@@ -2060,6 +2060,14 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual(losses(r.stdout), losses(plain.stdout))  # results never change
         return r
 
+    def program(self, code, policy=None):
+        """Runs `code` (python -c) plain and under fumi: the same output."""
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code], policy=policy)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)  # results never change
+        return r
+
     def origin_line(self, marker):
         with open(NAN_CASES) as f:
             return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(marker))
@@ -2536,7 +2544,9 @@ class NanOrigin(unittest.TestCase):
         # Batch 25 (SAM): the climb p += rho g / |g| reads the gradients into the weights, then
         # zero_grad clears them, as a loss scaler skipping a step would: the sqrt backward's 0/0,
         # seen at its call, was "handled by the loss scaler", 0 violations, every weight NaN.
-        # Written into a parameter outside an optimizer step, it is raised, and the NaN origin.
+        # Written into a parameter outside an optimizer step, it is raised. The origin is the
+        # forward sqrt its gradient came of, found looking back from the climb's norm; the raised
+        # division, made in the backward pass of that step, is its gradient, no second origin.
         r = self.case("sam", policy="""
             version: 1
             rules:
@@ -2545,12 +2555,14 @@ class NanOrigin(unittest.TestCase):
                 checks: [ { plugin: nan_inf } ]
             """)
         raised = [v for v in r.of("violation") if v["op"] == "aten::div.Tensor"]
+        # the climb of a healthy step, its gradients finite, raises nothing: one, step 1's
         self.assertEqual([(v["phase"], v["loss_scaling"], v.get("origin")) for v in raised],
-                         [("backward", "reached_parameters", True)], raised)
+                         [("backward", "reached_parameters", None)], raised)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["phase"], o["optimizer_step"]) for o in origins],
+                         [("aten::sqrt", "forward", 1)], origins)
         for op in r.of("summary")[-1]["ops"]:
             self.assertNotIn("handled_overflow", op, op)
-        # the climb of a healthy step, its gradients finite, raises nothing
-        self.assertEqual([v for v in r.of("violation") if v["optimizer_step"] != 1], [])
 
     def test_a_gradient_hooks_nan_in_a_critic_stepped_every_other_step(self):
         # Batch 25 (CycleGAN, discriminators stepped on alternate iterations; a hook dividing the
@@ -2593,11 +2605,7 @@ class NanOrigin(unittest.TestCase):
                 total += float(L.sum() + U.sum() + out.sum())
             print(repr(total))
             ''')
-        plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code],
-                policy="version: 1\nnan_origin: { look_back: true }\nrules: []\n")
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.program(code, "version: 1\nnan_origin: { look_back: true }\nrules: []\n")
         self.assertGreater(r.op("aten::linalg_lu")["calls"], 39)
 
     def test_a_nan_in_a_sparse_gradient_is_read(self):
@@ -2622,10 +2630,7 @@ class NanOrigin(unittest.TestCase):
                 opt.step()
                 print(float(loss))
             ''')
-        plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code])
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.program(code)
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([(o["op"], o["phase"]) for o in origins],
                          [("aten::div.Tensor", "forward")], origins)
@@ -2655,12 +2660,9 @@ class NanOrigin(unittest.TestCase):
                 opt.step()
                 print(float(loss))
             ''')
-        plain = run([PYTHON, "-c", code], preload=False)
         for policy in (None, "version: 1\nnan_origin: { look_back: true }\nrules: []\n"):
             with self.subTest(policy=policy):
-                r = run([PYTHON, "-c", code], policy=policy)
-                self.assertEqual(r.rc, 0, r.stderr)
-                self.assertEqual(r.stdout, plain.stdout)
+                r = self.program(code, policy)
                 self.assertEqual([(v["op"], v["phase"]) for v in r.of("violation")],
                                  [("aten::log", "forward")], r.of("violation"))
                 line = next(i for i, t in enumerate(code.splitlines(), 1) if "FLOWLOG" in t)
@@ -2693,10 +2695,7 @@ class NanOrigin(unittest.TestCase):
                     opt.step()
                     print(float(loss))
             ''')
-        plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code])
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = self.program(code)
         [search] = r.of("nan_search")
         self.assertEqual(search["result"], "not_found")
         self.assertIn("read them from memory shared with another process (a DataLoader "
@@ -2921,22 +2920,18 @@ class NanOrigin(unittest.TestCase):
 
     def test_a_gradients_origin_names_the_forward_one_it_follows(self):
         # Batch 19 F6: log(0) in the forward pass, then its gradient's 1/0 in the same step's
-        # backward pass: both made Inf from finite inputs, and one defect read as two origins.
-        # The second says it is likely the first's gradient.
+        # backward pass: both made Inf from finite inputs, and one defect read as two origins,
+        # the second said to be likely the first's gradient (`fumi report`'s gradient_of, kept
+        # for such event files: ReportFindings tests). Since batch 27 the backward one is a
+        # repeat of the forward origin: one origin.
         r = self.case("grad_of")
         origins = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual([(o["op"], o["detail"]) for o in origins],
-                         [("aten::log", "appeared"), ("aten::div.Tensor", "appeared")])
-        self.assertEqual(origins[0]["optimizer_step"], origins[1]["optimizer_step"])
+        self.assertEqual([(o["op"], o["detail"]) for o in origins], [("aten::log", "appeared")])
+        self.assertEqual([v["op"] for v in r.of("violation")], ["aten::log"])
         report = subprocess.run([FUMI, "report", "--format", "json", r.dir],
                                 capture_output=True, text=True, check=True)
-        forward, backward = json.loads(report.stdout)["nan_origins"]
+        [forward] = json.loads(report.stdout)["nan_origins"]
         self.assertIsNone(forward["gradient_of"])
-        self.assertEqual(backward["autograd_node"], "LogBackward0")
-        self.assertEqual(backward["gradient_of"], f"aten::log #{forward['call_index']}")
-        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        self.assertIn("inside LogBackward0 (the step whose forward pass made the origin "
-                      f"aten::log #{forward['call_index']}: likely its gradient", text)
 
     def test_nan_already_in_the_parameters_is_not_an_origin(self):
         r = self.case("param_nan")
