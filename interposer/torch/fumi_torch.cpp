@@ -2256,6 +2256,10 @@ class TensorNote {
     if (base_.expired()) base_ = {};
   }
   // What identifies its memory, for an index (sharesMemory decides).
+  // Whether `other` is this very tensor (a sparse one's values may be new after an in-place op).
+  bool sameTensor(const TensorNote& other) const {
+    return weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
+  }
   const void* memoryKey() const {
     return storage_ ? storage_ : static_cast<const void*>(weak_._unsafe_get_target());
   }
@@ -3360,10 +3364,17 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
   // An in-place write (its one output is memory an input brought): where it wrote.
   if (outputs.size() == 1 && outputs[0].isTensor()) {
     const at::Tensor& t = outputs[0].toTensor();
+    const bool sparse = t.is_sparse() || t.is_sparse_csr();
     bool in_place = false;
     for (const TensorNote& in : past.inputs.tensors())
-      in_place = in_place || in.sharesMemory(past.outputs[0]);
-    if (in_place && t.has_storage() && !t.is_inference()) {
+      in_place = in_place || in.sharesMemory(past.outputs[0]) ||
+                 (sparse && in.sameTensor(past.outputs[0]));
+    if (in_place && sparse && overwrites(op)) {
+      // a sparse tensor overwritten whole (zero_grad's zero_ of an embedding's sparse gradient:
+      // what it held before is no source of what it holds now); no strided region to read
+      past.region.offset = 0;
+      past.region.whole = true;
+    } else if (in_place && t.has_storage() && !t.is_inference()) {
       past.region.offset = t.storage_offset();
       past.region.sizes.assign(t.sizes().begin(), t.sizes().end());
       past.region.strides.assign(t.strides().begin(), t.strides().end());

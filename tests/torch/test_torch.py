@@ -2637,6 +2637,31 @@ class NanOrigin(unittest.TestCase):
         line = next(i for i, text in enumerate(code.splitlines(), 1) if "SPARSEDIV" in text)
         self.assertEqual(origins[0]["python_stack"][0], f"<string>:{line} in <module>")
 
+    def test_a_sparse_gradient_divided_by_zero_is_found(self):
+        # Batch 27 F3: an embedding's sparse gradient divided by 0 after backward() was named at
+        # the clip's `mul` (NaN from its Inf): the look-back did not follow the gradient back,
+        # zero_grad's zero_ of a sparse tensor (new values, the same tensor) not being seen as
+        # the in-place overwrite it is.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            emb = torch.nn.Embedding(10, 4, sparse=True)
+            opt = torch.optim.SGD(emb.parameters(), lr=0.1)
+            for step in range(4):
+                opt.zero_grad()
+                emb(torch.tensor([1, 2, 3])).sum().backward()
+                if step == 1:
+                    emb.weight.grad = emb.weight.grad / 0.0  # SPARSEGRAD
+                torch.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
+                opt.step()
+                print(float(emb.weight.sum()))
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "SPARSEGRAD" in t)
+        self.assertEqual((o["op"], o["detail"], o["python_stack"][0]),
+                         ("aten::div.Tensor", "appeared", f"<string>:{line} in <module>"))
+
     def test_a_forward_origins_gradient_is_no_second_origin(self):
         # Batch 27 (a Glow-like flow's log|det| with a diagonal entry set to 0): the forward
         # log(0), found looking back, and beside it LogBackward0's division by 0, "the step
