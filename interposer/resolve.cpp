@@ -20,6 +20,39 @@ const void* selfBase() {
   return base;
 }
 
+namespace {
+struct Segments {
+  const void* base;
+  uintptr_t begin[8], end[8];
+  int n = 0;
+};
+
+int collectSegments(struct dl_phdr_info* info, size_t, void* data) {
+  auto* s = static_cast<Segments*>(data);
+  if (reinterpret_cast<const void*>(info->dlpi_addr) != s->base) return 0;
+  for (int i = 0; i < info->dlpi_phnum && s->n < 8; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    s->begin[s->n] = info->dlpi_addr + ph.p_vaddr;
+    s->end[s->n++] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+  }
+  return 1;
+}
+}  // namespace
+
+bool inSelf(const void* p) {
+  static const Segments self = [] {
+    Segments s{};
+    s.base = selfBase();
+    if (s.base) dl_iterate_phdr(collectSegments, &s);
+    return s;
+  }();
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (int i = 0; i < self.n; ++i)
+    if (a >= self.begin[i] && a < self.end[i]) return true;
+  return false;
+}
+
 std::string selfDir() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&resolveReal), &info) == 0 || !info.dli_fname)
@@ -31,11 +64,6 @@ std::string selfDir() {
 
 namespace {
 
-bool isSelf(void* p) {
-  Dl_info info{};
-  return dladdr(p, &info) != 0 && info.dli_fbase == selfBase();
-}
-
 int collectObject(struct dl_phdr_info* info, size_t, void* data) {
   auto* paths = static_cast<std::vector<std::string>*>(data);
   if (info->dlpi_name && info->dlpi_name[0]) paths->emplace_back(info->dlpi_name);
@@ -46,9 +74,9 @@ int collectObject(struct dl_phdr_info* info, size_t, void* data) {
 
 void* resolveReal(const char* name) {
   void* p = dlsym(RTLD_NEXT, name);
-  if (p && !isSelf(p)) return p;
+  if (p && !inSelf(p)) return p;
   p = dlsym(RTLD_DEFAULT, name);
-  if (p && !isSelf(p)) return p;
+  if (p && !inSelf(p)) return p;
   // Collect first, dlopen after: no loader calls while dl_iterate_phdr holds its lock.
   std::vector<std::string> paths;
   dl_iterate_phdr(collectObject, &paths);
@@ -57,7 +85,7 @@ void* resolveReal(const char* name) {
     if (!handle) continue;
     p = dlsym(handle, name);
     dlclose(handle);  // drops only the reference RTLD_NOLOAD added
-    if (p && !isSelf(p)) return p;
+    if (p && !inSelf(p)) return p;
   }
   return nullptr;
 }

@@ -2607,6 +2607,20 @@ class NanOrigin(unittest.TestCase):
             ''')
         r = self.program(code, "version: 1\nnan_origin: { look_back: true }\nrules: []\n")
         self.assertGreater(r.op("aten::linalg_lu")["calls"], 39)
+        # Batch 28: a check of that lu_unpack.out, rerun into copies of the proxies, crashed too.
+        # Calls inside an op writing an argument, or writing one inside another op, are skipped,
+        # saying why; the op the program called is checked.
+        r = self.program(code, textwrap.dedent('''
+            version: 1
+            rules:
+              - match: { op: ["aten::lu_unpack*", "aten::add*"] }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            '''))
+        unpack = r.op("aten::lu_unpack.out")
+        self.assertEqual((unpack["checked"], unpack["skipped"]), (0, unpack["calls"]), unpack)
+        self.assertIn("runs inside aten::linalg_lu on tensors that op may delete", r.stderr)
+        self.assertEqual(r.op("aten::add.out")["checked"], 40)  # the program's own out= call
 
     def test_a_nan_in_a_sparse_gradient_is_read(self):
         # Batch 27 (a fastText classifier, EmbeddingBag(sparse=True)): a forward division by 0
