@@ -3642,17 +3642,6 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
                                      .c_str());
     return nullptr;
   }
-  // Inside an op writing an argument, or writing one itself inside another op: its tensors may be
-  // a structured kernel's outputs or their proxies, which that kernel deletes outright as it
-  // returns (c10::ExclusivelyOwned): torch.linalg.lu's lu_unpack.out, rerun by highprec, crashed
-  // the process (batch 28). Checked as the op the program called.
-  if (!t_shared.empty() && (insideWriter(1) || t_shared.back().facts.writes)) {
-    if (const SharedEntry* outer = enclosingOp())
-      return skipSampled(facts.dtype, std::max(facts.size, facts.any_size),
-                         std::string("runs inside ") + fumi::torch_compat::opName(*outer->fn) +
-                             " on tensors that op may delete as it returns (a structured "
-                             "kernel's outputs)");
-  }
   if (t_checked_depth > 0) {
     const int64_t size = std::max(facts.size, facts.any_size);
     if (t_checked_autocast && name->name == t_checked_op) {
@@ -3666,6 +3655,17 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
     }
     return skipSampled(facts.dtype, size,
                        "inside a checked call of " + t_checked_op + " (checked as part of it)");
+  }
+  // Inside an op writing an argument, or writing one itself inside another op: its tensors may be
+  // a structured kernel's outputs or their proxies, which that kernel deletes outright as it
+  // returns (c10::ExclusivelyOwned): torch.linalg.lu's lu_unpack.out, rerun by highprec, crashed
+  // the process (batch 28). Checked as the op the program called.
+  if (!t_shared.empty() && (insideWriter(1) || t_shared.back().facts.writes)) {
+    if (const SharedEntry* outer = enclosingOp())
+      return skipSampled(facts.dtype, std::max(facts.size, facts.any_size),
+                         std::string("runs inside ") + fumi::torch_compat::opName(*outer->fn) +
+                             " on tensors that op may delete as it returns (a structured "
+                             "kernel's outputs)");
   }
   if (!facts.dense) {
     // A wrapper without storage (functorch's transforms): the op it runs underneath, on the

@@ -173,6 +173,12 @@ inline fumi_compare_spec compareSpec(double ratio_guard = 0.0, double rel_guard 
   return s;
 }
 
+// The smallest positive value of `dtype` (its smallest subnormal: f32's 2^-149); 0 when unknown.
+inline double smallestSubnormal(fumi_dtype dtype) {
+  const DtypeInfo* d = dtypeInfo(dtype);
+  return d ? std::ldexp(1.0, d->min_exponent - d->mantissa_bits) : 0.0;
+}
+
 // The smallest normal magnitude of `dtype` where values underflow in training: f16's 2^-14
 // (bf16 and tf32 share f32's exponent range; a gradient that small is lost to f32 too). 0:
 // not counted.

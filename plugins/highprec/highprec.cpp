@@ -77,7 +77,7 @@ class HighprecCheck {
       fumi_comparison c;
       FUMI_RETURN_IF_NOT_OK(ctx.compare(o, nullptr, FUMI_DTYPE_UNKNOWN,
                                         buffers[static_cast<size_t>(o)], wider, spec, &c));
-      errors_.add(per_output[k], c);
+      errors_.add(per_output[k], c, ctx.tensor(o).dtype);
       if (spec.underflow_below > 0)
         ReferenceErrors::countUnderflow(per_output[k], c, static_cast<uint64_t>(ctx.numel(o)));
       ReferenceErrors::merge(sums, per_output[k]);

@@ -540,6 +540,33 @@ class AtenChecks(unittest.TestCase):
         self.assertGreaterEqual(check["extra"]["noise_outputs"], 1)  # save_mean
         self.assertLess(check["value"], 1.0)  # y, at bf16's last bit
 
+    def test_an_output_below_its_dtypes_range_is_its_reference_rounded(self):
+        # Batch 28 (PPO, a collapsed log_std): f32 exp(-120) is 0, its f64 reference 7.6e-53,
+        # below f32's smallest subnormal: every call raised highprec normwise 1. The output is
+        # that reference correctly rounded: exact. An exp that loses its last digits still
+        # reads as it did (the f64 reference rounded to f32 is not what it is judged against).
+        code = textwrap.dedent('''
+            import torch
+            x = torch.full((1, 4), -120.0)
+            print(torch.exp(x).sum().item(), torch.exp(torch.linspace(-100, 0, 64)).sum().item())
+            ''')
+        plain = run([PYTHON, "-c", code], preload=False)
+        r = run([PYTHON, "-c", code], policy='''
+            version: 1
+            report: { all_checks: true }
+            rules:
+              - match: { op: aten::exp }
+                sample: { every: 1 }
+                checks: [ { plugin: highprec } ]
+            ''')
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertEqual(r.of("violation"), [])
+        underflow, ordinary = [c["value"] for c in r.of("check")]
+        self.assertEqual(underflow, 0.0)
+        self.assertGreater(ordinary, 0.0)  # rounding errors of a real exp, still measured
+        self.assertLess(ordinary, 1e-6)
+
     def test_softmax_of_a_row_masked_entirely_is_no_violation(self):
         """A padding query's row of attention scores masked entirely with a finite constant
         (-1e9, -finfo.max) is uniform after softmax whatever the constant; perturbed by a last
