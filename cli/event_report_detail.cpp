@@ -205,6 +205,11 @@ std::string originText(const NanOrigin& o) {
                                       : "the nearest that computes (no op between has a "
                                         "restricted domain, and the holder makes no NaN or Inf "
                                         "of finite values: an overflow)";
+        // A forward op named for a gradient's NaN: its results are gone, so whether it made
+        // them or its gradient did of what it returned (sqrt's backward divides by its 0) is
+        // not known (batch 28: a sqrt of 0 read as having made the NaN itself).
+        if (!from_inf && v.phase == "forward" && v.held_by_phase != "forward")
+          s += ", in its forward call or in its gradient";
         const std::string self =
             o.op + " #" + (v.call_index ? std::to_string(*v.call_index) : std::string("?"));
         std::string others;

@@ -2459,8 +2459,8 @@ class NanOrigin(unittest.TestCase):
         self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:"
                          + str(line) + r" in <genexpr>: appeared \(\d+ NaN, 0 "
                          r"Inf held by aten::mul.Tensor #\d+ in the backward pass\); found looking "
-                         r"back [^;]*; this one the likeliest whose domain or range allows it "
-                         r"\(also possible: aten::div")
+                         r"back [^;]*; this one the likeliest whose domain or range allows it, "
+                         r"in its forward call or in its gradient \(also possible: aten::div")
 
     def test_a_gradients_nan_is_named_at_the_forward_op_it_came_of(self):
         # Batch 21's hyperbolic GCN, rerun after batch 22: the exp's overflow, 0 * inf in its

@@ -895,8 +895,8 @@ TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
      "aten::mul.Tensor #26 in the backward pass); found looking back from the sentinel (the op "
      "had returned: no stack of its own): the holder got them through aten::div.Tensor #12, "
      "aten::exp #2, aten::reciprocal #2, aten::mul.Tensor #25, whose results were gone; this one "
-     "the likeliest whose domain or range allows it (also possible: aten::div.Tensor #12, "
-     "aten::reciprocal #2); sentinel aten::sum #7");
+     "the likeliest whose domain or range allows it, in its forward call or in its gradient "
+     "(also possible: aten::div.Tensor #12, aten::reciprocal #2); sentinel aten::sum #7");
   const auto json = fumi::report::toJson(r)["nan_origins"][0];
   EXPECT_EQ(json["held_by"]["call"], "aten::mul.Tensor #26");
   EXPECT_EQ(json["through_hops"], nlohmann::json({2, 1, 3, 1}));
