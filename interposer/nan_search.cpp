@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "context.h"
 #include "engine.h"
 #include "nan_makers.h"
 #include "pystack.h"
@@ -52,6 +53,9 @@ struct SearchState {
   std::set<std::string> origins, origins_where, origins_unplaced;
   // The optimizer step the last origin made in a forward pass was made in (claim).
   uint64_t forward_origin_step = UINT64_MAX;
+  // The calls running around the last origin claimed at its call (nanOriginClaim): one of them
+  // returns what it made.
+  std::vector<ContextEntry> origin_callers;
   // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
   // one element, past the dtype's range), or whose origin a loss scaler handled (its backward
   // pass's 0 * inf of the overflowed scale): a loss scaler's working.
@@ -290,10 +294,21 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
                               const std::vector<std::string>& python_stack, const char* phase) {
   if (!site) return nullptr;
   const std::string where = whereKey(python_stack);
+  std::vector<ContextEntry> callers = currentContext(site, index);
   SearchState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return claim(s, site, index, detail, where, phase ? phase : currentPhase(),
-               g_steps.load(std::memory_order_relaxed));
+  // A call around the origin last claimed at its call returns what that one made (every call
+  // checked: nll_loss_nd around nll_loss_forward, two origins for one NaN: batch 28).
+  if (std::any_of(s.origin_callers.begin(), s.origin_callers.end(),
+                  [&](const ContextEntry& e) { return e.site == site && e.call_index == index; })) {
+    ++s.repeats;
+    return nullptr;
+  }
+  nlohmann::json sentinel = claim(s, site, index, detail, where,
+                                  phase ? phase : currentPhase(),
+                                  g_steps.load(std::memory_order_relaxed));
+  if (!sentinel.is_null()) s.origin_callers = std::move(callers);
+  return sentinel;
 }
 
 nlohmann::json originFields(nlohmann::json sentinel) {

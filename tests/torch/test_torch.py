@@ -2703,6 +2703,30 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["detail"], o["python_stack"][0]),
                          ("aten::div.Tensor", "appeared", f"<string>:{line} in <module>"))
 
+    def test_a_call_around_an_origin_is_no_second_origin(self):
+        # Batch 28 (seq2seq, a batch all padding, every call checked): nll_loss_forward's 0/0
+        # was the origin, and the call around it that returns it (nll_loss_nd there,
+        # cross_entropy_loss here), checked with nan_inf, a second origin for one NaN.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            logits = torch.randn(4, 3, requires_grad=True)
+            for step in range(3):
+                y = torch.full((4,), -100) if step == 1 else torch.tensor([0, 1, 2, 0])
+                print(float(torch.nn.functional.cross_entropy(logits, y)))
+            ''')
+        r = self.program(code, textwrap.dedent('''
+            version: 1
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            '''))
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([o["op"] for o in origins], ["aten::nll_loss_forward"], origins)
+        around = [v for v in r.of("violation") if v["op"] == "aten::cross_entropy_loss"]
+        self.assertEqual([v.get("origin") for v in around], [None])  # raised, not an origin
+
     def test_a_forward_origins_gradient_is_no_second_origin(self):
         # Batch 27 (a Glow-like flow's log|det| with a diagonal entry set to 0): the forward
         # log(0), found looking back, and beside it LogBackward0's division by 0, "the step
