@@ -56,6 +56,9 @@ struct SearchState {
   // The calls running around the last origin claimed at its call (nanOriginClaim): one of them
   // returns what it made.
   std::vector<ContextEntry> origin_callers;
+  // The calls claimed as origins (op site, call index): a look-back whose values came through
+  // one is that origin's spread.
+  std::set<std::pair<const OpSite*, uint64_t>> origin_calls;
   // Ops claimed as a loss scale's overflow (detail "scaled_overflow": the loss times its scale,
   // one element, past the dtype's range), or whose origin a loss scaler handled (its backward
   // pass's 0 * inf of the overflowed scale): a loss scaler's working.
@@ -218,6 +221,7 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
     sentinel = {{"op", site->name}, {"call_index", index}};
   }
   s.origins.insert(site->name);
+  s.origin_calls.insert({site, index});
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
   if (phase && std::strcmp(phase, "forward") == 0) s.forward_origin_step = step;
@@ -495,6 +499,22 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
       endSearch(s, nullptr, "");
     }
     return;
+  }
+  // Through a call already claimed as an origin at its call (every call checked: a division by a
+  // zero temperature, its Inf then passed on by an exp whose input was gone: the exp had been
+  // named a second origin, batch 29): that origin's spread, quietly.
+  {
+    SearchState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto claimed = [&](const PastCall& c) {
+      return c.site && s.origin_calls.count({c.site, c.index}) > 0;
+    };
+    if (claimed(call) || std::any_of(through.begin(), through.end(), claimed)) {
+      ++s.repeats;
+      if (g_nan_search_active.load(std::memory_order_relaxed) && s.awaiting_stack.empty())
+        endSearch(s, nullptr, "");
+      return;
+    }
   }
   // The op holding the values may not have made them: of the ops it got them through, their
   // results gone, the likeliest maker is the origin, the holder named beside it.

@@ -2727,6 +2727,38 @@ class NanOrigin(unittest.TestCase):
         around = [v for v in r.of("violation") if v["op"] == "aten::cross_entropy_loss"]
         self.assertEqual([v.get("origin") for v in around], [None])  # raised, not an origin
 
+    def test_a_look_back_through_an_origin_is_its_spread(self):
+        # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
+        # origin at its call; a later sentinel's look-back found the exp holding them, its
+        # input gone, and named it a second origin. Values that came through a call already
+        # claimed are that origin's spread.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            W = torch.nn.Linear(8, 4)
+            opt = torch.optim.Adam(W.parameters(), lr=1e-3)
+            for step in range(3):
+                temperature = 0.0 if step == 1 else 0.5
+                out = torch.nn.functional.normalize(W(torch.randn(6, 8)), dim=-1)
+                mm = torch.mm(out, out.t())
+                x = torch.randn(50)
+                sim = torch.exp(mm / temperature)  # TEMPERATURE
+                loss = -torch.log(sim.diagonal() / sim.sum(-1)).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        r = self.program(code, textwrap.dedent('''
+            version: 1
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            '''))
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "TEMPERATURE" in t)
+        self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                         [("aten::div.Tensor", f"<string>:{line} in <module>")], origins)
+
     def test_a_forward_origins_gradient_is_no_second_origin(self):
         # Batch 27 (a Glow-like flow's log|det| with a diagonal entry set to 0): the forward
         # log(0), found looking back, and beside it LogBackward0's division by 0, "the step
