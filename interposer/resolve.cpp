@@ -21,30 +21,35 @@ const void* selfBase() {
 }
 
 namespace {
+// The loaded segments of the object holding `probe` (fumi's own code).
 struct Segments {
-  const void* base;
+  uintptr_t probe;
   uintptr_t begin[8], end[8];
   int n = 0;
 };
 
 int collectSegments(struct dl_phdr_info* info, size_t, void* data) {
   auto* s = static_cast<Segments*>(data);
-  if (reinterpret_cast<const void*>(info->dlpi_addr) != s->base) return 0;
-  for (int i = 0; i < info->dlpi_phnum && s->n < 8; ++i) {
+  Segments found{s->probe, {}, {}, 0};
+  bool holds = false;
+  for (int i = 0; i < info->dlpi_phnum && found.n < 8; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD) continue;
-    s->begin[s->n] = info->dlpi_addr + ph.p_vaddr;
-    s->end[s->n++] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+    found.begin[found.n] = info->dlpi_addr + ph.p_vaddr;
+    found.end[found.n] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+    holds = holds || (s->probe >= found.begin[found.n] && s->probe < found.end[found.n]);
+    ++found.n;
   }
+  if (!holds) return 0;
+  *s = found;
   return 1;
 }
 }  // namespace
 
 bool inSelf(const void* p) {
   static const Segments self = [] {
-    Segments s{};
-    s.base = selfBase();
-    if (s.base) dl_iterate_phdr(collectSegments, &s);
+    Segments s{reinterpret_cast<uintptr_t>(&resolveReal), {}, {}, 0};
+    dl_iterate_phdr(collectSegments, &s);
     return s;
   }();
   const auto a = reinterpret_cast<uintptr_t>(p);
