@@ -237,6 +237,7 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     v.stack = getStringArray(obj, "stack");
     v.python_stack = getStringArray(obj, "python_stack");
     v.origin = getBool(obj, "origin").value_or(false);
+    v.spread_of = getString(obj, "spread_of").value_or("");
     if (const json* s = getObject(obj, "sentinel")) v.sentinel = *s;
     v.looked_back = getBool(obj, "looked_back").value_or(false);
     static const std::string kNode = "autograd::engine::evaluate_function: ";

@@ -117,6 +117,9 @@ struct ViolationInfo {
   std::vector<std::string> stack;
   std::vector<std::string> python_stack;  // innermost first, the program's own frames first
   bool origin = false;      // a nan_inf violation where NaN/Inf first appeared (the NaN origin)
+  // A nan_inf violation that is an origin's repeat or spread: how ("made in the gradient of the
+  // NaN/Inf origin aten::log #1"); empty otherwise.
+  std::string spread_of;
   // origin only: {"op", "call_index"} whose output started the search, and its "python_stack"
   // where the origin was found looking back
   nlohmann::json sentinel;

@@ -42,6 +42,7 @@ json violationJson(const ViolationInfo& v) {
   j["stack"] = v.stack;
   j["python_stack"] = v.python_stack;
   j["origin"] = v.origin;
+  j["spread_of"] = v.spread_of.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.spread_of);
   j["sentinel"] = v.sentinel;
   j["autograd_node"] = v.autograd_node;
   j["phase"] = v.phase;
@@ -127,6 +128,7 @@ void formatFindings(std::ostream& out, const Report& report, const TextOptions& 
           out << "        (the NaN/Inf origin above)\n";
           continue;
         }
+        if (!v.spread_of.empty()) out << "        (" << v.spread_of << ")\n";
         if (!v.detail.empty()) out << "        " << v.detail << "\n";
         if (const std::string c = cancellationText(v); !c.empty()) out << "        " << c << "\n";
         if (v.kernels.is_array() && !v.kernels.empty()) {

@@ -51,8 +51,10 @@ struct SearchState {
   // known. One op's origins at different lines are different defects (batch 23: two losses'
   // 0/0 over an all-ignored batch, 60 steps apart: the second went unreported).
   std::set<std::string> origins, origins_where, origins_unplaced;
-  // The optimizer step the last origin made in a forward pass was made in (claim).
+  // The optimizer step the last origin made in a forward pass was made in (claim), and that
+  // origin ("aten::log #1").
   uint64_t forward_origin_step = UINT64_MAX;
+  std::string forward_origin;
   // The calls running around the last origin claimed at its call (nanOriginClaim): one of them
   // returns what it made.
   std::vector<ContextEntry> origin_callers;
@@ -180,8 +182,12 @@ void uncountScalerSearch(SearchState& s, const std::string& op) {
 // was found looking back (the thread is at the sentinel), else empty. `phase` and `step`: the
 // call's (the optimizer step it ran in).
 nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const char* detail,
-                     const std::string& where, const char* phase, uint64_t step) {
-  if (spreadOfEarlier(s, detail)) return nullptr;
+                     const std::string& where, const char* phase, uint64_t step,
+                     std::string* spread_of = nullptr) {
+  if (spreadOfEarlier(s, detail)) {
+    if (spread_of) *spread_of = "made of the values of the NaN/Inf origin " + s.last_origin;
+    return nullptr;
+  }
   const bool searching = g_nan_search_active.load(std::memory_order_relaxed);
   const std::string placed = where.empty() ? std::string() : site->name + where;
   // NaN/Inf made in the backward pass of a step whose forward pass made an origin: that
@@ -196,6 +202,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
                                                         s.origins_unplaced.count(site->name) > 0);
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
+    if (spread_of)
+      *spread_of = gradient ? "made in the gradient of the NaN/Inf origin " + s.forward_origin
+                            : "the NaN/Inf origin " + std::string(site->name) +
+                                  " again, reported before";
     // A search awaiting an origin's stacks goes on: its op's calls in another phase (the
     // backward's division of a forward division's 0/0) are no stacks of it, and ending there
     // left a spectral norm's 0/0 without its line (batch 26).
@@ -224,7 +234,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   s.origin_calls.insert({site, index});
   if (placed.empty()) s.origins_unplaced.insert(site->name);
   else s.origins_where.insert(placed);
-  if (phase && std::strcmp(phase, "forward") == 0) s.forward_origin_step = step;
+  if (phase && std::strcmp(phase, "forward") == 0) {
+    s.forward_origin_step = step;
+    s.forward_origin = callText(site, index);
+  }
   s.last_origin = callText(site, index);
   s.last_origin_step = g_steps.load(std::memory_order_relaxed);
   return sentinel;
@@ -295,7 +308,8 @@ void nanPropagated(const OpSite* site, const char* input) {
 }
 
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>& python_stack, const char* phase) {
+                              const std::vector<std::string>& python_stack, const char* phase,
+                              std::string* spread_of) {
   if (!site) return nullptr;
   const std::string where = whereKey(python_stack);
   std::vector<ContextEntry> callers = currentContext(site, index);
@@ -306,11 +320,13 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
   if (std::any_of(s.origin_callers.begin(), s.origin_callers.end(),
                   [&](const ContextEntry& e) { return e.site == site && e.call_index == index; })) {
     ++s.repeats;
+    if (spread_of && !s.last_origin.empty())
+      *spread_of = "returns what the NaN/Inf origin " + s.last_origin + " made inside it";
     return nullptr;
   }
   nlohmann::json sentinel = claim(s, site, index, detail, where,
                                   phase ? phase : currentPhase(),
-                                  g_steps.load(std::memory_order_relaxed));
+                                  g_steps.load(std::memory_order_relaxed), spread_of);
   if (!sentinel.is_null()) s.origin_callers = std::move(callers);
   return sentinel;
 }

@@ -71,10 +71,12 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 // max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
 // `python_stack`: the call's Python frames as its event carries them (taken at the call; a
 // check run behind it passes those taken then), which tell its origins at different lines
-// apart. `phase`: the call's, where it is not the calling thread's current one.
+// apart. `phase`: the call's, where it is not the calling thread's current one. `spread_of`,
+// where the call is an origin's repeat or spread: how it relates to that origin (its event's
+// `spread_of`, for the report to say).
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
                               const std::vector<std::string>& python_stack,
-                              const char* phase = nullptr);
+                              const char* phase = nullptr, std::string* spread_of = nullptr);
 // The fields an origin's violation event carries: `origin`, the optimizer step it was made in
 // (`optimizer_step`) and its claimed `sentinel`.
 nlohmann::json originFields(nlohmann::json sentinel);

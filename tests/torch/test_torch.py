@@ -2727,6 +2727,36 @@ class NanOrigin(unittest.TestCase):
         around = [v for v in r.of("violation") if v["op"] == "aten::cross_entropy_loss"]
         self.assertEqual([v.get("origin") for v in around], [None])  # raised, not an origin
 
+    def test_every_call_ties_an_origins_gradient_and_spread_to_it(self):
+        # Batch 30 (mixup's log of an underflowed softmax, every call checked): LogBackward0's
+        # division by 0 and the softmax backward's NaN from its Inf were errors of their own,
+        # "appeared" at `loss.backward()`, read as more defects. They say whose they are.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            w = torch.randn(4, 10, requires_grad=True)
+            probs = torch.softmax(w * 1e4, dim=1)
+            loss = -(torch.full((4, 10), 0.1) * torch.log(probs)).sum(1).mean()
+            loss.backward()
+            print(repr(loss.item()), w.grad.isinf().sum().item(), w.grad.isnan().sum().item())
+            ''')
+        r = self.program(code, textwrap.dedent('''
+            version: 1
+            rules:
+              - match: { op: "aten::*" }
+                sample: { every: 1 }
+                checks: [ { plugin: nan_inf } ]
+            '''))
+        [origin] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual(origin["op"], "aten::log")
+        tied = {v["op"]: v.get("spread_of") for v in r.of("violation") if not v.get("origin")}
+        self.assertEqual(tied["aten::div.Tensor"],
+                         "made in the gradient of the NaN/Inf origin aten::log #0")
+        self.assertEqual(tied["aten::_softmax_backward_data"],
+                         "made of the values of the NaN/Inf origin aten::log #0")
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertIn("(made in the gradient of the NaN/Inf origin aten::log #0)", report)
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
