@@ -21,6 +21,16 @@ TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ex
 STEPS = ["--steps", "30", "--log-every", "1"]
 
 
+def run_same(test, code, policy=None):
+    """Runs `code` (python -c) plain and under fumi with `policy`: the same output, exit 0;
+    returns the fumi run."""
+    plain = run([PYTHON, "-c", code], preload=False)
+    r = run([PYTHON, "-c", code], policy=policy)
+    test.assertEqual(r.rc, 0, r.stderr)
+    test.assertEqual(r.stdout, plain.stdout)  # results never change
+    return r
+
+
 def losses(stdout):
     return [line for line in stdout.splitlines() if line.startswith("step ")]
 
@@ -550,17 +560,7 @@ class AtenChecks(unittest.TestCase):
             x = torch.full((1, 4), -120.0)
             print(torch.exp(x).sum().item(), torch.exp(torch.linspace(-100, 0, 64)).sum().item())
             ''')
-        plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code], policy='''
-            version: 1
-            report: { all_checks: true }
-            rules:
-              - match: { op: aten::exp }
-                sample: { every: 1 }
-                checks: [ { plugin: highprec } ]
-            ''')
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)
+        r = run_same(self, code, every_call("aten::exp", top=ALL_CHECKS))
         self.assertEqual(r.of("violation"), [])
         underflow, ordinary = [c["value"] for c in r.of("check")]
         self.assertEqual(underflow, 0.0)
@@ -2088,12 +2088,7 @@ class NanOrigin(unittest.TestCase):
         return r
 
     def program(self, code, policy=None):
-        """Runs `code` (python -c) plain and under fumi: the same output."""
-        plain = run([PYTHON, "-c", code], preload=False)
-        r = run([PYTHON, "-c", code], policy=policy)
-        self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(r.stdout, plain.stdout)  # results never change
-        return r
+        return run_same(self, code, policy)
 
     def origin_line(self, marker):
         with open(NAN_CASES) as f:
@@ -2715,13 +2710,7 @@ class NanOrigin(unittest.TestCase):
                 y = torch.full((4,), -100) if step == 1 else torch.tensor([0, 1, 2, 0])
                 print(float(torch.nn.functional.cross_entropy(logits, y)))
             ''')
-        r = self.program(code, textwrap.dedent('''
-            version: 1
-            rules:
-              - match: { op: "aten::*" }
-                sample: { every: 1 }
-                checks: [ { plugin: nan_inf } ]
-            '''))
+        r = self.program(code, every_call('"aten::*"', "[ { plugin: nan_inf } ]"))
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([o["op"] for o in origins], ["aten::nll_loss_forward"], origins)
         around = [v for v in r.of("violation") if v["op"] == "aten::cross_entropy_loss"]
@@ -2740,13 +2729,7 @@ class NanOrigin(unittest.TestCase):
             loss.backward()
             print(repr(loss.item()), w.grad.isinf().sum().item(), w.grad.isnan().sum().item())
             ''')
-        r = self.program(code, textwrap.dedent('''
-            version: 1
-            rules:
-              - match: { op: "aten::*" }
-                sample: { every: 1 }
-                checks: [ { plugin: nan_inf } ]
-            '''))
+        r = self.program(code, every_call('"aten::*"', "[ { plugin: nan_inf } ]"))
         [origin] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual(origin["op"], "aten::log")
         tied = {v["op"]: v.get("spread_of") for v in r.of("violation") if not v.get("origin")}
@@ -2777,13 +2760,7 @@ class NanOrigin(unittest.TestCase):
                 opt.zero_grad(); loss.backward(); opt.step()
                 print(step, repr(loss.item()))
             ''')
-        r = self.program(code, textwrap.dedent('''
-            version: 1
-            rules:
-              - match: { op: "aten::*" }
-                sample: { every: 1 }
-                checks: [ { plugin: nan_inf } ]
-            '''))
+        r = self.program(code, every_call('"aten::*"', "[ { plugin: nan_inf } ]"))
         origins = [v for v in r.of("violation") if v.get("origin")]
         line = next(i for i, t in enumerate(code.splitlines(), 1) if "TEMPERATURE" in t)
         self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
