@@ -277,8 +277,9 @@ typedef struct fumi_adapter_api {
    * `not_origin` NULL, `call` made non-finite outputs (`nan`, `inf`; `detail` as nan_origin's)
    * from finite inputs, through the `n_through` calls in `through` (in the order they ran)
    * whose results were no longer held as they were (none: from its own inputs): reported as
-   * the origin at once, without stacks (the op has returned); the search goes on only for the
-   * op's stacks, should it make them again. Otherwise `call` is the
+   * the origin at once, without a native stack (the op has returned; its Python frames are
+   * its place's, ABI 19); the search goes on only for the op's stacks, should it make them
+   * again. Otherwise `call` is the
    * earliest op still holding the values and `not_origin` says why it is not the origin (with
    * `call` NULL: why nothing was looked over), `through` the calls its inputs were followed
    * back through before they were lost (may be none): kept for the search's message should it

@@ -67,8 +67,8 @@ struct SearchState {
   std::set<std::string> scaled;
   std::string last_origin;        // the last one reported: "aten::sqrt #1"
   uint64_t last_origin_step = 0;  // g_steps when it was reported
-  // The op the running search found looking back (reported without stacks): the search goes on
-  // for its stacks, should it make non-finite values from finite inputs again.
+  // The op the running search found looking back (reported without a native stack): the search
+  // goes on for its stacks, should it make non-finite values from finite inputs again.
   // Only a call in the same phase (forward, backward) gives them: the same op's calls in the
   // backward pass are other lines (batch 20: a CRF's forward `num - den` was shown at the
   // `loss.backward()` of a LogsumexpBackward0's subtraction).

@@ -18,9 +18,9 @@
 //              holding their tensors weakly with their versions): the earliest whose outputs,
 //              still held as they were, hold NaN or Inf made from inputs still held and finite
 //              — directly, or through ops whose results are gone or were overwritten — is the
-//              origin at once, reported without stacks (the op has returned); the search goes
-//              on only for its stacks, written as a `nan_origin_stack` event should it make
-//              them again. A NaN that spreads into the weights through the optimizer step never
+//              origin at once, reported without a native stack (the op has returned; its
+//              Python frames are those kept when it ran, pystack.h); the search goes on only
+//              for its stacks, written as a `nan_origin_stack` event should it make them again. A NaN that spreads into the weights through the optimizer step never
 //              "appears" again for a search to find.
 //   step down  the search ends at the origin, after `steps` optimizer steps past the one it
 //              started in, or after `max_ops` scanned ops; without an origin it writes a
