@@ -157,11 +157,14 @@ std::string originText(const NanOrigin& o) {
     const auto count = [](const nlohmann::json& n) {
       return std::to_string(static_cast<uint64_t>(n.get<double>()));
     };
-    s += " (" + count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf";
+    // A holder's counts are what it held, not what the op named made (batches 23, 30: a log's
+    // -inf read as "0 Inf" beside the holder's NaN).
+    s += " (";
     if (!v.held_by.empty())
-      s += " held by " + v.held_by +
-           (v.held_by_phase == "backward" && !v.backward() ? " in the backward pass" : "");
-    s += ")";
+      s += v.held_by +
+           (v.held_by_phase == "backward" && !v.backward() ? " in the backward pass" : "") +
+           " held ";
+    s += count(v.extra["nan"]) + " NaN, " + count(v.extra["inf"]) + " Inf)";
   }
   // A backward op's origin is a gradient formula's: the node says whose (a forward op that
   // already made them, log(0), shows up as its node's division by 0).

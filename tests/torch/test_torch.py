@@ -2348,8 +2348,8 @@ class NanOrigin(unittest.TestCase):
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         # at the line it ran at, kept then: a backward op's is the `backward()` call's
         self.assertRegex(text, r"aten::mm \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:\d+ in "
-                         r"<module>: nan_from_inf \(64 NaN, 0 Inf "
-                         r"held by aten::add_.Tensor #\d+\) in the backward pass; found looking "
+                         r"<module>: nan_from_inf \(aten::add_.Tensor #\d+ held 64 NaN, 0 Inf\) "
+                         r"in the backward pass; found looking "
                          r"back [^;]*: the holder got them through aten::embedding #\d+, [^;]*whose "
                          r"results were gone; this one the first to compute with the Inf")
 
@@ -2452,8 +2452,8 @@ class NanOrigin(unittest.TestCase):
         # at the line it ran at, kept then (the program's innermost frame: a generator's)
         line = self.origin_line("# TWOGATES")
         self.assertRegex(text, r"aten::exp \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:"
-                         + str(line) + r" in <genexpr>: appeared \(\d+ NaN, 0 "
-                         r"Inf held by aten::mul.Tensor #\d+ in the backward pass\); found looking "
+                         + str(line) + r" in <genexpr>: appeared \(aten::mul.Tensor #\d+ in the "
+                         r"backward pass held \d+ NaN, 0 Inf\); found looking "
                          r"back [^;]*; this one the likeliest whose domain or range allows it, "
                          r"in its forward call or in its gradient \(also possible: aten::div")
 

@@ -891,8 +891,8 @@ TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
       lines({startLine(1), origin, summaryLine(1, "[" + opEntry("aten::exp", 4, 0, 1) + "]")})}});
   ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
   at(fumi::report::formatText(r),
-     "NaN/Inf origin: aten::exp (torch) pid 1, call 2: appeared (64 NaN, 0 Inf held by "
-     "aten::mul.Tensor #26 in the backward pass); found looking back from the sentinel (the op "
+     "NaN/Inf origin: aten::exp (torch) pid 1, call 2: appeared (aten::mul.Tensor #26 in the "
+     "backward pass held 64 NaN, 0 Inf); found looking back from the sentinel (the op "
      "had returned: no stack of its own): the holder got them through aten::div.Tensor #12, "
      "aten::exp #2, aten::reciprocal #2, aten::mul.Tensor #25, whose results were gone; this one "
      "the likeliest whose domain or range allows it, in its forward call or in its gradient "
@@ -919,7 +919,7 @@ TEST(ReportFindings, OverflowHeldByAnExactOpNamesTheNearestThatComputes) {
              summaryLine(1, "[" + opEntry("aten::sum.dim_IntList", 4, 0, 1) + "]")})}});
   ASSERT_TRUE(r.malformed.empty()) << r.malformed[0].str();
   at(fumi::report::formatText(r),
-     "appeared (8 NaN, 0 Inf held by aten::neg #32); found looking back from the sentinel (the op "
+     "appeared (aten::neg #32 held 8 NaN, 0 Inf); found looking back from the sentinel (the op "
      "had returned: no stack of its own): the holder got them through aten::mul.Tensor #212, "
      "aten::add.Tensor #85, aten::sum.dim_IntList #32, whose results were gone; this one the "
      "nearest that computes (no op between has a restricted domain, and the holder makes no NaN "
