@@ -42,7 +42,7 @@ extern "C" {
  * 18: held_findings and nonfinite_parameter (NaN/Inf of the backward pass written into the
  *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad).
  * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
- *    ran: an origin found looking back gets its line). */
+ *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero. */
 #define FUMI_ADAPTER_ABI_VERSION 19u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -68,6 +68,9 @@ typedef struct fumi_past_call {
   uint32_t steps_ago;
   /* ABI 19: where it ran (python_place when it ran; all NULL where not known). */
   fumi_py_place place;
+  /* ABI 19, in nan_looked_back's `through`: nonzero for a division whose divisor, one element
+   * read as the call ran, was exactly 0: it made non-finite values for certain. */
+  uint32_t by_zero;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution

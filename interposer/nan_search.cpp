@@ -443,6 +443,11 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
   phases.push_back(call.phase ? call.phase : "");
   const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
   const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
+  // A division by an exact 0 among them made non-finite values for certain (a temperature of
+  // 0 before an exp, the quotient gone: the exp had been named, batches 29 and 31).
+  if (!from_inf)
+    for (size_t i : likely)
+      if (i < through.size() && through[i].by_zero && through[i].site) return i;
   if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
     return through.size();
   return likely[0];

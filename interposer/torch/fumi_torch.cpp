@@ -2243,6 +2243,19 @@ bool keepingPast() {
 // Whether the ops now running are being kept (what their inputs' notes need to say).
 bool pastKept() { return g_look_back == 1 || (g_look_back == 2 && t_rate.keep); }
 
+// Whether a one-element CPU tensor of a floating dtype holds exactly 0 (read in place).
+bool isZero(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Float: return *static_cast<const float*>(t.data_ptr()) == 0.0f;
+    case c10::ScalarType::Double: return *static_cast<const double*>(t.data_ptr()) == 0.0;
+    case c10::ScalarType::Half:
+      return static_cast<float>(*static_cast<const c10::Half*>(t.data_ptr())) == 0.0f;
+    case c10::ScalarType::BFloat16:
+      return static_cast<float>(*static_cast<const c10::BFloat16*>(t.data_ptr())) == 0.0f;
+    default: return false;
+  }
+}
+
 // A tensor as an op saw it, held weakly (its memory goes when the program drops it), with its
 // version then (in-place writes bump it) and its storage (views of it share that). An input of
 // one element on the CPU (a Python number wrapped for the op, a loss) is read at once: such
@@ -2250,7 +2263,8 @@ bool pastKept() { return g_look_back == 1 || (g_look_back == 2 && t_rate.keep); 
 // otherwise the note holds the tensor and nothing more (version unknown).
 class TensorNote {
  public:
-  enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf };  // kNaN: NaN, maybe Inf too
+  // kNaN: NaN, maybe Inf too; kZero: finite and exactly 0 (a divisor)
+  enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf, kZero };
   TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
     if (!past) return;
     version_ = t.is_inference() ? -1 : t._version();
@@ -2264,7 +2278,10 @@ class TensorNote {
     if (input && !exact_ && t.is_view()) base_ = t._base().getIntrusivePtr();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
       const NonFinite seen = scanTensor(t);
-      element_ = seen.nan ? Element::kNaN : seen.inf ? Element::kInf : Element::kFinite;
+      element_ = seen.nan ? Element::kNaN
+                 : seen.inf ? Element::kInf
+                 : isZero(t) ? Element::kZero
+                             : Element::kFinite;
     }
   }
   Element element() const { return element_; }
@@ -3150,6 +3167,14 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
 }
 
 // A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran.
+// Whether kept op `e` divided by an exact 0: a division whose divisor, one element (a Python
+// number wrapped for it, a temperature), read as it ran, was 0.
+bool dividesByZero(const PastOp& e) {
+  const auto& in = e.inputs.tensors();
+  return std::strncmp(e.op, "aten::div", 9) == 0 && in.size() >= 2 &&
+         in[1].element() == TensorNote::Element::kZero;
+}
+
 fumi_past_call pastCall(const PastOp& e) {
   fumi_past_call c = e.call;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
@@ -3205,6 +3230,7 @@ bool lookBack(bool dry = false) {
     std::vector<fumi_past_call> calls;
     for (size_t k : order) {
       fumi_past_call c = pastCall(past[k]);
+      c.by_zero = dividesByZero(past[k]) ? 1 : 0;
       if (past[k].superseded && past[k].caller.site) {  // told as its caller, once
         c.site = past[k].caller.site;
         c.index = past[k].caller.index;
@@ -3398,7 +3424,7 @@ std::string sharedSource(const PastOps& past) {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0};
   past.step = t_optimizer_steps;
   past.op = op;
   past.inputs = std::move(inputs);

@@ -2740,6 +2740,27 @@ class NanOrigin(unittest.TestCase):
         report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         self.assertIn("(made in the gradient of the NaN/Inf origin aten::log #0)", report)
 
+    def test_a_division_by_an_exact_zero_is_the_likeliest_maker(self):
+        # Batches 29 and 31 (SimCLR, char-rnn's sampling, RepDistiller's CRD): x.div(T).exp()
+        # with T = 0, the quotient gone: looking back named the exp (nearer, and an exp
+        # overflows too), the division "also possible". A division whose one-element divisor
+        # was read as exactly 0 made them for certain.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(16, 100)
+            for step in range(3):
+                out = lin(torch.randn(1, 16))
+                temperature = 0.8 if step != 1 else 0.0
+                dist = out.view(-1).div(temperature).exp()  # TEMPZERO
+                print(repr(float(dist.sum())))
+            ''')
+        r = self.program(code)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "TEMPZERO" in t)
+        self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                         [("aten::div.Tensor", f"<string>:{line} in <module>")], origins)
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
