@@ -68,8 +68,8 @@ typedef struct fumi_past_call {
   uint32_t steps_ago;
   /* ABI 19: where it ran (python_place when it ran; all NULL where not known). */
   fumi_py_place place;
-  /* ABI 19, in nan_looked_back's `through`: nonzero for a division whose divisor, one element
-   * read as the call ran, was exactly 0: it made non-finite values for certain. */
+  /* ABI 19, in nan_looked_back's `call` and `through`: nonzero for a division whose divisor,
+   * one element read as the call ran, was exactly 0: it made non-finite values for certain. */
   uint32_t by_zero;
 } fumi_past_call;
 

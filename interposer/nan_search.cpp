@@ -443,8 +443,9 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
   phases.push_back(call.phase ? call.phase : "");
   const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
   const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
-  // A division by an exact 0 among them made non-finite values for certain (a temperature of
-  // 0 before an exp, the quotient gone: the exp had been named, batches 29 and 31).
+  // A division by an exact 0 among them, or the holder, made non-finite values for certain (a
+  // temperature of 0 before an exp, the quotient gone: the exp had been named, batches 29, 31).
+  if (!from_inf && call.by_zero) return through.size();
   if (!from_inf)
     for (size_t i : likely)
       if (i < through.size() && through[i].by_zero && through[i].site) return i;

@@ -3248,7 +3248,8 @@ bool lookBack(bool dry = false) {
   // of those made: libfumi's choice), holding `out`.
   const auto tell = [&past](size_t i, const char* detail, const NonFinite& out,
                             const std::vector<fumi_past_call>& through) {
-    const fumi_past_call call = pastCall(past[i]);
+    fumi_past_call call = pastCall(past[i]);
+    call.by_zero = dividesByZero(past[i]) ? 1 : 0;
     g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
                            nullptr);
     noteOrigin(past[i].call.site, past[i].call.index, out);
