@@ -2760,6 +2760,18 @@ class NanOrigin(unittest.TestCase):
         line = next(i for i, t in enumerate(code.splitlines(), 1) if "TEMPZERO" in t)
         self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
                          [("aten::div.Tensor", f"<string>:{line} in <module>")], origins)
+        # The division holding them itself, a log's result gone before it: the log (a
+        # restricted domain, nearer than a division counts) had been named.
+        code = textwrap.dedent('''
+            import torch
+            a = torch.rand(8, generator=torch.Generator().manual_seed(0)) + 0.5
+            for step in range(3):
+                q = torch.log(a * 2) / (0.0 if step == 1 else 1.0)  # HOLDERZERO
+                print(repr(float(q.sum())))
+            ''')
+        r = self.program(code)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([o["op"] for o in origins], ["aten::div.Tensor"], origins)
 
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
