@@ -811,11 +811,10 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     std::vector<std::string> py =
         origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
     if (own_origin) {
-      std::string spread_of;
-      nlohmann::json sentinel =
-          nanOriginClaim(&call.site(), call.info().call_index, how, py, phase, &spread_of);
-      if (!sentinel.is_null()) ev.update(originFields(std::move(sentinel)));
-      else if (!spread_of.empty()) ev["spread_of"] = spread_of;  // every call: batch 30
+      if (nlohmann::json fields =
+              nanOriginEventFields(&call.site(), call.info().call_index, how, py, phase);
+          !fields.is_null())
+        ev.update(fields);
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"

@@ -9,7 +9,6 @@
 #include <dlfcn.h>
 #include <link.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -62,42 +61,24 @@ int findGadget(struct dl_phdr_info* info, size_t, void* data) {
 }
 
 // A `ret` inside the object containing `caller`, cached per object (dlopen is not hot, but a
-// program may call it thousands of times) and per call site: dladdr of an address in a large
-// executable scans its symbols (Python's, about 20 us), and a job whose weights had gone NaN
-// spent half its time there (batch 27: a text classifier 4.8x slower than plain, the Python
-// interpreter calling dlsym from one place again and again).
+// program may call it thousands of times).
 const void* gadgetFor(const void* caller) {
-  static std::mutex mu;
-  static const void* sites[64];
-  static const void* site_gadgets[64];
-  static int site_count = 0, site_next = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (int i = 0; i < site_count; ++i)
-      if (sites[i] == caller) return site_gadgets[i];
-  }
   Dl_info info{};
   if (!dladdr(caller, &info) || !info.dli_fbase) return nullptr;
+  static std::mutex mu;
   static const void* bases[64];
   static const void* gadgets[64];
   static int count = 0;
   std::lock_guard<std::mutex> lock(mu);
-  const auto remember = [&](const void* gadget) {
-    sites[site_next] = caller;
-    site_gadgets[site_next] = gadget;
-    site_next = (site_next + 1) % 64;
-    site_count = std::min(site_count + 1, 64);
-    return gadget;
-  };
   for (int i = 0; i < count; ++i)
-    if (bases[i] == info.dli_fbase) return remember(gadgets[i]);
+    if (bases[i] == info.dli_fbase) return gadgets[i];
   GadgetSearch s{static_cast<const unsigned char*>(caller)};
   dl_iterate_phdr(findGadget, &s);
   if (count < 64) {
     bases[count] = info.dli_fbase;
     gadgets[count++] = s.gadget;
   }
-  return remember(s.gadget);
+  return s.gadget;
 }
 
 using DlsymFn = void* (*)(void*, const char*);

@@ -55,11 +55,10 @@ void writeRaised(Held& h, const char* why) {
       for (const auto& frame : *it)
         if (frame.is_string()) py.push_back(frame.get<std::string>());
     const std::string phase = h.event.value("phase", std::string());
-    std::string spread_of;
-    nlohmann::json sentinel = nanOriginClaim(h.site, h.event.value("call_index", uint64_t{0}),
-                                             detail.c_str(), py, phase.c_str(), &spread_of);
-    if (!sentinel.is_null()) h.event.update(originFields(std::move(sentinel)));
-    else if (!spread_of.empty()) h.event["spread_of"] = spread_of;
+    if (nlohmann::json fields = nanOriginEventFields(
+            h.site, h.event.value("call_index", uint64_t{0}), detail.c_str(), py, phase.c_str());
+        !fields.is_null())
+      h.event.update(fields);
   }
   if (h.site->logsViolation(h.key))
     rep->log().warn("violation: {} {} (NaN/Inf {})", h.site->name, h.key, why);

@@ -331,6 +331,16 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
   return sentinel;
 }
 
+nlohmann::json nanOriginEventFields(const OpSite* site, uint64_t index, const char* detail,
+                                    const std::vector<std::string>& python_stack,
+                                    const char* phase) {
+  std::string spread_of;
+  nlohmann::json sentinel = nanOriginClaim(site, index, detail, python_stack, phase, &spread_of);
+  if (!sentinel.is_null()) return originFields(std::move(sentinel));
+  if (!spread_of.empty()) return {{"spread_of", std::move(spread_of)}};  // every call: batch 30
+  return nullptr;
+}
+
 nlohmann::json originFields(nlohmann::json sentinel) {
   return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
 }

@@ -80,6 +80,11 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
 // The fields an origin's violation event carries: `origin`, the optimizer step it was made in
 // (`optimizer_step`) and its claimed `sentinel`.
 nlohmann::json originFields(nlohmann::json sentinel);
+// nanOriginClaim's outcome as fields for the call's own violation event: the origin's
+// (originFields), or `spread_of` where it is an origin's repeat or spread; null otherwise.
+nlohmann::json nanOriginEventFields(const OpSite* site, uint64_t index, const char* detail,
+                                    const std::vector<std::string>& python_stack,
+                                    const char* phase);
 // One call an adapter saw before a sentinel, in `phase` (a static string).
 struct PastCall {
   const OpSite* site;

@@ -76,7 +76,6 @@ struct Slot {
   void* site = nullptr;
   bool view = false;  // by address: the op returns views of its inputs (torch_compat::returnsView)
   bool writes = false;  // by address: its schema writes an argument (writesArgument)
-  bool op = false;      // by address: an operator (not a range: an autograd node, a scope)
 };
 Slot g_by_address[kSlots];
 Slot g_by_content[kSlots];
@@ -180,7 +179,7 @@ void* siteFor(const at::RecordFunction& fn, SiteFacts& facts) {
   const char* name = fumi::torch_compat::opName(fn);
   Slot* slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && slot->key.load(std::memory_order_acquire)) {
-    facts = {slot->view, slot->writes, slot->op};
+    facts = {slot->view, slot->writes, true};  // only operators have slots by address
     return slot->site;
   }
   const auto op = fn.operator_name();
@@ -193,7 +192,6 @@ void* siteFor(const at::RecordFunction& fn, SiteFacts& facts) {
     slot->site = site;
     slot->view = facts.view;
     slot->writes = facts.writes;
-    slot->op = true;
     slot->text = strdup(name);
     slot->key.store(name, std::memory_order_release);
   }
@@ -2138,11 +2136,6 @@ NonFinite scanRaw(const T* p, int64_t n) {
   return countNonFinite<typename B::U, B::kExponent, B::kMantissa>(p, n);
 }
 
-// NaN and Inf counts of a floating tensor (a complex one's parts: a NaN carried by an FFT's
-// spectrum had gone unseen, and the inverse FFT was named its origin, batch 20): a plain loop
-// over contiguous CPU memory, ATen reductions elsewhere (device memory, strided views). A
-// complex tensor's memory is read as it is: conjugate and negative views hold the same NaN and
-// Inf (resolving them is an op, which the sentinel would observe and scan in turn).
 // A sparse tensor's stored values, a strided tensor (undefined where they cannot be had).
 at::Tensor sparseValues(const at::Tensor& t) {
   try {
@@ -2154,6 +2147,11 @@ at::Tensor sparseValues(const at::Tensor& t) {
   }
 }
 
+// NaN and Inf counts of a floating tensor (a complex one's parts: a NaN carried by an FFT's
+// spectrum had gone unseen, and the inverse FFT was named its origin, batch 20): a plain loop
+// over contiguous CPU memory, ATen reductions elsewhere (device memory, strided views). A
+// complex tensor's memory is read as it is: conjugate and negative views hold the same NaN and
+// Inf (resolving them is an op, which the sentinel would observe and scan in turn).
 NonFinite scanTensor(const at::Tensor& t) {
   if (!t.defined() || t.numel() == 0) return {};
   // A sparse tensor's stored values (an EmbeddingBag's sparse gradient: a NaN in it was taken
@@ -2311,11 +2309,11 @@ class TensorNote {
     if (storage_ && weak_.expired()) weak_ = {};
     if (base_.expired()) base_ = {};
   }
-  // What identifies its memory, for an index (sharesMemory decides).
   // Whether `other` is this very tensor (a sparse one's values may be new after an in-place op).
   bool sameTensor(const TensorNote& other) const {
     return weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
   }
+  // What identifies its memory, for an index (sharesMemory decides).
   const void* memoryKey() const {
     return storage_ ? storage_ : static_cast<const void*>(weak_._unsafe_get_target());
   }
@@ -3166,7 +3164,6 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
   return p;
 }
 
-// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran.
 // Whether kept op `e` divided by an exact 0: a division whose divisor, one element (a Python
 // number wrapped for it, a temperature), read as it ran, was 0.
 bool dividesByZero(const PastOp& e) {
@@ -3175,10 +3172,29 @@ bool dividesByZero(const PastOp& e) {
          in[1].element() == TensorNote::Element::kZero;
 }
 
+// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran, and
+// whether it divided by an exact 0.
 fumi_past_call pastCall(const PastOp& e) {
   fumi_past_call c = e.call;
+  c.by_zero = dividesByZero(e) ? 1 : 0;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
   return c;
+}
+
+// Of the step's kept ops, the first that read them from memory another process shares (a
+// DataLoader worker's batch: batch 27's per-image standardisation made 0/0 of a blank image in
+// the worker, and the search said "in the parameters or the data"): a sentence saying so, else
+// empty. A NaN made in another process is searched for there, by its own sentinels.
+std::string sharedSource(const PastOps& past) {
+  for (size_t i = past.stepStart(); i < past.size(); ++i)
+    for (const TensorNote& in : past[i].inputs.tensors()) {
+      const at::Tensor t = in.asSeen();
+      if (t.defined() && sharedStorage(t) && scanTensor(t).any())
+        return std::string("; ") + past[i].op + " read them from memory shared with another " +
+               "process (a DataLoader worker's batch): they were made there, where the worker's "
+               "own checks would find them";
+    }
+  return {};
 }
 
 // A sentinel has just started a search: the earliest op since the last optimizer step began
@@ -3188,8 +3204,6 @@ fumi_past_call pastCall(const PastOp& e) {
 // passed over. Without an origin, the earliest op seen holding values whose inputs are unknown
 // is the search's to mention. True when it found the origin. `dry`: whether it would, reporting
 // nothing.
-std::string sharedSource(const PastOps& past);
-
 bool lookBack(bool dry = false) {
   if (g_look_back == 2 && !t_rate.keep) {
     if (dry) return false;
@@ -3230,7 +3244,6 @@ bool lookBack(bool dry = false) {
     std::vector<fumi_past_call> calls;
     for (size_t k : order) {
       fumi_past_call c = pastCall(past[k]);
-      c.by_zero = dividesByZero(past[k]) ? 1 : 0;
       if (past[k].superseded && past[k].caller.site) {  // told as its caller, once
         c.site = past[k].caller.site;
         c.index = past[k].caller.index;
@@ -3248,8 +3261,7 @@ bool lookBack(bool dry = false) {
   // of those made: libfumi's choice), holding `out`.
   const auto tell = [&past](size_t i, const char* detail, const NonFinite& out,
                             const std::vector<fumi_past_call>& through) {
-    fumi_past_call call = pastCall(past[i]);
-    call.by_zero = dividesByZero(past[i]) ? 1 : 0;
+    const fumi_past_call call = pastCall(past[i]);
     g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
                            nullptr);
     noteOrigin(past[i].call.site, past[i].call.index, out);
@@ -3402,22 +3414,6 @@ bool lookBack(bool dry = false) {
                             sharedSource(past))
                                .c_str());
   return false;
-}
-
-// Of the step's kept ops, the first that read them from memory another process shares (a
-// DataLoader worker's batch: batch 27's per-image standardisation made 0/0 of a blank image in
-// the worker, and the search said "in the parameters or the data"): a sentence saying so, else
-// empty. A NaN made in another process is searched for there, by its own sentinels.
-std::string sharedSource(const PastOps& past) {
-  for (size_t i = past.stepStart(); i < past.size(); ++i)
-    for (const TensorNote& in : past[i].inputs.tensors()) {
-      const at::Tensor t = in.asSeen();
-      if (t.defined() && sharedStorage(t) && scanTensor(t).any())
-        return std::string("; ") + past[i].op + " read them from memory shared with another " +
-               "process (a DataLoader worker's batch): they were made there, where the worker's "
-               "own checks would find them";
-    }
-  return {};
 }
 
 // Records the op that has just returned, for lookBack.
