@@ -393,7 +393,7 @@ const fumi_adapter_api kAdapterApi = {
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
     apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
-    apiPythonPlace};
+    apiPythonPlace,           setScriptFrames};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

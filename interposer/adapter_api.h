@@ -42,8 +42,9 @@ extern "C" {
  * 18: held_findings and nonfinite_parameter (NaN/Inf of the backward pass written into the
  *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad).
  * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
- *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero. */
-#define FUMI_ADAPTER_ABI_VERSION 19u
+ *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
+ * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in). */
+#define FUMI_ADAPTER_ABI_VERSION 20u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
  * cheaply as the call runs and turned into "file:line in function" only when reported. The
@@ -53,6 +54,9 @@ extern "C" {
 typedef struct fumi_py_place {
   const void* code[FUMI_PY_PLACE_FRAMES];
   int32_t instr[FUMI_PY_PLACE_FRAMES];
+  /* ABI 20: the TorchScript frames it ran in (set_script_frames' text; NULL: none), which come
+   * before its Python frames. */
+  const char* script;
 } fumi_py_place;
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */
@@ -311,6 +315,12 @@ typedef struct fumi_adapter_api {
    * time a code object is seen). All NULL where not known: no Python, another version than the
    * one libfumi was built for (CPython 3.11), a thread outside Python code. */
   void (*python_place)(fumi_py_place* out);
+  /* ABI 20 — the adapter's answer to "in which TorchScript code does the calling thread run?":
+   * its frames, innermost first, as "file:line in function (TorchScript)" lines joined by '\n',
+   * in memory the adapter keeps for the process; NULL outside TorchScript. An op a scripted
+   * function runs has no Python frame of its own (the innermost is the line calling the
+   * function): python_place and the Python stacks of reports put these before the Python ones. */
+  void (*set_script_frames)(const char* (*frames)(void));
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

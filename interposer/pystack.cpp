@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 namespace fumi {
@@ -166,6 +167,30 @@ CodeKind learnCode(const PythonApi& py, PyCodeObject* code) {
 
 }  // namespace
 
+namespace {
+
+std::atomic<const char* (*)()> g_script_frames{nullptr};
+
+const char* scriptFrames() {
+  const char* (*frames)() = g_script_frames.load(std::memory_order_acquire);
+  return frames ? frames() : nullptr;
+}
+
+// The lines of a set_script_frames text.
+void appendScriptFrames(const char* text, std::vector<std::string>& frames) {
+  for (const char* line = text; line && *line;) {
+    const char* end = std::strchr(line, '\n');
+    frames.emplace_back(line, end ? static_cast<size_t>(end - line) : std::strlen(line));
+    line = end ? end + 1 : nullptr;
+  }
+}
+
+}  // namespace
+
+void setScriptFrames(const char* (*frames)()) {
+  g_script_frames.store(frames, std::memory_order_release);
+}
+
 bool programFrame(const std::string& frame) {
   const size_t in = frame.rfind(" in ");
   const size_t colon = in == std::string::npos ? in : frame.rfind(':', in);
@@ -174,6 +199,7 @@ bool programFrame(const std::string& frame) {
 
 void capturePythonPlace(fumi_py_place& out) {
   out = fumi_py_place{};
+  out.script = scriptFrames();
 #ifdef FUMI_PY_LAYOUT
   const PythonApi& py = api();
   if (!py.places || !py.isInitialized()) return;
@@ -207,6 +233,7 @@ void capturePythonPlace(fumi_py_place& out) {
 
 std::vector<std::string> resolvePythonPlace(const fumi_py_place& place) {
   std::vector<std::string> frames;
+  appendScriptFrames(place.script, frames);
   const PythonApi& py = api();
   if (!py.places || !place.code[0] || !py.isInitialized()) return frames;
   const int gil = py.gilEnsure();
@@ -221,27 +248,31 @@ std::vector<std::string> resolvePythonPlace(const fumi_py_place& place) {
 }
 
 std::vector<std::string> capturePythonStack(int depth) {
-  std::vector<std::string> user, library;
+  std::vector<std::string> user, library, script;
+  if (depth <= 0) return user;
+  appendScriptFrames(scriptFrames(), script);  // innermost: an op a scripted function runs
+  for (std::string& f : script) (programFrame(f) ? user : library).push_back(std::move(f));
   const PythonApi& py = api();
-  if (!py.ok || depth <= 0 || !py.isInitialized()) return user;
-  const int gil = py.gilEnsure();
-  PyObj* frame = py.getFrame();  // borrowed; the frames above it are owned (PyFrame_GetBack)
-  PyObj* owned = nullptr;
-  for (int n = 0; frame && n < 256 && static_cast<int>(user.size() + library.size()) < 4 * depth;
-       ++n) {
-    PyObj* code = py.frameCode(frame);
-    const std::string file = attrText(py, code, "co_filename");
-    const std::string func = attrText(py, code, "co_name");
-    py.decRef(code);
-    std::string line = frameText(file, py.frameLine(frame), func);
-    (isLibraryFile(file) ? library : user).push_back(std::move(line));
-    PyObj* back = py.frameBack(frame);  // new reference or null
+  if (py.ok && py.isInitialized()) {
+    const int gil = py.gilEnsure();
+    PyObj* frame = py.getFrame();  // borrowed; the frames above it are owned (PyFrame_GetBack)
+    PyObj* owned = nullptr;
+    for (int n = 0;
+         frame && n < 256 && static_cast<int>(user.size() + library.size()) < 4 * depth; ++n) {
+      PyObj* code = py.frameCode(frame);
+      const std::string file = attrText(py, code, "co_filename");
+      const std::string func = attrText(py, code, "co_name");
+      py.decRef(code);
+      std::string line = frameText(file, py.frameLine(frame), func);
+      (isLibraryFile(file) ? library : user).push_back(std::move(line));
+      PyObj* back = py.frameBack(frame);  // new reference or null
+      if (owned) py.decRef(owned);
+      owned = back;
+      frame = back;
+    }
     if (owned) py.decRef(owned);
-    owned = back;
-    frame = back;
+    py.gilRelease(gil);
   }
-  if (owned) py.decRef(owned);
-  py.gilRelease(gil);
   for (std::string& f : library) user.push_back(std::move(f));
   if (static_cast<int>(user.size()) > depth) user.resize(depth);
   return user;

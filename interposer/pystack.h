@@ -28,4 +28,8 @@ void capturePythonPlace(fumi_py_place& out);
 // Its "file:line in function" frames, as capturePythonStack's (takes the GIL).
 std::vector<std::string> resolvePythonPlace(const fumi_py_place& place);
 
+// The framework adapter's TorchScript frames of the calling thread (adapter_api.h
+// set_script_frames): capturePythonStack and capturePythonPlace put them first.
+void setScriptFrames(const char* (*frames)());
+
 }  // namespace fumi

@@ -1,6 +1,6 @@
 // fumi_torch.cpp — the PyTorch adapter. A RecordFunction observer (FUNCTION scope: every aten
-// op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step")
-// counts each op under its aten name and keeps the thread's framework-op context, so BLAS calls
+// op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step";
+// TORCHSCRIPT_FUNCTION: only whether the thread runs TorchScript, for scriptFrames) counts each op under its aten name and keeps the thread's framework-op context, so BLAS calls
 // report the aten op that made them. When the policy samples an op call, the observer copies its
 // inputs before the op runs, and after it ran hands libfumi a description whose rerun() calls
 // the op again through the dispatcher on fresh copies (checks: perturb, highprec, determinism...).
@@ -38,6 +38,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include "adapter_api.h"
 #include "fumi/dtype.hpp"
@@ -76,6 +77,7 @@ struct Slot {
   void* site = nullptr;
   bool view = false;  // by address: the op returns views of its inputs (torch_compat::returnsView)
   bool writes = false;  // by address: its schema writes an argument (writesArgument)
+  bool opaque = false;  // by address: the ops it runs inside are not observed (unobservedInside)
 };
 Slot g_by_address[kSlots];
 Slot g_by_content[kSlots];
@@ -150,6 +152,17 @@ bool returnsView(const c10::OperatorName& name) {
                 fumi::torch_compat::changesOnlyMetadata(*op));
 }
 
+// Whether the ops an op runs inside are left unobserved (onStart): torch 1.13's CPU bmm and
+// baddbmm take their matrices one at a time, each through select, as_strided and resolve_conj
+// (views, dispatched and observed like any op) around one sgemm_, which libfumi's BLAS hook still
+// sees: batch 32's Swin Transformer, whose window attention multiplies thousands of 16x16
+// matrices, made 4.6 M of its 5.5 M intercepted calls there, 1.4-1.9x plain. Nothing inside
+// computes values of its own (views are neither checked nor kept for looking back).
+bool unobservedInside(const c10::OperatorName& name) {
+  return name.name == "aten::bmm" || name.name == "aten::baddbmm" ||
+         name.name == "aten::baddbmm_";
+}
+
 // Whether the op's schema writes an argument (Tensor(a!): in-place, out=). Such an op may run
 // its kernel on a proxy of an output (a structured kernel's out= or in-place form, where the
 // output's strides differ from those it computes: torch.linalg.lu's lu_unpack_out) that it
@@ -172,6 +185,7 @@ struct SiteFacts {
   bool view = false;    // it returns views of its inputs
   bool writes = false;  // it writes an argument
   bool op = false;      // an operator, not a range
+  bool opaque = false;  // the ops it runs inside are not observed (unobservedInside)
 };
 
 // The op's site, and its facts.
@@ -179,19 +193,20 @@ void* siteFor(const at::RecordFunction& fn, SiteFacts& facts) {
   const char* name = fumi::torch_compat::opName(fn);
   Slot* slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && slot->key.load(std::memory_order_acquire)) {
-    facts = {slot->view, slot->writes, true};  // only operators have slots by address
+    facts = {slot->view, slot->writes, true, slot->opaque};  // only operators have slots by address
     return slot->site;
   }
   const auto op = fn.operator_name();
   if (!op) return siteNamed(name);  // a range: its name's address is not stable
   void* site = siteNamed(displayName(*op));
-  facts = {returnsView(*op), writesArgument(*op), true};
+  facts = {returnsView(*op), writesArgument(*op), true, unobservedInside(*op)};
   std::lock_guard<std::mutex> lock(g_insert_mu);
   slot = probe(g_by_address, name, name, hashAddress(name));
   if (slot && !slot->key.load(std::memory_order_relaxed)) {
     slot->site = site;
     slot->view = facts.view;
     slot->writes = facts.writes;
+    slot->opaque = facts.opaque;
     slot->text = strdup(name);
     slot->key.store(name, std::memory_order_release);
   }
@@ -2386,9 +2401,12 @@ class InputNote {
       : recorded_(!inputs.empty()) {
     const int stats = runningStatsIndex(op, inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (stats >= 0 && (i == static_cast<size_t>(stats) || i == static_cast<size_t>(stats) + 1))
-        continue;
       const c10::IValue& v = inputs[i];
+      if (stats >= 0 && (i == static_cast<size_t>(stats) || i == static_cast<size_t>(stats) + 1)) {
+        if (past)
+          forEachTensor(v, [&](const at::Tensor& t, int) { written_.emplace_back(t, false, true); });
+        continue;
+      }
       if (v.isDouble()) {
         const double d = v.toDouble();
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
@@ -2415,6 +2433,8 @@ class InputNote {
     return all;
   }
   const c10::SmallVector<TensorNote, 4>& tensors() const { return tensors_; }
+  // The running statistics it writes without a version bump (for the ring: recordPast).
+  std::vector<TensorNote> takeWritten() { return std::move(written_); }
   void dropGone() {
     for (TensorNote& t : tensors_) t.dropIfGone();
   }
@@ -2423,6 +2443,7 @@ class InputNote {
   bool recorded_ = false, nonfinite_scalar_ = false, nan_scalar_ = false,
        scalar_above_one_ = false;
   c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
+  std::vector<TensorNote> written_;          // its running statistics, kept ops only
 };
 
 // ---- the observer ---------------------------------------------------------------------------
@@ -2733,6 +2754,9 @@ struct PastOp {
   // The outermost op that returns its results: where a look-back lists this one, the call the
   // program made (batch_norm, not the _batch_norm_impl_index inside it; both were listed).
   fumi_past_call caller{};
+  // Which outputs (bit i: outputs[i]) it wrote without a version bump: batch norm's running
+  // statistics (runningStatsIndex), what earlier ops left in that memory then gone unseen.
+  uint64_t silent_outputs = 0;
   // Marks its outputs of `t`'s memory as the caller's, `by`, which returns `t` (the callers
   // return in turn, the outermost last).
   void supersede(const TensorNote& t, const fumi_past_call& by) {
@@ -2908,10 +2932,23 @@ class LookBackMemo {
   // `start`: the first op it reads (the step's, or the step before's: lookBack).
   LookBackMemo(const PastOps& past, size_t start) : past_(past), start_(start) {
     for (size_t k = start; k < past.size(); ++k)
-      for (const TensorNote& o : past[k].outputs) {
+      for (size_t n = 0; n < past[k].outputs.size(); ++n) {
+        const TensorNote& o = past[k].outputs[n];
         std::vector<size_t>& w = writers_[o.memoryKey()];
         if (w.empty() || w.back() != k) w.push_back(k);
+        if (n < 64 && (past[k].silent_outputs >> n & 1)) silent_[o.memoryKey()].push_back(k);
       }
+  }
+  // Whether an op after op `i` wrote `t`'s memory without a version bump (batch norm's running
+  // statistics): what op `i` saw or left there is gone, its version unchanged as it is (a NaN
+  // batch's mean written into them read as made by their reset's zero_, batch 32).
+  bool rewrittenSilently(const TensorNote& t, size_t i) const {
+    const auto it = silent_.find(t.memoryKey());
+    if (it == silent_.end()) return false;
+    for (auto k = std::upper_bound(it->second.begin(), it->second.end(), i);
+         k != it->second.end(); ++k)
+      if (past_[*k].wrote(t)) return true;
+    return false;
   }
   // The last op before op `j` since the step began that wrote `t`'s memory, where that is not
   // its caller's work (superseded), or npos.
@@ -2972,6 +3009,7 @@ class LookBackMemo {
   const PastOps& past_;
   size_t start_;
   std::unordered_map<const void*, std::vector<size_t>> writers_;
+  std::unordered_map<const void*, std::vector<size_t>> silent_;  // rewrittenSilently's writers
   std::unordered_map<const void*, std::pair<Scanned, NonFinite>> scans_;
 };
 
@@ -3105,7 +3143,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
     // replaces it each micro-step), they were no unknown source of NaN (batch 25's nanoGPT).
     if (in.exact()) continue;
     // An input held as the op saw it, else one read as it was when the op ran.
-    at::Tensor t = in.asSeen();
+    at::Tensor t = p.memo->rewrittenSilently(in, j) ? at::Tensor() : in.asSeen();
     if (!t.defined() && in.element() != TensorNote::Element::kUnread) {
       read(NonFinite{in.element() == TensorNote::Element::kNaN ? 1u : 0u,
                      in.element() == TensorNote::Element::kInf ? 1u : 0u},
@@ -3119,7 +3157,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       k = p.memo->lastWriter(in, j);
       // Its memory as that op left it, still held: what this op read (a parameter read through
       // a transposed view, the view gone; batch 20's LSTM, whose search ended unknown there).
-      if (k != LookBackMemo::npos) t = past[k].heldOutput(in);
+      if (k != LookBackMemo::npos && !p.memo->rewrittenSilently(in, k)) t = past[k].heldOutput(in);
     }
     if (t.defined()) {
       const NonFinite seen = p.memo->scan(t);
@@ -3214,6 +3252,10 @@ bool lookBack(bool dry = false) {
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0, why.c_str());
     return false;
   }
+  // Its reads (as_strided, item) are fumi's: not the program's ops, counted or checked, nor
+  // looked back from (a checked call's look-back before its check, every call checked: each
+  // as_strided's own look-back, endlessly).
+  const QuietScope quiet;
   const PastOps& past = pastOps();
   // What one pass over the ops saw, where it found no origin.
   struct Seen {
@@ -3266,11 +3308,12 @@ bool lookBack(bool dry = false) {
                            nullptr);
     noteOrigin(past[i].call.site, past[i].call.index, out);
   };
-  // What kept op `e`'s outputs hold now, where still as it returned them.
-  const auto heldNow = [](const PastOp& e) {
+  // What kept op `i`'s outputs hold now, where still as it returned them (not rewritten since).
+  const auto heldNow = [&past](size_t i, const LookBackMemo& memo) {
     NonFinite out;
-    for (const TensorNote& o : e.outputs)
-      if (const at::Tensor t = o.asSeen(); t.defined()) out.add(scanTensor(t));
+    for (const TensorNote& o : past[i].outputs)
+      if (const at::Tensor t = o.asSeen(); t.defined() && !memo.rewrittenSilently(o, i))
+        out.add(scanTensor(t));
     return out;
   };
   // The ops from memo.start() on, in the order they ran: what lookBack returns where one held
@@ -3279,7 +3322,7 @@ bool lookBack(bool dry = false) {
     for (size_t i = memo.start(); i < past.size(); ++i) {
       const PastOp& e = past[i];
       if (e.superseded || undefinedOutput(e.op)) continue;
-      const NonFinite out = heldNow(e);
+      const NonFinite out = heldNow(i, memo);
       if (!out.any()) continue;
       const Provenance p = provenance(past, i, memo);
       if (p.known != LookBackMemo::npos) {  // the spread of an origin reported before: no search
@@ -3372,7 +3415,7 @@ bool lookBack(bool dry = false) {
       const Provenance p = provenance(past, u, memo);
       if (!p.bad.any() && !p.unknown && p.known == LookBackMemo::npos && !p.through.empty()) {
         if (dry) return true;
-        tell(u, "appeared", heldNow(past[u]), ranThrough(p, u, false));
+        tell(u, "appeared", heldNow(u, memo), ranThrough(p, u, false));
         return true;
       }
     }
@@ -3452,6 +3495,11 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                           t.numel() * static_cast<int64_t>(t.element_size()) ==
                               static_cast<int64_t>(t.storage().nbytes());
     }
+  }
+  // Batch norm's running statistics, written too (after the in-place test: not what it returns).
+  for (TensorNote& w : past.inputs.takeWritten()) {
+    if (past.outputs.size() < 64) past.silent_outputs |= uint64_t{1} << past.outputs.size();
+    past.outputs.push_back(std::move(w));
   }
   g_api->python_place(&past.call.place);  // where it ran: its line, should it be an origin
   PastOps& ring = pastOps();
@@ -3769,12 +3817,72 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
 // Nothing may escape into the op: an exception from an observer would fail the program's call.
 // The context push happens whatever fails (a null site is an unnamed entry), so that onEnd's
 // pop always pairs with it.
+// The TorchScript functions this thread runs (their TORCHSCRIPT_FUNCTION ranges).
+thread_local int t_script_depth = 0;
+
+// Where the calling thread runs in TorchScript code (libfumi's set_script_frames): an op a
+// scripted function runs has no Python frame of its own, its innermost Python frame is the line
+// calling the function (batch 31: WaveGlow's `@torch.jit.script` gate, a `sqrt` placed at its
+// caller). The interpreter's call stack (what the profiler's with_stack reads), innermost first,
+// each frame with a file (an autodiff graph's nodes have none); its text interned for the
+// process, each thread's keyed by the frames' sources and offsets (a line of scripted code run).
+const char* scriptFrames() {
+  if (t_script_depth <= 0) return nullptr;
+  try {
+    const std::vector<torch::jit::StackEntry> entries = torch::jit::currentCallstack();
+    thread_local std::string key;  // reused: no allocation once a thread has run a place
+    key.clear();
+    for (const torch::jit::StackEntry& e : entries) {
+      const void* source = e.range.source().get();
+      const size_t start = e.range.start();
+      key.append(reinterpret_cast<const char*>(&source), sizeof source);
+      key.append(reinterpret_cast<const char*>(&start), sizeof start);
+    }
+    if (key.empty()) return nullptr;
+    thread_local std::unordered_map<std::string, const char*> seen;  // this thread's, no lock
+    if (auto found = seen.find(key); found != seen.end()) return found->second;
+    std::string text;
+    for (const torch::jit::StackEntry& e : entries) {
+      const auto where = e.range.file_line_col();
+      if (!where) continue;
+      text += (text.empty() ? "" : "\n") + std::get<0>(*where) + ":" +
+              std::to_string(std::get<1>(*where)) + " in " + e.filename + " (TorchScript)";
+    }
+    static auto* mutex = new std::mutex;  // never destroyed: threads may run at exit
+    static auto* interned = new std::set<std::string>;
+    if (seen.size() >= 65536) return nullptr;  // a bound, not reached in practice
+    const char* kept = nullptr;
+    if (!text.empty()) {
+      std::lock_guard<std::mutex> lock(*mutex);
+      kept = interned->insert(std::move(text)).first->c_str();
+    }
+    seen.emplace(key, kept);
+    return kept;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// Whether this thread's RecordFunction was turned off by onStart for an op whose inner ops are
+// not observed (unobservedInside), to be turned on again as that op ends: nothing inside it is
+// observed, so the next end this thread sees is its own. Not while a thread-local observer (the
+// profiler) is on: the program's own profile keeps them.
+thread_local bool t_unobserved = false;
+
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
+    ++t_script_depth;
+    return nullptr;
+  }
   void* site = nullptr;
   SiteFacts facts;
   try {
     site = siteFor(fn, facts);
   } catch (...) {
+  }
+  if (facts.opaque && !t_unobserved && !at::hasThreadLocalCallbacks()) {
+    at::enableRecordFunction(false);
+    t_unobserved = true;
   }
   const bool view = facts.view;
   int checkable = 0;
@@ -3829,13 +3937,39 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 // origin, the raising op is its sentinel and it is reported before the exception reaches the
 // program; else nothing is said (most exceptions have nothing to do with NaN). Once an
 // optimizer step, and only while the thread keeps its ops.
+// Call `index` of `site` is a sentinel where looking back finds an origin among the kept ops.
+void lookBackFrom(void* site, uint64_t index) {
+  if (!lookBack(true)) return;
+  g_api->nonfinite_seen(site, index);
+  if (g_api->nan_search()) lookBack();
+}
+
 thread_local uint64_t t_raised_step = UINT64_MAX;
 void raised(void* site, uint64_t index) {
   if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
   t_raised_step = t_optimizer_steps;
-  if (!lookBack(true)) return;
-  g_api->nonfinite_seen(site, index);
-  if (g_api->nan_search()) lookBack();
+  lookBackFrom(site, index);
+}
+
+// A checked call whose outputs hold NaN and inputs Inf but no NaN, before its check: a nan_inf
+// check claims NaN it made of Inf ("nan_from_inf") as the origin, and the Inf's maker, found
+// looking back later, was listed after it as a second one (batch 31: KD at a temperature of 0,
+// the softmax of a division's Inf first). Where the thread keeps its ops, the maker is looked for
+// first, this call its sentinel: found, the check's NaN is its spread. In the forward pass only:
+// the backward pass's findings wait for the loss scaler's verdict (a scaled loss's overflow, by
+// design, is no origin).
+// `inputs`: the op's (RecordFunction's are gone once it returns).
+void lookBackBeforeCheck(void* site, uint64_t index, const std::vector<c10::IValue>& outputs,
+                         const InputNote& inputs) {
+  const char* phase = g_api->phase();
+  if (!g_sentinels || !site || !pastKept() || g_api->nan_search() || !phase ||
+      std::strcmp(phase, "forward") != 0 || scanValues(outputs).nan == 0)
+    return;
+  NonFinite in;
+  inputs.forEachLive([&in](const at::Tensor& t) {
+    if (readable(t)) in.add(scanTensor(t));
+  });
+  if (in.nan == 0 && in.inf > 0) lookBackFrom(site, index);
 }
 
 // An in-place write into a parameter outside the optimizer's step, while libfumi holds NaN/Inf
@@ -3854,12 +3988,23 @@ void parameterWritten(const char* op, void* site, uint64_t index,
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
+    if (t_script_depth > 0) --t_script_depth;  // (a forked task may end on another thread)
+    return;
+  }
+  if (t_unobserved) {
+    at::enableRecordFunction(true);
+    t_unobserved = false;
+  }
   auto* obs = static_cast<OpObservation*>(ctx);
   if (g_sentinels || g_capture) popShared(fn);
   if (obs && obs->checked) {
     if (--t_checked_depth == 0) t_checked_call = nullptr;
     const Clock::time_point started = Clock::now();
     try {
+      if (g_sentinels && !t_running.empty())
+        lookBackBeforeCheck(obs->site(), obs->index(), fumi::torch_compat::outputsOf(fn),
+                            t_running.back().inputs);
       obs->checked->check(fumi::torch_compat::outputsOf(fn));
     } catch (const std::exception& e) {  // once per op, without c10's backtrace
       noteFailureOnce(fumi::torch_compat::opName(fn), "torch adapter: its check", e.what(),
@@ -3939,12 +4084,16 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   g_capture = api->backend_checked(kBackend) != 0;
   g_sentinels = api->nan_sentinels() != 0;
   g_look_back = g_sentinels ? api->nan_look_back() : 0;
-  if (g_capture || g_sentinels) api->set_shared_probe(&readsSharedMemory);
+  if (g_capture || g_sentinels) {
+    api->set_shared_probe(&readsSharedMemory);
+    api->set_script_frames(&scriptFrames);
+  }
   try {
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)
                               .needsInputs(g_capture || g_sentinels)
                               .needsOutputs(g_capture || g_sentinels)
-                              .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+                              .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE,
+                                       at::RecordScope::TORCHSCRIPT_FUNCTION}));
   } catch (const std::exception& e) {
     std::snprintf(err, err_len, "cannot register the RecordFunction observer: %s", e.what());
     return 1;

@@ -1413,6 +1413,30 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(ops[op]["violations"], 0, op)
             self.assertIn("highprec.normwise_rel", ops[op]["worst"], op)
 
+    def test_the_views_inside_bmm_are_not_intercepted(self):
+        """torch 1.13's CPU bmm and baddbmm take their matrices one at a time through select,
+        as_strided and resolve_conj, each a dispatched op (batch 32: Swin's window attention,
+        4.6 M of the job's 5.5 M intercepted calls, 1.4-1.9x plain). The ops inside them are
+        not observed; the sgemm_ each matrix runs still is. A program profiling itself keeps
+        them in its profile."""
+        code = textwrap.dedent("""
+            import torch
+            torch.manual_seed(0)
+            q, k = torch.randn(64, 16, 8), torch.randn(64, 8, 16)
+            a = torch.bmm(q, k)
+            b = torch.baddbmm(a, q, k)
+            with torch.profiler.profile() as prof:
+                c = torch.bmm(q, k)
+            names = [e.name for e in prof.events()]
+            print(repr(float(b.sum())), repr(float(c.sum())), names.count("aten::select"))
+            """)
+        r = run_same(self, code)
+        self.assertTrue(r.stdout.split()[-1] == "192", r.stdout)  # 3 per matrix, profiled
+        ops = torch_summary(r)
+        self.assertEqual((ops["aten::bmm"]["calls"], ops["aten::baddbmm"]["calls"]), (2, 1))
+        self.assertEqual(ops["sgemm_"]["calls"], 3 * 64)
+        self.assertEqual(ops["aten::select.int"]["calls"], 3 * 64)  # the profiled bmm's only
+
     def test_traced_convolutions_checked_once(self):
         """A traced model's graph calls aten::_convolution, convolution's implementation step,
         directly (batch 12: its convolutions went unchecked). The default policy checks it
@@ -2773,6 +2797,59 @@ class NanOrigin(unittest.TestCase):
         origins = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual([o["op"] for o in origins], ["aten::div.Tensor"], origins)
 
+    def test_nan_a_checked_call_makes_of_a_looked_back_inf_is_its_spread(self):
+        # Batch 31 (RepDistiller's KD at a temperature of 0): each division by T makes Inf, the
+        # (log-)softmax after it NaN. The log_softmax, checked (its first call), claimed the
+        # origin of NaN made of Inf, and was listed first, an origin of its own, before the
+        # division found looking back later. The Inf's maker is looked for first.
+        code = textwrap.dedent('''
+            import torch, torch.nn.functional as F
+            torch.manual_seed(0)
+            s, t = torch.nn.Linear(8, 10), torch.nn.Linear(8, 10)
+            opt = torch.optim.SGD(s.parameters(), lr=0.1)
+            for step in range(2):
+                x = torch.randn(16, 8)
+                y_s, y_t = s(x), t(x).detach()
+                T = 0.0
+                p_s = F.log_softmax(y_s / T, dim=1)  # STUDENT
+                p_t = F.softmax(y_t / T, dim=1)  # TEACHER
+                loss = F.kl_div(p_s, p_t, reduction="sum") * T ** 2 / 16
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        r = self.program(code)
+        line = {m: next(i for i, t in enumerate(code.splitlines(), 1) if m in t)
+                for m in ("STUDENT", "TEACHER")}
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["detail"], o["python_stack"][0]) for o in origins],
+                         [("aten::div.Tensor", "appeared", f"<string>:{line[m]} in <module>")
+                          for m in ("STUDENT", "TEACHER")], origins)
+
+    def test_nan_a_batch_norm_writes_into_its_running_stats_is_not_their_resets(self):
+        # Batch 32 (BYOL's projector, a temperature of 0): batch norm in training mode writes its
+        # running statistics in place, no version bump. A look-back reading them NaN followed
+        # them to their last writer it knew, reset_running_stats' zero_ when the module was
+        # built: "aten::zero_ ... appeared", an origin at the BatchNorm's construction line.
+        code = textwrap.dedent('''
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            lin, bn, head = nn.Linear(16, 16), nn.BatchNorm1d(16), nn.Linear(16, 4)
+            opt = torch.optim.SGD([*lin.parameters(), *bn.parameters(), *head.parameters()], lr=0.1)
+            x = torch.randn(8, 16)
+            for step in range(4):
+                p = (lin(x) / 0.0).softmax(dim=-1)  # TEMPERATURE
+                loss = head(bn(p)).pow(2).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()), bool(torch.isfinite(bn.running_mean).all()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "TEMPERATURE" in t)
+        for policy in (None, every_call('"aten::*"', "[ { plugin: nan_inf } ]")):
+            r = self.program(code, policy)
+            origins = [v for v in r.of("violation") if v.get("origin")]
+            self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                             [("aten::div.Tensor", f"<string>:{line} in <module>")],
+                             (policy, origins))
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
@@ -2881,6 +2958,43 @@ class NanOrigin(unittest.TestCase):
         report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
         self.assertIn(f"call {o['call_index']} at {NAN_CASES}:{self.origin_line('# TWOCALLERS')} "
                       "in forward: appeared", report.stdout)
+
+    def test_an_op_in_torchscript_is_placed_at_its_scripted_line(self):
+        # Batch 31 (WaveGlow's @torch.jit.script gate): an op a scripted function runs has no
+        # Python frame of its own; it was placed at the line calling the function, with
+        # nothing saying it ran in TorchScript. The interpreter's frames come first, found
+        # looking back (the default policy) or at its call (every call).
+        code = textwrap.dedent('''
+            import torch
+            @torch.jit.script
+            def gate(a, b):
+                s = torch.sigmoid(a + b)
+                return torch.tanh(a) * torch.sqrt(s - 0.5)  # SCRIPTED
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 8)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+            for step in range(3):
+                y = gate(lin(torch.randn(4, 8)), torch.zeros(4, 8))  # CALLER
+                loss = (y * y).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(repr(loss.item()))
+            ''')
+        line = {m: next(i for i, t in enumerate(code.splitlines(), 1) if m in t)
+                for m in ("SCRIPTED", "CALLER")}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "scripted.py")
+            with open(path, "w") as f:
+                f.write(code)
+            plain = run([PYTHON, path], preload=False)
+            for policy in (None, every_call('"aten::*"', "[ { plugin: nan_inf } ]")):
+                r = run([PYTHON, path], policy=policy)
+                self.assertEqual(r.rc, 0, r.stderr)
+                self.assertEqual(r.stdout, plain.stdout)  # results never change
+                origins = [v for v in r.of("violation") if v.get("origin")]
+                self.assertEqual([(o["op"], o["python_stack"][:2]) for o in origins],
+                                 [("aten::sqrt", [f"{path}:{line['SCRIPTED']} in gate (TorchScript)",
+                                                  f"{path}:{line['CALLER']} in <module>"])],
+                                 (policy, origins))
 
     def test_an_origins_backward_repeat_leaves_the_search_for_its_stacks(self):
         # Batch 26 (spectral norm of a pruned weight): the forward division's 0/0, found looking
