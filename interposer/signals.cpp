@@ -11,6 +11,14 @@
 // and return the program's disposition while fumi's handler stays in the kernel. A signal the
 // program ignores (SIG_IGN, e.g. under nohup) is left alone, so it stays ignored across exec.
 //
+// SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT (the process crashing: a fault in an extension, an
+// abort()): where the program's disposition is the default, the process is about to die of it,
+// and its counts (since the last periodic snapshot) with it: the snapshot is written first
+// (bounded wait, as above), then the default restored and the signal delivered again. Never
+// deferred (returning from a fault re-runs the faulting instruction); where the program has a
+// handler (Python's faulthandler, a DataLoader worker's), that handler runs at once, no snapshot:
+// it may recover, and one that dies restores the default and raises the signal again.
+//
 // exec*(): the process image's state is written as a snapshot ("exec") before the real call.
 #include <signal.h>
 #include <unistd.h>
@@ -45,6 +53,7 @@ int realSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
 }
 
 constexpr int kWatched[] = {SIGTERM, SIGINT, SIGHUP};
+constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 struct Watched {
   std::atomic<bool> installed{false};
@@ -52,10 +61,16 @@ struct Watched {
 };
 Watched g_watch[NSIG];
 
+bool fatal(int sig) {
+  for (int f : kFatal)
+    if (f == sig) return true;
+  return false;
+}
+
 bool watched(int sig) {
   for (int w : kWatched)
     if (w == sig) return true;
-  return false;
+  return fatal(sig);
 }
 
 bool isHandler(const struct sigaction& a, void (*which)(int)) {
@@ -76,7 +91,8 @@ void installHandler(int sig, const struct sigaction& program) {
 }
 
 void onSignal(int sig, siginfo_t* info, void* ucontext) {
-  if (fumi::t_inside_fumi && fumi::t_signals_prompt == 0 && !fumi::signalsOverdue()) {
+  const bool crash = fatal(sig);
+  if (!crash && fumi::t_inside_fumi && fumi::t_signals_prompt == 0 && !fumi::signalsOverdue()) {
     // Interrupted inside fumi, perhaps holding the locks the snapshot needs: handled (snapshot,
     // then the program's disposition) when this thread leaves fumi (runtime.h leaveFumi).
     fumi::deferSignal(sig, info);
@@ -85,9 +101,9 @@ void onSignal(int sig, siginfo_t* info, void* ucontext) {
   // Handled now: overdue, its deferral is not to be delivered again when the thread leaves.
   if (fumi::t_deferred_signal == sig) fumi::t_deferred_signal = 0;
   const int saved_errno = errno;
-  fumi::snapshotForSignal(sig);
   Watched& w = g_watch[sig];
   const struct sigaction program = w.program;
+  if (!crash || isHandler(program, SIG_DFL)) fumi::snapshotForSignal(sig);
   errno = saved_errno;
   if (isHandler(program, SIG_IGN)) return;
   if (isHandler(program, SIG_DFL)) {
@@ -118,7 +134,8 @@ void onSignal(int sig, siginfo_t* info, void* ucontext) {
 }
 
 void installSignalHandlers() {
-  for (int sig : kWatched) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (!watched(sig)) continue;
     struct sigaction current {};
     if (realSigaction(sig, nullptr, &current) != 0 || isHandler(current, SIG_IGN)) continue;
     g_watch[sig].program = current;

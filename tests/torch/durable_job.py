@@ -5,7 +5,12 @@ Usage: durable_job.py MODE
   handler   its own SIGTERM handler: stop after the current step, exit with status 3
   interrupt KeyboardInterrupt (SIGINT) caught: print "interrupted", exit with status 4
   exec      a few steps, then os.execv into a second image that runs one more step
-  nohup     SIGHUP ignored (as under nohup): the signal changes nothing, exit 0 after 3 s"""
+  nohup     SIGHUP ignored (as under nohup): the signal changes nothing, exit 0 after 3 s
+  segfault  5 more steps, then a read of address 0 (SIGSEGV, as a faulty extension would)
+  abort     5 more steps, then abort() (SIGABRT, as a failed assertion in C++ code would)
+  faulthandler  as segfault, with Python's faulthandler enabled (a program handler of its own)"""
+import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -23,6 +28,8 @@ if mode == "handler":
     signal.signal(signal.SIGTERM, on_term)
 if mode == "nohup":
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+if mode == "faulthandler":
+    faulthandler.enable()
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
@@ -46,6 +53,13 @@ if mode == "exec":
     os.execv(sys.executable, [sys.executable, "-c",
                               "import torch; print('second image', torch.mm(torch.ones(4, 4), "
                               "torch.ones(4, 4)).sum().item(), flush=True)"])
+if mode in ("segfault", "abort", "faulthandler"):
+    for _ in range(5):
+        step()
+    print("crashing", flush=True)
+    if mode == "abort":
+        os.abort()
+    ctypes.string_at(0)
 limit = 3 if mode == "nohup" else 60
 t0 = time.time()
 try:

@@ -61,6 +61,9 @@ class Job:
     def signal_and_wait(self, sig, after=1.0):
         time.sleep(after)
         self.proc.send_signal(sig)
+        return self.wait()
+
+    def wait(self):
         self.stdout, self.stderr = self.proc.communicate(timeout=120)
         self.rc = self.proc.returncode
         self.events = read_events(self.dir)
@@ -89,6 +92,28 @@ class Signals(unittest.TestCase):
         self.assertEqual(op_of(rep, "aten::addmm")["checked"], addmm["checked"])
         text = subprocess.run([FUMI, "report", j.dir], capture_output=True, text=True).stdout
         self.assertIn("SIGTERM", text)
+
+    def test_a_crash_dies_of_its_signal_with_a_snapshot(self):
+        # A process crashing (a fault in an extension, an abort in C++ code) died with the counts
+        # since its last periodic snapshot: a short job's report said "0 calls intercepted".
+        # Snapshots off but for signals: the crash's is the only one.
+        policy = POLICY.replace("snapshot_every: 0.5", "snapshot_every: 0")
+        for mode, sig in (("segfault", signal.SIGSEGV), ("abort", signal.SIGABRT),
+                          ("faulthandler", signal.SIGSEGV)):
+            j = Job(self, mode, policy=policy).wait()
+            self.assertEqual(j.rc, -sig, (mode, j.stderr))  # died of it, as without fumi
+            self.assertIn("crashing", j.stdout)
+            self.assertEqual(j.of("summary"), [])
+            [snap] = j.of("snapshot")
+            self.assertEqual(snap["reason"], sig.name, mode)
+            addmm = next(o for o in snap["ops"] if o["op"] == "aten::addmm")
+            self.assertEqual(addmm["calls"], 12, mode)  # 6 steps, 2 layers
+            rep = report_json(j.dir)
+            self.assertEqual(rep["processes"][0]["ended"], sig.name)
+            self.assertEqual(op_of(rep, "aten::addmm")["calls"], 12)
+            if mode == "faulthandler":  # the program's handler ran: its traceback, then the end
+                self.assertIn("Segmentation fault", j.stderr)
+                self.assertIn("durable_job.py", j.stderr)
 
     def test_program_handler_still_runs(self):
         j = Job(self, "handler").signal_and_wait(signal.SIGTERM)
