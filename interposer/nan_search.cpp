@@ -307,9 +307,21 @@ void nanPropagated(const OpSite* site, const char* input) {
   s.first_propagated = std::string(site->name) + " (input '" + (input ? input : "?") + "')";
 }
 
+namespace {
+
+// nanOrigin's bookkeeping alone, for a caller that reports the call itself (a sampled nan_inf
+// check that saw the values appear from finite inputs): ends a search running (found), or
+// counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
+// where the call is not reported as an origin (its op already was one, origins are off, or
+// max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
+// `python_stack`: the call's Python frames as its event carries them (taken at the call; a
+// check run behind it passes those taken then), which tell its origins at different lines
+// apart. `phase`: the call's, where it is not the calling thread's current one. `spread_of`,
+// where the call is an origin's repeat or spread: how it relates to that origin (its event's
+// `spread_of`, for the report to say).
 nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>& python_stack, const char* phase,
-                              std::string* spread_of) {
+                              const std::vector<std::string>& python_stack,
+                              const char* phase = nullptr, std::string* spread_of = nullptr) {
   if (!site) return nullptr;
   const std::string where = whereKey(python_stack);
   std::vector<ContextEntry> callers = currentContext(site, index);
@@ -331,6 +343,14 @@ nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* de
   return sentinel;
 }
 
+// The fields an origin's violation event carries: `origin`, the optimizer step it was made in
+// (`optimizer_step`) and its claimed `sentinel`.
+nlohmann::json originFields(nlohmann::json sentinel) {
+  return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
+}
+
+}  // namespace
+
 nlohmann::json nanOriginEventFields(const OpSite* site, uint64_t index, const char* detail,
                                     const std::vector<std::string>& python_stack,
                                     const char* phase) {
@@ -339,10 +359,6 @@ nlohmann::json nanOriginEventFields(const OpSite* site, uint64_t index, const ch
   if (!sentinel.is_null()) return originFields(std::move(sentinel));
   if (!spread_of.empty()) return {{"spread_of", std::move(spread_of)}};  // every call: batch 30
   return nullptr;
-}
-
-nlohmann::json originFields(nlohmann::json sentinel) {
-  return {{"origin", true}, {"optimizer_step", optimizerSteps()}, {"sentinel", std::move(sentinel)}};
 }
 
 namespace {

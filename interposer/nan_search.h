@@ -65,23 +65,9 @@ bool nanSearchOp();
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf);
 // nanOrigin's bookkeeping alone, for a caller that reports the call itself (a sampled nan_inf
-// check that saw the values appear from finite inputs): ends a search running (found), or
-// counts as one; the sentinel to write on the call's event ({"op", "call_index"}), or null
-// where the call is not reported as an origin (its op already was one, origins are off, or
-// max_searches are spent, or `detail` "nan_from_inf" soon after an earlier origin: its spread).
-// `python_stack`: the call's Python frames as its event carries them (taken at the call; a
-// check run behind it passes those taken then), which tell its origins at different lines
-// apart. `phase`: the call's, where it is not the calling thread's current one. `spread_of`,
-// where the call is an origin's repeat or spread: how it relates to that origin (its event's
-// `spread_of`, for the report to say).
-nlohmann::json nanOriginClaim(const OpSite* site, uint64_t index, const char* detail,
-                              const std::vector<std::string>& python_stack,
-                              const char* phase = nullptr, std::string* spread_of = nullptr);
-// The fields an origin's violation event carries: `origin`, the optimizer step it was made in
-// (`optimizer_step`) and its claimed `sentinel`.
-nlohmann::json originFields(nlohmann::json sentinel);
-// nanOriginClaim's outcome as fields for the call's own violation event: the origin's
-// (originFields), or `spread_of` where it is an origin's repeat or spread; null otherwise.
+// check that saw the values appear from finite inputs), as fields for the call's own violation
+// event: the origin's (`origin`, `optimizer_step`, the claimed `sentinel`), or `spread_of` where
+// it is an origin's repeat or spread; null otherwise (see nanOriginClaim in nan_search.cpp).
 nlohmann::json nanOriginEventFields(const OpSite* site, uint64_t index, const char* detail,
                                     const std::vector<std::string>& python_stack,
                                     const char* phase);

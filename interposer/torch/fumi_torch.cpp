@@ -1,7 +1,8 @@
 // fumi_torch.cpp — the PyTorch adapter. A RecordFunction observer (FUNCTION scope: every aten
 // op, forward, backward and optimizer; USER_SCOPE: ranges such as "Optimizer.step#SGD.step";
-// TORCHSCRIPT_FUNCTION: only whether the thread runs TorchScript, for scriptFrames) counts each op under its aten name and keeps the thread's framework-op context, so BLAS calls
-// report the aten op that made them. When the policy samples an op call, the observer copies its
+// TORCHSCRIPT_FUNCTION: only whether the thread runs TorchScript, for scriptFrames) counts each
+// op under its aten name and keeps the thread's framework-op context, so BLAS calls report the
+// aten op that made them. When the policy samples an op call, the observer copies its
 // inputs before the op runs, and after it ran hands libfumi a description whose rerun() calls
 // the op again through the dispatcher on fresh copies (checks: perturb, highprec, determinism...).
 // Loaded by libfumi only (interposer/adapter.cpp); talks to it through adapter_api.h; every
@@ -2404,7 +2405,9 @@ class InputNote {
       const c10::IValue& v = inputs[i];
       if (stats >= 0 && (i == static_cast<size_t>(stats) || i == static_cast<size_t>(stats) + 1)) {
         if (past)
-          forEachTensor(v, [&](const at::Tensor& t, int) { written_.emplace_back(t, false, true); });
+          forEachTensor(v, [&](const at::Tensor& t, int) {
+            written_.emplace_back(t, false, true);
+          });
         continue;
       }
       if (v.isDouble()) {

@@ -2991,9 +2991,9 @@ class NanOrigin(unittest.TestCase):
                 self.assertEqual(r.rc, 0, r.stderr)
                 self.assertEqual(r.stdout, plain.stdout)  # results never change
                 origins = [v for v in r.of("violation") if v.get("origin")]
+                scripted = f"{path}:{line['SCRIPTED']} in gate (TorchScript)"
                 self.assertEqual([(o["op"], o["python_stack"][:2]) for o in origins],
-                                 [("aten::sqrt", [f"{path}:{line['SCRIPTED']} in gate (TorchScript)",
-                                                  f"{path}:{line['CALLER']} in <module>"])],
+                                 [("aten::sqrt", [scripted, f"{path}:{line['CALLER']} in <module>"])],
                                  (policy, origins))
 
     def test_an_origins_backward_repeat_leaves_the_search_for_its_stacks(self):
