@@ -50,15 +50,23 @@ bool contextReadsSharedMemory() {
   return probe && probe() != 0;
 }
 
+uint8_t phaseMarkerOf(const char* name) {
+  // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
+  if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return 1;
+  if (std::strncmp(name, "Optimizer.step", 14) == 0) return 2;
+  return 0;
+}
+
 const char* currentPhase() {
   const int n = storedDepth();
   if (n == 0) return "";
   for (int i = 0; i < n; ++i) {
-    // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
     if (!t_stack[i].site) continue;
-    const char* name = t_stack[i].site->name;
-    if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return "backward";
-    if (std::strncmp(name, "Optimizer.step", 14) == 0) return "optimizer";
+    switch (t_stack[i].site->phase_marker) {
+      case 1: return "backward";
+      case 2: return "optimizer";
+      default: break;
+    }
   }
   return "forward";
 }

@@ -32,5 +32,9 @@ bool contextReadsSharedMemory();
 // Training phase of the current thread's framework ops: "backward" inside an autograd node,
 // "optimizer" inside an optimizer step, "forward" otherwise; "" outside any framework op.
 const char* currentPhase();
+// The phase a range or op of this name begins (OpSite::phase_marker, read by currentPhase on
+// every kept op: two string comparisons per framework op around it had cost 150 instructions):
+// 1 an autograd node ("backward"), 2 an optimizer step, 0 neither.
+uint8_t phaseMarkerOf(const char* name);
 
 }  // namespace fumi

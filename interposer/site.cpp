@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "context.h"
 #include "loss_scaling.h"
 #include "report.h"
 #include "runtime.h"
@@ -74,6 +75,7 @@ OpSite::OpSite(const char* op_name, const char* backend_name, fumi_dtype op_dtyp
     : calls(firstCallIndex()),
       name(op_name),
       scaler_marker(static_cast<uint8_t>(scalerMarkerOf(op_name))),
+      phase_marker(phaseMarkerOf(op_name)),
       backend(backend_name),
       dtype(op_dtype),
       slot(g_next_slot.fetch_add(1)) {

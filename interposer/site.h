@@ -138,6 +138,7 @@ struct OpSite {
   alignas(64) std::atomic<OpDecision*> decision{nullptr};
   alignas(64) const char* name;
   uint8_t scaler_marker = 0;  // ScalerMarker of this range or op (loss_scaling.h)
+  uint8_t phase_marker = 0;   // the phase it begins (context.h phaseMarkerOf)
   const char* backend;
   fumi_dtype dtype;
   uint32_t slot;  // index in ThreadCounts (>= kMaxCountedSites: counted in `calls` only)

@@ -49,6 +49,12 @@
 #include "wide_conv.h"
 #include "wide_ops.h"
 
+// This module's thread-locals, reached from one computed base per function: local-dynamic, where
+// the default (global-dynamic, for a library loaded by dlopen) calls __tls_get_addr for each
+// variable read (about 14 calls an op in the end callback alone). Never for other modules'
+// (c10's dispatch-key set: the linker refuses).
+#define FUMI_LOCAL_TLS [[gnu::tls_model("local-dynamic")]] thread_local
+
 namespace {
 
 const fumi_adapter_api* g_api = nullptr;
@@ -984,8 +990,8 @@ bool sharedStorage(const at::Tensor& t) {
   if (at::MapAllocator::fromDataPtr(p) || at::RefcountedMapAllocator::fromDataPtr(p)) return true;
   // Other owners (numpy arrays, from_blob): which library the deleter is in, remembered for the
   // last few seen (dladdr costs about a microsecond).
-  thread_local std::pair<c10::DeleterFnPtr, bool> seen[4] = {};
-  thread_local size_t next = 0;
+  FUMI_LOCAL_TLS std::pair<c10::DeleterFnPtr, bool> seen[4] = {};
+  FUMI_LOCAL_TLS size_t next = 0;
   for (const auto& [d, shm] : seen)
     if (d == deleter) return shm;
   Dl_info info{};
@@ -2050,7 +2056,7 @@ struct KnownOrigin {
   uint64_t index = 0;
   NonFinite out;
 };
-thread_local std::vector<KnownOrigin> t_known_origins;
+FUMI_LOCAL_TLS std::vector<KnownOrigin> t_known_origins;
 constexpr size_t kKnownOrigins = 64;
 
 const KnownOrigin* knownOrigin(const void* site, uint64_t index) {
@@ -2231,7 +2237,7 @@ struct OpRate {
   double rate = 0;  // ops a second over the last window
   bool keep = true;
 };
-thread_local OpRate t_rate;
+FUMI_LOCAL_TLS OpRate t_rate;
 
 // Whether to keep the op that has just returned (counted towards the rate).
 bool keepingPast() {
@@ -2561,7 +2567,7 @@ struct PendingOrigin {
   int waited = 0;  // ops begun since, none reading them
   size_t depth = 0;  // the ops running (t_running) as it returned
 };
-thread_local PendingOrigin t_pending;
+FUMI_LOCAL_TLS PendingOrigin t_pending;
 constexpr int kPendingOps = 16;
 
 void reportPending() {
@@ -2619,13 +2625,13 @@ void searchFound(size_t depth, const OpObservation& obs, const char* detail,
     });
 }
 
-thread_local uint64_t t_optimizer_steps = 0;  // the Optimizer.step calls this thread began
+FUMI_LOCAL_TLS uint64_t t_optimizer_steps = 0;  // the Optimizer.step calls this thread began
 
 // The optimizer steps this thread had begun when a sentinel or a search last saw non-finite
 // values, and before that step (UINT64_MAX: never): lookBack looks over the step before only
 // where that one saw none (a NaN made in its backward pass, spread by its update; not NaN held
 // all along).
-thread_local uint64_t t_nonfinite_step = UINT64_MAX, t_nonfinite_step_before = UINT64_MAX;
+FUMI_LOCAL_TLS uint64_t t_nonfinite_step = UINT64_MAX, t_nonfinite_step_before = UINT64_MAX;
 void sawNonFinite() {
   if (t_nonfinite_step == t_optimizer_steps) return;
   t_nonfinite_step_before = t_nonfinite_step;
@@ -2922,7 +2928,7 @@ class PastOpsOfThread {
  private:
   PastOps* ops_ = new PastOps;
 };
-thread_local PastOpsOfThread t_past_of_thread;
+FUMI_LOCAL_TLS PastOpsOfThread t_past_of_thread;
 PastOps& pastOps() { return t_past_of_thread.get(); }
 
 bool isOptimizerPhase(const char* phase) { return phase && std::strcmp(phase, "optimizer") == 0; }
@@ -3523,7 +3529,7 @@ struct Running {
   bool state_watch = false;   // an optimizer's in-place write, watched (watchState)
   NonFinite state_before;     // what its first argument held before it
 };
-thread_local std::vector<Running> t_running;
+FUMI_LOCAL_TLS std::vector<Running> t_running;
 
 // An optimizer's state holding Inf stops a layer for good and no NaN need follow: AdaBelief's
 // second moment overflowed on one gradient 1e38 too large, every later step of that layer was
@@ -3535,7 +3541,7 @@ thread_local std::vector<Running> t_running;
 // Two reads of what each write touches, every eighth step (policy.md: within noise on resnet18
 // with Adam).
 constexpr uint64_t kStateEvery = 8;
-thread_local std::vector<void*> t_state_seen;  // ops whose state started a search
+FUMI_LOCAL_TLS std::vector<void*> t_state_seen;  // ops whose state started a search
 
 // Whether in-place op `fn` in the optimizer's phase is one to watch (above), and if so what its
 // first argument holds now, before it runs.
@@ -3617,7 +3623,7 @@ struct SharedEntry {
   bool shared;
   SiteFacts facts;
 };
-thread_local std::vector<SharedEntry> t_shared;
+FUMI_LOCAL_TLS std::vector<SharedEntry> t_shared;
 
 // Whether an op running around the calling one (the `skip` innermost calls left out: the op
 // itself, as it begins) writes an argument: what the ops inside it see may be a proxy of its
@@ -3686,10 +3692,10 @@ const char* callerChecksIt(void* site) {
 
 // Calls nested inside a call being checked are part of the same computation (linear -> addmm):
 // only the outermost sampled call is checked. `t_checked_op`: why the nested ones were not.
-thread_local int t_checked_depth = 0;
-thread_local std::string t_checked_op;
-thread_local bool t_checked_autocast = false;  // the outermost one ran under autocast
-thread_local CapturedCall* t_checked_call = nullptr;  // the outermost one
+FUMI_LOCAL_TLS int t_checked_depth = 0;
+FUMI_LOCAL_TLS std::string t_checked_op;
+FUMI_LOCAL_TLS bool t_checked_autocast = false;  // the outermost one ran under autocast
+FUMI_LOCAL_TLS CapturedCall* t_checked_call = nullptr;  // the outermost one
 
 // `view`: the op may return views of its inputs (returnsView; CapturedCall::check).
 std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* site,
@@ -3821,7 +3827,7 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
 // The context push happens whatever fails (a null site is an unnamed entry), so that onEnd's
 // pop always pairs with it.
 // The TorchScript functions this thread runs (their TORCHSCRIPT_FUNCTION ranges).
-thread_local int t_script_depth = 0;
+FUMI_LOCAL_TLS int t_script_depth = 0;
 
 // Where the calling thread runs in TorchScript code (libfumi's set_script_frames): an op a
 // scripted function runs has no Python frame of its own, its innermost Python frame is the line
@@ -3833,7 +3839,7 @@ const char* scriptFrames() {
   if (t_script_depth <= 0) return nullptr;
   try {
     const std::vector<torch::jit::StackEntry> entries = torch::jit::currentCallstack();
-    thread_local std::string key;  // reused: no allocation once a thread has run a place
+    FUMI_LOCAL_TLS std::string key;  // reused: no allocation once a thread has run a place
     key.clear();
     for (const torch::jit::StackEntry& e : entries) {
       const void* source = e.range.source().get();
@@ -3842,7 +3848,7 @@ const char* scriptFrames() {
       key.append(reinterpret_cast<const char*>(&start), sizeof start);
     }
     if (key.empty()) return nullptr;
-    thread_local std::unordered_map<std::string, const char*> seen;  // this thread's, no lock
+    FUMI_LOCAL_TLS std::unordered_map<std::string, const char*> seen;  // this thread's, no lock
     if (auto found = seen.find(key); found != seen.end()) return found->second;
     std::string text;
     for (const torch::jit::StackEntry& e : entries) {
@@ -3870,7 +3876,7 @@ const char* scriptFrames() {
 // not observed (unobservedInside), to be turned on again as that op ends: nothing inside it is
 // observed, so the next end this thread sees is its own. Not while a thread-local observer (the
 // profiler) is on: the program's own profile keeps them.
-thread_local bool t_unobserved = false;
+FUMI_LOCAL_TLS bool t_unobserved = false;
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
@@ -3947,7 +3953,7 @@ void lookBackFrom(void* site, uint64_t index) {
   if (g_api->nan_search()) lookBack();
 }
 
-thread_local uint64_t t_raised_step = UINT64_MAX;
+FUMI_LOCAL_TLS uint64_t t_raised_step = UINT64_MAX;
 void raised(void* site, uint64_t index) {
   if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
   t_raised_step = t_optimizer_steps;
