@@ -163,11 +163,16 @@ bool returnsView(const c10::OperatorName& name) {
 // baddbmm take their matrices one at a time, each through select, as_strided and resolve_conj
 // (views, dispatched and observed like any op) around one sgemm_, which libfumi's BLAS hook still
 // sees: batch 32's Swin Transformer, whose window attention multiplies thousands of 16x16
-// matrices, made 4.6 M of its 5.5 M intercepted calls there, 1.4-1.9x plain. Nothing inside
-// computes values of its own (views are neither checked nor kept for looking back).
+// matrices, made 4.6 M of its 5.5 M intercepted calls there, 1.4-1.9x plain. mm and addmm run
+// three resolve_conj, addmm an expand and the copy_ of its bias into the result too (batch 33's
+// graph U-Net: 31% of its 3.6 M calls inside mm, addmm and linear's addmm). Nothing inside
+// computes values of its own (views are neither checked nor kept for looking back; the bias's
+// copy is the op's own work, which it returns).
 bool unobservedInside(const c10::OperatorName& name) {
-  return name.name == "aten::bmm" || name.name == "aten::baddbmm" ||
-         name.name == "aten::baddbmm_";
+  static const char* const kOps[] = {"aten::bmm", "aten::baddbmm", "aten::baddbmm_",
+                                     "aten::mm",  "aten::addmm",   "aten::addmm_"};
+  return std::any_of(std::begin(kOps), std::end(kOps),
+                     [&name](const char* op) { return name.name == op; });
 }
 
 // Whether the op's schema writes an argument (Tensor(a!): in-place, out=). Such an op may run

@@ -1413,29 +1413,37 @@ class AtenChecks(unittest.TestCase):
             self.assertEqual(ops[op]["violations"], 0, op)
             self.assertIn("highprec.normwise_rel", ops[op]["worst"], op)
 
-    def test_the_views_inside_bmm_are_not_intercepted(self):
+    def test_the_views_inside_matrix_products_are_not_intercepted(self):
         """torch 1.13's CPU bmm and baddbmm take their matrices one at a time through select,
         as_strided and resolve_conj, each a dispatched op (batch 32: Swin's window attention,
-        4.6 M of the job's 5.5 M intercepted calls, 1.4-1.9x plain). The ops inside them are
-        not observed; the sgemm_ each matrix runs still is. A program profiling itself keeps
-        them in its profile."""
+        4.6 M of the job's 5.5 M intercepted calls, 1.4-1.9x plain); mm and addmm run three
+        resolve_conj, addmm an expand and its bias's copy_ (batch 33's graph U-Net). The ops
+        inside them are not observed; the sgemm_ each matrix runs still is. A program profiling
+        itself keeps them in its profile."""
         code = textwrap.dedent("""
             import torch
             torch.manual_seed(0)
             q, k = torch.randn(64, 16, 8), torch.randn(64, 8, 16)
             a = torch.bmm(q, k)
             b = torch.baddbmm(a, q, k)
+            m = torch.addmm(torch.randn(8), torch.mm(q[0], k[0]), k[1].t())
             with torch.profiler.profile() as prof:
                 c = torch.bmm(q, k)
             names = [e.name for e in prof.events()]
-            print(repr(float(b.sum())), repr(float(c.sum())), names.count("aten::select"))
+            print(repr(float(b.sum())), repr(float(c.sum())), repr(float(m.sum())),
+                  names.count("aten::select"), names.count("aten::resolve_conj"))
             """)
         r = run_same(self, code)
-        self.assertTrue(r.stdout.split()[-1] == "192", r.stdout)  # 3 per matrix, profiled
+        selects, resolves = (int(n) for n in r.stdout.split()[-2:])
+        self.assertEqual(selects, 3 * 64)  # the profiled bmm's: 3 a matrix
         ops = torch_summary(r)
-        self.assertEqual((ops["aten::bmm"]["calls"], ops["aten::baddbmm"]["calls"]), (2, 1))
-        self.assertEqual(ops["sgemm_"]["calls"], 3 * 64)
-        self.assertEqual(ops["aten::select.int"]["calls"], 3 * 64)  # the profiled bmm's only
+        self.assertEqual([ops[op]["calls"] for op in
+                          ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")], [2, 1, 1, 1])
+        self.assertEqual(ops["sgemm_"]["calls"], 3 * 64 + 2)
+        # inside, only the profiled bmm's (and the program's own q[0], k[0], k[1])
+        self.assertEqual(ops["aten::select.int"]["calls"], selects + 3)
+        self.assertEqual(ops["aten::resolve_conj"]["calls"], resolves)
+        self.assertNotIn("aten::expand", ops)
 
     def test_traced_convolutions_checked_once(self):
         """A traced model's graph calls aten::_convolution, convolution's implementation step,
