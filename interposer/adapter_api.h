@@ -43,7 +43,8 @@ extern "C" {
  *    parameters outside an optimizer step: SAM's ascent step, before its zero_grad).
  * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
  *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
- * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in). */
+ * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in);
+ *    fumi_past_call.out_of_domain. */
 #define FUMI_ADAPTER_ABI_VERSION 20u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -75,6 +76,11 @@ typedef struct fumi_past_call {
   /* ABI 19, in nan_looked_back's `call` and `through`: nonzero for a division whose divisor,
    * one element read as the call ran, was exactly 0: it made non-finite values for certain. */
   uint32_t by_zero;
+  /* ABI 20, likewise: nonzero for a call whose input, still held as the call read it, lies
+   * outside the op's domain (a sqrt of a negative, a log of 0, a fractional power of a
+   * negative): it made non-finite values, which a later op may have dropped (a `where` guarding
+   * a log is common), so it only tells calls of the same op apart. */
+  uint32_t out_of_domain;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution

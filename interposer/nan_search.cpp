@@ -477,6 +477,12 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
       if (i < through.size() && through[i].by_zero && through[i].site) return i;
   if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
     return through.size();
+  // Of calls of the same op, one whose held input lies outside its domain (two `** 0.5` on one
+  // line, the nearer one of a finite base named: batch 33).
+  if (!through[likely[0]].out_of_domain)
+    for (size_t i : likely)
+      if (i < through.size() && through[i].out_of_domain && through[i].site == through[likely[0]].site)
+        return i;
   return likely[0];
 }
 

@@ -80,6 +80,7 @@ struct PastCall {
   uint32_t steps_ago = 0;  // optimizer steps begun since it ran (fumi_past_call.steps_ago)
   fumi_py_place place{};   // where it ran in the program's Python code (pystack.h)
   bool by_zero = false;     // a division by an exact 0 (fumi_past_call.by_zero)
+  bool out_of_domain = false;  // its held input outside its domain (fumi_past_call.out_of_domain)
 };
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the

@@ -2426,6 +2426,7 @@ class InputNote {
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
         nan_scalar_ = nan_scalar_ || std::isnan(d);
         scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
+        fractional_scalar_ = fractional_scalar_ || (std::isfinite(d) && d != std::floor(d));
       }
       forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true, past); });
     }
@@ -2434,6 +2435,7 @@ class InputNote {
   bool nonfiniteScalar() const { return nonfinite_scalar_; }  // a floating scalar not finite
   bool nanScalar() const { return nan_scalar_; }              // a floating scalar NaN
   bool scalarAboveOne() const { return scalar_above_one_; }  // |a floating scalar| > 1
+  bool fractionalScalar() const { return fractional_scalar_; }  // a floating scalar not whole
   // f(tensor) for each input tensor; false when one of them is gone (the op held its last
   // reference and dropped it), whose values are then unknown.
   template <class F>
@@ -2455,7 +2457,7 @@ class InputNote {
 
  private:
   bool recorded_ = false, nonfinite_scalar_ = false, nan_scalar_ = false,
-       scalar_above_one_ = false;
+       scalar_above_one_ = false, fractional_scalar_ = false;
   c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
   std::vector<TensorNote> written_;          // its running statistics, kept ops only
 };
@@ -3224,11 +3226,44 @@ bool dividesByZero(const PastOp& e) {
          in[1].element() == TensorNote::Element::kZero;
 }
 
-// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran, and
-// whether it divided by an exact 0.
+// Whether kept op `e`'s input, still held as it read it, lies outside the op's domain: it made
+// non-finite values (which a later op may have dropped). Restricted-domain ops on their first
+// argument, by their schema names (`e.op`); a power only with a fractional scalar exponent.
+bool outsideDomain(const PastOp& e) {
+  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne };
+  struct Domain {
+    const char* op;
+    Test test;
+  };
+  static const Domain kDomains[] = {
+      {"aten::sqrt", Test::kNegative},       {"aten::rsqrt", Test::kNonPositive},
+      {"aten::log", Test::kNonPositive},     {"aten::log2", Test::kNonPositive},
+      {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
+      {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
+      {"aten::pow", Test::kNegative}};
+  const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
+                               [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
+  const auto& in = e.inputs.tensors();
+  if (d == std::end(kDomains) || in.empty()) return false;
+  if (std::strcmp(d->op, "aten::pow") == 0 && !e.inputs.fractionalScalar()) return false;
+  const at::Tensor t = in[0].asSeen();
+  if (!t.defined() || !readable(t) || !t.is_floating_point() || t.numel() == 0) return false;
+  switch (d->test) {
+    case Test::kNegative: return (t < 0).any().item<bool>();
+    case Test::kNonPositive: return (t <= 0).any().item<bool>();
+    case Test::kBelowMinusOne: return (t <= -1).any().item<bool>();
+    case Test::kAboveOne: return (t.abs() > 1).any().item<bool>();
+  }
+  return false;
+}
+
+// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran, whether it
+// divided by an exact 0, and whether its held input lies outside its domain (inside lookBack:
+// the tensor reads are fumi's own).
 fumi_past_call pastCall(const PastOp& e) {
   fumi_past_call c = e.call;
   c.by_zero = dividesByZero(e) ? 1 : 0;
+  c.out_of_domain = outsideDomain(e) ? 1 : 0;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
   return c;
 }
@@ -3478,7 +3513,7 @@ bool lookBack(bool dry = false) {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0, 0};
   past.step = t_optimizer_steps;
   past.op = op;
   past.inputs = std::move(inputs);

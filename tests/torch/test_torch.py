@@ -2858,6 +2858,27 @@ class NanOrigin(unittest.TestCase):
                              [("aten::div.Tensor", f"<string>:{line} in <module>")],
                              (policy, origins))
 
+    def test_of_two_calls_of_an_op_the_one_outside_its_domain_is_named(self):
+        # Batch 33 (DiffWave's q_sample, a noise level below 0): two `** 0.5` on one line, their
+        # results gone; the nearer one, of a finite base, was named. The other's base, still
+        # held, was negative.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 8)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+            for step in range(2):
+                s = torch.rand(4, 1) - (0.5 if step == 1 else 0.0)
+                a, n = torch.randn(4, 8), torch.randn(4, 8)
+                y = lin(s**0.5 * a + (1.0 - s)**0.5 * n)  # TWOPOWS
+                loss = (y * y).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["call_index"]), ("aten::pow.Tensor_Scalar", 2), o)
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
