@@ -3912,10 +3912,24 @@ const char* scriptFrames() {
   }
 }
 
+// Whether every tensor argument of the op is a plain strided tensor with storage, its inputs
+// boxed: not a functorch wrapper (vmap's batched tensors, grad's: their batching rules run the
+// product underneath on the physical tensors, which are checked there), nor a sparse or opaque
+// one, whose products run other kernels inside.
+bool plainOperands(const at::RecordFunction& fn) {
+  const auto inputs = fumi::torch_compat::inputsOf(fn);
+  bool plain = !inputs.empty();
+  for (const c10::IValue& v : inputs)
+    forEachTensor(v, [&plain](const at::Tensor& t, int) {
+      plain = plain && t.layout() == at::kStrided && t.has_storage();
+    });
+  return plain;
+}
+
 // Whether this thread's RecordFunction was turned off by onStart for an op whose inner ops are
 // not observed (unobservedInside), to be turned on again as that op ends: nothing inside it is
 // observed, so the next end this thread sees is its own. Not while a thread-local observer (the
-// profiler) is on: the program's own profile keeps them.
+// profiler) is on: the program's own profile keeps them; nor for other than plain operands.
 FUMI_LOCAL_TLS bool t_unobserved = false;
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
@@ -3929,7 +3943,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     site = siteFor(fn, facts);
   } catch (...) {
   }
-  if (facts.opaque && !t_unobserved && !at::hasThreadLocalCallbacks()) {
+  if (facts.opaque && !t_unobserved && !at::hasThreadLocalCallbacks() && plainOperands(fn)) {
     at::enableRecordFunction(false);
     t_unobserved = true;
   }
