@@ -44,7 +44,7 @@ extern "C" {
  * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
  *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
  * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in);
- *    fumi_past_call.out_of_domain. */
+ *    fumi_past_call.out_of_domain; fumi_py_place.node (the autograd node a kept call ran in). */
 #define FUMI_ADAPTER_ABI_VERSION 20u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -58,6 +58,10 @@ typedef struct fumi_py_place {
   /* ABI 20: the TorchScript frames it ran in (set_script_frames' text; NULL: none), which come
    * before its Python frames. */
   const char* script;
+  /* ABI 20: the innermost autograd node it ran in, in the backward pass (its
+   * "autograd::engine::evaluate_function: ..." range; opaque to adapters), NULL elsewhere: the
+   * Python frames of a backward op are the backward() call's. */
+  const void* node;
 } fumi_py_place;
 
 /* One call of an op an adapter saw earlier (nan_looked_back). */

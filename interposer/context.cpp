@@ -57,6 +57,12 @@ uint8_t phaseMarkerOf(const char* name) {
   return 0;
 }
 
+const OpSite* innermostAutogradNode() {
+  for (int i = storedDepth(); i-- > 0;)
+    if (t_stack[i].site && t_stack[i].site->phase_marker == 1) return t_stack[i].site;
+  return nullptr;
+}
+
 const char* currentPhase() {
   const int n = storedDepth();
   if (n == 0) return "";

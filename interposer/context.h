@@ -36,5 +36,8 @@ const char* currentPhase();
 // every kept op: two string comparisons per framework op around it had cost 150 instructions):
 // 1 an autograd node ("backward"), 2 an optimizer step, 0 neither.
 uint8_t phaseMarkerOf(const char* name);
+// The innermost autograd node range the calling thread runs in (its site), or null: outside
+// the backward pass.
+const OpSite* innermostAutogradNode();
 
 }  // namespace fumi

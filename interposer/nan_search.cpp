@@ -632,6 +632,9 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
   if (!origin_py.empty()) more["python_stack"] = std::move(origin_py);
+  // the autograd node it ran in: a backward op's Python frames are the backward() call's
+  if (origin.place.node)
+    more["context"] = {static_cast<const OpSite*>(origin.place.node)->name};
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};

@@ -12,6 +12,9 @@
 
 #include "pystack.h"
 
+#include "context.h"
+#include "site.h"
+
 #include <dlfcn.h>
 
 #include <atomic>
@@ -200,6 +203,7 @@ bool programFrame(const std::string& frame) {
 void capturePythonPlace(fumi_py_place& out) {
   out = fumi_py_place{};
   out.script = scriptFrames();
+  out.node = innermostAutogradNode();
 #ifdef FUMI_PY_LAYOUT
   const PythonApi& py = api();
   if (!py.places || !py.isInitialized()) return;

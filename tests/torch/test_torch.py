@@ -2879,6 +2879,31 @@ class NanOrigin(unittest.TestCase):
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["call_index"]), ("aten::pow.Tensor_Scalar", 2), o)
 
+    def test_a_looked_back_backward_origin_names_its_autograd_node(self):
+        # Batch 34 (Transformer Hawkes' log-likelihood): a `log` of a zero intensity, dropped by
+        # a `where` in the forward pass; its gradient divides 0 by 0. Found looking back, the
+        # division was named at the backward() line with nothing saying whose gradient it was.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(4, 3)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+            x = torch.randn(8, 4); mask = torch.rand(8, 3) > 0.3
+            for step in range(2):
+                lam = torch.nn.functional.softplus(lin(x)) * mask
+                ll = torch.where(mask, torch.log(lam), torch.zeros_like(lam))
+                loss = -ll.sum()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"], o["looked_back"], o.get("context")),
+                         ("aten::div.Tensor", "backward", True,
+                          ["autograd::engine::evaluate_function: LogBackward0"]), o)
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("in the backward pass, inside LogBackward0", report.stdout)
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
