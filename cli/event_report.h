@@ -126,6 +126,9 @@ struct ViolationInfo {
   // The autograd node a backward-pass call ran in ("LogBackward0": the innermost
   // "autograd::engine::evaluate_function: ..." of its `context`), empty otherwise.
   std::string autograd_node;
+  // Found looking back: the forward call whose node that is ("aten::log #1"), whose line its
+  // python_stack is; empty otherwise.
+  std::string forward_call;
   std::string phase;  // the event's: "forward", "backward", "optimizer"; empty when absent
   // In the backward pass: an autograd node's, or found looking back in that phase (no context).
   bool backward() const { return !autograd_node.empty() || phase == "backward"; }

@@ -170,6 +170,7 @@ std::string originText(const NanOrigin& o) {
   // already made them, log(0), shows up as its node's division by 0).
   if (!v.autograd_node.empty()) s += " in the backward pass, inside " + v.autograd_node;
   else if (v.backward()) s += " in the backward pass";
+  if (!v.forward_call.empty()) s += ", the gradient of " + v.forward_call + " (its line)";
   if (!o.inf_of.empty())
     s += " (from Inf: the origin " + o.inf_of + " made Inf in this step: likely its spread)";
   if (!o.gradient_of.empty())

@@ -301,7 +301,8 @@ void apiNanPropagated(void* site, const char* input) {
 
 PastCall pastCall(const fumi_past_call& c) {
   return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase, c.hops, c.steps_ago,
-                  c.place,  c.by_zero != 0, c.out_of_domain != 0};
+                  c.place,  c.by_zero != 0, c.out_of_domain != 0,
+                  static_cast<const OpSite*>(c.forward_site), c.forward_index};
 }
 void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
                       const fumi_past_call* through, size_t n_through, const char* not_origin) {

@@ -44,7 +44,8 @@ extern "C" {
  * 19: python_place and fumi_past_call.place (where in the program's Python code a kept call
  *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
  * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in);
- *    fumi_past_call.out_of_domain; fumi_py_place.node (the autograd node a kept call ran in). */
+ *    fumi_past_call.out_of_domain and forward_site/forward_index; fumi_py_place.node (the
+ *    autograd node a kept call ran in). */
 #define FUMI_ADAPTER_ABI_VERSION 20u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -85,6 +86,12 @@ typedef struct fumi_past_call {
    * negative): it made non-finite values, which a later op may have dropped (a `where` guarding
    * a log is common), so it only tells calls of the same op apart. */
   uint32_t out_of_domain;
+  /* ABI 20, in nan_looked_back's `call`: for a call of the backward pass, the forward call whose
+   * autograd node it ran in (RecordFunction's sequence numbers), where still kept; its `place`
+   * is then that call's Python frames (the line the program wrote), not the backward() call's.
+   * NULL elsewhere. */
+  void* forward_site;
+  uint64_t forward_index;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution

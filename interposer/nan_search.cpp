@@ -593,7 +593,9 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
                         ", which made NaN from Inf: the spread of the origin reported earlier";
       return;
     }
-    if (searching) {  // claim ended it: it goes on for the origin's stacks
+    // claim ended it: it goes on for the origin's stacks, but for a backward op placed at its
+    // forward call's line (its own would be the engine's and the backward() call's)
+    if (searching && !origin.forward_site) {
       g_nan_search_active.store(1, std::memory_order_relaxed);
       s.awaiting_stack = origin.site->name;
       s.awaiting_index = origin.index;
@@ -635,6 +637,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   // the autograd node it ran in: a backward op's Python frames are the backward() call's
   if (origin.place.node)
     more["context"] = {static_cast<const OpSite*>(origin.place.node)->name};
+  // and the forward call whose node that is, whose line its python_stack then is
+  if (origin.forward_site) more["forward_call"] = callText(origin.forward_site, origin.forward_index);
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};

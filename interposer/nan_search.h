@@ -81,6 +81,9 @@ struct PastCall {
   fumi_py_place place{};   // where it ran in the program's Python code (pystack.h)
   bool by_zero = false;     // a division by an exact 0 (fumi_past_call.by_zero)
   bool out_of_domain = false;  // its held input outside its domain (fumi_past_call.out_of_domain)
+  // the forward call whose autograd node it ran in (fumi_past_call.forward_site), or null
+  const OpSite* forward_site = nullptr;
+  uint64_t forward_index = 0;
 };
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the

@@ -2288,8 +2288,8 @@ bool isZero(const at::Tensor& t) {
 // otherwise the note holds the tensor and nothing more (version unknown).
 class TensorNote {
  public:
-  // kNaN: NaN, maybe Inf too; kZero: finite and exactly 0 (a divisor)
-  enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf, kZero };
+  // kNaN: NaN, maybe Inf too; kZero: finite and exactly 0 (a divisor); kEmpty: no elements
+  enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf, kZero, kEmpty };
   TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
     if (!past) return;
     version_ = t.is_inference() ? -1 : t._version();
@@ -2307,6 +2307,8 @@ class TensorNote {
                  : seen.inf ? Element::kInf
                  : isZero(t) ? Element::kZero
                              : Element::kFinite;
+    } else if (input && t.numel() == 0) {
+      element_ = Element::kEmpty;
     }
   }
   Element element() const { return element_; }
@@ -2773,6 +2775,9 @@ struct PastOp {
   // Which outputs (bit i: outputs[i]) it wrote without a version bump: batch norm's running
   // statistics (runningStatsIndex), what earlier ops left in that memory then gone unseen.
   uint64_t silent_outputs = 0;
+  // RecordFunction's sequence number of the call (that of the autograd node a forward call
+  // makes), and in the backward pass that of the node it ran in (-1: none; forwardOf).
+  int64_t seq = -1, node_seq = -1;
   // Marks its outputs of `t`'s memory as the caller's, `by`, which returns `t` (the callers
   // return in turn, the outermost last).
   void supersede(const TensorNote& t, const fumi_past_call& by) {
@@ -3230,7 +3235,7 @@ bool dividesByZero(const PastOp& e) {
 // non-finite values (which a later op may have dropped). Restricted-domain ops on their first
 // argument, by their schema names (`e.op`); a power only with a fractional scalar exponent.
 bool outsideDomain(const PastOp& e) {
-  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne };
+  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty };
   struct Domain {
     const char* op;
     Test test;
@@ -3240,28 +3245,57 @@ bool outsideDomain(const PastOp& e) {
       {"aten::log", Test::kNonPositive},     {"aten::log2", Test::kNonPositive},
       {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
       {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
-      {"aten::pow", Test::kNegative}};
+      {"aten::pow", Test::kNegative},        {"aten::mean", Test::kEmpty}};
   const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
                                [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
   const auto& in = e.inputs.tensors();
   if (d == std::end(kDomains) || in.empty()) return false;
   if (std::strcmp(d->op, "aten::pow") == 0 && !e.inputs.fractionalScalar()) return false;
+  // a mean of nothing, 0/0: told by what it read (the selection is gone once it returns)
+  if (d->test == Test::kEmpty) return in[0].element() == TensorNote::Element::kEmpty;
   const at::Tensor t = in[0].asSeen();
-  if (!t.defined() || !readable(t) || !t.is_floating_point() || t.numel() == 0) return false;
+  if (!t.defined() || !t.is_floating_point()) return false;
+  if (!readable(t) || t.numel() == 0) return false;
   switch (d->test) {
     case Test::kNegative: return (t < 0).any().item<bool>();
     case Test::kNonPositive: return (t <= 0).any().item<bool>();
     case Test::kBelowMinusOne: return (t <= -1).any().item<bool>();
     case Test::kAboveOne: return (t.abs() > 1).any().item<bool>();
+    case Test::kEmpty: break;
   }
   return false;
 }
 
-// A kept op's call as nan_looked_back tells it: how many optimizer steps ago it ran, whether it
-// divided by an exact 0, and whether its held input lies outside its domain (inside lookBack:
-// the tensor reads are fumi's own).
-fumi_past_call pastCall(const PastOp& e) {
+// For kept op `i` of the backward pass, the forward call whose autograd node it ran in, where the
+// ring still holds it: the last forward op before it with the node's sequence number (ops after
+// the one making a node see the next number; an op's callers see its own and return after it).
+// Its Python frames become the call's: a backward op's are the backward() call's, and the line
+// the program wrote is the forward one (batch 34: a `where`-guarded log's gradient 0/0 named at
+// the backward() line).
+void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
+  const int64_t node = past[i].node_seq;
+  if (node < 0) return;
+  for (size_t k = i; k-- > 0;) {
+    const PastOp& f = past[k];
+    if (f.node_seq >= 0 || f.seq != node) continue;
+    call.forward_site = f.call.site;
+    call.forward_index = f.call.index;
+    if (f.call.place.code[0]) {
+      const void* in_node = call.place.node;
+      call.place = f.call.place;
+      call.place.node = in_node;
+    }
+    return;
+  }
+}
+
+// Kept op `i`'s call as nan_looked_back tells it: how many optimizer steps ago it ran, whether
+// it divided by an exact 0, whether its held input lies outside its domain (inside lookBack: the
+// tensor reads are fumi's own), and in the backward pass the forward call it is the gradient of.
+fumi_past_call pastCall(const PastOps& past, size_t i) {
+  const PastOp& e = past[i];
   fumi_past_call c = e.call;
+  forwardOf(past, i, c);
   c.by_zero = dividesByZero(e) ? 1 : 0;
   c.out_of_domain = outsideDomain(e) ? 1 : 0;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
@@ -3334,7 +3368,7 @@ bool lookBack(bool dry = false) {
     std::sort(order.begin(), order.end());
     std::vector<fumi_past_call> calls;
     for (size_t k : order) {
-      fumi_past_call c = pastCall(past[k]);
+      fumi_past_call c = pastCall(past, k);
       if (past[k].superseded && past[k].caller.site) {  // told as its caller, once
         c.site = past[k].caller.site;
         c.index = past[k].caller.index;
@@ -3352,7 +3386,7 @@ bool lookBack(bool dry = false) {
   // of those made: libfumi's choice), holding `out`.
   const auto tell = [&past](size_t i, const char* detail, const NonFinite& out,
                             const std::vector<fumi_past_call>& through) {
-    const fumi_past_call call = pastCall(past[i]);
+    const fumi_past_call call = pastCall(past, i);
     g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
                            nullptr);
     noteOrigin(past[i].call.site, past[i].call.index, out);
@@ -3510,10 +3544,24 @@ bool lookBack(bool dry = false) {
 
 // Records the op that has just returned, for lookBack.
 // `since`: pastOps().pushed() when the op began (what it ran is recorded after that).
+// The sequence numbers of the autograd nodes this thread runs (their BACKWARD_FUNCTION ranges,
+// a second observer's, without inputs), innermost last: a kept op of the backward pass notes its
+// node's (forwardOf).
+FUMI_LOCAL_TLS std::vector<int64_t> t_node_seqs;
+std::unique_ptr<at::ObserverContext> onNodeStart(const at::RecordFunction& fn) {
+  t_node_seqs.push_back(fn.seqNr());
+  return nullptr;
+}
+void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
+  if (!t_node_seqs.empty()) t_node_seqs.pop_back();
+}
+
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
-                const std::vector<c10::IValue>& outputs, uint64_t since) {
+                const std::vector<c10::IValue>& outputs, uint64_t since, int64_t seq) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0, 0};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0, 0, nullptr, 0};
+  past.seq = seq;
+  past.node_seq = t_node_seqs.empty() ? -1 : t_node_seqs.back();
   past.step = t_optimizer_steps;
   past.op = op;
   past.inputs = std::move(inputs);
@@ -4096,7 +4144,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
       if (keepingPast() && !insideWriter())
-        recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark);
+        recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark,
+                   fn.seqNr());
       // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
       // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). Once it found
       // the origin, the ops around it are not to look back again; otherwise each looks back as
@@ -4152,6 +4201,9 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
     api->set_script_frames(&scriptFrames);
   }
   try {
+    if (g_look_back != 0)
+      at::addGlobalCallback(at::RecordFunctionCallback(onNodeStart, onNodeEnd)
+                                .scopes({at::RecordScope::BACKWARD_FUNCTION}));
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)
                               .needsInputs(g_capture || g_sentinels)
                               .needsOutputs(g_capture || g_sentinels)

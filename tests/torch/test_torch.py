@@ -2378,10 +2378,12 @@ class NanOrigin(unittest.TestCase):
         self.assertTrue(o["through"][0].startswith("aten::embedding #"), o["through"])
         self.assertEqual(o["through"][-1], f"aten::mm #{o['call_index']}")
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
-        # at the line it ran at, kept then: a backward op's is the `backward()` call's
+        # at the line of the forward call whose autograd node it ran in (batch 34; it had been
+        # the `backward()` call's)
         self.assertRegex(text, r"aten::mm \(torch\) pid \d+, call \d+ at \S+/nan_cases.py:\d+ in "
                          r"<module>: nan_from_inf \(aten::add_.Tensor #\d+ held 64 NaN, 0 Inf\) "
-                         r"in the backward pass; found looking "
+                         r"in the backward pass, inside MmBackward0, the gradient of aten::mm "
+                         r"#\d+ \(its line\); found looking "
                          r"back [^;]*: the holder got them through aten::embedding #\d+, [^;]*whose "
                          r"results were gone; this one the first to compute with the Inf")
 
@@ -2878,11 +2880,28 @@ class NanOrigin(unittest.TestCase):
         r = self.program(code)
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["call_index"]), ("aten::pow.Tensor_Scalar", 2), o)
+        # Batch 34 (CGCNN's pooling of a crystal with no atoms): per-group means in a list
+        # comprehension, one group empty (0/0); the last mean on the line had been named.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 8)
+            for step in range(2):
+                sizes = [3, 4, 0, 5, 2, 6] if step == 1 else [3, 4, 1, 5, 2, 6]
+                h = lin(torch.randn(sum(sizes), 8))
+                idx = torch.arange(sum(sizes)).split(sizes)
+                pooled = torch.cat([torch.mean(h[i], dim=0, keepdim=True) for i in idx])
+                print(step, repr(float(pooled.sum())))
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["call_index"]), ("aten::mean.dim", 8), o)  # step 1's third
 
     def test_a_looked_back_backward_origin_names_its_autograd_node(self):
         # Batch 34 (Transformer Hawkes' log-likelihood): a `log` of a zero intensity, dropped by
         # a `where` in the forward pass; its gradient divides 0 by 0. Found looking back, the
-        # division was named at the backward() line with nothing saying whose gradient it was.
+        # division was named at the backward() line with nothing saying whose gradient it was:
+        # now its autograd node, and the forward call that made the node, at its line.
         code = textwrap.dedent('''
             import torch
             torch.manual_seed(0)
@@ -2901,8 +2920,13 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["phase"], o["looked_back"], o.get("context")),
                          ("aten::div.Tensor", "backward", True,
                           ["autograd::engine::evaluate_function: LogBackward0"]), o)
+        # the forward call whose node it ran in, and its line (sequence numbers tie them)
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "torch.log(lam)" in t)
+        self.assertEqual((o.get("forward_call"), o["python_stack"][0]),
+                         ("aten::log #0", f"<string>:{line} in <module>"), o)
         report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
-        self.assertIn("in the backward pass, inside LogBackward0", report.stdout)
+        self.assertIn("in the backward pass, inside LogBackward0, the gradient of aten::log #0 "
+                      "(its line)", report.stdout)
 
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
