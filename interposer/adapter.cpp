@@ -394,7 +394,7 @@ const fumi_adapter_api kAdapterApi = {
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
     apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
-    apiPythonPlace,           setScriptFrames};
+    apiPythonPlace,           setScriptFrames,          lossScalingAccumulated};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -45,7 +45,7 @@ extern "C" {
  *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
  * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in);
  *    fumi_past_call.out_of_domain and forward_site/forward_index; fumi_py_place.node (the
- *    autograd node a kept call ran in). */
+ *    autograd node a kept call ran in); gradient_accumulated. */
 #define FUMI_ADAPTER_ABI_VERSION 20u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -338,6 +338,10 @@ typedef struct fumi_adapter_api {
    * function runs has no Python frame of its own (the innermost is the line calling the
    * function): python_place and the Python stacks of reports put these before the Python ones. */
   void (*set_script_frames)(const char* (*frames)(void));
+  /* ABI 20 — autograd wrote a parameter's gradient (AccumulateGrad ran): NaN/Inf findings held
+   * for the loss scaler reached gradients it may skip; a backward pass that wrote none
+   * (autograd.grad) leaves its findings no scaler's. */
+  void (*gradient_accumulated)(void);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -35,6 +35,7 @@ uint64_t g_optimizer_steps = 0;  // optimizer steps (Optimizer.step ranges)
 OpSite* g_seen = nullptr;
 bool g_collapse_reported = false;
 bool g_training = false;      // an optimizer range or GradScaler op was seen
+bool g_accumulated = false;   // a gradient was accumulated since the last resolve
 
 const LossScalingSettings* settings() {
   Engine* e = engine();
@@ -65,8 +66,16 @@ void writeRaised(Held& h, const char* why) {
   rep->event(std::move(h.event));
 }
 
-// Resolve every held finding; called with g_mu held.
+// Resolve every held finding; called with g_mu held. Not raised (a zero_grad, a scaler's
+// unscale) where no gradient was accumulated since the last resolve: raised, "not_accumulated",
+// and no overflow step counted (batch 34: HNN's Inf inside autograd.grad counted "handled by
+// the loss scaler" in a job with none).
 void resolve(bool raised, const char* why) {
+  if (!raised && !g_accumulated) {
+    raised = true;
+    why = "not_accumulated";
+  }
+  g_accumulated = false;
   OpSite* const seen = g_seen;
   g_seen = nullptr;
   if (g_held->empty() && (raised || !seen)) return;
@@ -143,6 +152,11 @@ void scalerMarker(ScalerMarker m) {
     return;
   }
   resolve(/*raised=*/false, nullptr);  // zero_grad, or GradScaler inspecting the gradients
+}
+
+void lossScalingAccumulated() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_accumulated = true;
 }
 
 int lossScalingHeld() {

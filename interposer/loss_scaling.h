@@ -55,6 +55,11 @@ void lossScalingSawNonFinite(OpSite& site);
 void holdViolation(OpSite& site, const std::string& key, nlohmann::json ev);
 // Whether findings are held (adapter ABI 18 held_findings).
 int lossScalingHeld();
+// autograd's AccumulateGrad ran (adapter ABI 20 gradient_accumulated): a parameter's gradient
+// written, what a scaler's skip handles. A backward pass returning its gradients (autograd.grad,
+// create_graph: an input gradient feeding the loss, HNN's, a gradient penalty's) writes none:
+// its NaN/Inf goes on into the forward computation, no scaler's to handle.
+void lossScalingAccumulated();
 // An op of `site` outside an optimizer step wrote NaN/Inf into a parameter: what is held
 // reached the parameters (raised, "reached_parameters").
 void lossScalingReachedParameters(OpSite& site);

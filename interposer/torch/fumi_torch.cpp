@@ -3548,8 +3548,12 @@ bool lookBack(bool dry = false) {
 // a second observer's, without inputs), innermost last: a kept op of the backward pass notes its
 // node's (forwardOf).
 FUMI_LOCAL_TLS std::vector<int64_t> t_node_seqs;
+// AccumulateGrad (its node runs only where a parameter's gradient is written: autograd.grad's
+// captured inputs enter its range but not it) tells libfumi's loss scaling.
 std::unique_ptr<at::ObserverContext> onNodeStart(const at::RecordFunction& fn) {
   t_node_seqs.push_back(fn.seqNr());
+  if (std::strcmp(fumi::torch_compat::opName(fn), "torch::autograd::AccumulateGrad") == 0)
+    g_api->gradient_accumulated();
   return nullptr;
 }
 void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
@@ -4201,7 +4205,7 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
     api->set_script_frames(&scriptFrames);
   }
   try {
-    if (g_look_back != 0)
+    if (g_sentinels || g_capture)
       at::addGlobalCallback(at::RecordFunctionCallback(onNodeStart, onNodeEnd)
                                 .scopes({at::RecordScope::BACKWARD_FUNCTION}));
     at::addGlobalCallback(at::RecordFunctionCallback(onStart, onEnd)

@@ -2928,6 +2928,36 @@ class NanOrigin(unittest.TestCase):
         self.assertIn("in the backward pass, inside LogBackward0, the gradient of aten::log #0 "
                       "(its line)", report.stdout)
 
+    def test_nan_inside_autograd_grad_is_no_loss_scalers(self):
+        # Batch 34 (a Hamiltonian NN: the loss is the input gradient, autograd.grad with
+        # create_graph): |x| = sqrt(sum x^2) at a zero row, its gradient's 0/0 made inside
+        # autograd.grad. Held for a loss scaler's verdict, it was counted "handled by the loss
+        # scaler" at the zero_grad after it, in a job with none: autograd.grad writes no
+        # parameter's gradient (no AccumulateGrad runs), its values go on into the loss.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(3, 1)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+            x = torch.randn(8, 2); x[0] = 0.0; x.requires_grad_(True)
+            for step in range(2):
+                r = (x ** 2).sum(1, keepdim=True).sqrt()  # NORM
+                dH = torch.autograd.grad(lin(torch.cat([x, r], 1)).sum(), x, create_graph=True)[0]
+                loss = dH.pow(2).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        r = self.program(code)
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "NORM" in t)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((origins[0]["op"], origins[0].get("forward_call"),
+                          origins[0]["python_stack"][0]),
+                         ("aten::div.Tensor", "aten::sqrt #0", f"<string>:{line} in <module>"),
+                         origins)
+        [summary] = r.of("summary")
+        self.assertEqual(summary["loss_scaling"]["overflow_steps"], 0)
+        self.assertFalse([o["op"] for o in summary["ops"] if o.get("handled_overflow")])
+
     def test_a_look_back_through_an_origin_is_its_spread(self):
         # Batch 29 (SimCLR's temperature at 0, every call checked): the division's Inf was the
         # origin at its call; a later sentinel's look-back found the exp holding them, its
