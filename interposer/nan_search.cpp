@@ -481,7 +481,8 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
   // line, the nearer one of a finite base named: batch 33).
   if (!through[likely[0]].out_of_domain)
     for (size_t i : likely)
-      if (i < through.size() && through[i].out_of_domain && through[i].site == through[likely[0]].site)
+      if (i < through.size() && through[i].out_of_domain &&
+          through[i].site == through[likely[0]].site)
         return i;
   return likely[0];
 }
@@ -638,7 +639,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   if (origin.place.node)
     more["context"] = {static_cast<const OpSite*>(origin.place.node)->name};
   // and the forward call whose node that is, whose line its python_stack then is
-  if (origin.forward_site) more["forward_call"] = callText(origin.forward_site, origin.forward_index);
+  if (origin.forward_site)
+    more["forward_call"] = callText(origin.forward_site, origin.forward_index);
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};

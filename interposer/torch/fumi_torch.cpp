@@ -3267,15 +3267,15 @@ bool outsideDomain(const PastOp& e) {
 }
 
 // For kept op `i` of the backward pass, the forward call whose autograd node it ran in, where the
-// ring still holds it: the last forward op before it with the node's sequence number (ops after
-// the one making a node see the next number; an op's callers see its own and return after it).
-// Its Python frames become the call's: a backward op's are the backward() call's, and the line
+// ring still holds it (from the step before on): the last forward op before it with the node's
+// sequence number (ops after the one making a node see the next number; an op's callers see its
+// own and return after it). Its Python frames become the call's: a backward op's are the backward() call's, and the line
 // the program wrote is the forward one (batch 34: a `where`-guarded log's gradient 0/0 named at
 // the backward() line).
 void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
   const int64_t node = past[i].node_seq;
   if (node < 0) return;
-  for (size_t k = i; k-- > 0;) {
+  for (size_t k = i; k-- > past.previousStepStart();) {
     const PastOp& f = past[k];
     if (f.node_seq >= 0 || f.seq != node) continue;
     call.forward_site = f.call.site;
@@ -3542,8 +3542,6 @@ bool lookBack(bool dry = false) {
   return false;
 }
 
-// Records the op that has just returned, for lookBack.
-// `since`: pastOps().pushed() when the op began (what it ran is recorded after that).
 // The sequence numbers of the autograd nodes this thread runs (their BACKWARD_FUNCTION ranges,
 // a second observer's, without inputs), innermost last: a kept op of the backward pass notes its
 // node's (forwardOf).
@@ -3560,6 +3558,9 @@ void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
   if (!t_node_seqs.empty()) t_node_seqs.pop_back();
 }
 
+// Records the op that has just returned, for lookBack.
+// `since`: pastOps().pushed() when the op began (what it ran is recorded after that); `seq`: its
+// RecordFunction's sequence number (forwardOf).
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since, int64_t seq) {
   PastOp past;
@@ -3915,9 +3916,6 @@ std::unique_ptr<CapturedCall> maybeCapture(const at::RecordFunction& fn, void* s
   }
 }
 
-// Nothing may escape into the op: an exception from an observer would fail the program's call.
-// The context push happens whatever fails (a null site is an unnamed entry), so that onEnd's
-// pop always pairs with it.
 // The TorchScript functions this thread runs (their TORCHSCRIPT_FUNCTION ranges).
 FUMI_LOCAL_TLS int t_script_depth = 0;
 
@@ -3984,6 +3982,9 @@ bool plainOperands(const at::RecordFunction& fn) {
 // profiler) is on: the program's own profile keeps them; nor for other than plain operands.
 FUMI_LOCAL_TLS bool t_unobserved = false;
 
+// Nothing may escape into the op: an exception from an observer would fail the program's call.
+// The context push happens whatever fails (a null site is an unnamed entry), so that onEnd's
+// pop always pairs with it.
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
     ++t_script_depth;
