@@ -3269,9 +3269,9 @@ bool outsideDomain(const PastOp& e) {
 // For kept op `i` of the backward pass, the forward call whose autograd node it ran in, where the
 // ring still holds it (from the step before on): the last forward op before it with the node's
 // sequence number (ops after the one making a node see the next number; an op's callers see its
-// own and return after it). Its Python frames become the call's: a backward op's are the backward() call's, and the line
-// the program wrote is the forward one (batch 34: a `where`-guarded log's gradient 0/0 named at
-// the backward() line).
+// own and return after it). Its Python frames become the call's: a backward op's are the
+// backward() call's, and the line the program wrote is the forward one (batch 34: a
+// `where`-guarded log's gradient 0/0 named at the backward() line).
 void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
   const int64_t node = past[i].node_seq;
   if (node < 0) return;
