@@ -15,9 +15,21 @@ __thread ContextEntry t_stack[kMaxDepth] __attribute__((tls_model("initial-exec"
 __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 int storedDepth() { return t_depth < kMaxDepth ? t_depth : kMaxDepth; }
+
+std::atomic<uint64_t> g_backward_passes{0};
+std::atomic<bool> g_outside_backward{true};  // an op outside autograd nodes ran since the last
 }  // namespace
 
+uint64_t backwardPasses() { return g_backward_passes.load(std::memory_order_relaxed); }
+
 void pushContext(const OpSite* site, uint64_t call_index) {
+  if (t_depth == 0 && site) {  // a thread's outermost op or range
+    const bool node = site->phase_marker == 1;
+    if (node == g_outside_backward.load(std::memory_order_relaxed)) {
+      g_outside_backward.store(!node, std::memory_order_relaxed);
+      if (node) g_backward_passes.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   if (t_depth < kMaxDepth) t_stack[t_depth] = ContextEntry{site, call_index};
   ++t_depth;
   if (site && __builtin_expect(site->scaler_marker != 0, 0))

@@ -39,5 +39,8 @@ uint8_t phaseMarkerOf(const char* name);
 // The innermost autograd node range the calling thread runs in (its site), or null: outside
 // the backward pass.
 const OpSite* innermostAutogradNode();
+// Backward passes the process has begun: an autograd node range entered at the top of a thread's
+// stack after ops outside any (autograd.grad's, then loss.backward()'s, in one step: two).
+uint64_t backwardPasses();
 
 }  // namespace fumi

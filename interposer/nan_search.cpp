@@ -55,6 +55,9 @@ struct SearchState {
   // origin ("aten::log #1").
   uint64_t forward_origin_step = UINT64_MAX;
   std::string forward_origin;
+  // The last origin of a backward pass: its step, the pass (backwardPasses) and its call.
+  uint64_t backward_origin_step = UINT64_MAX, backward_origin_pass = 0;
+  std::string backward_origin;
   // The calls running around the last origin claimed at its call (nanOriginClaim): one of them
   // returns what it made.
   std::vector<ContextEntry> origin_callers;
@@ -195,15 +198,21 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   // log(0): batches 26 and 27 reported each beside its forward origin), their line the
   // `backward()` call's, which tells nothing; the origin explains them (`fumi report` said so
   // of such a second origin). A repeat.
-  const bool gradient = phase && std::strcmp(phase, "backward") == 0 &&
-                        s.forward_origin_step == step;
+  // So is NaN/Inf made in a later backward pass of the step of a backward origin: a double
+  // backward's (autograd.grad's 0/0, then loss.backward()'s DivBackward0 of it: batch 34's HNN).
+  const bool backward = phase && std::strcmp(phase, "backward") == 0;
+  const uint64_t pass = backwardPasses();
+  const bool of_forward = backward && s.forward_origin_step == step;
+  const bool gradient = of_forward || (backward && s.backward_origin_step == step &&
+                                       s.backward_origin_pass < pass);
   const bool repeat = gradient || (placed.empty() ? s.origins.count(site->name) > 0
                                                   : s.origins_where.count(placed) > 0 ||
                                                         s.origins_unplaced.count(site->name) > 0);
   if (repeat) {
     ++s.repeats;  // the same origin again: already reported
     if (spread_of)
-      *spread_of = gradient ? "made in the gradient of the NaN/Inf origin " + s.forward_origin
+      *spread_of = gradient ? "made in the gradient of the NaN/Inf origin " +
+                                  (of_forward ? s.forward_origin : s.backward_origin)
                             : "the NaN/Inf origin " + std::string(site->name) +
                                   " again, reported before";
     // A search awaiting an origin's stacks goes on: its op's calls in another phase (the
@@ -237,6 +246,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   if (phase && std::strcmp(phase, "forward") == 0) {
     s.forward_origin_step = step;
     s.forward_origin = callText(site, index);
+  } else if (backward) {
+    s.backward_origin_step = step;
+    s.backward_origin_pass = pass;
+    s.backward_origin = callText(site, index);
   }
   s.last_origin = callText(site, index);
   s.last_origin_step = g_steps.load(std::memory_order_relaxed);
