@@ -24,7 +24,7 @@ uint64_t backwardPasses() { return g_backward_passes.load(std::memory_order_rela
 
 void pushContext(const OpSite* site, uint64_t call_index) {
   if (t_depth == 0 && site) {  // a thread's outermost op or range
-    const bool node = site->phase_marker == 1;
+    const bool node = site->phase_marker == kPhaseBackward;
     if (node == g_outside_backward.load(std::memory_order_relaxed)) {
       g_outside_backward.store(!node, std::memory_order_relaxed);
       if (node) g_backward_passes.fetch_add(1, std::memory_order_relaxed);
@@ -64,14 +64,14 @@ bool contextReadsSharedMemory() {
 
 uint8_t phaseMarkerOf(const char* name) {
   // Names PyTorch gives these ranges (RecordFunction, 1.13 and 2.x).
-  if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return 1;
-  if (std::strncmp(name, "Optimizer.step", 14) == 0) return 2;
-  return 0;
+  if (std::strncmp(name, "autograd::engine::evaluate_function", 35) == 0) return kPhaseBackward;
+  if (std::strncmp(name, "Optimizer.step", 14) == 0) return kPhaseOptimizer;
+  return kPhaseNone;
 }
 
 const OpSite* innermostAutogradNode() {
   for (int i = storedDepth(); i-- > 0;)
-    if (t_stack[i].site && t_stack[i].site->phase_marker == 1) return t_stack[i].site;
+    if (t_stack[i].site && t_stack[i].site->phase_marker == kPhaseBackward) return t_stack[i].site;
   return nullptr;
 }
 
@@ -81,8 +81,8 @@ const char* currentPhase() {
   for (int i = 0; i < n; ++i) {
     if (!t_stack[i].site) continue;
     switch (t_stack[i].site->phase_marker) {
-      case 1: return "backward";
-      case 2: return "optimizer";
+      case kPhaseBackward: return "backward";
+      case kPhaseOptimizer: return "optimizer";
       default: break;
     }
   }

@@ -34,7 +34,8 @@ bool contextReadsSharedMemory();
 const char* currentPhase();
 // The phase a range or op of this name begins (OpSite::phase_marker, read by currentPhase on
 // every kept op: two string comparisons per framework op around it had cost 150 instructions):
-// 1 an autograd node ("backward"), 2 an optimizer step, 0 neither.
+// an autograd node's ("backward"), an optimizer step's, or none.
+constexpr uint8_t kPhaseNone = 0, kPhaseBackward = 1, kPhaseOptimizer = 2;
 uint8_t phaseMarkerOf(const char* name);
 // The innermost autograd node range the calling thread runs in (its site), or null: outside
 // the backward pass.
