@@ -17,7 +17,9 @@ __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 int storedDepth() { return t_depth < kMaxDepth ? t_depth : kMaxDepth; }
 
 std::atomic<uint64_t> g_backward_passes{0};
-std::atomic<bool> g_outside_backward{true};  // an op outside autograd nodes ran since the last
+// This thread's outermost op was outside autograd nodes since its last node (another thread's
+// ops, a DataLoader's pin_memory during a backward pass, begin no pass of this one).
+__thread bool t_outside_backward __attribute__((tls_model("initial-exec"))) = true;
 }  // namespace
 
 uint64_t backwardPasses() { return g_backward_passes.load(std::memory_order_relaxed); }
@@ -25,8 +27,8 @@ uint64_t backwardPasses() { return g_backward_passes.load(std::memory_order_rela
 void pushContext(const OpSite* site, uint64_t call_index) {
   if (t_depth == 0 && site) {  // a thread's outermost op or range
     const bool node = site->phase_marker == kPhaseBackward;
-    if (node == g_outside_backward.load(std::memory_order_relaxed)) {
-      g_outside_backward.store(!node, std::memory_order_relaxed);
+    if (node == t_outside_backward) {
+      t_outside_backward = !node;
       if (node) g_backward_passes.fetch_add(1, std::memory_order_relaxed);
     }
   }

@@ -41,7 +41,8 @@ uint8_t phaseMarkerOf(const char* name);
 // the backward pass.
 const OpSite* innermostAutogradNode();
 // Backward passes the process has begun: an autograd node range entered at the top of a thread's
-// stack after ops outside any (autograd.grad's, then loss.backward()'s, in one step: two).
+// stack after that thread's ops outside any (autograd.grad's, then loss.backward()'s, in one
+// step: two; on CPU the calling thread runs the nodes).
 uint64_t backwardPasses();
 
 }  // namespace fumi
