@@ -14,6 +14,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
+import fumitest  # noqa: E402,F401  (temporary files under one folder, removed at exit)
 import run_corpus  # noqa: E402
 
 

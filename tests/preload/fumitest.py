@@ -1,8 +1,10 @@
 """Helpers shared by fumi's integration tests: run a real program with or without libfumi
 preloaded, and read the JSON Lines events it left (schema: docs/report-schema.md)."""
+import atexit
 import glob
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import textwrap
@@ -14,6 +16,22 @@ BLAS_DEMO = os.environ.get("BLAS_DEMO", os.path.join(BUILD, "bin", "blas_demo"))
 SOURCE = os.environ.get("FUMI_SOURCE", os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                     "..", ".."))
 TEST_PLUGIN_DIR = os.environ.get("FUMI_TEST_PLUGIN_DIR", os.path.join(BUILD, "tests", "plugins"))
+
+
+def isolate_tmp():
+    """Every temporary file and folder this test process makes, and the programs it runs make
+    (TMPDIR), goes under one folder of its own, removed when it exits (FUMI_KEEP_TEST_TMP=1
+    keeps it, and its path is printed, to read a failing test's output)."""
+    root = tempfile.mkdtemp(prefix="fumi-tests-")
+    tempfile.tempdir = root
+    os.environ["TMPDIR"] = root
+    if os.environ.get("FUMI_KEEP_TEST_TMP"):
+        print("fumi tests: temporary files kept in", root)
+    else:
+        atexit.register(shutil.rmtree, root, True)
+
+
+isolate_tmp()
 
 
 class Run:

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -112,10 +113,22 @@ class SumCall final : public Call {
   }
 };
 
-std::string tempDir() {
-  char tmpl[] = "/tmp/fumi-unit-XXXXXX";
-  return mkdtemp(tmpl);
-}
+// A folder of the test's own under /tmp, removed with everything in it when it goes out of
+// scope (declared before the Reporter writing there, so it outlives it).
+struct TempDir {
+  std::string path = make();
+  TempDir() = default;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  static std::string make() {
+    char tmpl[] = "/tmp/fumi-unit-XXXXXX";
+    return mkdtemp(tmpl);
+  }
+};
 
 std::vector<std::string> readLines(const std::string& path) {
   std::vector<std::string> lines;
@@ -125,7 +138,8 @@ std::vector<std::string> readLines(const std::string& path) {
 }
 
 struct EngineFixture : ::testing::Test {
-  std::string dir = tempDir();
+  TempDir tmp;
+  std::string dir = tmp.path;
   Reporter reporter{ReportSettings{}, dir, "off", "test"};
   void SetUp() override { reporter.open(); }
   std::string events() { return dir + "/events-" + std::to_string(getpid()) + ".jsonl"; }
@@ -788,7 +802,8 @@ rules:
   ASSERT_TRUE(policy.ok());
   ReportSettings all;
   all.all_checks = true;  // passing checks' events too: their perturbed_fraction
-  const std::string out = tempDir();
+  TempDir out_tmp;
+  const std::string& out = out_tmp.path;
   Reporter rep{all, out, "off", "test"};
   rep.open();
   Engine e(*policy.policy, rep, {FUMI_TEST_PLUGIN_DIR, FUMI_BUILTIN_PLUGIN_DIR});
