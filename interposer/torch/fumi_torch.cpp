@@ -2299,6 +2299,7 @@ class TensorNote {
     const at::Tensor& memory = values.defined() ? values : t;
     storage_ = memory.has_storage() ? memory.storage().unsafeGetStorageImpl() : nullptr;
     data_ = storage_ ? memory.storage().data() : nullptr;
+    if (!input && storage_) memory_ = memory.storage().getWeakStorageImpl();
     exact_ = !t.is_floating_point() && !t.is_complex();
     if (input && !exact_ && t.is_view()) base_ = t._base().getIntrusivePtr();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
@@ -2337,10 +2338,21 @@ class TensorNote {
   void dropIfGone() {
     if (storage_ && weak_.expired()) weak_ = {};
     if (base_.expired()) base_ = {};
+    if (memory_.expired()) memory_ = {};
   }
+  // An output whose tensor is gone while its memory lives on in another the program holds (a
+  // result assigned to a parameter's `.data`, a view of it kept): that memory is this very one,
+  // not another at the same addresses (the storage object is held weakly: never reused).
+  bool outlived() const { return weak_.expired() && !memory_.expired(); }
   // Whether `other` is this very tensor (a sparse one's values may be new after an in-place op).
   bool sameTensor(const TensorNote& other) const {
     return weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
+  }
+  // Whether `live`, this tensor or another, is over this memory now (a tensor whose `.data` was
+  // assigned since is over other memory).
+  bool over(const at::Tensor& live) const {
+    return storage_ && live.has_storage() && !live.is_sparse() &&
+           live.storage().unsafeGetStorageImpl() == storage_ && live.storage().data() == data_;
   }
   // What identifies its memory, for an index (sharesMemory decides).
   const void* memoryKey() const {
@@ -2360,6 +2372,8 @@ class TensorNote {
   // an input view's base (unchangedBase)
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> base_{
       c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  // an output's storage (outlived)
+  c10::weak_intrusive_ptr<c10::StorageImpl> memory_{c10::intrusive_ptr<c10::StorageImpl>()};
   int64_t version_ = -1;
   const void* storage_ = nullptr;  // an identity only: never read through
   const void* data_ = nullptr;     // likewise
@@ -2806,6 +2820,12 @@ struct PastOp {
       if (o.sharesMemory(t)) return true;
     return false;
   }
+  // Whether its output of the memory `t` is in is gone while that memory lives on (outlived).
+  bool outlivedBy(const TensorNote& t) const {
+    for (const TensorNote& o : outputs)
+      if (o.sharesMemory(t)) return o.outlived();
+    return false;
+  }
   // Its output of the memory `t` is in, while it holds what the op left there; else undefined.
   at::Tensor heldOutput(const TensorNote& t) const {
     for (const TensorNote& o : outputs)
@@ -3011,8 +3031,43 @@ class LookBackMemo {
       if (past_[*w].wrote(t)) return isOptimizerPhase(past_[*w].call.phase);
     return true;
   }
+  // What `t`'s memory held when op `j` read it through a tensor gone since, where no op of the
+  // step wrote it before `j` and a tensor the ring saw over it then is over it still (a
+  // parameter read through its `.data`: an EMA's `q.data * m`, q written by a copy_ after it;
+  // alive throughout, it kept that memory from being freed and its addresses from being given
+  // to another): what it holds now where no op wrote it since either; else, where sentinels saw
+  // nothing non-finite in the step before (`start_finite`: the program ran on those values
+  // then), finite. Nothing where it is known no better (memory from outside the ops: data from
+  // numpy, gone with its tensor; a parameter whose `.data` was assigned since).
+  std::optional<NonFinite> heldAtStart(const TensorNote& t, size_t j) {
+    if (!sharers_built_) {
+      sharers_built_ = true;
+      for (size_t k = 0; k < past_.size(); ++k) {
+        const auto keep = [this, k](const TensorNote& n) {
+          if (sharers_.count(n.memoryKey())) return;
+          if (at::Tensor live = n.live(); live.defined() && n.over(live) && readable(live))
+            sharers_.emplace(n.memoryKey(), Sharer{n, std::move(live), k});
+        };
+        for (const TensorNote& n : past_[k].inputs.tensors()) keep(n);
+        for (const TensorNote& n : past_[k].outputs) keep(n);
+      }
+    }
+    const auto it = sharers_.find(t.memoryKey());
+    if (it == sharers_.end() || it->second.seen > j || !it->second.note.sharesMemory(t))
+      return std::nullopt;
+    const auto w = writers_.find(t.memoryKey());
+    const bool written_since = w != writers_.end() && std::any_of(
+        std::upper_bound(w->second.begin(), w->second.end(), j), w->second.end(),
+        [&](size_t k) { return past_[k].wrote(t); });
+    if (written_since) return start_finite ? std::optional<NonFinite>(NonFinite{}) : std::nullopt;
+    const at::Tensor& live = it->second.live;
+    const int64_t n = static_cast<int64_t>(live.storage().nbytes() / live.element_size());
+    return scanTensor(viewAt(live.storage(), 0, live.scalar_type(), {n}, {1}));
+  }
   size_t start() const { return start_; }
   static constexpr size_t npos = static_cast<size_t>(-1);
+  // Sentinels saw nothing non-finite in the step before this one (heldAtStart).
+  bool start_finite = false;
   size_t follows = 0;  // ops followed back, by every provenance of this look-back
   // Over the step before: the optimizer's inputs no op of the range wrote before them (its state
   // as that step began) are taken as finite, as parameters and data are (traceInputs).
@@ -3032,6 +3087,15 @@ class LookBackMemo {
   std::unordered_map<const void*, std::vector<size_t>> writers_;
   std::unordered_map<const void*, std::vector<size_t>> silent_;  // rewrittenSilently's writers
   std::unordered_map<const void*, std::pair<Scanned, NonFinite>> scans_;
+  // per memory, the first tensor of the ring alive over it still (heldAtStart), built on first
+  // use: its note, the tensor, the op that saw it
+  struct Sharer {
+    TensorNote note;
+    at::Tensor live;
+    size_t seen;
+  };
+  std::unordered_map<const void*, Sharer> sharers_;
+  bool sharers_built_ = false;
 };
 
 // Where the inputs of past op `j` came from: what those still held as they were hold, and for
@@ -3183,6 +3247,17 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
     if (t.defined()) {
       const NonFinite seen = p.memo->scan(t);
       if (seen.any() && traceWrittenInto(past, j, in, t, seen, p)) continue;
+      // Memory an op of the step made, its result gone, held now by the tensor read (a quotient
+      // assigned to an EMA's `q.data`: batch 32's BYOL, its one-off division by 0 named at the
+      // batch_norm reading q, or "there when the step began"): what it holds is that op's.
+      if (seen.any() && k == LookBackMemo::npos) {
+        const size_t w = p.memo->lastWriter(in, j);
+        if (w != LookBackMemo::npos && past[w].region.offset < 0 && past[w].outlivedBy(in) &&
+            !p.memo->rewrittenSilently(in, w)) {
+          if (!follow(past, w, j, p, false)) return;
+          continue;
+        }
+      }
       read(seen, true);
       continue;
     }
@@ -3200,6 +3275,14 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
           (!isOptimizerPhase(op.call.phase) || p.memo->state_finite) &&
           p.memo->unwrittenBefore(in, j))
         continue;
+      // Over this step: memory no op of it wrote before, still held (heldAtStart); not for the
+      // optimizer's reads (gradients the step before's backward pass made: looked for there).
+      if (p.memo->start() == past.stepStart() && !isOptimizerPhase(op.call.phase) &&
+          !in.exact())
+        if (const std::optional<NonFinite> was = p.memo->heldAtStart(in, j)) {
+          read(*was, true);
+          continue;
+        }
       p.unknown = true;  // made before the step's ops recorded, or its memory came from outside
     } else if (undefinedOutput(past[k].op)) {
       // fresh memory the op wrote (an out= argument): nothing of its own to follow
@@ -3426,7 +3509,14 @@ bool lookBack(bool dry = false) {
       // result was gone, and the NaN named later at an optimizer's 0 * inf).
       const bool nan_from_inf =
           p.bad.nan == 0 && p.bad.inf > 0 && out.nan > 0 && !p.unknown && !mask_only;
-      if (((!p.bad.any() || mask_only) && !p.unknown) || nan_from_inf) {
+      // A division by an exact 0 among the ops its values came through (or the holder itself)
+      // made non-finite values whatever its dividend held: where some input is unknown (an
+      // EMA's `q.data * m`, q's memory replaced by `.data =` since), it is still their maker.
+      const bool by_zero =
+          p.unknown && !p.bad.any() &&
+          (dividesByZero(e) || std::any_of(p.through.begin(), p.through.end(),
+                                           [&past](size_t k) { return dividesByZero(past[k]); }));
+      if (((!p.bad.any() || mask_only) && !p.unknown) || nan_from_inf || by_zero) {
         if (dry) return true;
         // A loss scale's overflow found looking back is one as at its call.
         bool scalar = true;
@@ -3454,9 +3544,13 @@ bool lookBack(bool dry = false) {
     }
     return std::nullopt;
   };
+  const uint64_t seen_before =
+      t_nonfinite_step == t_optimizer_steps ? t_nonfinite_step_before : t_nonfinite_step;
   Seen seen;
   {
     LookBackMemo memo(past, past.stepStart());
+    memo.start_finite = t_optimizer_steps > 0 && (seen_before == UINT64_MAX ||
+                                                  seen_before + 1 < t_optimizer_steps);
     if (const std::optional<bool> found = pass(memo, seen)) return *found;
   }
   // They came in through the optimizer step that began this step: an update by gradients
@@ -3472,8 +3566,6 @@ bool lookBack(bool dry = false) {
   size_t before_start = past.previousStepStart();  // after that optimizer step's own ops
   while (before_start < past.stepStart() && isOptimizerPhase(past[before_start].call.phase))
     ++before_start;
-  const uint64_t seen_before =
-      t_nonfinite_step == t_optimizer_steps ? t_nonfinite_step_before : t_nonfinite_step;
   if (via && isOptimizerPhase(via->phase) && before_start < past.stepStart() &&
       (seen_before == UINT64_MAX || seen_before + 1 < t_optimizer_steps)) {
     {

@@ -2862,6 +2862,44 @@ class NanOrigin(unittest.TestCase):
                              [("aten::div.Tensor", f"<string>:{line} in <module>")],
                              (policy, origins))
 
+    def test_a_one_off_nan_written_into_an_ema_target_is_named(self):
+        # Batch 32 (BYOL's target network, an Adam-like bias correction dividing by 0 at step 0):
+        # the quotient, assigned to the target's `.data`, is gone while the parameter holds its
+        # memory; the next forward pass's batch_norm was named, or "they were there when the
+        # step began". Written with copy_ into `.data`, the chain reached the update's read of
+        # `q.data` (an alias, gone) and ended unknown. A square root of a negative written so
+        # (no division: its values, not its divisor, make it) likewise.
+        template = textwrap.dedent('''
+            import copy, torch, torch.nn as nn
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+            tgt = copy.deepcopy(net)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            x = torch.randn(16, 8)
+            for step in range(3):
+                with torch.no_grad():
+                    t = tgt(x)
+                loss = (net(x) - t).pow(2).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                for p, q in zip(net.parameters(), tgt.parameters()):
+                    new = q.data * 0.99 + 0.01 * p.data
+                    WRITE  # EMA
+                print(step, repr(loss.item()))
+            ''')
+        writes = {"q.data = new / (1 - 0.99 ** step)": "aten::div.Tensor",
+                  "q.data.copy_(new / (1 - 0.99 ** step))": "aten::div.Tensor",
+                  "q.data.copy_((new - 3).sqrt() if step == 0 else new)": "aten::sqrt"}
+        for write, op in writes.items():
+            code = template.replace("WRITE", write)
+            line = next(i for i, t in enumerate(code.splitlines(), 1) if "# EMA" in t)
+            r = self.program(code)
+            origins = [v for v in r.of("violation") if v.get("origin")]
+            self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                             [(op, f"<string>:{line} in <module>")], (write, origins, r.stderr))
+            # made after the first optimizer step, seen in the next forward pass
+            self.assertEqual((origins[0]["optimizer_step"], origins[0]["sentinel"]["optimizer_step"]),
+                             (1, 1), origins[0])
+
     def test_of_two_calls_of_an_op_the_one_outside_its_domain_is_named(self):
         # Batch 33 (DiffWave's q_sample, a noise level below 0): two `** 0.5` on one line, their
         # results gone; the nearer one, of a finite base, was named. The other's base, still
