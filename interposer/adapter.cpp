@@ -311,6 +311,12 @@ void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t n
   nanLookedBack(call ? pastCall(*call) : PastCall{nullptr, 0, nullptr, 0}, detail, nan, inf, made,
                 not_origin);
 }
+void apiNanOriginForward(void* site, uint64_t index, const char* detail, uint64_t nan,
+                         uint64_t inf, const fumi_past_call* forward) {
+  if (site) lossScalingSawNonFinite(*static_cast<OpSite*>(site));
+  const PastCall f = forward ? pastCall(*forward) : PastCall{nullptr, 0, nullptr, 0};
+  nanOrigin(static_cast<const OpSite*>(site), index, detail, nan, inf, f.site ? &f : nullptr);
+}
 int apiNanLookBack() {
   Engine* e = engine();
   return e ? static_cast<int>(e->policy().nan_origin.look_back) : 0;
@@ -394,7 +400,8 @@ const fumi_adapter_api kAdapterApi = {
     apiRecordMetric,          apiAutocastBound,         setSharedProbe,   apiQuiet,
     apiCompare,               apiAccount,               apiReport,        currentPhase,
     apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
-    apiPythonPlace,           setScriptFrames,          lossScalingAccumulated};
+    apiPythonPlace,           setScriptFrames,          lossScalingAccumulated,
+    apiNanOriginForward};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -45,8 +45,10 @@ extern "C" {
  *    ran: an origin found looking back gets its line) and fumi_past_call.by_zero.
  * 20: set_script_frames and fumi_py_place.script (the TorchScript frames an op ran in);
  *    fumi_past_call.out_of_domain and forward_site/forward_index; fumi_py_place.node (the
- *    autograd node a kept call ran in); gradient_accumulated. */
-#define FUMI_ADAPTER_ABI_VERSION 20u
+ *    autograd node a kept call ran in); gradient_accumulated.
+ * 21: nan_origin_forward (an origin found at its call in the backward pass, told with the
+ *    forward call whose autograd node it runs in). */
+#define FUMI_ADAPTER_ABI_VERSION 21u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
  * cheaply as the call runs and turned into "file:line in function" only when reported. The
@@ -342,6 +344,13 @@ typedef struct fumi_adapter_api {
    * for the loss scaler reached gradients it may skip; a backward pass that wrote none
    * (autograd.grad) leaves its findings no scaler's. */
   void (*gradient_accumulated)(void);
+  /* ABI 21 — nan_origin for a call of the backward pass running in the autograd node that the
+   * forward call `forward` made (its site, index and place; fumi_past_call.forward_site's
+   * pairing, found by the adapter at once): the origin's Python frames are that call's (the
+   * line the program wrote; the backward op's own are the backward() call's) and its event
+   * names it (forward_call); its native stack is still the calling thread's. */
+  void (*nan_origin_forward)(void* site, uint64_t index, const char* detail, uint64_t nan,
+                             uint64_t inf, const fumi_past_call* forward);
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

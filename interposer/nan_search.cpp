@@ -444,12 +444,15 @@ bool originStack(const OpSite* site, uint64_t index) {
 }
 
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
-               uint64_t inf) {
+               uint64_t inf, const PastCall* forward) {
   if (originStack(site, index)) return;
   // The call's frames, taken once: they tell its origins at different lines apart, and its
-  // event carries them (reportHostViolation takes none where `more` has them).
+  // event carries them (reportHostViolation takes none where `more` has them). A backward
+  // op's are the backward() call's: its forward call's are the line the program wrote.
   const Reporter* rep = activeReporter();
-  std::vector<std::string> py = capturePythonStack(rep ? rep->settings().stack_depth : 24);
+  std::vector<std::string> py;
+  if (forward) py = resolvePythonPlace(forward->place);
+  if (py.empty()) py = capturePythonStack(rep ? rep->settings().stack_depth : 24);
   nlohmann::json sentinel = nanOriginClaim(site, index, detail, py);
   if (sentinel.is_null()) return;
   nlohmann::json more = originFields(std::move(sentinel));
@@ -457,6 +460,7 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                {"rule", "nan_origin"},
                {"extra", {{"nan", nan}, {"inf", inf}}}});
   if (!py.empty()) more["python_stack"] = std::move(py);
+  if (forward) more["forward_call"] = callText(forward->site, forward->index);
   reportHostViolation(const_cast<OpSite&>(*site), index, "nan_inf", FUMI_KIND_ERROR, "nonfinite",
                       static_cast<double>(nan + inf), 0, more);
 }

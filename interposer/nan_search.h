@@ -59,11 +59,6 @@ void nanSearchStep();
 uint64_t optimizerSteps();
 // One more op scanned by the search; false once the search has ended (max_ops reached).
 bool nanSearchOp();
-// Non-finite outputs of `site`'s call `index` made from finite inputs: found by the search, or
-// a sentinel that is its own origin (no search running; counted against max_searches).
-// `detail`: "appeared", "nan_from_inf" or "scaled_overflow". Captures the calling thread's stacks.
-void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
-               uint64_t inf);
 // nanOrigin's bookkeeping alone, for a caller that reports the call itself (a sampled nan_inf
 // check that saw the values appear from finite inputs), as fields for the call's own violation
 // event: the origin's (`origin`, `optimizer_step`, the claimed `sentinel`), or `spread_of` where
@@ -85,6 +80,13 @@ struct PastCall {
   const OpSite* forward_site = nullptr;
   uint64_t forward_index = 0;
 };
+// Non-finite outputs of `site`'s call `index` made from finite inputs: found by the search, or
+// a sentinel that is its own origin (no search running; counted against max_searches).
+// `detail`: "appeared", "nan_from_inf" or "scaled_overflow". Captures the calling thread's stacks.
+// `forward`: for a call of the backward pass, the forward call whose autograd node it runs in
+// (adapter_api.h nan_origin_forward): its Python frames are the origin's, and its event names it.
+void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
+               uint64_t inf, const PastCall* forward = nullptr);
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the
 // origin, made `through` the calls listed; else `call` is the earliest op still holding the

@@ -2076,10 +2076,26 @@ void noteOrigin(void* site, uint64_t index, const NonFinite& out) {
   t_known_origins.push_back(KnownOrigin{site, index, out});
 }
 
-// Reports call `index` of op `site` as a NaN/Inf origin (nan_origin) and keeps it known.
-void reportOriginCall(void* site, uint64_t index, const char* detail, const NonFinite& out) {
+// The sequence numbers of the autograd nodes this thread runs (their BACKWARD_FUNCTION ranges,
+// a second observer's, without inputs), innermost last: a kept op of the backward pass notes its
+// node's (forwardOf), an origin found at its call tells its node's forward call.
+FUMI_LOCAL_TLS std::vector<int64_t> t_node_seqs;
+int64_t currentNode() { return t_node_seqs.empty() ? -1 : t_node_seqs.back(); }
+
+// The forward call that made autograd node `node`, where the thread still keeps it (below).
+bool forwardCallOf(int64_t node, fumi_past_call& out);
+
+// Reports call `index` of op `site` as a NaN/Inf origin (nan_origin) and keeps it known; one of
+// the backward pass running in autograd node `node` with the forward call that made the node,
+// where kept (its line is the one the program wrote: its own Python frames are backward()'s).
+void reportOriginCall(void* site, uint64_t index, const char* detail, const NonFinite& out,
+                      int64_t node = currentNode()) {
   noteOrigin(site, index, out);
-  g_api->nan_origin(site, index, detail, out.nan, out.inf);
+  fumi_past_call forward{};
+  if (forwardCallOf(node, forward))
+    g_api->nan_origin_forward(site, index, detail, out.nan, out.inf, &forward);
+  else
+    g_api->nan_origin(site, index, detail, out.nan, out.inf);
 }
 
 // Whether any of n values of a floating type, read as unsigned integers U, has every exponent bit
@@ -2589,6 +2605,7 @@ struct PendingOrigin {
   bool in_place = false;   // it writes into them
   int waited = 0;  // ops begun since, none reading them
   size_t depth = 0;  // the ops running (t_running) as it returned
+  int64_t node = -1;  // the autograd node it ran in (currentNode)
 };
 FUMI_LOCAL_TLS PendingOrigin t_pending;
 constexpr int kPendingOps = 16;
@@ -2597,7 +2614,7 @@ void reportPending() {
   if (!t_pending.site) return;
   const PendingOrigin p = std::move(t_pending);
   t_pending = PendingOrigin{};
-  reportOriginCall(p.site, p.index, p.detail, p.out);
+  reportOriginCall(p.site, p.index, p.detail, p.out, p.node);
 }
 
 // Op `site` call `index` begins: if it reads the held-back origin's results, it is the one that
@@ -2642,6 +2659,7 @@ void searchFound(size_t depth, const OpObservation& obs, const char* detail,
   t_pending.detail = detail;
   t_pending.out = out;
   t_pending.depth = depth;
+  t_pending.node = currentNode();
   for (const c10::IValue& v : outputs)
     forEachTensor(v, [&](const at::Tensor& t, int) {
       if (scanTensor(t).any()) t_pending.outputs.emplace_back(t.getIntrusivePtr());
@@ -3355,21 +3373,35 @@ bool outsideDomain(const PastOp& e) {
 // own and return after it). Its Python frames become the call's: a backward op's are the
 // backward() call's, and the line the program wrote is the forward one (batch 34: a
 // `where`-guarded log's gradient 0/0 named at the backward() line).
+// The ring's last forward op before position `before` (from the step before on) made by
+// autograd node `node`: its position, or npos.
+size_t forwardCallAt(const PastOps& past, int64_t node, size_t before) {
+  if (node < 0) return LookBackMemo::npos;
+  for (size_t k = before; k-- > past.previousStepStart();)
+    if (past[k].node_seq < 0 && past[k].seq == node) return k;
+  return LookBackMemo::npos;
+}
+
 void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
-  const int64_t node = past[i].node_seq;
-  if (node < 0) return;
-  for (size_t k = i; k-- > past.previousStepStart();) {
-    const PastOp& f = past[k];
-    if (f.node_seq >= 0 || f.seq != node) continue;
-    call.forward_site = f.call.site;
-    call.forward_index = f.call.index;
-    if (f.call.place.code[0]) {
-      const void* in_node = call.place.node;
-      call.place = f.call.place;
-      call.place.node = in_node;
-    }
-    return;
+  const size_t k = forwardCallAt(past, past[i].node_seq, i);
+  if (k == LookBackMemo::npos) return;
+  const PastOp& f = past[k];
+  call.forward_site = f.call.site;
+  call.forward_index = f.call.index;
+  if (f.call.place.code[0]) {
+    const void* in_node = call.place.node;
+    call.place = f.call.place;
+    call.place.node = in_node;
   }
+}
+
+bool forwardCallOf(int64_t node, fumi_past_call& out) {
+  if (node < 0 || !pastKept()) return false;
+  const PastOps& past = pastOps();
+  const size_t k = forwardCallAt(past, node, past.size());
+  if (k == LookBackMemo::npos) return false;
+  out = past[k].call;
+  return true;
 }
 
 // Kept op `i`'s call as nan_looked_back tells it: how many optimizer steps ago it ran, whether
@@ -3634,10 +3666,6 @@ bool lookBack(bool dry = false) {
   return false;
 }
 
-// The sequence numbers of the autograd nodes this thread runs (their BACKWARD_FUNCTION ranges,
-// a second observer's, without inputs), innermost last: a kept op of the backward pass notes its
-// node's (forwardOf).
-FUMI_LOCAL_TLS std::vector<int64_t> t_node_seqs;
 // AccumulateGrad (its node runs only where a parameter's gradient is written: autograd.grad's
 // captured inputs enter its range but not it) tells libfumi's loss scaling.
 std::unique_ptr<at::ObserverContext> onNodeStart(const at::RecordFunction& fn) {

@@ -2968,6 +2968,31 @@ class NanOrigin(unittest.TestCase):
         self.assertIn("in the backward pass, inside LogBackward0, the gradient of aten::log #0 "
                       "(its line)", report.stdout)
 
+    def test_a_backward_origin_found_at_its_call_names_its_forward_call(self):
+        # A sqrt's gradient at 0 (a one-element parameter: the division's output is a sentinel),
+        # found as it ran: placed at the backward() line, only its node named.
+        code = textwrap.dedent('''
+            import torch
+            w = torch.nn.Parameter(torch.zeros(1))
+            opt = torch.optim.SGD([w], lr=0.1)
+            for step in range(2):
+                y = torch.ones(1) + w.sqrt()  # SQRT
+                loss = (y * 3).sum()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "# SQRT" in t)
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["phase"], o.get("looked_back"), o.get("forward_call"),
+                          o["python_stack"][0]),
+                         ("aten::div.Tensor", "backward", None, "aten::sqrt #0",
+                          f"<string>:{line} in <module>"), o)
+        self.assertTrue(o["stack"], o)  # its native stack, taken as it ran
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("inside SqrtBackward0, the gradient of aten::sqrt #0 (its line)",
+                      report.stdout)
+
     def test_nan_inside_autograd_grad_is_no_loss_scalers(self):
         # Batch 34 (a Hamiltonian NN: the loss is the input gradient, autograd.grad with
         # create_graph): |x| = sqrt(sum x^2) at a zero row, its gradient's 0/0 made inside
