@@ -3340,18 +3340,19 @@ bool outsideDomain(const PastOp& e) {
   struct Domain {
     const char* op;
     Test test;
+    bool fractional = false;  // only with a scalar exponent not whole (a power)
   };
   static const Domain kDomains[] = {
       {"aten::sqrt", Test::kNegative},       {"aten::rsqrt", Test::kNonPositive},
       {"aten::log", Test::kNonPositive},     {"aten::log2", Test::kNonPositive},
       {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
       {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
-      {"aten::pow", Test::kNegative},        {"aten::mean", Test::kEmpty}};
+      {"aten::pow", Test::kNegative, true},  {"aten::mean", Test::kEmpty}};
   const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
                                [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
   const auto& in = e.inputs.tensors();
   if (d == std::end(kDomains) || in.empty()) return false;
-  if (std::strcmp(d->op, "aten::pow") == 0 && !e.inputs.fractionalScalar()) return false;
+  if (d->fractional && !e.inputs.fractionalScalar()) return false;
   // a mean of nothing, 0/0: told by what it read (the selection is gone once it returns)
   if (d->test == Test::kEmpty) return in[0].element() == TensorNote::Element::kEmpty;
   const at::Tensor t = in[0].asSeen();
