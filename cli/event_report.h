@@ -129,6 +129,9 @@ struct ViolationInfo {
   // Found looking back: the forward call whose node that is ("aten::log #1"), whose line its
   // python_stack is; empty otherwise.
   std::string forward_call;
+  // Found looking back: its held input lay outside its domain (a mean of nothing, a sqrt of a
+  // negative): why it was named among calls of its op.
+  bool out_of_domain = false;
   std::string phase;  // the event's: "forward", "backward", "optimizer"; empty when absent
   // In the backward pass: an autograd node's, or found looking back in that phase (no context).
   bool backward() const { return !autograd_node.empty() || phase == "backward"; }

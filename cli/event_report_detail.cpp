@@ -150,7 +150,11 @@ std::string originText(const NanOrigin& o) {
   std::string s = opName(o.op, o.backend) + " pid " + std::to_string(v.pid);
   if (v.call_index) s += ", call " + std::to_string(*v.call_index);
   if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
-  s += ": " + (v.detail.empty() ? std::string("appeared") : v.detail);
+  s += ": " + (v.detail.empty()                ? std::string("appeared")
+               : v.detail == "nonfinite_scalar" ? std::string("made of a non-finite scalar "
+                                                              "argument (a learning rate or "
+                                                              "scale of inf or NaN)")
+                                                : v.detail);
   if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf") &&
       v.extra["nan"].is_number() && v.extra["inf"].is_number()) {
     // Counts, written as integers by the search and as numbers by a nan_inf check.
@@ -204,7 +208,10 @@ std::string originText(const NanOrigin& o) {
         s += ": the holder got them through ";
         for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
         s += ", whose results were gone; this one ";
-        s += from_inf                   ? "the first to compute with the Inf"
+        s += from_inf ? "the first to compute with the Inf"
+             : v.out_of_domain
+                 ? "the one whose input lay outside its domain (a mean of nothing, "
+                   "a log or root of a negative, an exp past its overflow)"
              : restrictedDomain(o.op) ? "the likeliest whose domain or range allows it"
                                       : "the nearest that computes (no op between has a "
                                         "restricted domain, and the holder makes no NaN or Inf "

@@ -302,7 +302,8 @@ void apiNanPropagated(void* site, const char* input) {
 PastCall pastCall(const fumi_past_call& c) {
   return PastCall{static_cast<const OpSite*>(c.site), c.index, c.phase, c.hops, c.steps_ago,
                   c.place,  c.by_zero != 0, c.out_of_domain != 0,
-                  static_cast<const OpSite*>(c.forward_site), c.forward_index};
+                  static_cast<const OpSite*>(c.forward_site), c.forward_index,
+                  c.positive_inf != 0};
 }
 void apiNanLookedBack(const fumi_past_call* call, const char* detail, uint64_t nan, uint64_t inf,
                       const fumi_past_call* through, size_t n_through, const char* not_origin) {
@@ -401,7 +402,7 @@ const fumi_adapter_api kAdapterApi = {
     apiCompare,               apiAccount,               apiReport,        currentPhase,
     apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
     apiPythonPlace,           setScriptFrames,          lossScalingAccumulated,
-    apiNanOriginForward};
+    apiNanOriginForward,      setForwardProbe};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -47,7 +47,8 @@ extern "C" {
  *    fumi_past_call.out_of_domain and forward_site/forward_index; fumi_py_place.node (the
  *    autograd node a kept call ran in); gradient_accumulated.
  * 21: nan_origin_forward (an origin found at its call in the backward pass, told with the
- *    forward call whose autograd node it runs in). */
+ *    forward call whose autograd node it runs in) and set_forward_probe (the same, asked by
+ *    libfumi for a check's finding); fumi_past_call.positive_inf. */
 #define FUMI_ADAPTER_ABI_VERSION 21u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
@@ -94,6 +95,9 @@ typedef struct fumi_past_call {
    * NULL elsewhere. */
   void* forward_site;
   uint64_t forward_index;
+  /* ABI 21, in nan_looked_back's `call`: nonzero where its outputs hold +Inf (which a log or a
+   * sqrt never makes of finite values: the likeliest maker is then another). */
+  uint32_t positive_inf;
 } fumi_past_call;
 
 /* A convolution in fp64 on the device, for checksum's projections of a device op's convolution
@@ -351,6 +355,11 @@ typedef struct fumi_adapter_api {
    * names it (forward_call); its native stack is still the calling thread's. */
   void (*nan_origin_forward)(void* site, uint64_t index, const char* detail, uint64_t nan,
                              uint64_t inf, const fumi_past_call* forward);
+  /* ABI 21 — the adapter's answer to "which forward call made the autograd node the calling
+   * thread runs in?": nonzero with it written to `out` (site, index, place), 0 where it does
+   * not know (outside the backward pass, not kept). Asked only for a check's NaN/Inf origin of
+   * the backward pass, which is then placed like nan_origin_forward's. */
+  void (*set_forward_probe)(int (*probe)(fumi_past_call* out));
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

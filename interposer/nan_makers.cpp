@@ -37,6 +37,12 @@ constexpr const char* kNorms[] = {"aten::batch_norm",    "aten::native_batch_nor
                                   "aten::layer_norm",    "aten::native_layer_norm",
                                   "aten::group_norm",    "aten::native_group_norm"};
 constexpr uint64_t kAtZeroHops = 2;
+// Of kDomain, those that never make +Inf of finite values (a log's 0 is -inf, its negatives
+// NaN): where the holder holds +Inf, someone else made it, and likely the rest too (batch 35's
+// Cox loss: an exp's overflow through a masked sum into a log, the log named).
+constexpr const char* kNoPositiveInf[] = {"aten::log",  "aten::log2", "aten::log10",
+                                          "aten::log1p", "aten::sqrt", "aten::acos",
+                                          "aten::asin",  "aten::acosh", "aten::digamma"};
 // Ops that make no NaN or Inf of finite values (besides those passing values along): a holder
 // that is one of them did not make what it holds, whatever the ops before it were (batch 23's
 // knowledge-graph score: a `neg` holding the NaN of a sum of overflowed products).
@@ -80,6 +86,8 @@ std::string bareOp(const std::string& call) {
   return s;
 }
 
+bool makesPositiveInf(const std::string& call) { return !listed(bareOp(call), kNoPositiveInf); }
+
 bool restrictedDomain(const std::string& call) {
   const std::string bare = bareOp(call);
   return listed(bare, kDomain) || listed(bare, kNorms);
@@ -108,7 +116,8 @@ bool restrictedDomain(const std::string& call) {
 // a kRowNan holder itself.
 std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                                  const std::vector<uint64_t>& hops,
-                                 const std::vector<std::string>& phases, bool nan_from_inf) {
+                                 const std::vector<std::string>& phases, bool nan_from_inf,
+                                 bool positive_inf) {
   std::vector<size_t> found;
   if (nan_from_inf) {
     if (!chain.empty() && listed(bareOp(chain.back()), kRowNan)) {
@@ -150,6 +159,9 @@ std::vector<size_t> likelyMakers(const std::vector<std::string>& chain,
                            at_zero, by_hops ? chain.size() - i : i);
   };
   std::stable_sort(found.begin(), found.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  if (positive_inf)
+    std::stable_partition(found.begin(), found.end(),
+                          [&](size_t i) { return makesPositiveInf(chain[i]); });
   return found;
 }
 

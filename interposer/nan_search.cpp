@@ -205,7 +205,10 @@ nlohmann::json claim(SearchState& s, const OpSite* site, uint64_t index, const c
   const bool of_forward = backward && s.forward_origin_step == step;
   const bool gradient = of_forward || (backward && s.backward_origin_step == step &&
                                        s.backward_origin_pass < pass);
-  const bool repeat = gradient || (placed.empty() ? s.origins.count(site->name) > 0
+  // One call is one origin, however it was found (a nan_inf check's finding, then the
+  // sentinel's of the same call placed at its forward call's line).
+  const bool repeat = gradient || s.origin_calls.count({site, index}) > 0 ||
+                      (placed.empty() ? s.origins.count(site->name) > 0
                                                   : s.origins_where.count(placed) > 0 ||
                                                         s.origins_unplaced.count(site->name) > 0);
   if (repeat) {
@@ -485,13 +488,23 @@ size_t makerOf(const PastCall& call, const char* detail, const std::vector<PastC
   hops.push_back(0);
   phases.push_back(call.phase ? call.phase : "");
   const bool from_inf = detail && std::strcmp(detail, "nan_from_inf") == 0;
-  const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
+  const std::vector<size_t> likely =
+      likelyMakers(chain, hops, phases, from_inf, call.positive_inf);
   // A division by an exact 0 among them, or the holder, made non-finite values for certain (a
-  // temperature of 0 before an exp, the quotient gone: the exp had been named, batches 29, 31).
+  // temperature of 0 before an exp, the quotient gone: the exp had been named, batches 29, 31);
+  // of several, the first that ran (an average's update dividing each parameter by a count of 0).
   if (!from_inf && call.by_zero) return through.size();
   if (!from_inf)
+    for (size_t i = 0; i < through.size(); ++i)
+      if (through[i].by_zero && through[i].site) return i;
+  // The holder holds +Inf: of the likely makers one whose held input lies outside its domain
+  // and that makes +Inf (an exp past its overflow), before nearer ones that may (a division)
+  // or cannot (the log it fed: batch 35's Cox loss).
+  if (call.positive_inf)
     for (size_t i : likely)
-      if (i < through.size() && through[i].by_zero && through[i].site) return i;
+      if (i < through.size() && through[i].out_of_domain && through[i].site &&
+          makesPositiveInf(through[i].site->name))
+        return i;
   if (likely.empty() || likely[0] == through.size() || !through[likely[0]].site)
     return through.size();
   // Of calls of the same op, one whose held input lies outside its domain (two `** 0.5` on one
@@ -658,6 +671,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
   // and the forward call whose node that is, whose line its python_stack then is
   if (origin.forward_site)
     more["forward_call"] = callText(origin.forward_site, origin.forward_index);
+  // why it was named among the calls followed (its held input outside its domain)
+  if (origin.out_of_domain) more["out_of_domain"] = true;
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};
@@ -671,6 +686,22 @@ void nanOriginHandled(const std::string& op, uint64_t index) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.last_origin == op + " #" + std::to_string(index)) s.last_origin.clear();
   s.scaled.insert(op);  // its repeats are the scaler's working too
+}
+
+namespace {
+std::atomic<int (*)(fumi_past_call*)> g_forward_probe{nullptr};
+}  // namespace
+
+void setForwardProbe(int (*probe)(fumi_past_call* out)) { g_forward_probe.store(probe); }
+
+bool forwardCallNow(std::vector<std::string>& py, std::string& call) {
+  int (*probe)(fumi_past_call*) = g_forward_probe.load();
+  fumi_past_call f{};
+  if (!probe || !probe(&f) || !f.site) return false;
+  if (std::vector<std::string> frames = resolvePythonPlace(f.place); !frames.empty())
+    py = std::move(frames);
+  call = callText(static_cast<const OpSite*>(f.site), f.index);
+  return true;
 }
 
 void nanSearchAfterFork() {

@@ -79,6 +79,7 @@ struct PastCall {
   // the forward call whose autograd node it ran in (fumi_past_call.forward_site), or null
   const OpSite* forward_site = nullptr;
   uint64_t forward_index = 0;
+  bool positive_inf = false;  // its outputs hold +Inf (fumi_past_call.positive_inf)
 };
 // Non-finite outputs of `site`'s call `index` made from finite inputs: found by the search, or
 // a sentinel that is its own origin (no search running; counted against max_searches).
@@ -87,6 +88,12 @@ struct PastCall {
 // (adapter_api.h nan_origin_forward): its Python frames are the origin's, and its event names it.
 void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t nan,
                uint64_t inf, const PastCall* forward = nullptr);
+// The adapter's probe (adapter_api.h set_forward_probe).
+void setForwardProbe(int (*probe)(fumi_past_call* out));
+// For a call of the backward pass that made NaN/Inf at its call on the calling thread (a
+// check's finding): the forward call that made its autograd node, where the adapter knows it:
+// its Python frames into `py` (where it has any) and "op #index" into `call`; false otherwise.
+bool forwardCallNow(std::vector<std::string>& py, std::string& call);
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the
 // origin, made `through` the calls listed; else `call` is the earliest op still holding the

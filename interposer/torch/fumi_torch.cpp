@@ -2284,9 +2284,12 @@ bool keepingPast() {
 // Whether the ops now running are being kept (what their inputs' notes need to say).
 bool pastKept() { return g_look_back == 1 || (g_look_back == 2 && t_rate.keep); }
 
-// Whether a one-element CPU tensor of a floating dtype holds exactly 0 (read in place).
+// Whether a one-element CPU tensor holds exactly 0 (read in place): of a floating dtype, or an
+// integer count (SWA's n_averaged, a 0-d long tensor, divided by at its first update: batch 35).
 bool isZero(const at::Tensor& t) {
   switch (t.scalar_type()) {
+    case c10::ScalarType::Long: return *static_cast<const int64_t*>(t.data_ptr()) == 0;
+    case c10::ScalarType::Int: return *static_cast<const int32_t*>(t.data_ptr()) == 0;
     case c10::ScalarType::Float: return *static_cast<const float*>(t.data_ptr()) == 0.0f;
     case c10::ScalarType::Double: return *static_cast<const double*>(t.data_ptr()) == 0.0;
     case c10::ScalarType::Half:
@@ -3336,7 +3339,7 @@ bool dividesByZero(const PastOp& e) {
 // non-finite values (which a later op may have dropped). Restricted-domain ops on their first
 // argument, by their schema names (`e.op`); a power only with a fractional scalar exponent.
 bool outsideDomain(const PastOp& e) {
-  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty };
+  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty, kOverflows };
   struct Domain {
     const char* op;
     Test test;
@@ -3347,7 +3350,8 @@ bool outsideDomain(const PastOp& e) {
       {"aten::log", Test::kNonPositive},     {"aten::log2", Test::kNonPositive},
       {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
       {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
-      {"aten::pow", Test::kNegative, true},  {"aten::mean", Test::kEmpty}};
+      {"aten::pow", Test::kNegative, true},  {"aten::mean", Test::kEmpty},
+      {"aten::exp", Test::kOverflows}};
   const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
                                [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
   const auto& in = e.inputs.tensors();
@@ -3363,6 +3367,12 @@ bool outsideDomain(const PastOp& e) {
     case Test::kNonPositive: return (t <= 0).any().item<bool>();
     case Test::kBelowMinusOne: return (t <= -1).any().item<bool>();
     case Test::kAboveOne: return (t.abs() > 1).any().item<bool>();
+    case Test::kOverflows: {  // past the log of the dtype's largest value
+      const double largest = t.scalar_type() == at::kDouble  ? std::numeric_limits<double>::max()
+                             : t.scalar_type() == at::kHalf  ? 65504.0
+                                                             : std::numeric_limits<float>::max();
+      return (t > std::log(largest)).any().item<bool>();
+    }
     case Test::kEmpty: break;
   }
   return false;
@@ -3403,6 +3413,15 @@ bool forwardCallOf(int64_t node, fumi_past_call& out) {
   if (k == LookBackMemo::npos) return false;
   out = past[k].call;
   return true;
+}
+
+// adapter_api.h set_forward_probe: the forward call of the node the thread runs in now.
+int forwardProbe(fumi_past_call* out) {
+  try {
+    return out && forwardCallOf(currentNode(), *out) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
 }
 
 // Kept op `i`'s call as nan_looked_back tells it: how many optimizer steps ago it ran, whether
@@ -3502,7 +3521,10 @@ bool lookBack(bool dry = false) {
   // of those made: libfumi's choice), holding `out`.
   const auto tell = [&past](size_t i, const char* detail, const NonFinite& out,
                             const std::vector<fumi_past_call>& through) {
-    const fumi_past_call call = pastCall(past, i);
+    fumi_past_call call = pastCall(past, i);
+    for (const TensorNote& o : past[i].outputs)
+      if (const at::Tensor t = o.asSeen(); t.defined() && t.is_floating_point() && readable(t))
+        call.positive_inf = call.positive_inf || at::isposinf(t).any().item<bool>();
     g_api->nan_looked_back(&call, detail, out.nan, out.inf, through.data(), through.size(),
                            nullptr);
     noteOrigin(past[i].call.site, past[i].call.index, out);
@@ -3685,7 +3707,7 @@ void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since, int64_t seq) {
   PastOp past;
-  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0, 0, nullptr, 0};
+  past.call = fumi_past_call{site, index, g_api->phase(), 0, 0, {}, 0, 0, nullptr, 0, 0};
   past.seq = seq;
   past.node_seq = t_node_seqs.empty() ? -1 : t_node_seqs.back();
   past.step = t_optimizer_steps;
@@ -3781,11 +3803,17 @@ bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
 bool watchState(const Running& op, const std::vector<c10::IValue>& outputs) {
   const NonFinite out = scanValues(outputs);
   if (!out.any()) return false;
-  bool got = op.state_before.any() || op.inputs.nonfiniteScalar();
+  bool got = op.state_before.any();
   const auto& tensors = op.inputs.tensors();
   for (size_t i = 1; i < tensors.size() && !got; ++i) {
     const at::Tensor t = tensors[i].live();
     got = !t.defined() || scanTensor(t).any();
+  }
+  // Finite tensors and a scalar argument of inf or NaN (a learning rate of inf: a schedule's
+  // 1/sqrt(0) at the first step, batch 35): made here, of that scalar, not "got".
+  if (!got && op.inputs.nonfiniteScalar()) {
+    reportOriginCall(op.site, op.index, "nonfinite_scalar", out);
+    return true;
   }
   if (got) {
     if (std::find(t_state_seen.begin(), t_state_seen.end(), op.site) == t_state_seen.end()) {
@@ -4325,6 +4353,7 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
   if (g_capture || g_sentinels) {
     api->set_shared_probe(&readsSharedMemory);
     api->set_script_frames(&scriptFrames);
+    api->set_forward_probe(&forwardProbe);
   }
   try {
     if (g_sentinels || g_capture)

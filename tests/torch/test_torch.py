@@ -2868,7 +2868,8 @@ class NanOrigin(unittest.TestCase):
         # memory; the next forward pass's batch_norm was named, or "they were there when the
         # step began". Written with copy_ into `.data`, the chain reached the update's read of
         # `q.data` (an alias, gone) and ended unknown. A square root of a negative written so
-        # (no division: its values, not its divisor, make it) likewise.
+        # (no division: its values, not its divisor, make it) likewise. Of several divisions by
+        # 0 (each parameter's), the first.
         template = textwrap.dedent('''
             import copy, torch, torch.nn as nn
             torch.manual_seed(0)
@@ -2888,7 +2889,9 @@ class NanOrigin(unittest.TestCase):
             ''')
         writes = {"q.data = new / (1 - 0.99 ** step)": "aten::div.Tensor",
                   "q.data.copy_(new / (1 - 0.99 ** step))": "aten::div.Tensor",
-                  "q.data.copy_((new - 3).sqrt() if step == 0 else new)": "aten::sqrt"}
+                  "q.data.copy_((new - 3).sqrt() if step == 0 else new)": "aten::sqrt",
+                  # batch 35: SWA's running mean, divided by an integer count (0-d, long) of 0
+                  "q.data = q.data + (p.data - q.data) / torch.tensor(step)": "aten::div.Tensor"}
         for write, op in writes.items():
             code = template.replace("WRITE", write)
             line = next(i for i, t in enumerate(code.splitlines(), 1) if "# EMA" in t)
@@ -2896,9 +2899,41 @@ class NanOrigin(unittest.TestCase):
             origins = [v for v in r.of("violation") if v.get("origin")]
             self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
                              [(op, f"<string>:{line} in <module>")], (write, origins, r.stderr))
+            if op == "aten::div.Tensor":  # the first division that ran, of those followed
+                divs = [int(c.split("#")[1]) for c in origins[0]["through"]
+                        if c.startswith("aten::div.Tensor #")]
+                self.assertEqual(origins[0]["call_index"], min(divs), origins[0])
             # made after the first optimizer step, seen in the next forward pass
             self.assertEqual((origins[0]["optimizer_step"], origins[0]["sentinel"]["optimizer_step"]),
                              (1, 1), origins[0])
+
+    def test_an_exp_overflow_fed_into_a_log_is_the_exps(self):
+        # Batch 35 (DeepSurv's Cox loss, risk scores of 100 and more): exp overflows, * mask makes
+        # 0 * inf, the risk set's mean and its log pass them on; the log was named (nearest,
+        # "made from finite inputs"), though it holds +inf, which a log never makes.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            n = 100
+            y = torch.rand(n, 1); e = (torch.rand(n, 1) < 0.7).float()
+            lin = torch.nn.Linear(4, 1); x = torch.rand(n, 4)
+            def cox(risk):
+                mask = torch.ones(n, n)
+                mask[(y.T - y) > 0] = 0
+                log_loss = torch.exp(risk) * mask  # EXP
+                log_loss = torch.sum(log_loss, dim=0) / torch.sum(mask, dim=0)
+                log_loss = torch.log(log_loss).reshape(-1, 1)
+                return -torch.sum((risk - log_loss) * e) / torch.sum(e)
+            for step, scale in enumerate([1.0, 100.0, 1.0]):
+                with torch.no_grad():
+                    risk = (lin(x) - lin(x).min() + 1) * scale
+                    print(step, repr(cox(risk).item()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "# EXP" in t)
+        r = self.program(code)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                         [("aten::exp", f"<string>:{line} in cox")], origins)
 
     def test_of_two_calls_of_an_op_the_one_outside_its_domain_is_named(self):
         # Batch 33 (DiffWave's q_sample, a noise level below 0): two `** 0.5` on one line, their
@@ -2936,6 +2971,10 @@ class NanOrigin(unittest.TestCase):
         r = self.program(code)
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["call_index"]), ("aten::mean.dim", 8), o)  # step 1's third
+        # and why (not "the nearest that computes ... an overflow": batch 35)
+        self.assertTrue(o.get("out_of_domain"), o)
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("this one the one whose input lay outside its domain", report.stdout)
 
     def test_a_looked_back_backward_origin_names_its_autograd_node(self):
         # Batch 34 (Transformer Hawkes' log-likelihood): a `log` of a zero intensity, dropped by
@@ -2982,16 +3021,19 @@ class NanOrigin(unittest.TestCase):
                 print(step, repr(loss.item()))
             ''')
         line = next(i for i, t in enumerate(code.splitlines(), 1) if "# SQRT" in t)
-        r = self.program(code)
-        [o] = [v for v in r.of("violation") if v.get("origin")]
-        self.assertEqual((o["op"], o["phase"], o.get("looked_back"), o.get("forward_call"),
-                          o["python_stack"][0]),
-                         ("aten::div.Tensor", "backward", None, "aten::sqrt #0",
-                          f"<string>:{line} in <module>"), o)
-        self.assertTrue(o["stack"], o)  # its native stack, taken as it ran
-        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
-        self.assertIn("inside SqrtBackward0, the gradient of aten::sqrt #0 (its line)",
-                      report.stdout)
+        # every call checked: the nan_inf check's finding (one origin, not a second one beside
+        # the sentinel's at the backward() line)
+        for policy in (None, every_call('"aten::*"', "[ { plugin: nan_inf } ]")):
+            r = self.program(code, policy)
+            [o] = [v for v in r.of("violation") if v.get("origin")]
+            self.assertEqual((o["op"], o["phase"], o.get("looked_back"), o.get("forward_call"),
+                              o["python_stack"][0]),
+                             ("aten::div.Tensor", "backward", None, "aten::sqrt #0",
+                              f"<string>:{line} in <module>"), (policy, o))
+            self.assertTrue(o["stack"], o)  # its native stack, taken as it ran
+            report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+            self.assertIn("inside SqrtBackward0, the gradient of aten::sqrt #0 (its line)",
+                          report.stdout)
 
     def test_nan_inside_autograd_grad_is_no_loss_scalers(self):
         # Batch 34 (a Hamiltonian NN: the loss is the input gradient, autograd.grad with
