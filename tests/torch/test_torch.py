@@ -2907,6 +2907,34 @@ class NanOrigin(unittest.TestCase):
             self.assertEqual((origins[0]["optimizer_step"], origins[0]["sentinel"]["optimizer_step"]),
                              (1, 1), origins[0])
 
+    def test_a_learning_rate_of_inf_is_named_at_the_first_update(self):
+        # Batch 35 (the transducer tutorial under an inverse-sqrt schedule counted from 0): Adam's
+        # first step writes -inf * m / v into every parameter. A later call of the update was
+        # named "appeared" (or "nan_from_inf"), nothing saying the scalar was the cause.
+        code = textwrap.dedent('''
+            import numpy as np, torch
+            torch.manual_seed(0)
+            emb = torch.nn.Embedding(10, 4); lin = torch.nn.Linear(4, 1)
+            opt = torch.optim.Adam([*emb.parameters(), *lin.parameters()], lr=1e-3)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / np.sqrt(s))
+            idx = torch.tensor([1, 2, 3, 4]); y = torch.randn(4, 1)
+            for step in range(3):
+                loss = ((lin(emb(idx)) - y) ** 2).mean()
+                opt.zero_grad(); loss.backward()
+                opt.step()  # STEP
+                sched.step()
+                print(step, repr(loss.item()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "# STEP" in t)
+        r = self.program(code)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["call_index"], o["detail"], o["python_stack"][0])
+                          for o in origins],
+                         [("aten::addcdiv_", 0, "nonfinite_scalar", f"<string>:{line} in <module>")],
+                         origins)
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("made of a non-finite scalar argument", report.stdout)
+
     def test_an_exp_overflow_fed_into_a_log_is_the_exps(self):
         # Batch 35 (DeepSurv's Cox loss, risk scores of 100 and more): exp overflows, * mask makes
         # 0 * inf, the risk set's mean and its log pass them on; the log was named (nearest,
