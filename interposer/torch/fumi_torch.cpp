@@ -2876,8 +2876,8 @@ struct PastOp {
 
 // The last ops this thread ran, oldest first: a forward pass of a few thousand ops, whose
 // tensors are held weakly (what is gone stays gone; what autograd or the program holds can be
-// read back when a sentinel fires). It holds 4096 ops, more where a training step (or what
-// runs before the first) runs more (up to kMaxCapacity, about 500 bytes an op): a bidirectional GRU over 150 time steps ran
+// read back when a sentinel fires). It holds 4096 ops, more where a training step runs more
+// (up to kMaxCapacity, about 500 bytes an op): a bidirectional GRU over 150 time steps ran
 // 9000 a step, and a NaN made at the step's start was out of reach when its loss showed it
 // (batch 19).
 class PastOps {
@@ -2887,14 +2887,6 @@ class PastOps {
   static_assert(kMaxCapacity % kCapacity == 0 &&
                 ((kMaxCapacity / kCapacity) & (kMaxCapacity / kCapacity - 1)) == 0);
   void push(PastOp&& op) {
-    // Before the first optimizer step there is no step's worth to size it by: it grows as the
-    // ops come, until it first wraps (batch 35's transducer: 27 476 ops in its first step, a
-    // NaN made in the backward pass out of the last 4096's reach).
-    if (ops_.size() == capacity_ && step_ == 0 && pushed_ == ops_.size() &&
-        capacity_ < kMaxCapacity) {
-      capacity_ *= 2;
-      ops_.reserve(capacity_);
-    }
     if (ops_.size() < capacity_) ops_.push_back(std::move(op));
     else ops_[next_] = std::move(op);
     next_ = (next_ + 1) % capacity_;

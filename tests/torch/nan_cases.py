@@ -30,8 +30,7 @@
              (nan_origin.look_back).
   long_poison  poison's one-off, then 5000 tiny ops on another tensor before the loss: more
              ops than the 4096 the adapter keeps at first, which it grows to hold a step's.
-             long_poison0: the same on step 0, before any step told it how many to keep;
-             huge_poison0: on step 0 with 40 000 tiny ops, more than the adapter ever keeps.
+             long_poison0: the same on step 0, before any step told it how many to keep.
   gru_h0     a GRU whose initial state has a NaN written into part of it on step 1 (sqrt of a
              negative number, the line marked H0); a nan_inf check of an addmm inside the GRU
              op starts the search, where nothing held shows the origin yet: the GRU's result,
@@ -261,13 +260,13 @@ for step in range(12 if mode == "adam_state3" else
     if mode == "busy_poison":  # many tiny ops a step, as recurrent and op-heavy models run
         for _ in range(3000):
             inputs = inputs + 0.0
-    if mode in ("poison", "busy_poison", "long_poison", "long_poison0", "huge_poison0"):
+    if mode in ("poison", "busy_poison", "long_poison", "long_poison0"):
         h = model[0](inputs)
-        shift = 10.0 if step == (0 if mode.endswith("poison0") else 1) else 0.0
+        shift = 10.0 if step == (0 if mode == "long_poison0" else 1) else 0.0
         out = model[2](model[1](h * torch.sqrt(h.var(0) - shift)))  # POISON
-        if mode.startswith(("long_poison", "huge_poison")):
+        if mode.startswith("long_poison"):
             z = x[0]
-            for _ in range(40000 if mode == "huge_poison0" else 5000):
+            for _ in range(5000):
                 z = z + 0.0
     elif mode == "spectrum":
         h = model[0](inputs)
