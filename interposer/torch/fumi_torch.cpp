@@ -3067,7 +3067,7 @@ class LookBackMemo {
         const auto keep = [this, k](const TensorNote& n) {
           if (sharers_.count(n.memoryKey())) return;
           if (at::Tensor live = n.live(); live.defined() && n.over(live) && readable(live))
-            sharers_.emplace(n.memoryKey(), Sharer{n, std::move(live), k});
+            sharers_.emplace(n.memoryKey(), Sharer{n, std::move(live), k, std::nullopt});
         };
         for (const TensorNote& n : past_[k].inputs.tensors()) keep(n);
         for (const TensorNote& n : past_[k].outputs) keep(n);
@@ -3081,9 +3081,13 @@ class LookBackMemo {
         std::upper_bound(w->second.begin(), w->second.end(), j), w->second.end(),
         [&](size_t k) { return past_[k].wrote(t); });
     if (written_since) return start_finite ? std::optional<NonFinite>(NonFinite{}) : std::nullopt;
-    const at::Tensor& live = it->second.live;
-    const int64_t n = static_cast<int64_t>(live.storage().nbytes() / live.element_size());
-    return scanTensor(viewAt(live.storage(), 0, live.scalar_type(), {n}, {1}));
+    Sharer& sharer = it->second;
+    if (!sharer.scanned) {  // the whole memory, once per look-back (a flat buffer of parameters)
+      const at::Tensor& live = sharer.live;
+      const int64_t n = static_cast<int64_t>(live.storage().nbytes() / live.element_size());
+      sharer.scanned = scanTensor(viewAt(live.storage(), 0, live.scalar_type(), {n}, {1}));
+    }
+    return sharer.scanned;
   }
   size_t start() const { return start_; }
   static constexpr size_t npos = static_cast<size_t>(-1);
@@ -3114,6 +3118,7 @@ class LookBackMemo {
     TensorNote note;
     at::Tensor live;
     size_t seen;
+    std::optional<NonFinite> scanned = std::nullopt;  // what its memory holds now
   };
   std::unordered_map<const void*, Sharer> sharers_;
   bool sharers_built_ = false;
