@@ -591,6 +591,7 @@ class Aggregator {
       n.pid = pid;
       n.result = getString(obj, "result").value_or("");
       n.message = getString(obj, "message").value_or("");
+      n.after_origin = getString(obj, "after_origin").value_or("");
       if (const json* s = getObject(obj, "sentinel")) n.sentinel = *s;
       n.file = file;
       n.line = lineno;

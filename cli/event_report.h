@@ -229,6 +229,7 @@ struct NanSearch {
   std::string result;
   std::string message;
   nlohmann::json sentinel;  // {"op", "call_index"}, null when absent
+  std::string after_origin;  // an origin the process reported before it ("aten::div.Tensor #3")
   std::string file;
   int line = 0;
 };

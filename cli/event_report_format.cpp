@@ -437,10 +437,19 @@ namespace {
 // For a headline: NaN/Inf seen whose origin no search found (batch 25: runs ending with every
 // weight NaN closed with "0 violations"); empty where none.
 std::string unknownNanText(const Report& report) {
-  const size_t n = searchesNotFound(report).size();
+  const std::vector<const NanSearch*> not_found = searchesNotFound(report);
+  const size_t n = not_found.size();
   if (!n) return "";
-  return "; NaN/Inf seen, origin not found (" + std::to_string(n) +
-         (n == 1 ? " search)" : " searches)");
+  // Begun after an origin was reported (a copy of the weights it spread into, read epochs
+  // later: batch 35's SWA model): said so, not left to read as a second unknown cause.
+  const size_t after = static_cast<size_t>(std::count_if(
+      not_found.begin(), not_found.end(), [](const NanSearch* s) { return !s->after_origin.empty(); }));
+  std::string text = "; NaN/Inf seen, origin not found (" + std::to_string(n) +
+                     (n == 1 ? " search" : " searches");
+  if (after == n) text += n == 1 ? ", after the origin reported: maybe its spread"
+                                 : ", all after the origin reported: maybe its spread";
+  else if (after) text += ", " + std::to_string(after) + " after the origin reported";
+  return text + ")";
 }
 }  // namespace
 

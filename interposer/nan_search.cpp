@@ -117,6 +117,8 @@ void endSearch(SearchState& s, const char* result, const std::string& message) {
   ev["result"] = result;
   ev["sentinel"] = sentinelJson(s);
   ev["ops_scanned"] = s.ops;
+  // an origin reported before it (its message says so too): maybe that origin's spread
+  if (!s.last_origin.empty()) ev["after_origin"] = s.last_origin;
   ev["message"] = message;
   rep->event(std::move(ev));
   rep->log().warn("NaN/Inf search {}: {}", result, message);

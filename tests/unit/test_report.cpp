@@ -1242,6 +1242,30 @@ TEST(ReportFindings, MetricsMergeAcrossProcessesInJson) {
       << text;
 }
 
+TEST(ReportFindings, SearchesAfterAnOriginSaySo) {
+  // Batch 35's SWA model: an origin found, then two searches epochs later whose values were the
+  // averaged copy's, where the origin had written them: not a second unknown cause.
+  const std::string after =
+      R"({"event":"nan_search","result":"not_found","sentinel":{"op":"aten::sum",)"
+      R"("call_index":9},"after_origin":"aten::log #1","message":"no op made NaN/Inf","pid":4})";
+  const std::string before =
+      R"({"event":"nan_search","result":"not_found","sentinel":{"op":"aten::sum",)"
+      R"("call_index":2},"message":"no op made NaN/Inf","pid":4})";
+  const Report all_after = aggregate({{"events-4.jsonl",
+                                       lines({startLine(4), originLine(4), after, after})}});
+  EXPECT_NE(fumi::report::formatRunSummary(all_after, "out")
+                .find("origin not found (2 searches, all after the origin reported: maybe its "
+                      "spread)"),
+            std::string::npos)
+      << fumi::report::formatRunSummary(all_after, "out");
+  const Report mixed = aggregate({{"events-4.jsonl",
+                                   lines({startLine(4), before, originLine(4), after})}});
+  EXPECT_NE(fumi::report::formatRunSummary(mixed, "out")
+                .find("origin not found (2 searches, 1 after the origin reported)"),
+            std::string::npos)
+      << fumi::report::formatRunSummary(mixed, "out");
+}
+
 TEST(ReportFindings, NewFieldsOfTheWrongTypeMakeTheLineMalformed) {
   std::string origin = originLine(1);
   origin.replace(origin.find(R"("origin":true)"), 13, R"("origin":"yes")");
