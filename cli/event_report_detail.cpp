@@ -111,6 +111,7 @@ std::string describeViolation(const ViolationInfo& v) {
   if (v.tolerance) s += " > " + formatValue(*v.tolerance);
   if (!v.rule.empty()) s += ", rule " + v.rule;
   if (!v.dtype.empty()) s += ", " + v.dtype;
+  if (!v.forward_call.empty()) s += ", the gradient of " + v.forward_call + " (its line)";
   return s;
 }
 

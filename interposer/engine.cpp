@@ -810,16 +810,16 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     // the checker thread.
     std::vector<std::string> py =
         origin ? origin->python_stack : capturePythonStack(rep.settings().stack_depth);
+    // A backward op's frames are the backward() call's: the line the program wrote is its
+    // forward call's, where the adapter knows it (a gradient losing precision, a NaN origin).
+    std::string forward;
+    if (!origin && std::strcmp(phase, "backward") == 0) forwardCallNow(py, forward);
+    if (!forward.empty()) ev["forward_call"] = forward;
     if (own_origin) {
-      // a backward op's frames are the backward() call's: its forward call's line instead
-      std::string forward;
-      if (!origin && std::strcmp(phase, "backward") == 0) forwardCallNow(py, forward);
       if (nlohmann::json fields =
               nanOriginEventFields(&call.site(), call.info().call_index, how, py, phase);
-          !fields.is_null()) {
+          !fields.is_null())
         ev.update(fields);
-        if (!forward.empty()) ev["forward_call"] = forward;
-      }
     }
     ev["action"] = c->rule->action == Action::kAbort  ? "abort"
                    : c->rule->action == Action::kDump ? "dump"

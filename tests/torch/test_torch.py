@@ -532,6 +532,35 @@ class AtenChecks(unittest.TestCase):
         self.assertEqual(r.stdout, plain.stdout)
         return r
 
+    def test_a_backward_violation_is_placed_at_its_forward_call(self):
+        # A gradient's product losing precision was reported at the backward() line, the only
+        # Python frame the backward pass has: now at the forward call whose autograd node ran
+        # it, named (the look-back keeps the ops; a NaN origin of the backward pass was already).
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(64, 64)
+            x = torch.randn(32, 64)
+            for step in range(2):
+                y = torch.tanh(x @ lin.weight)  # MM
+                loss = y.pow(2).mean()
+                loss.backward()
+            print(float(lin.weight.grad.sum()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "# MM" in t)
+        r = run_same(self, code, "version: 1\nrules:\n  - match: { op: aten::mm, phase: backward }\n"
+                     "    sample: { every: 1 }\n"
+                     "    checks: [ { plugin: highprec, tolerance: 1.0e-30 } ]\n")
+        violations = r.of("violation")
+        self.assertTrue(violations, r.stderr)
+        for v in violations:  # each step's own forward call
+            self.assertEqual((v["phase"], v.get("forward_call", "").split(" #")[0],
+                              v["python_stack"][0]),
+                             ("backward", "aten::matmul", f"<string>:{line} in <module>"), v)
+        self.assertIn("aten::matmul #1", [v.get("forward_call") for v in violations])
+        report = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True)
+        self.assertIn("the gradient of aten::matmul #0 (its line)", report.stdout)
+
     def test_bf16_batch_norm_saved_mean_is_noise_at_the_inputs_resolution(self):
         # The f32 saved mean of bf16 channels centred to ~1e-4 of their spread is the rounding
         # noise of its bf16 terms: perturb moved it by 2-5x its size and raised a violation
