@@ -700,8 +700,12 @@ bool forwardCallNow(std::vector<std::string>& py, std::string& call) {
   int (*probe)(fumi_past_call*) = g_forward_probe.load();
   fumi_past_call f{};
   if (!probe || !probe(&f) || !f.site) return false;
-  if (std::vector<std::string> frames = resolvePythonPlace(f.place); !frames.empty())
+  // its frames first, then the calling thread's (the backward() call it ran under: a scaled
+  // loss's overflow is that line's doing)
+  if (std::vector<std::string> frames = resolvePythonPlace(f.place); !frames.empty()) {
+    frames.insert(frames.end(), py.begin(), py.end());
     py = std::move(frames);
+  }
   call = callText(static_cast<const OpSite*>(f.site), f.index);
   return true;
 }

@@ -92,7 +92,8 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
 void setForwardProbe(int (*probe)(fumi_past_call* out));
 // For a call of the backward pass that made NaN/Inf at its call on the calling thread (a
 // check's finding): the forward call that made its autograd node, where the adapter knows it:
-// its Python frames into `py` (where it has any) and "op #index" into `call`; false otherwise.
+// its Python frames put before `py`'s (where it has any) and "op #index" into `call`; false
+// otherwise.
 bool forwardCallNow(std::vector<std::string>& py, std::string& call);
 // What the adapter found looking back from the sentinel that has just started the search (see
 // "look back" above; adapter_api.h nan_looked_back): with `not_origin` null, `call` is the
