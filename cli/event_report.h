@@ -126,8 +126,9 @@ struct ViolationInfo {
   // The autograd node a backward-pass call ran in ("LogBackward0": the innermost
   // "autograd::engine::evaluate_function: ..." of its `context`), empty otherwise.
   std::string autograd_node;
-  // Found looking back: the forward call whose node that is ("aten::log #1"), whose line its
-  // python_stack is; empty otherwise.
+  // Of the backward pass (a NaN origin, looked back or found at its call, or a check's
+  // violation): the forward call whose node that is ("aten::log #1"), whose line its
+  // python_stack begins with; empty otherwise.
   std::string forward_call;
   // Found looking back: its held input lay outside its domain (a mean of nothing, a sqrt of a
   // negative): why it was named among calls of its op.
