@@ -133,6 +133,9 @@ struct ViolationInfo {
   // Found looking back: its held input lay outside its domain (a mean of nothing, a sqrt of a
   // negative): why it was named among calls of its op.
   bool out_of_domain = false;
+  // Found looking back: the values' holder held +Inf, which some makers (a log, a root) never
+  // make: the likeliest makers are ranked knowing it.
+  bool positive_inf = false;
   std::string phase;  // the event's: "forward", "backward", "optimizer"; empty when absent
   // In the backward pass: an autograd node's, or found looking back in that phase (no context).
   bool backward() const { return !autograd_node.empty() || phase == "backward"; }

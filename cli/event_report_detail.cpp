@@ -204,7 +204,8 @@ std::string originText(const NanOrigin& o) {
       if (!hops.empty()) hops.push_back(0);
       std::vector<std::string> phases = v.through_phases;
       if (!phases.empty()) phases.push_back(v.held_by.empty() ? v.phase : v.held_by_phase);
-      const std::vector<size_t> likely = likelyMakers(chain, hops, phases, from_inf);
+      const std::vector<size_t> likely =
+          likelyMakers(chain, hops, phases, from_inf, v.positive_inf);
       if (!v.held_by.empty()) {
         s += ": the holder got them through ";
         for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];

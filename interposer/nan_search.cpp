@@ -675,6 +675,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     more["forward_call"] = callText(origin.forward_site, origin.forward_index);
   // why it was named among the calls followed (its held input outside its domain)
   if (origin.out_of_domain) more["out_of_domain"] = true;
+  // the holder held +Inf (which a log or root never makes): how the maker was ranked
+  if (call.positive_inf) more["positive_inf"] = true;
   if (maker < through.size())
     more["held_by"] = {{"call", callText(call.site, call.index)},
                        {"phase", call.phase ? call.phase : ""}};

@@ -3340,11 +3340,17 @@ bool dividesByZero(const PastOp& e) {
          in[1].element() == TensorNote::Element::kZero;
 }
 
-// Whether kept op `e`'s input, still held as it read it, lies outside the op's domain: it made
-// non-finite values (which a later op may have dropped). Restricted-domain ops on their first
-// argument, by their schema names (`e.op`); a power only with a fractional scalar exponent.
-bool outsideDomain(const PastOp& e) {
-  enum class Test { kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty, kOverflows };
+// What kept op `e` made of its input, still held as it read it and finite, where that lies outside
+// the op's domain: the non-finite values it made for certain (a later op may have dropped them;
+// counted as NaN or Inf by where the input lay); none otherwise. Restricted-domain ops on their
+// first argument, by their schema names (`e.op`); a power only with a fractional scalar
+// exponent.
+NonFinite domainFault(const PastOp& e) {
+  enum class Test {
+    kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty, kOverflows,
+    kPole,     // 0 and the negative integers: -Inf at 0, NaN below (digamma)
+    kPoleInf,  // 0 and the negative integers: +Inf (lgamma)
+  };
   struct Domain {
     const char* op;
     Test test;
@@ -3356,32 +3362,44 @@ bool outsideDomain(const PastOp& e) {
       {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
       {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
       {"aten::pow", Test::kNegative, true},  {"aten::mean", Test::kEmpty},
-      {"aten::exp", Test::kOverflows}};
+      {"aten::exp", Test::kOverflows},       {"aten::digamma", Test::kPole},
+      {"aten::lgamma", Test::kPoleInf}};
   const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
                                [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
   const auto& in = e.inputs.tensors();
-  if (d == std::end(kDomains) || in.empty()) return false;
-  if (d->fractional && !e.inputs.fractionalScalar()) return false;
+  if (d == std::end(kDomains) || in.empty()) return {};
+  if (d->fractional && !e.inputs.fractionalScalar()) return {};
   // a mean of nothing, 0/0: told by what it read (the selection is gone once it returns)
-  if (d->test == Test::kEmpty) return in[0].element() == TensorNote::Element::kEmpty;
+  if (d->test == Test::kEmpty)
+    return in[0].element() == TensorNote::Element::kEmpty ? NonFinite{1, 0} : NonFinite{};
   const at::Tensor t = in[0].asSeen();
-  if (!t.defined() || !t.is_floating_point()) return false;
-  if (!readable(t) || t.numel() == 0) return false;
+  if (!t.defined() || !t.is_floating_point()) return {};
+  if (!readable(t) || t.numel() == 0 || scanTensor(t).any()) return {};
+  const auto count = [](const at::Tensor& m) { return static_cast<uint64_t>(m.sum().item<int64_t>()); };
   switch (d->test) {
-    case Test::kNegative: return (t < 0).any().item<bool>();
-    case Test::kNonPositive: return (t <= 0).any().item<bool>();
-    case Test::kBelowMinusOne: return (t <= -1).any().item<bool>();
-    case Test::kAboveOne: return (t.abs() > 1).any().item<bool>();
+    case Test::kNegative: return {count(t < 0), 0};
+    case Test::kNonPositive: return {count(t < 0), count(t == 0)};
+    case Test::kBelowMinusOne: return {count(t < -1), count(t == -1)};
+    case Test::kAboveOne: return {count(t.abs() > 1), 0};
     case Test::kOverflows: {  // past the log of the dtype's largest value
       const double largest = t.scalar_type() == at::kDouble  ? std::numeric_limits<double>::max()
                              : t.scalar_type() == at::kHalf  ? 65504.0
                                                              : std::numeric_limits<float>::max();
-      return (t > std::log(largest)).any().item<bool>();
+      return {0, count(t > std::log(largest))};
     }
+    case Test::kPole:
+      return {count((t < 0).logical_and(t == t.floor())), count(t == 0)};
+    case Test::kPoleInf: return {0, count((t <= 0).logical_and(t == t.floor()))};
     case Test::kEmpty: break;
   }
-  return false;
+  return {};
 }
+
+bool outsideDomain(const PastOp& e) { return domainFault(e).any(); }
+
+// Whether kept op `e` made non-finite values of finite ones for certain: it divided by an exact
+// 0, or its input lay outside its domain.
+bool certainMaker(const PastOp& e) { return dividesByZero(e) || outsideDomain(e); }
 
 // For kept op `i` of the backward pass, the forward call whose autograd node it ran in, where the
 // ring still holds it (from the step before on): the last forward op before it with the node's
@@ -3542,6 +3560,28 @@ bool lookBack(bool dry = false) {
         out.add(scanTensor(t));
     return out;
   };
+  // Where holder `i`'s values came through ops whose results are gone (the maker a guess among
+  // them), the first op of the step before it that made non-finite values for certain, of an op
+  // among them, its own results gone too, where that is not one of them (those libfumi weighs:
+  // the first division by 0, a call outside its domain); else npos. The evidential loss's
+  // `digamma` of a 0 on one line, its results all gone, `digamma`s on the next line held:
+  // batch 35 named the later line's, of a finite input.
+  const auto earlierMaker = [&past, &heldNow](size_t i, const Provenance& p,
+                                              const LookBackMemo& memo) {
+    if (p.through.empty()) return LookBackMemo::npos;
+    const auto inChain = [&](const char* op) {
+      return std::strcmp(op, past[i].op) == 0 ||
+             std::any_of(p.through.begin(), p.through.end(),
+                         [&](size_t k) { return std::strcmp(op, past[k].op) == 0; });
+    };
+    for (size_t k = memo.start(); k < i; ++k) {
+      const PastOp& e = past[k];
+      if (e.superseded || !inChain(e.op)) continue;
+      if (heldNow(k, memo).any() || !certainMaker(e)) continue;
+      return k < p.from.size() && p.from[k] != LookBackMemo::npos ? LookBackMemo::npos : k;
+    }
+    return LookBackMemo::npos;
+  };
   // The ops from memo.start() on, in the order they ran: what lookBack returns where one held
   // values made from finite ones (or their spread), else nothing, `seen` what it passed over.
   const auto pass = [&](LookBackMemo& memo, Seen& seen) -> std::optional<bool> {
@@ -3578,6 +3618,11 @@ bool lookBack(bool dry = false) {
                                            [&past](size_t k) { return dividesByZero(past[k]); }));
       if (((!p.bad.any() || mask_only) && !p.unknown) || nan_from_inf || by_zero) {
         if (dry) return true;
+        if (const size_t k = nan_from_inf ? LookBackMemo::npos : earlierMaker(i, p, memo);
+            k != LookBackMemo::npos) {
+          tell(k, "appeared", domainFault(past[k]), {});
+          return true;
+        }
         // A loss scale's overflow found looking back is one as at its call.
         bool scalar = true;
         for (const TensorNote& o : e.outputs) scalar = scalar && o.asSeen().numel() == 1;

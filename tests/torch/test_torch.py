@@ -2992,6 +2992,50 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
                          [("aten::exp", f"<string>:{line} in cox")], origins)
 
+    def test_the_first_of_a_makers_calls_whose_results_are_all_gone_is_named(self):
+        # Batch 35 (evidential learning's Dirichlet loss, evidence without its +1): `digamma` of a
+        # 0 on the loss's line, its results all gone; its KL term's `digamma`s on a later line,
+        # their difference held for the backward pass. The look-back began at that holder and
+        # named the later line's digamma of a finite sum (the first line's never reached).
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            K = 4
+            lin = torch.nn.Linear(8, K)
+            opt = torch.optim.Adam(lin.parameters(), lr=1e-3)
+            def kl_divergence(alpha):
+                ones = torch.ones([1, K])
+                sum_alpha = torch.sum(alpha, dim=1, keepdim=True)
+                first = (torch.lgamma(sum_alpha) - torch.lgamma(alpha).sum(dim=1, keepdim=True)
+                         + torch.lgamma(ones).sum(dim=1, keepdim=True)
+                         - torch.lgamma(ones.sum(dim=1, keepdim=True)))
+                second = (alpha - ones).mul(torch.digamma(alpha) - torch.digamma(sum_alpha))
+                return first + second.sum(dim=1, keepdim=True)
+            def edl_loss(y, alpha, epoch):
+                S = torch.sum(alpha, dim=1, keepdim=True)
+                A = torch.sum(y * (torch.digamma(S) - torch.digamma(alpha)), dim=1, keepdim=True)  # ADG
+                kl_alpha = (alpha - 1) * (1 - y) + 1
+                return A + min(1.0, epoch / 10) * kl_divergence(kl_alpha)
+            for step in range(5):
+                x = torch.randn(16, 8); t = torch.randint(0, K, (16,))
+                y = torch.nn.functional.one_hot(t, K).float()
+                ev = torch.relu(lin(x))
+                alpha = ev + 1.0
+                if step == 3:
+                    alpha[0] = 0.0  # a row of no evidence, not even the prior's 1
+                loss = edl_loss(y, alpha, step + 1).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "# ADG" in t)
+        r = self.program(code)
+        origins = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["python_stack"][0]) for o in origins],
+                         [("aten::digamma", f"<string>:{line} in edl_loss")], origins)
+        # the sum's digamma, the first call of the step (four forward calls and lgamma's two
+        # backward ones a step before it), made -inf of the row of no evidence
+        self.assertEqual((origins[0]["call_index"], origins[0]["extra"]), (18, {"nan": 0, "inf": 1}))
+
     def test_of_two_calls_of_an_op_the_one_outside_its_domain_is_named(self):
         # Batch 33 (DiffWave's q_sample, a noise level below 0): two `** 0.5` on one line, their
         # results gone; the nearer one, of a finite base, was named. The other's base, still

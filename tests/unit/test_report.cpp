@@ -902,6 +902,30 @@ TEST(ReportFindings, OriginHeldByAnotherOpNamesTheHolder) {
   EXPECT_EQ(json["through_hops"], nlohmann::json({2, 1, 3, 1}));
 }
 
+// A holder holding +Inf (batch 35's Cox loss: an exp's overflow through a mean into a log): the
+// other possible makers are ranked as libfumi ranked them, those that make +Inf first; a log
+// never does.
+TEST(ReportFindings, HeldPositiveInfRanksTheMakersThatMakeIt) {
+  const auto text = [](bool positive_inf) {
+    const std::string origin =
+        std::string(R"({"event":"violation","op":"aten::exp","backend":"torch","check":"nan_inf",)"
+                    R"("kind":"error","metric":"nonfinite","value":3,"tolerance":0,)"
+                    R"("detail":"appeared","origin":true,"looked_back":true,"phase":"forward",)"
+                    R"("call_index":2,"out_of_domain":true,)") +
+        (positive_inf ? R"("positive_inf":true,)" : "") +
+        R"("through":["aten::exp #2","aten::div.Tensor #4","aten::log #3"],)"
+        R"("through_hops":[3,2,1],"held_by":{"call":"aten::neg #5","phase":"forward"},)"
+        R"("sentinel":{"op":"aten::sum","call_index":7},"extra":{"nan":0,"inf":3},"pid":1})";
+    Report r = aggregate({EventFile{
+        "events-1.jsonl",
+        lines({startLine(1), origin, summaryLine(1, "[" + opEntry("aten::exp", 4, 0, 1) + "]")})}});
+    EXPECT_TRUE(r.malformed.empty());
+    return fumi::report::formatText(r);
+  };
+  at(text(false), "(also possible: aten::log #3, aten::div.Tensor #4)");
+  at(text(true), "(also possible: aten::div.Tensor #4, aten::log #3)");
+}
+
 // An overflow held by an op that makes no NaN of finite values (batch 23's knowledge-graph
 // score: products overflowing, their sum NaN, `logsigmoid(-score)`'s `neg` holding it): the
 // origin is the nearest op between that computes, said as such.
