@@ -246,6 +246,7 @@ CheckEvent parseCheckEvent(const json& obj, bool violation) {
     v.forward_call = getString(obj, "forward_call").value_or("");
     v.out_of_domain = getBool(obj, "out_of_domain").value_or(false);
     v.positive_inf = getBool(obj, "positive_inf").value_or(false);
+    v.by_zero = getBool(obj, "by_zero").value_or(false);
     if (const json* p = field(obj, "phase"); p && p->is_string()) v.phase = p->get<std::string>();
     v.through = getStringArray(obj, "through");
     if (const json* h = field(obj, "through_hops"); h && h->is_array() &&

@@ -136,6 +136,9 @@ struct ViolationInfo {
   // Found looking back: the values' holder held +Inf, which some makers (a log, a root) never
   // make: the likeliest makers are ranked knowing it.
   bool positive_inf = false;
+  // Found looking back: it divided by an exact 0 (a one-element divisor of 0, a sqrt's gradient
+  // at 0): why it was named among the calls followed.
+  bool by_zero = false;
   std::string phase;  // the event's: "forward", "backward", "optimizer"; empty when absent
   // In the backward pass: an autograd node's, or found looking back in that phase (no context).
   bool backward() const { return !autograd_node.empty() || phase == "backward"; }

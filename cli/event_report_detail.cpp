@@ -153,8 +153,9 @@ std::string originText(const NanOrigin& o) {
   if (std::string at = userFrame(v.python_stack); !at.empty()) s += " at " + at;
   s += ": " + (v.detail.empty()                ? std::string("appeared")
                : v.detail == "nonfinite_scalar" ? std::string("made of a non-finite scalar "
-                                                              "argument (a learning rate or "
-                                                              "scale of inf or NaN)")
+                                                              "argument (a Python number, a "
+                                                              "learning rate or a scale of inf "
+                                                              "or NaN)")
                                                 : v.detail);
   if (v.extra.is_object() && v.extra.contains("nan") && v.extra.contains("inf") &&
       v.extra["nan"].is_number() && v.extra["inf"].is_number()) {
@@ -210,7 +211,8 @@ std::string originText(const NanOrigin& o) {
         s += ": the holder got them through ";
         for (size_t i = 0; i < v.through.size(); ++i) s += (i ? ", " : "") + v.through[i];
         s += ", whose results were gone; this one ";
-        s += from_inf ? "the first to compute with the Inf"
+        s += from_inf    ? "the first to compute with the Inf"
+             : v.by_zero ? "the one dividing by an exact 0"
              : v.out_of_domain
                  ? "the one whose input lay outside its domain (a mean of nothing, "
                    "a log or root of a negative, an exp past its overflow)"

@@ -675,6 +675,8 @@ void nanLookedBack(const PastCall& call, const char* detail, uint64_t nan, uint6
     more["forward_call"] = callText(origin.forward_site, origin.forward_index);
   // why it was named among the calls followed (its held input outside its domain)
   if (origin.out_of_domain) more["out_of_domain"] = true;
+  // or its division by an exact 0 (a one-element divisor of 0, a sqrt's gradient at 0)
+  if (origin.by_zero) more["by_zero"] = true;
   // the holder held +Inf (which a log or root never makes): how the maker was ranked
   if (call.positive_inf) more["positive_inf"] = true;
   if (maker < through.size())

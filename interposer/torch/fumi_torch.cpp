@@ -2320,6 +2320,7 @@ class TensorNote {
     data_ = storage_ ? memory.storage().data() : nullptr;
     if (!input && storage_) memory_ = memory.storage().getWeakStorageImpl();
     exact_ = !t.is_floating_point() && !t.is_complex();
+    number_ = input && t.unsafeGetTensorImpl()->is_wrapped_number();
     if (input && !exact_ && t.is_view()) base_ = t._base().getIntrusivePtr();
     if (input && t.numel() == 1 && t.device().is_cpu() && readable(t)) {
       const NonFinite seen = scanTensor(t);
@@ -2334,6 +2335,8 @@ class TensorNote {
   Element element() const { return element_; }
   // Integers or booleans (indices, targets, masks): no NaN or Inf, whatever became of them.
   bool exact() const { return exact_; }
+  // A Python number the op got wrapped as a tensor (`x - math.inf`).
+  bool number() const { return number_; }
   // The tensor while it is alive, whatever it holds now; undefined once it is gone.
   at::Tensor live() const { return at::Tensor(weak_.lock()); }
   // The tensor while it is alive and holds what the op saw (no in-place write since; an
@@ -2398,6 +2401,7 @@ class TensorNote {
   const void* data_ = nullptr;     // likewise
   Element element_ = Element::kUnread;
   bool exact_ = false;
+  bool number_ = false;
 };
 
 // Batch norm in training mode updates its running statistics in place without a word in its
@@ -2462,6 +2466,7 @@ class InputNote {
         nan_scalar_ = nan_scalar_ || std::isnan(d);
         scalar_above_one_ = scalar_above_one_ || std::fabs(d) > 1;
         fractional_scalar_ = fractional_scalar_ || (std::isfinite(d) && d != std::floor(d));
+        negative_scalar_ = negative_scalar_ || d < 0;
       }
       forEachTensor(v, [&](const at::Tensor& t, int) { tensors_.emplace_back(t, true, past); });
     }
@@ -2471,6 +2476,7 @@ class InputNote {
   bool nanScalar() const { return nan_scalar_; }              // a floating scalar NaN
   bool scalarAboveOne() const { return scalar_above_one_; }  // |a floating scalar| > 1
   bool fractionalScalar() const { return fractional_scalar_; }  // a floating scalar not whole
+  bool negativeScalar() const { return negative_scalar_; }      // a floating scalar below 0
   // f(tensor) for each input tensor; false when one of them is gone (the op held its last
   // reference and dropped it), whose values are then unknown.
   template <class F>
@@ -2492,7 +2498,7 @@ class InputNote {
 
  private:
   bool recorded_ = false, nonfinite_scalar_ = false, nan_scalar_ = false,
-       scalar_above_one_ = false, fractional_scalar_ = false;
+       scalar_above_one_ = false, fractional_scalar_ = false, negative_scalar_ = false;
   c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
   std::vector<TensorNote> written_;          // its running statistics, kept ops only
 };
@@ -3130,6 +3136,10 @@ struct Provenance {
   NonFinite bad;                // non-finite values in inputs still held as they were
   bool held = false;            // some of `bad` in input tensors (the rest: the program's constants)
   uint64_t constant_inf = 0;    // of `bad`'s Inf, the program's constants (a mask's -inf)
+  // Of `bad`, what Python numbers wrapped as tensors held (`loss - np.log(0) * d`), and the
+  // first op that read one.
+  NonFinite numbers;
+  size_t number_reader = SIZE_MAX;
   bool unknown = false;         // an input neither so held nor made by an op still recorded
   std::vector<size_t> through;  // the ops followed back, nearest first
   // The ops (the first, or ones followed back) that got non-finite values from memory still
@@ -3253,6 +3263,16 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
     // An embedding's indices, a loss's targets: gone with their batch (gradient accumulation
     // replaces it each micro-step), they were no unknown source of NaN (batch 25's nanoGPT).
     if (in.exact()) continue;
+    // A Python number not finite: the program's constant, not memory (no op made it).
+    if (in.number() && (in.element() == TensorNote::Element::kNaN ||
+                        in.element() == TensorNote::Element::kInf)) {
+      const NonFinite got{in.element() == TensorNote::Element::kNaN ? 1u : 0u,
+                          in.element() == TensorNote::Element::kInf ? 1u : 0u};
+      read(got, false);
+      p.numbers.add(got);
+      if (p.number_reader == SIZE_MAX) p.number_reader = j;
+      continue;
+    }
     // An input held as the op saw it, else one read as it was when the op ran.
     at::Tensor t = p.memo->rewrittenSilently(in, j) ? at::Tensor() : in.asSeen();
     if (!t.defined() && in.element() != TensorNote::Element::kUnread) {
@@ -3340,66 +3360,84 @@ bool dividesByZero(const PastOp& e) {
          in[1].element() == TensorNote::Element::kZero;
 }
 
-// What kept op `e` made of its input, still held as it read it and finite, where that lies outside
-// the op's domain: the non-finite values it made for certain (a later op may have dropped them;
-// counted as NaN or Inf by where the input lay); none otherwise. Restricted-domain ops on their
-// first argument, by their schema names (`e.op`); a power only with a fractional scalar
-// exponent.
-NonFinite domainFault(const PastOp& e) {
-  enum class Test {
-    kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty, kOverflows,
-    kPole,     // 0 and the negative integers: -Inf at 0, NaN below (digamma)
-    kPoleInf,  // 0 and the negative integers: +Inf (lgamma)
-  };
-  struct Domain {
-    const char* op;
-    Test test;
-    bool fractional = false;  // only with a scalar exponent not whole (a power)
-  };
-  static const Domain kDomains[] = {
-      {"aten::sqrt", Test::kNegative},       {"aten::rsqrt", Test::kNonPositive},
-      {"aten::log", Test::kNonPositive},     {"aten::log2", Test::kNonPositive},
-      {"aten::log10", Test::kNonPositive},   {"aten::log1p", Test::kBelowMinusOne},
-      {"aten::acos", Test::kAboveOne},       {"aten::asin", Test::kAboveOne},
-      {"aten::pow", Test::kNegative, true},  {"aten::mean", Test::kEmpty},
-      {"aten::exp", Test::kOverflows},       {"aten::digamma", Test::kPole},
-      {"aten::lgamma", Test::kPoleInf}};
-  const auto* d = std::find_if(std::begin(kDomains), std::end(kDomains),
-                               [&e](const Domain& k) { return std::strcmp(e.op, k.op) == 0; });
-  const auto& in = e.inputs.tensors();
-  if (d == std::end(kDomains) || in.empty()) return {};
-  if (d->fractional && !e.inputs.fractionalScalar()) return {};
-  // a mean of nothing, 0/0: told by what it read (the selection is gone once it returns)
-  if (d->test == Test::kEmpty)
-    return in[0].element() == TensorNote::Element::kEmpty ? NonFinite{1, 0} : NonFinite{};
-  const at::Tensor t = in[0].asSeen();
-  if (!t.defined() || !t.is_floating_point()) return {};
-  if (!readable(t) || t.numel() == 0 || scanTensor(t).any()) return {};
+// Where restricted-domain ops' inputs lie outside their domain (domainFault).
+enum class DomainTest {
+  kNegative, kNonPositive, kBelowMinusOne, kAboveOne, kEmpty, kOverflows,
+  kPole,     // 0 and the negative integers: -Inf at 0, NaN below (digamma)
+  kPoleInf,  // 0 and the negative integers: +Inf (lgamma)
+  kZero,     // an exact 0: +Inf (a negative power)
+};
+
+// The non-finite values an op with domain test `test` makes of finite input `t`, counted as NaN
+// or Inf by where the input lay.
+NonFinite domainTest(DomainTest test, const at::Tensor& t) {
   const auto count = [](const at::Tensor& m) { return static_cast<uint64_t>(m.sum().item<int64_t>()); };
-  switch (d->test) {
-    case Test::kNegative: return {count(t < 0), 0};
-    case Test::kNonPositive: return {count(t < 0), count(t == 0)};
-    case Test::kBelowMinusOne: return {count(t < -1), count(t == -1)};
-    case Test::kAboveOne: return {count(t.abs() > 1), 0};
-    case Test::kOverflows: {  // past the log of the dtype's largest value
+  switch (test) {
+    case DomainTest::kNegative: return {count(t < 0), 0};
+    case DomainTest::kNonPositive: return {count(t < 0), count(t == 0)};
+    case DomainTest::kBelowMinusOne: return {count(t < -1), count(t == -1)};
+    case DomainTest::kAboveOne: return {count(t.abs() > 1), 0};
+    case DomainTest::kOverflows: {  // past the log of the dtype's largest value
       const double largest = t.scalar_type() == at::kDouble  ? std::numeric_limits<double>::max()
                              : t.scalar_type() == at::kHalf  ? 65504.0
                                                              : std::numeric_limits<float>::max();
       return {0, count(t > std::log(largest))};
     }
-    case Test::kPole:
-      return {count((t < 0).logical_and(t == t.floor())), count(t == 0)};
-    case Test::kPoleInf: return {0, count((t <= 0).logical_and(t == t.floor()))};
-    case Test::kEmpty: break;
+    case DomainTest::kPole: return {count((t < 0).logical_and(t == t.floor())), count(t == 0)};
+    case DomainTest::kPoleInf: return {0, count((t <= 0).logical_and(t == t.floor()))};
+    case DomainTest::kZero: return {0, count(t == 0)};
+    case DomainTest::kEmpty: break;
   }
   return {};
 }
 
-bool outsideDomain(const PastOp& e) { return domainFault(e).any(); }
+// What kept op `e` made of its input, still held as it read it and finite, where that lies outside
+// the op's domain: the non-finite values it made for certain (a later op may have dropped them);
+// none otherwise. Restricted-domain ops on their first argument, by their schema names (`e.op`);
+// a power's by its scalar exponent (a fractional one of a negative base, a negative one of 0).
+NonFinite domainFault(const PastOp& e) {
+  struct Domain {
+    const char* op;
+    DomainTest test;
+    bool fractional = false;  // only with a scalar exponent not whole (a power)
+    bool negative = false;    // only with a negative scalar exponent (a power)
+  };
+  using T = DomainTest;
+  static const Domain kDomains[] = {
+      {"aten::sqrt", T::kNegative},          {"aten::rsqrt", T::kNonPositive},
+      {"aten::log", T::kNonPositive},        {"aten::log2", T::kNonPositive},
+      {"aten::log10", T::kNonPositive},      {"aten::log1p", T::kBelowMinusOne},
+      {"aten::acos", T::kAboveOne},          {"aten::asin", T::kAboveOne},
+      {"aten::pow", T::kNegative, true},     {"aten::pow", T::kZero, false, true},
+      {"aten::mean", T::kEmpty},             {"aten::exp", T::kOverflows},
+      {"aten::digamma", T::kPole},           {"aten::lgamma", T::kPoleInf}};
+  const auto& in = e.inputs.tensors();
+  if (in.empty()) return {};
+  NonFinite made;
+  at::Tensor t;  // the input, read once
+  bool read = false;
+  for (const Domain& d : kDomains) {
+    if (std::strcmp(e.op, d.op) != 0 || (d.fractional && !e.inputs.fractionalScalar()) ||
+        (d.negative && !e.inputs.negativeScalar()))
+      continue;
+    // a mean of nothing, 0/0: told by what it read (the selection is gone once it returns)
+    if (d.test == T::kEmpty) {
+      if (in[0].element() == TensorNote::Element::kEmpty) made.add({1, 0});
+      continue;
+    }
+    if (!read) {
+      read = true;
+      t = in[0].asSeen();
+      if (t.defined() && (!t.is_floating_point() || !readable(t) || t.numel() == 0 ||
+                          scanTensor(t).any()))
+        t = at::Tensor();
+    }
+    if (t.defined()) made.add(domainTest(d.test, t));
+  }
+  return made;
+}
 
-// Whether kept op `e` made non-finite values of finite ones for certain: it divided by an exact
-// 0, or its input lay outside its domain.
-bool certainMaker(const PastOp& e) { return dividesByZero(e) || outsideDomain(e); }
+bool outsideDomain(const PastOp& e) { return domainFault(e).any(); }
 
 // For kept op `i` of the backward pass, the forward call whose autograd node it ran in, where the
 // ring still holds it (from the step before on): the last forward op before it with the node's
@@ -3414,6 +3452,28 @@ size_t forwardCallAt(const PastOps& past, int64_t node, size_t before) {
   for (size_t k = before; k-- > past.previousStepStart();)
     if (past[k].node_seq < 0 && past[k].seq == node) return k;
   return LookBackMemo::npos;
+}
+
+// Whether kept op `k` divided by an exact 0: a one-element divisor of 0 (dividesByZero), or a
+// division in the gradient of a `sqrt` whose result, still held, holds an exact 0 (SqrtBackward0
+// divides by twice it: a pair distance of a self-loop edge; batch 36's message passing, named at
+// an `exp` of the distance or not found).
+bool dividesByZero(const PastOps& past, size_t k) {
+  const PastOp& e = past[k];
+  if (dividesByZero(e)) return true;
+  if (std::strncmp(e.op, "aten::div", 9) != 0 || e.node_seq < 0) return false;
+  const size_t f = forwardCallAt(past, e.node_seq, k);
+  if (f == LookBackMemo::npos || std::strcmp(past[f].op, "aten::sqrt") != 0) return false;
+  for (const TensorNote& o : past[f].outputs)
+    if (const at::Tensor t = o.asSeen(); t.defined() && t.is_floating_point() && readable(t))
+      return (t == 0).any().item<bool>();
+  return false;
+}
+
+// Whether kept op `k` made non-finite values of finite ones for certain: it divided by an exact
+// 0, or its input lay outside its domain.
+bool certainMaker(const PastOps& past, size_t k) {
+  return dividesByZero(past, k) || outsideDomain(past[k]);
 }
 
 void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
@@ -3454,7 +3514,7 @@ fumi_past_call pastCall(const PastOps& past, size_t i) {
   const PastOp& e = past[i];
   fumi_past_call c = e.call;
   forwardOf(past, i, c);
-  c.by_zero = dividesByZero(e) ? 1 : 0;
+  c.by_zero = dividesByZero(past, i) ? 1 : 0;
   c.out_of_domain = outsideDomain(e) ? 1 : 0;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
   return c;
@@ -3577,7 +3637,7 @@ bool lookBack(bool dry = false) {
     for (size_t k = memo.start(); k < i; ++k) {
       const PastOp& e = past[k];
       if (e.superseded || !inChain(e.op)) continue;
-      if (heldNow(k, memo).any() || !certainMaker(e)) continue;
+      if (heldNow(k, memo).any() || !certainMaker(past, k)) continue;
       return k < p.from.size() && p.from[k] != LookBackMemo::npos ? LookBackMemo::npos : k;
     }
     return LookBackMemo::npos;
@@ -3614,8 +3674,19 @@ bool lookBack(bool dry = false) {
       // EMA's `q.data * m`, q's memory replaced by `.data =` since), it is still their maker.
       const bool by_zero =
           p.unknown && !p.bad.any() &&
-          (dividesByZero(e) || std::any_of(p.through.begin(), p.through.end(),
-                                           [&past](size_t k) { return dividesByZero(past[k]); }));
+          (dividesByZero(past, i) ||
+           std::any_of(p.through.begin(), p.through.end(),
+                       [&past](size_t k) { return dividesByZero(past, k); }));
+      // Made of a Python number that is not finite (a loss's `- np.log(k) * d` with k = 0: every
+      // loss -inf; batch 36 searched and blamed the parameters or the data): the op that took
+      // it in, made of a non-finite scalar argument.
+      if (p.numbers.any() && p.bad.nan == p.numbers.nan && p.bad.inf == p.numbers.inf &&
+          !p.unknown && !mask_only) {
+        if (dry) return true;
+        const size_t k = p.number_reader;
+        tell(k, "nonfinite_scalar", k == i ? out : heldNow(k, memo), {});
+        return true;
+      }
       if (((!p.bad.any() || mask_only) && !p.unknown) || nan_from_inf || by_zero) {
         if (dry) return true;
         if (const size_t k = nan_from_inf ? LookBackMemo::npos : earlierMaker(i, p, memo);

@@ -3036,6 +3036,70 @@ class NanOrigin(unittest.TestCase):
         # backward ones a step before it), made -inf of the row of no evidence
         self.assertEqual((origins[0]["call_index"], origins[0]["extra"]), (18, {"nan": 0, "inf": 1}))
 
+    def test_a_sqrts_gradient_at_0_is_named(self):
+        # Batch 36 (message passing weighted by exp(-distance), a self-loop edge at distance 0):
+        # SqrtBackward0 divides by twice the sqrt's result, 0; the look-back named the `exp` of the
+        # distance (a likelier maker than a division by a tensor), or, through a GRU cell, found
+        # nothing. The sqrt's result, still held, holds the 0: its gradient's division made them.
+        template = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(8, 8)
+            gru = torch.nn.GRUCell(8, 8)
+            opt = torch.optim.Adam([*lin.parameters(), *gru.parameters()], lr=1e-3)
+            ei = torch.tensor([[0, 1, 2, 0], [1, 2, 3, 0]])  # the last edge a self-loop
+            for step in range(3):
+                h = lin(torch.randn(4, 8))
+                for _ in range(ROUNDS):
+                    dist = (h[ei[0]] - h[ei[1]]).pow(2).sum(-1, keepdim=True).sqrt()  # SQRT
+                    m = h[ei[1]] * torch.exp(-dist)
+                    h = UPDATE
+                loss = h.pow(2).mean()
+                opt.zero_grad(); loss.backward(); opt.step()
+                print(step, repr(loss.item()))
+            ''')
+        agg = "torch.zeros_like(h).index_add_(0, ei[0], m)"
+        for rounds, update in ((1, agg), (2, f"gru({agg}, h)")):
+            code = template.replace("ROUNDS", str(rounds)).replace("UPDATE", update)
+            line = next(i for i, t in enumerate(code.splitlines(), 1) if "# SQRT" in t)
+            r = self.program(code)
+            origins = [v for v in r.of("violation") if v.get("origin")]
+            self.assertEqual([(o["op"], o["phase"], o.get("forward_call", "").split(" #")[0],
+                               o["python_stack"][0]) for o in origins],
+                             [("aten::div.Tensor", "backward", "aten::sqrt",
+                               f"<string>:{line} in <module>")], (rounds, origins))
+            self.assertTrue(origins[0].get("by_zero"), origins[0])
+
+    def test_a_non_finite_python_number_in_a_loss_is_named(self):
+        # Batch 36 (RealNVP's loss with k = 0: `- np.log(k) * np.prod(...)` is -inf, every loss
+        # -inf, the gradients finite): the searches ended "origin not found", the values "there
+        # when the step began (in the parameters or the data)". The op that took the number in
+        # made them, of a non-finite scalar argument.
+        template = textwrap.dedent('''
+            import numpy as np, torch
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 16))
+            opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+            k = 0
+            for step in range(3):
+                z = net(torch.rand(8, 16))
+                LOSS
+                opt.zero_grad(); nll.backward(); opt.step()
+                print(step, repr(nll.item()))
+            ''')
+        losses = [  # the difference held; gone, its mean the sentinel
+            "ll = (-0.5 * z ** 2).sum(-1) - np.log(k) * 16  # NUMBER\nnll = -ll.mean()",
+            "nll = -((-0.5 * z ** 2).sum(-1) - np.log(k) * 16).mean()  # NUMBER"]
+        for loss in losses:
+            code = template.replace("LOSS", loss.replace("\n", "\n" + " " * 4))
+            line = next(i for i, t in enumerate(code.splitlines(), 1) if "# NUMBER" in t)
+            r = self.program(code)
+            origins = [v for v in r.of("violation") if v.get("origin")]
+            self.assertEqual([(o["op"], o["detail"], o["python_stack"][0]) for o in origins],
+                             [("aten::sub.Tensor", "nonfinite_scalar", f"<string>:{line} in <module>")],
+                             (loss, origins))
+            self.assertNotIn("not_found", [s["result"] for s in r.of("nan_search")])
+
     def test_of_two_calls_of_an_op_the_one_outside_its_domain_is_named(self):
         # Batch 33 (DiffWave's q_sample, a noise level below 0): two `** 0.5` on one line, their
         # results gone; the nearer one, of a finite base, was named. The other's base, still
