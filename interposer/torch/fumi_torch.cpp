@@ -2081,6 +2081,9 @@ void noteOrigin(void* site, uint64_t index, const NonFinite& out) {
 // node's (forwardOf), an origin found at its call tells its node's forward call.
 FUMI_LOCAL_TLS std::vector<int64_t> t_node_seqs;
 int64_t currentNode() { return t_node_seqs.empty() ? -1 : t_node_seqs.back(); }
+// For each of them, whether it is a sqrt's gradient (SqrtBackward0: its division's divisor is
+// read for an exact 0 as the division begins, InputNote::noteZeroDivisor).
+FUMI_LOCAL_TLS std::vector<uint8_t> t_node_sqrt;
 
 // The forward call that made autograd node `node`, where the thread still keeps it (below).
 bool forwardCallOf(int64_t node, fumi_past_call& out);
@@ -2307,7 +2310,8 @@ bool isZero(const at::Tensor& t) {
 // otherwise the note holds the tensor and nothing more (version unknown).
 class TensorNote {
  public:
-  // kNaN: NaN, maybe Inf too; kZero: finite and exactly 0 (a divisor); kEmpty: no elements
+  // kNaN: NaN, maybe Inf too; kZero: finite and exactly 0 (a divisor; of many elements: one
+  // of them, holdsZero); kEmpty: no elements
   enum class Element : uint8_t { kUnread, kFinite, kNaN, kInf, kZero, kEmpty };
   TensorNote(const at::Tensor& t, bool input, bool past) : weak_(t.getIntrusivePtr()) {
     if (!past) return;
@@ -2333,6 +2337,10 @@ class TensorNote {
     }
   }
   Element element() const { return element_; }
+  // The version counter as the op saw it (an output's: as it returned); -1 where not kept.
+  int64_t version() const { return version_; }
+  // A divisor of many elements read as holding an exact 0 (InputNote::noteZeroDivisor).
+  void holdsZero() { element_ = Element::kZero; }
   // Integers or booleans (indices, targets, masks): no NaN or Inf, whatever became of them.
   bool exact() const { return exact_; }
   // A Python number the op got wrapped as a tensor (`x - math.inf`).
@@ -2341,10 +2349,16 @@ class TensorNote {
   at::Tensor live() const { return at::Tensor(weak_.lock()); }
   // The tensor while it is alive and holds what the op saw (no in-place write since; an
   // inference tensor's writes are not counted: never); undefined otherwise.
+  // Over the same memory too: a parameter whose `.data` was assigned since keeps its version
+  // and holds other values (batch 36: Adam's update of an embedding renormalised through
+  // `.data =` read as holding the renormalisation's NaN).
   at::Tensor asSeen() const {
     if (version_ < 0) return {};
     at::Tensor t = live();
-    return t.defined() && t._version() == version_ ? t : at::Tensor();
+    return t.defined() && t._version() == version_ &&
+                   (!storage_ || t.is_sparse() || t.is_sparse_csr() || over(t))
+               ? t
+               : at::Tensor();
   }
   // For a view: its base, while alive and written in place by nothing since (a view shares its
   // base's version counter); undefined otherwise. What the view was of, once the view is gone
@@ -2490,6 +2504,22 @@ class InputNote {
     return all;
   }
   const c10::SmallVector<TensorNote, 4>& tensors() const { return tensors_; }
+  // A division's divisor (its second tensor, `divisor`), contiguous f32 or f64, holding an exact
+  // 0 as the division begins: noted so (dividesByZero). Read with a plain loop, no op.
+  void noteZeroDivisor(const at::Tensor& divisor) {
+    if (tensors_.size() < 2 || !divisor.defined() || !divisor.is_contiguous() ||
+        !divisor.device().is_cpu() || !readable(divisor))
+      return;
+    const auto any_zero = [&divisor](auto zero) {
+      const auto* v = static_cast<const decltype(zero)*>(divisor.data_ptr());
+      bool found = false;
+      for (int64_t i = 0, n = divisor.numel(); i < n; ++i) found |= v[i] == zero;
+      return found;
+    };
+    if ((divisor.scalar_type() == at::kFloat && any_zero(0.0f)) ||
+        (divisor.scalar_type() == at::kDouble && any_zero(0.0)))
+      tensors_[1].holdsZero();
+  }
   // The running statistics it writes without a version bump (for the ring: recordPast).
   std::vector<TensorNote> takeWritten() { return std::move(written_); }
   void dropGone() {
@@ -3010,10 +3040,13 @@ class LookBackMemo {
   // Whether an op after op `i` wrote `t`'s memory without a version bump (batch norm's running
   // statistics): what op `i` saw or left there is gone, its version unchanged as it is (a NaN
   // batch's mean written into them read as made by their reset's zero_, batch 32).
-  bool rewrittenSilently(const TensorNote& t, size_t i) const {
+  // `self`: op `i` read `t`, and its own silent write counts (an in-place op inside a kernel
+  // that bumps no version reads as having read what it wrote).
+  bool rewrittenSilently(const TensorNote& t, size_t i, bool self = false) const {
     const auto it = silent_.find(t.memoryKey());
     if (it == silent_.end()) return false;
-    for (auto k = std::upper_bound(it->second.begin(), it->second.end(), i);
+    for (auto k = self ? std::lower_bound(it->second.begin(), it->second.end(), i)
+                       : std::upper_bound(it->second.begin(), it->second.end(), i);
          k != it->second.end(); ++k)
       if (past_[*k].wrote(t)) return true;
     return false;
@@ -3274,7 +3307,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       continue;
     }
     // An input held as the op saw it, else one read as it was when the op ran.
-    at::Tensor t = p.memo->rewrittenSilently(in, j) ? at::Tensor() : in.asSeen();
+    at::Tensor t = p.memo->rewrittenSilently(in, j, true) ? at::Tensor() : in.asSeen();
     if (!t.defined() && in.element() != TensorNote::Element::kUnread) {
       read(NonFinite{in.element() == TensorNote::Element::kNaN ? 1u : 0u,
                      in.element() == TensorNote::Element::kInf ? 1u : 0u},
@@ -3352,8 +3385,8 @@ Provenance provenance(const PastOps& past, size_t i, LookBackMemo& memo) {
   return p;
 }
 
-// Whether kept op `e` divided by an exact 0: a division whose divisor, one element (a Python
-// number wrapped for it, a temperature), read as it ran, was 0.
+// Whether kept op `e` divided by an exact 0: a division whose divisor, read as it ran, was 0 (one
+// element: a Python number wrapped for it, a temperature) or held a 0 (a sqrt's gradient).
 bool dividesByZero(const PastOp& e) {
   const auto& in = e.inputs.tensors();
   return std::strncmp(e.op, "aten::div", 9) == 0 && in.size() >= 2 &&
@@ -3454,27 +3487,9 @@ size_t forwardCallAt(const PastOps& past, int64_t node, size_t before) {
   return LookBackMemo::npos;
 }
 
-// Whether kept op `k` divided by an exact 0: a one-element divisor of 0 (dividesByZero), or a
-// division in the gradient of a `sqrt` whose result, still held, holds an exact 0 (SqrtBackward0
-// divides by twice it: a pair distance of a self-loop edge; batch 36's message passing, named at
-// an `exp` of the distance or not found).
-bool dividesByZero(const PastOps& past, size_t k) {
-  const PastOp& e = past[k];
-  if (dividesByZero(e)) return true;
-  if (std::strncmp(e.op, "aten::div", 9) != 0 || e.node_seq < 0) return false;
-  const size_t f = forwardCallAt(past, e.node_seq, k);
-  if (f == LookBackMemo::npos || std::strcmp(past[f].op, "aten::sqrt") != 0) return false;
-  for (const TensorNote& o : past[f].outputs)
-    if (const at::Tensor t = o.asSeen(); t.defined() && t.is_floating_point() && readable(t))
-      return (t == 0).any().item<bool>();
-  return false;
-}
-
 // Whether kept op `k` made non-finite values of finite ones for certain: it divided by an exact
 // 0, or its input lay outside its domain.
-bool certainMaker(const PastOps& past, size_t k) {
-  return dividesByZero(past, k) || outsideDomain(past[k]);
-}
+bool certainMaker(const PastOp& e) { return dividesByZero(e) || outsideDomain(e); }
 
 void forwardOf(const PastOps& past, size_t i, fumi_past_call& call) {
   const size_t k = forwardCallAt(past, past[i].node_seq, i);
@@ -3514,7 +3529,7 @@ fumi_past_call pastCall(const PastOps& past, size_t i) {
   const PastOp& e = past[i];
   fumi_past_call c = e.call;
   forwardOf(past, i, c);
-  c.by_zero = dividesByZero(past, i) ? 1 : 0;
+  c.by_zero = dividesByZero(e) ? 1 : 0;
   c.out_of_domain = outsideDomain(e) ? 1 : 0;
   c.steps_ago = static_cast<uint32_t>(std::min<uint64_t>(t_optimizer_steps - e.step, UINT32_MAX));
   return c;
@@ -3637,7 +3652,7 @@ bool lookBack(bool dry = false) {
     for (size_t k = memo.start(); k < i; ++k) {
       const PastOp& e = past[k];
       if (e.superseded || !inChain(e.op)) continue;
-      if (heldNow(k, memo).any() || !certainMaker(past, k)) continue;
+      if (heldNow(k, memo).any() || !certainMaker(e)) continue;
       return k < p.from.size() && p.from[k] != LookBackMemo::npos ? LookBackMemo::npos : k;
     }
     return LookBackMemo::npos;
@@ -3674,9 +3689,8 @@ bool lookBack(bool dry = false) {
       // EMA's `q.data * m`, q's memory replaced by `.data =` since), it is still their maker.
       const bool by_zero =
           p.unknown && !p.bad.any() &&
-          (dividesByZero(past, i) ||
-           std::any_of(p.through.begin(), p.through.end(),
-                       [&past](size_t k) { return dividesByZero(past, k); }));
+          (dividesByZero(e) || std::any_of(p.through.begin(), p.through.end(),
+                                           [&past](size_t k) { return dividesByZero(past[k]); }));
       // Made of a Python number that is not finite (a loss's `- np.log(k) * d` with k = 0: every
       // loss -inf; batch 36 searched and blamed the parameters or the data): the op that took
       // it in, made of a non-finite scalar argument.
@@ -3814,12 +3828,14 @@ bool lookBack(bool dry = false) {
 // captured inputs enter its range but not it) tells libfumi's loss scaling.
 std::unique_ptr<at::ObserverContext> onNodeStart(const at::RecordFunction& fn) {
   t_node_seqs.push_back(fn.seqNr());
-  if (std::strcmp(fumi::torch_compat::opName(fn), "torch::autograd::AccumulateGrad") == 0)
-    g_api->gradient_accumulated();
+  const char* name = fumi::torch_compat::opName(fn);
+  t_node_sqrt.push_back(std::strcmp(name, "SqrtBackward0") == 0);
+  if (std::strcmp(name, "torch::autograd::AccumulateGrad") == 0) g_api->gradient_accumulated();
   return nullptr;
 }
 void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
   if (!t_node_seqs.empty()) t_node_seqs.pop_back();
+  if (!t_node_sqrt.empty()) t_node_sqrt.pop_back();
 }
 
 // Records the op that has just returned, for lookBack.
@@ -3847,6 +3863,20 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
     for (const TensorNote& in : past.inputs.tensors())
       in_place = in_place || in.sharesMemory(past.outputs[0]) ||
                  (sparse && in.sameTensor(past.outputs[0]));
+    // Written with no version bump: an in-place op inside a kernel below autograd
+    // (binary_cross_entropy_with_logits builds `1 - target` in place and multiplies it by the
+    // logits in place, its versions unchanged; the `sub_` before that `mul_` read as holding
+    // the NaN it wrote: batch 36, an embedding's NaN row named at the loss's `sub_`).
+    // Only ops named in place (`mul_`): others return an input itself or a view of it (a
+    // `contiguous` of a contiguous tensor), writing nothing.
+    const size_t len = std::strlen(op);
+    if (len > 0 && op[len - 1] == '_')
+      for (const TensorNote& in : past.inputs.tensors())
+        if (in.sharesMemory(past.outputs[0]) && in.version() >= 0 &&
+            in.version() == past.outputs[0].version()) {
+          past.silent_outputs |= 1;
+          break;
+        }
     if (in_place && sparse && overwrites(op)) {
       // a sparse tensor overwritten whole (zero_grad's zero_ of an embedding's sparse gradient:
       // what it held before is no source of what it holds now); no strided region to read
@@ -4292,6 +4322,12 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
                                   pastOps().pushed(), searching, false, false, {}});
       Running& running = t_running.back();
       running.state_watch = !view && !searching && watchesState(fn, running.state_before);
+      // a sqrt's gradient dividing by twice its result: an exact 0 there divides by 0 (batch
+      // 36: a pair distance of a self-loop edge; the sqrt's result gone by the look-back)
+      if (!view && !t_node_sqrt.empty() && t_node_sqrt.back() && inputs.size() >= 2 &&
+          inputs[1].isTensor() && pastKept() &&
+          std::strncmp(fumi::torch_compat::opName(fn), "aten::div", 9) == 0)
+        running.inputs.noteZeroDivisor(inputs[1].toTensor());
     }
     // A training step begins: a running search counts it, attribution starts afresh.
     if (std::strncmp(fumi::torch_compat::opName(fn), "Optimizer.step", 14) == 0) {
