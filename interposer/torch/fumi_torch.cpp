@@ -2474,6 +2474,7 @@ class InputNote {
           });
         continue;
       }
+      if (i == 0) first_tensor_ = v.isTensor();
       if (v.isDouble()) {
         const double d = v.toDouble();
         nonfinite_scalar_ = nonfinite_scalar_ || !std::isfinite(d);
@@ -2491,6 +2492,7 @@ class InputNote {
   bool scalarAboveOne() const { return scalar_above_one_; }  // |a floating scalar| > 1
   bool fractionalScalar() const { return fractional_scalar_; }  // a floating scalar not whole
   bool negativeScalar() const { return negative_scalar_; }      // a floating scalar below 0
+  bool firstTensor() const { return first_tensor_; }  // the first argument a tensor
   // f(tensor) for each input tensor; false when one of them is gone (the op held its last
   // reference and dropped it), whose values are then unknown.
   template <class F>
@@ -2528,7 +2530,8 @@ class InputNote {
 
  private:
   bool recorded_ = false, nonfinite_scalar_ = false, nan_scalar_ = false,
-       scalar_above_one_ = false, fractional_scalar_ = false, negative_scalar_ = false;
+       scalar_above_one_ = false, fractional_scalar_ = false, negative_scalar_ = false,
+       first_tensor_ = false;
   c10::SmallVector<TensorNote, 4> tensors_;  // with their versions before the op ran
   std::vector<TensorNote> written_;          // its running statistics, kept ops only
 };
@@ -3445,7 +3448,8 @@ NonFinite domainFault(const PastOp& e) {
       {"aten::mean", T::kEmpty},             {"aten::exp", T::kOverflows},
       {"aten::digamma", T::kPole},           {"aten::lgamma", T::kPoleInf}};
   const auto& in = e.inputs.tensors();
-  if (in.empty()) return {};
+  // on the first argument: a power of a scalar base (pow.Scalar) tests no exponent so
+  if (in.empty() || !e.inputs.firstTensor()) return {};
   NonFinite made;
   at::Tensor t;  // the input, read once
   bool read = false;
