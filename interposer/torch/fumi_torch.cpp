@@ -2384,6 +2384,8 @@ class TensorNote {
   bool sameTensor(const TensorNote& other) const {
     return weak_._unsafe_get_target() == other.weak_._unsafe_get_target();
   }
+  // Whether it is the tensor `impl` (held weakly elsewhere, so never an address reused).
+  bool sameTarget(const c10::TensorImpl* impl) const { return weak_._unsafe_get_target() == impl; }
   // Whether `live`, this tensor or another, is over this memory now (a tensor whose `.data` was
   // assigned since is over other memory).
   bool over(const at::Tensor& live) const {
@@ -4364,17 +4366,81 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 // program; else nothing is said (most exceptions have nothing to do with NaN). Once an
 // optimizer step, and only while the thread keeps its ops.
 // Call `index` of `site` is a sentinel where looking back finds an origin among the kept ops.
-void lookBackFrom(void* site, uint64_t index) {
-  if (!lookBack(true)) return;
+// False where it found none.
+bool lookBackFrom(void* site, uint64_t index) {
+  if (!lookBack(true)) return false;
   g_api->nonfinite_seen(site, index);
   if (g_api->nan_search()) lookBack();
+  return true;
 }
 
+// Looks back from call `index` of `site` (lookBackFrom), at most once an optimizer step; false
+// where it did not or found nothing.
 FUMI_LOCAL_TLS uint64_t t_raised_step = UINT64_MAX;
-void raised(void* site, uint64_t index) {
-  if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps) return;
+bool lookBackOnce(void* site, uint64_t index) {
+  if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps)
+    return false;
   t_raised_step = t_optimizer_steps;
-  lookBackFrom(site, index);
+  return lookBackFrom(site, index);
+}
+
+void raised(void* site, uint64_t index) { lookBackOnce(site, index); }
+
+// The program's own check for NaN/Inf seeing some: `torch.isnan(x).any()` (isinf, isposinf,
+// isneginf) true, `torch.isfinite(x).all()` false, or the same through a logical_not or
+// bitwise_not of the mask. RealNVP's guard, `if torch.isnan(exp_s).any(): raise` (batch 36),
+// killed the job before any one-element result held the NaN of a 0/0 the default policy did not
+// sample: "no violations". Looked back from as an op raising is (raised): where the kept ops
+// show an origin it is reported, the check (`aten::any` at the program's line) its sentinel; else
+// nothing is said (data with missing values the program masks). Where such looks find nothing
+// kFruitlessChecks times on a thread, it stops looking (a job checking data that holds NaN on
+// every step).
+struct NanMask {
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> mask{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  bool finite = false;  // true where the values are finite (isfinite's), not where they are not
+};
+FUMI_LOCAL_TLS NanMask* t_nan_mask = nullptr;  // the thread's last mask made (owned)
+FUMI_LOCAL_TLS int t_fruitless_checks = 0;
+constexpr int kFruitlessChecks = 8;
+
+// Op `op` has returned `outputs`, its inputs `inputs`: a mask made, or a mask reduced to its
+// verdict (above).
+void programCheck(const char* op, void* site, uint64_t index, const InputNote& inputs,
+                  const std::vector<c10::IValue>& outputs) {
+  if (std::strncmp(op, "aten::", 6) != 0) return;
+  const char* verb = op + 6;
+  if (verb[0] != 'i' && verb[0] != 'a' && verb[0] != 'l' && verb[0] != 'b') return;  // most ops
+  if (outputs.size() != 1 || !outputs[0].isTensor()) return;
+  const at::Tensor& out = outputs[0].toTensor();
+  if (!out.defined() || out.scalar_type() != at::kBool) return;
+  const bool finite = std::strcmp(verb, "isfinite") == 0;
+  const auto ofMask = [&inputs]() {
+    return t_nan_mask && !inputs.tensors().empty() &&
+           inputs.tensors()[0].sameTarget(t_nan_mask->mask._unsafe_get_target());
+  };
+  if (finite || std::strcmp(verb, "isnan") == 0 || std::strcmp(verb, "isinf") == 0 ||
+      std::strcmp(verb, "isposinf") == 0 || std::strcmp(verb, "isneginf") == 0 ||
+      ((std::strcmp(verb, "logical_not") == 0 || std::strcmp(verb, "bitwise_not") == 0) &&
+       ofMask())) {
+    const bool flipped = (verb[0] == 'l' || verb[0] == 'b') ? !t_nan_mask->finite : finite;
+    if (!t_nan_mask) t_nan_mask = new NanMask;  // (one per thread, for the process)
+    t_nan_mask->mask = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+        out.getIntrusivePtr());
+    t_nan_mask->finite = flipped;
+    return;
+  }
+  const bool any = std::strncmp(verb, "any", 3) == 0 && (verb[3] == '\0' || verb[3] == '.');
+  const bool all = std::strncmp(verb, "all", 3) == 0 && (verb[3] == '\0' || verb[3] == '.');
+  if ((!any && !all) || out.numel() != 1 || !out.device().is_cpu() || !readable(out) ||
+      !ofMask() || t_fruitless_checks >= kFruitlessChecks || !pastKept() ||
+      g_api->nan_search() || t_raised_step == t_optimizer_steps)
+    return;
+  // non-finite values seen: any of "is not finite" true, all of "is finite" false (the other
+  // pairs are vacuous over no elements)
+  if (any == t_nan_mask->finite) return;
+  const bool verdict = *static_cast<const bool*>(out.data_ptr());
+  if (verdict == any && !lookBackOnce(site, index)) ++t_fruitless_checks;
 }
 
 // A checked call whose outputs hold NaN and inputs Inf but no NaN, before its check: a nan_inf
@@ -4450,6 +4516,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
       if (std::uncaught_exceptions() > 0) raised(op.site, op.index);
+      programCheck(name, op.site, op.index, op.inputs, outputs);
       pendingAtEnd(op.site, op.index, outputs);
       parameterWritten(name, op.site, op.index, outputs);
       if (obs && obs->searching) searchOutputs(name, outputs, *obs, t_running.size());

@@ -132,6 +132,15 @@
              on step 1 every feature is the square root of a negative number (the line marked
              RAISE): nothing is in range, and `max` of the empty selection raises. The program
              dies of its NaN with no loss or one-element result having held it.
+  isnan_guard  each step the hidden features are normalised along the batch (a feature's
+             column divided by its norm); on step 2 feature 5 is gated to zero and its column is
+             0/0 (the line marked GUARDDIV). The program's own check, `torch.isnan(h).any()`
+             (the line marked GUARD), raises: the job dies of its NaN before any loss or
+             one-element result held it. isfinite_guard: the same check as
+             `assert torch.isfinite(h).all()` (the line marked GUARDF).
+  nan_data   every step the batch has missing values (NaN the program put there, as data
+             with gaps has), which it checks for with `torch.isnan(batch).any()` and replaces
+             with 0 before use: healthy.
   adam_state  Adam; on step 0 the first layer's gradient is scaled by 1e38 (a loss scale gone
              wrong; the line marked ADAMSTATE): its second moment overflows to +inf, and from
              then on that layer's update is m / inf = 0, for good. No NaN, the loss stays finite.
@@ -356,6 +365,24 @@ for step in range(12 if mode == "adam_state3" else
     elif mode.startswith("custom_bwd"):
         h = bn(model[0](inputs)) if mode == "custom_bwd_bn" else model[0](inputs)
         out = model[2](model[1](h + (0.0 if step == 1 else 0.1) * Reverse.apply(h)))
+    elif mode in ("isnan_guard", "isfinite_guard"):
+        h = model[0](inputs)
+        if step == 2:
+            h = h * (torch.arange(32) != 5)
+        d = h.t()
+        h = (d / d.norm(dim=1, keepdim=True)).t()  # GUARDDIV
+        if mode == "isnan_guard":
+            if torch.isnan(h).any():  # GUARD
+                raise RuntimeError("NaN in the features")
+        else:
+            assert torch.isfinite(h).all(), "NaN in the features"  # GUARDF
+        out = model[2](model[1](h))
+    elif mode == "nan_data":
+        batch = inputs.clone()
+        batch[step::7, step % 16] = float("nan")
+        if torch.isnan(batch).any():
+            batch = torch.nan_to_num(batch)
+        out = model(batch)
     elif mode == "raise_empty":
         h = model[0](inputs)
         if step == 1:

@@ -2448,6 +2448,36 @@ class NanOrigin(unittest.TestCase):
         self.assertIn(f"{NAN_CASES}:{self.origin_line('# RAISE') + 1} in <module>",
                       o["sentinel"]["python_stack"][0])
 
+    def test_nan_the_programs_own_check_sees_is_named(self):
+        # Batch 36 (RealNVP: `if torch.isnan(exp_s).any(): raise`, a weight-normed direction's
+        # 0/0): the program's own check killed the job before any loss or one-element result
+        # held the NaN, and the report said "no violations". A check seeing NaN (isnan's any
+        # true, isfinite's all false) looks back as an op raising does.
+        for mode in ("isnan_guard", "isfinite_guard"):
+            with self.subTest(mode=mode):
+                plain = run([PYTHON, NAN_CASES, mode], preload=False)
+                self.assertNotEqual(plain.rc, 0)
+                self.assertIn("NaN in the features", plain.stderr)
+                r = run([PYTHON, NAN_CASES, mode])
+                self.assertEqual((r.rc, losses(r.stdout)), (plain.rc, losses(plain.stdout)))
+                [o] = [v for v in r.of("violation") if v.get("origin")]
+                self.assertEqual((o["op"], o["phase"], o["looked_back"]),
+                                 ("aten::div.Tensor", "forward", True))
+                self.assertIn(f"{NAN_CASES}:{self.origin_line('# GUARDDIV')} in <module>",
+                              o["python_stack"][0])
+                self.assertEqual(o["sentinel"]["op"], "aten::all" if "finite" in mode
+                                 else "aten::any")
+                guard = "# GUARDF" if "finite" in mode else "# GUARD"
+                self.assertIn(f"{NAN_CASES}:{self.origin_line(guard)} in <module>",
+                              o["sentinel"]["python_stack"][0])
+
+    def test_missing_values_a_program_checks_for_and_replaces_are_no_origin(self):
+        # Data with gaps: NaN the program put in its batch, checked for with isnan's any and
+        # replaced every step. No op made them: looking back finds no origin, nothing is said.
+        r = self.case("nan_data")
+        self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
+        self.assertEqual(r.of("nan_search"), [])
+
     def test_an_exception_without_nan_starts_no_search(self):
         # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
         r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"
