@@ -153,7 +153,12 @@ fumi::torch_compat::Tf32Family tf32Family(const std::string& name) {
 // Does the op compute no values: it only returns views of its inputs (as_strided, select, t,
 // expand, ...) or only changes their metadata in place (as_strided_, unsqueeze_, resize_, ...)?
 // Looked up once per overload, when its slot is filled.
+// So does set_: it points a tensor at memory that holds values already (a storage, another
+// tensor's), computing none. `copy.deepcopy` of a tensor wraps its storage with set_ (batch 37's
+// deep Kalman filter: a NaN in the data, kept as set_'s result, read as made of nothing by
+// set_, and the RNN's first matmul named its origin).
 bool returnsView(const c10::OperatorName& name) {
+  if (name.name == "aten::set_") return true;
   const auto op = c10::Dispatcher::singleton().findOp(name);
   return op && (fumi::torch_compat::returnsView(op->schema()) ||
                 fumi::torch_compat::changesOnlyMetadata(*op));
@@ -2245,21 +2250,43 @@ NonFinite scanValues(const Values& values, size_t* first_bad = nullptr) {
 bool g_sentinels = false;  // the policy wants NaN/Inf origins found (nan_origin.enabled)
 
 // nan_origin.look_back (adapter_api.h nan_look_back): 0 off, 1 on, 2 auto. Keeping an op costs
-// it a few tenths of a microsecond (the tensors' weak references, their versions, the ring's
-// bookkeeping; 0.25 µs on a GRU loop, 0.3 on a loop of 8-element ops): auto keeps them while
-// this thread runs at most kLookBackRate ops a second, at most about 6% of its time there, far
-// less below. Batch 23's programs ran 17 000 (a face-recognition CNN) to 220 000 (a
+// it a few tenths of a microsecond to a microsecond (the tensors' weak references, their
+// versions, the ring's bookkeeping; 0.25 µs on a GRU loop, 0.3 on a loop of 8-element ops,
+// about 1 µs on batch 37's VRNN, whose ops take more tensors): auto keeps them while this
+// thread runs at most kLookBackRate ops a second and keeping them takes at most kKeepShare of
+// its time (the rate times what keeping an op cost it over the last window, timed on one op in
+// kCostEvery). Batch 23's programs ran 17 000 (a face-recognition CNN) to 220 000 (a
 // segmentation network on small crops) ops a second on a 2-core VM; at the 10 000 this was
 // before, none kept its ops, and one-off NaN their first step's backward or forward pass made
-// went unfound (a conformer's look_back: true cost it 0–14%).
+// went unfound (a conformer's look_back: true cost it 0–14%). With the rate alone, batch 37's
+// VRNN (a GRU over 28 steps, 340 000 calls a second plain, fewer under fumi) kept its ops, at
+// 15% of its time.
 int g_look_back = 0;
 constexpr double kLookBackRate = 200000;
+constexpr double kKeepShare = 0.05;
+constexpr uint32_t kCostEvery = 64;
 
 struct OpRate {
   uint32_t ops = 0;
   Clock::time_point since = Clock::now();
   double rate = 0;  // ops a second over the last window
   bool keep = true;
+  // What keeping an op cost: its inputs' note as it began and its record as it returned, timed
+  // over the window (sums and counts), and as last measured (seconds an op).
+  uint32_t begun = 0, returned = 0;  // kept ops seen, for the one in kCostEvery timed
+  double begin_s = 0, return_s = 0;
+  uint32_t begin_n = 0, return_n = 0;
+  double begin_cost = 0, return_cost = 0;
+  // Whether this kept op's part is timed (one in kCostEvery), for look_back: auto only.
+  bool timeBegin() { return g_look_back == 2 && ++begun % kCostEvery == 0; }
+  bool timeReturn() { return g_look_back == 2 && ++returned % kCostEvery == 0; }
+  // The window ends: what keeping an op cost in it, where it was timed.
+  void closeWindow() {
+    if (begin_n) begin_cost = begin_s / begin_n;
+    if (return_n) return_cost = return_s / return_n;
+    begin_s = return_s = 0;
+    begin_n = return_n = 0;
+  }
 };
 FUMI_LOCAL_TLS OpRate t_rate;
 
@@ -2276,7 +2303,9 @@ bool keepingPast() {
     const double seconds = std::chrono::duration<double>(now - t_rate.since).count();
     if (seconds >= kWindowSeconds) {
       t_rate.rate = t_rate.ops / seconds;
-      t_rate.keep = t_rate.rate <= kLookBackRate;
+      t_rate.closeWindow();
+      t_rate.keep = t_rate.rate <= kLookBackRate &&
+                    t_rate.rate * (t_rate.begin_cost + t_rate.return_cost) <= kKeepShare;
       t_rate.ops = 0;
       t_rate.since = now;
     }
@@ -3569,8 +3598,12 @@ bool lookBack(bool dry = false) {
     if (dry) return false;
     const std::string why =
         "not done: this thread ran " + std::to_string(static_cast<int64_t>(t_rate.rate)) +
-        " ops a second, where keeping them costs more than it may (nan_origin.look_back: "
-        "true keeps them)";
+        " ops a second, where keeping them costs more than it may (" +
+        std::to_string(static_cast<int>(
+            std::lround(100 * t_rate.rate * (t_rate.begin_cost + t_rate.return_cost)))) +
+        "% of its time, at most " + std::to_string(static_cast<int>(100 * kKeepShare)) +
+        "% and " + std::to_string(static_cast<int64_t>(kLookBackRate)) +
+        " ops a second; nan_origin.look_back: true keeps them)";
     g_api->nan_looked_back(nullptr, nullptr, 0, 0, nullptr, 0, why.c_str());
     return false;
   }
@@ -4321,11 +4354,17 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     const bool searching = g_sentinels && g_api->nan_search() != 0;
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
+      const bool kept = !view && pastKept();
+      const bool timed = kept && t_rate.timeBegin();
+      const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
       t_running.push_back(Running{site, index, view,
                                   view ? InputNote()
-                                       : InputNote(inputs, pastKept(),
-                                                   fumi::torch_compat::opName(fn)),
+                                       : InputNote(inputs, kept, fumi::torch_compat::opName(fn)),
                                   pastOps().pushed(), searching, false, false, {}});
+      if (timed) {
+        t_rate.begin_s += secondsSince(began);
+        ++t_rate.begin_n;
+      }
       Running& running = t_running.back();
       running.state_watch = !view && !searching && watchesState(fn, running.state_before);
       // a sqrt's gradient dividing by twice its result: an exact 0 there divides by 0 (batch
@@ -4525,9 +4564,16 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
-      if (keepingPast() && !insideWriter())
+      if (keepingPast() && !insideWriter()) {
+        const bool timed = t_rate.timeReturn();
+        const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
         recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark,
                    fn.seqNr());
+        if (timed) {
+          t_rate.return_s += secondsSince(began);
+          ++t_rate.return_n;
+        }
+      }
       // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
       // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). Once it found
       // the origin, the ops around it are not to look back again; otherwise each looks back as

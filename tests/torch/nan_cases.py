@@ -28,6 +28,9 @@
   busy_poison  the same after 3000 tiny ops a step (x + 0.0, exact), 300 000 before the first:
              an op rate at which the adapter does not keep the ops it ran unless told to
              (nan_origin.look_back).
+  busy_cat_poison  the same after 1500 concatenations of 64 small tensors a step (20 000 before
+             the first): 30 000 to 100 000 ops a second, where keeping each op (a note of each of
+             its 64 inputs) takes more of the thread's time than the adapter allows itself.
   long_poison  poison's one-off, then 5000 tiny ops on another tensor before the loss: more
              ops than the 4096 the adapter keeps at first, which it grows to hold a step's.
              long_poison0: the same on step 0, before any step told it how many to keep.
@@ -251,6 +254,10 @@ if mode == "busy_poison":  # long enough for the adapter to measure its rate (0.
     busy = torch.zeros(4)
     for _ in range(300000):
         busy = busy + 0.0
+if mode == "busy_cat_poison":
+    parts = [torch.full((4,), float(i)) for i in range(64)]
+    for _ in range(20000):
+        busy = torch.cat(parts)
 for step in range(12 if mode == "adam_state3" else
                   7 if mode.startswith("custom_bwd") or mode == "grad_hook" else 4):
     opt.zero_grad()
@@ -269,7 +276,10 @@ for step in range(12 if mode == "adam_state3" else
     if mode == "busy_poison":  # many tiny ops a step, as recurrent and op-heavy models run
         for _ in range(3000):
             inputs = inputs + 0.0
-    if mode in ("poison", "busy_poison", "long_poison", "long_poison0"):
+    if mode == "busy_cat_poison":
+        for _ in range(1500):
+            busy = torch.cat(parts)
+    if mode in ("poison", "busy_poison", "busy_cat_poison", "long_poison", "long_poison0"):
         h = model[0](inputs)
         shift = 10.0 if step == (0 if mode == "long_poison0" else 1) else 0.0
         out = model[2](model[1](h * torch.sqrt(h.var(0) - shift)))  # POISON
