@@ -467,6 +467,16 @@ std::string formatText(const Report& report, const TextOptions& options) {
     for (const std::string& kind : kindOrder(kinds)) {
       split += (split.empty() ? "" : ", ") + std::to_string(kinds.at(kind)) + " " + kind;
     }
+    // NaN/Inf checks' violations that fumi ties to an origin reported (its spread, its
+    // gradient): one defect read as a dozen errors (batch 37's deep Kalman filter: an exp
+    // overflow, then "12 violations (12 error)", 11 of them GEMMs reading its Inf).
+    uint64_t tied = 0;
+    for (const OpStats& s : report.ops) {
+      if (!s.first_violation || s.first_violation->spread_of.empty()) continue;
+      const auto m = s.metrics.find("nan_inf.nonfinite");
+      tied += m != s.metrics.end() ? m->second.violations : s.violations;
+    }
+    if (tied) split += "; " + std::to_string(tied) + " the spread or gradient of a NaN/Inf origin";
     out << " (" << split << ")";
   }
   out << unknownNanText(report) << "\n";

@@ -402,7 +402,7 @@ const fumi_adapter_api kAdapterApi = {
     apiCompare,               apiAccount,               apiReport,        currentPhase,
     apiNanLookedBack,         apiNanLookBack,           lossScalingHeld,  apiNonfiniteParameter,
     apiPythonPlace,           setScriptFrames,          lossScalingAccumulated,
-    apiNanOriginForward,      setForwardProbe};
+    apiNanOriginForward,      setForwardProbe,          setLookBackProbe};
 
 int findTorch(struct dl_phdr_info* info, size_t, void* found) {
   if (info->dlpi_name && std::strstr(info->dlpi_name, "/libtorch_cpu.so")) {

@@ -48,8 +48,9 @@ extern "C" {
  *    autograd node a kept call ran in); gradient_accumulated.
  * 21: nan_origin_forward (an origin found at its call in the backward pass, told with the
  *    forward call whose autograd node it runs in) and set_forward_probe (the same, asked by
- *    libfumi for a check's finding); fumi_past_call.positive_inf. */
-#define FUMI_ADAPTER_ABI_VERSION 21u
+ *    libfumi for a check's finding); fumi_past_call.positive_inf.
+ * 22: set_look_back_probe (a library call's NaN made of Inf, looked back from first). */
+#define FUMI_ADAPTER_ABI_VERSION 22u
 
 /* Where a call ran in the program's Python code (python_place): its innermost frames, taken
  * cheaply as the call runs and turned into "file:line in function" only when reported. The
@@ -360,6 +361,13 @@ typedef struct fumi_adapter_api {
    * not know (outside the backward pass, not kept). Asked only for a check's NaN/Inf origin of
    * the backward pass, which is then placed like nan_origin_forward's. */
   void (*set_forward_probe)(int (*probe)(fumi_past_call* out));
+  /* ABI 22 — the adapter's answer to "look back now, from the op the calling thread runs, for
+   * where NaN/Inf its inputs hold was made": nonzero where it found and reported an origin
+   * (nan_origin and the search it starts, the op its sentinel), 0 otherwise. Asked in the
+   * forward pass, before a library call's check inside the op claims NaN it made of Inf in its
+   * inputs ("nan_from_inf": sgemm_ adding +inf and -inf) as an origin: found, that NaN is the
+   * origin's spread (batch 37: an exp overflow's Inf, then the GEMM reading it, two origins). */
+  void (*set_look_back_probe)(int (*probe)(void));
 } fumi_adapter_api;
 
 /* Exported by an adapter: returns 0 on success, else writes why into err. */

@@ -815,6 +815,13 @@ void hostReport(fumi_call* c, const fumi_verdict* reported) {
     std::string forward;
     if (!origin && std::strcmp(phase, "backward") == 0) forwardCallNow(py, forward);
     if (!forward.empty()) ev["forward_call"] = forward;
+    // NaN this call made of Inf in its inputs, in the forward pass, inside a framework op on
+    // this thread: the Inf's maker is looked for first (the adapter's ops kept), and where it
+    // is found this NaN is its spread (batch 37: an exp overflow, then sgemm_ adding +inf and
+    // -inf, claimed first as a second origin).
+    if (own_origin && !origin && std::strcmp(how, "nan_from_inf") == 0 &&
+        std::strcmp(phase, "forward") == 0)
+      lookBackNow();
     if (own_origin) {
       if (nlohmann::json fields =
               nanOriginEventFields(&call.site(), call.info().call_index, how, py, phase);

@@ -700,6 +700,17 @@ std::atomic<int (*)(fumi_past_call*)> g_forward_probe{nullptr};
 
 void setForwardProbe(int (*probe)(fumi_past_call* out)) { g_forward_probe.store(probe); }
 
+namespace {
+std::atomic<int (*)(void)> g_look_back_probe{nullptr};
+}  // namespace
+
+void setLookBackProbe(int (*probe)(void)) { g_look_back_probe.store(probe); }
+
+bool lookBackNow() {
+  int (*probe)(void) = g_look_back_probe.load();
+  return probe && probe() != 0;
+}
+
 bool forwardCallNow(std::vector<std::string>& py, std::string& call) {
   int (*probe)(fumi_past_call*) = g_forward_probe.load();
   fumi_past_call f{};

@@ -90,6 +90,10 @@ void nanOrigin(const OpSite* site, uint64_t index, const char* detail, uint64_t 
                uint64_t inf, const PastCall* forward = nullptr);
 // The adapter's probe (adapter_api.h set_forward_probe).
 void setForwardProbe(int (*probe)(fumi_past_call* out));
+// The adapter's look-back probe (adapter_api.h set_look_back_probe), and asking it: true where
+// it found and reported an origin.
+void setLookBackProbe(int (*probe)(void));
+bool lookBackNow();
 // For a call of the backward pass that made NaN/Inf at its call on the calling thread (a
 // check's finding): the forward call that made its autograd node, where the adapter knows it:
 // its Python frames put before `py`'s (where it has any) and "op #index" into `call`; false

@@ -4425,6 +4425,16 @@ bool lookBackOnce(void* site, uint64_t index) {
 
 void raised(void* site, uint64_t index) { lookBackOnce(site, index); }
 
+// libfumi asks (adapter_api.h set_look_back_probe): a library call inside the op this thread
+// runs made NaN of Inf in its inputs; the Inf's maker is looked for first, as lookBackBeforeCheck
+// does for a checked op's, the op its sentinel.
+int lookBackProbe() {
+  if (!g_sentinels || t_running.empty() || !pastKept() || g_api->nan_search()) return 0;
+  const Running& op = t_running.back();
+  if (op.view || !op.site) return 0;
+  return lookBackFrom(op.site, op.index) ? 1 : 0;
+}
+
 // The program's own check for NaN/Inf seeing some: `torch.isnan(x).any()` (isinf, isposinf,
 // isneginf) true, `torch.isfinite(x).all()` false, or the same through a logical_not or
 // bitwise_not of the mask. RealNVP's guard, `if torch.isnan(exp_s).any(): raise` (batch 36),
@@ -4628,6 +4638,7 @@ extern "C" __attribute__((visibility("default"))) int fumi_torch_attach(
     api->set_shared_probe(&readsSharedMemory);
     api->set_script_frames(&scriptFrames);
     api->set_forward_probe(&forwardProbe);
+    api->set_look_back_probe(&lookBackProbe);
   }
   try {
     if (g_sentinels || g_capture)

@@ -2525,6 +2525,37 @@ class NanOrigin(unittest.TestCase):
         self.assertIn("already in the inputs, parameters, optimizer state or data",
                       search["message"])
 
+    def test_a_gemms_nan_of_an_overflows_inf_is_its_spread(self):
+        # Batch 37 (a deep Kalman filter's log-variance initialised at 200: exp(100) = inf): the
+        # sampled check of the sgemm_ inside the next linear layer saw NaN made of that Inf
+        # (+inf and -inf summed) before any sentinel had looked back, and claimed it as a second
+        # origin. A library call's NaN made of Inf in the forward pass now looks back first: the
+        # exp is the one origin, the GEMM's NaN its spread.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            enc = torch.nn.Linear(4, 8)
+            head = torch.nn.Linear(8, 4)
+            logvar = torch.nn.Parameter(torch.full((8,), 200.))
+            opt = torch.optim.Adam(list(enc.parameters()) + list(head.parameters()) + [logvar])
+            x = torch.randn(16, 4)
+            for step in range(3):
+                z = enc(x) + torch.randn(16, 8) * torch.exp(.5 * logvar)
+                loss = (head(torch.tanh(z)) - x).pow(2).mean() + (head(z) - x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                print(loss.item())
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual(o["op"], "aten::exp")
+        [gemm] = [v for v in r.of("violation") if v["op"] == "sgemm_"]
+        self.assertEqual(gemm.get("spread_of"),
+                         f"made of the values of the NaN/Inf origin aten::exp #{o['call_index']}")
+        text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
+        self.assertIn("1 the spread or gradient of a NaN/Inf origin", text)
+
     def test_an_exception_without_nan_starts_no_search(self):
         # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
         r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"

@@ -1017,6 +1017,39 @@ TEST(ReportFindings, BackwardOriginInTheStepOfAForwardOneIsItsGradient) {
   EXPECT_EQ(report(1, 1, R"(,"phase":"forward"})").nan_origins[1].gradient_of, "");
 }
 
+// Violations of NaN/Inf checks that fumi ties to an origin (its spread, its gradient) are said
+// so in the headline: batch 37's deep Kalman filter read "12 violations (12 error)" for one exp
+// overflow, 11 of them GEMMs reading its Inf.
+TEST(ReportFindings, HeadlineCountsViolationsTiedToAnOrigin) {
+  const auto violation = [](const std::string& op, const std::string& more) {
+    return R"({"event":"violation","op":")" + op +
+           R"(","backend":"torch","check":"nan_inf","kind":"error","metric":"nonfinite",)"
+           R"("value":4,"tolerance":0,"call_index":0,"pid":1,"phase":"forward")" + more + "}";
+  };
+  const auto metric = [](int violations) {
+    return R"(,"metrics":{"nan_inf.nonfinite":{"kind":"error","count":9,"violations":)" +
+           std::to_string(violations) + "}}";
+  };
+  const auto report = [&](const std::string& spread) {
+    return aggregate({EventFile{
+        "events-1.jsonl",
+        lines({startLine(1),
+               violation("aten::exp", R"(,"origin":true,"detail":"appeared")"),
+               violation("aten::mm", spread),
+               summaryLine(1, "[" + opEntry("aten::exp", 9, 0, 1, metric(1)) + "," +
+                                  opEntry("aten::mm", 9, 9, 3, metric(3)) + "]")})}});
+  };
+  const Report tied =
+      report(R"(,"spread_of":"made of the values of the NaN/Inf origin aten::exp #0")");
+  ASSERT_TRUE(tied.malformed.empty()) << tied.malformed[0].str();
+  at(fumi::report::formatText(tied),
+     "4 violations (4 error; 3 the spread or gradient of a NaN/Inf origin)\n");
+  // A NaN/Inf violation of its own: no such words.
+  const std::string text = fumi::report::formatText(report(""));
+  at(text, "4 violations (4 error)\n");
+  EXPECT_EQ(text.find("spread or gradient"), std::string::npos);
+}
+
 // NaN made from Inf, reported at its call by a sampled check, before the op that made the Inf
 // was found looking back (MoCo with T = 0: `logits /= T`, then log_softmax; batch 23): the Inf's
 // maker is listed first, and the NaN said to be likely its spread.
