@@ -2876,7 +2876,10 @@ struct PastOp {
   uint64_t superseded_outputs = 0;
   // The outermost op that returns its results: where a look-back lists this one, the call the
   // program made (batch_norm, not the _batch_norm_impl_index inside it; both were listed).
-  fumi_past_call caller{};
+  struct {
+    void* site = nullptr;
+    uint64_t index = 0;
+  } caller;
   // Which outputs (bit i: outputs[i]) it wrote without a version bump: batch norm's running
   // statistics (runningStatsIndex), what earlier ops left in that memory then gone unseen.
   uint64_t silent_outputs = 0;
@@ -2887,7 +2890,8 @@ struct PastOp {
   // return in turn, the outermost last).
   void supersede(const TensorNote& t, const fumi_past_call& by) {
     superseded = true;
-    caller = by;
+    caller.site = by.site;
+    caller.index = by.index;
     for (size_t i = 0; i < outputs.size() && i < 64; ++i)
       if (outputs[i].sharesMemory(t)) superseded_outputs |= uint64_t{1} << i;
   }
@@ -2899,13 +2903,16 @@ struct PastOp {
   }
   // An op writing in place into part of its input's memory (x[i] = v: copy_ into a select
   // view): where it wrote, read back through a tensor still holding that memory once the view
-  // itself is gone. Set for in-place ops only.
+  // itself is gone. Set for in-place ops only (null otherwise: most ops, and a kept op is moved
+  // into the ring, its bytes read there by every sweep).
   struct Region {
-    int64_t offset = -1;  // in elements of dtype; -1: not an in-place write
+    int64_t offset = 0;  // in elements of dtype
     c10::SmallVector<int64_t, 4> sizes, strides;
     at::ScalarType dtype = at::ScalarType::Undefined;
     bool whole = false;  // it wrote every element of the memory
-  } region;
+  };
+  std::unique_ptr<Region> region;
+  bool wroteWhole() const { return region && region->whole; }
   bool wrote(const TensorNote& t) const {
     for (const TensorNote& o : outputs)
       if (o.sharesMemory(t)) return true;
@@ -2926,21 +2933,21 @@ struct PastOp {
   // What the op wrote, read through `holder` (a tensor of the same memory), or undefined where
   // that memory does not cover it.
   at::Tensor written(const at::Tensor& holder) const {
-    if (region.offset < 0 || !holder.has_storage() || holder.scalar_type() != region.dtype)
-      return {};
-    for (size_t d = 0; d < region.sizes.size(); ++d)
-      if (region.sizes[d] == 0 || region.strides[d] < 0) return {};
+    if (!region || !holder.has_storage() || holder.scalar_type() != region->dtype) return {};
+    for (size_t d = 0; d < region->sizes.size(); ++d)
+      if (region->sizes[d] == 0 || region->strides[d] < 0) return {};
     const int64_t have =
         static_cast<int64_t>(holder.storage().nbytes() / holder.element_size());
     if (span().second >= have) return {};
-    return holder.as_strided(region.sizes, region.strides, region.offset);
+    return holder.as_strided(region->sizes, region->strides, region->offset);
   }
   // The element span [first, last] it wrote (offsets in the memory); empty for no region.
   std::pair<int64_t, int64_t> span() const {
-    int64_t last = region.offset;
-    for (size_t d = 0; d < region.sizes.size(); ++d)
-      last += std::max<int64_t>(region.sizes[d] - 1, 0) * std::max<int64_t>(region.strides[d], 0);
-    return {region.offset, last};
+    if (!region) return {-1, -1};
+    int64_t last = region->offset;
+    for (size_t d = 0; d < region->sizes.size(); ++d)
+      last += std::max<int64_t>(region->sizes[d] - 1, 0) * std::max<int64_t>(region->strides[d], 0);
+    return {region->offset, last};
   }
 };
 
@@ -3279,13 +3286,13 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
   std::vector<size_t> wrote;  // latest first, to the op that made it
   p.memo->writersBefore(in, j, [&](size_t k) {
     wrote.push_back(k);
-    return past[k].region.offset >= 0;
+    return past[k].region != nullptr;
   });
   std::vector<size_t> writes;
   NonFinite held;
   for (size_t i = 0; i < wrote.size(); ++i) {
     const PastOp& w = past[wrote[i]];
-    if (w.region.offset < 0) break;  // made it
+    if (!w.region) break;  // made it
     if (w.superseded) continue;
     const at::Tensor region = w.written(t);
     if (!region.defined()) continue;
@@ -3294,7 +3301,7 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
     const auto [first, last] = w.span();
     for (size_t l = 0; l < i; ++l) {  // a later in-place write into the same elements
       const PastOp& later = past[wrote[l]];
-      if (later.region.offset < 0) continue;
+      if (!later.region) continue;
       const auto [f, e] = later.span();
       if (f <= last && first <= e) return false;
     }
@@ -3365,7 +3372,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       // batch_norm reading q, or "there when the step began"): what it holds is that op's.
       if (seen.any() && k == LookBackMemo::npos) {
         const size_t w = p.memo->lastWriter(in, j);
-        if (w != LookBackMemo::npos && past[w].region.offset < 0 && past[w].outlivedBy(in) &&
+        if (w != LookBackMemo::npos && !past[w].region && past[w].outlivedBy(in) &&
             !p.memo->rewrittenSilently(in, w)) {
           if (!follow(past, w, j, p, false)) return;
           continue;
@@ -3399,7 +3406,7 @@ void traceInputs(const PastOps& past, size_t j, Provenance& p, bool overwritten 
       p.unknown = true;  // made before the step's ops recorded, or its memory came from outside
     } else if (undefinedOutput(past[k].op)) {
       // fresh memory the op wrote (an out= argument): nothing of its own to follow
-    } else if (!follow(past, k, j, p, overwrites(past[k].op) && past[k].region.whole)) {
+    } else if (!follow(past, k, j, p, overwrites(past[k].op) && past[k].wroteWhole())) {
       return;
     }
   }
@@ -3919,14 +3926,15 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
     if (in_place && sparse && overwrites(op)) {
       // a sparse tensor overwritten whole (zero_grad's zero_ of an embedding's sparse gradient:
       // what it held before is no source of what it holds now); no strided region to read
-      past.region.offset = 0;
-      past.region.whole = true;
+      past.region = std::make_unique<PastOp::Region>();
+      past.region->whole = true;
     } else if (in_place && t.has_storage() && !t.is_inference()) {
-      past.region.offset = t.storage_offset();
-      past.region.sizes.assign(t.sizes().begin(), t.sizes().end());
-      past.region.strides.assign(t.strides().begin(), t.strides().end());
-      past.region.dtype = t.scalar_type();
-      past.region.whole = t.is_non_overlapping_and_dense() &&
+      past.region = std::make_unique<PastOp::Region>();
+      past.region->offset = t.storage_offset();
+      past.region->sizes.assign(t.sizes().begin(), t.sizes().end());
+      past.region->strides.assign(t.strides().begin(), t.strides().end());
+      past.region->dtype = t.scalar_type();
+      past.region->whole = t.is_non_overlapping_and_dense() &&
                           t.numel() * static_cast<int64_t>(t.element_size()) ==
                               static_cast<int64_t>(t.storage().nbytes());
     }
