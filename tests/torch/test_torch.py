@@ -2331,7 +2331,7 @@ class NanOrigin(unittest.TestCase):
                                             "rules: []\n")
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["looked_back"]), ("aten::sqrt", True))
-        # Below that rate, only while keeping them takes at most 5% of the thread's time:
+        # Below that rate, only while keeping them takes at most 8% of the thread's time:
         # concatenations of 64 small tensors (a note of each input to keep) run 30 000 to
         # 100 000 a second, and keeping them took about a quarter of it (batch 37's VRNN, a GRU
         # loop at 340 000 calls a second plain, had its ops kept at 15% of its time).
@@ -2339,11 +2339,11 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
         message = r.of("nan_search")[0]["message"]
         found = re.search(r"not done: this thread ran (\d+) ops a second, where keeping them "
-                          r"costs more than it may \((\d+)% of its time, at most 5% and "
+                          r"costs more than it may \((\d+)% of its time, at most 8% and "
                           r"200000 ops a second", message)
         self.assertIsNotNone(found, message)
         self.assertLess(int(found.group(1)), 200000)
-        self.assertGreater(int(found.group(2)), 5)
+        self.assertGreater(int(found.group(2)), 8)
         # false: never kept, nothing said about it
         r = self.case("poison", policy="version: 1\nnan_origin: { look_back: false }\nrules: []\n")
         self.assertEqual([v for v in r.of("violation") if v.get("origin")], [])
