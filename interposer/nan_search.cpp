@@ -152,8 +152,13 @@ std::string callText(const OpSite* site, uint64_t index) {
 // values spreading (an optimizer's 0 * inf on the Inf the first one put into a moment estimate:
 // batch 18 read it as a second origin), not a new one (caller holds the lock). Later, an origin
 // of its own (the first's values gone, or it never reached the parameters).
+// So is a Python number that is not finite, that soon after an origin: the origin's value read
+// out with `.item()` (batch 38: a target scaled by the std of an empty slice, `y / y[n:n].std()
+// .item()`, the division named a second origin "made of a non-finite scalar argument").
 bool spreadOfEarlier(const SearchState& s, const char* detail) {
-  return detail && std::strcmp(detail, "nan_from_inf") == 0 && !s.last_origin.empty() &&
+  return detail &&
+         (std::strcmp(detail, "nan_from_inf") == 0 || std::strcmp(detail, "nonfinite_scalar") == 0) &&
+         !s.last_origin.empty() &&
          g_steps.load(std::memory_order_relaxed) - s.last_origin_step <= kSpreadSteps;
 }
 

@@ -3237,8 +3237,11 @@ struct Provenance {
 };
 // The ops one provenance follows back at most: a step's backward pass reaches the gradient
 // buffers' in-place accumulation, whose inputs go back through the whole recurrence of an LSTM
-// (batch 20: 16 did not reach the weight gradient's 0 * inf, and the search ended unknown).
-constexpr size_t kMaxThrough = 512;
+// (batch 20: 16 did not reach the weight gradient's 0 * inf, and the search ended unknown); a
+// batch collated from items that each took a dozen ops (a Dataset's transforms) holds
+// thousands (batch 38: 128 items of 12 ops, and a division by 0 in one item's `__getitem__`
+// out of reach of 512, the conv reading the batch named "nan_from_inf"). A ring's worth.
+constexpr size_t kMaxThrough = 4096;
 // And all of one look-back's (a job whose forward pass holds a mask's -inf in every attention
 // op follows each one back).
 constexpr size_t kMaxFollows = 65536;
@@ -3978,11 +3981,17 @@ FUMI_LOCAL_TLS std::vector<Running> t_running;
 constexpr uint64_t kStateEvery = 8;
 FUMI_LOCAL_TLS std::vector<void*> t_state_seen;  // ops whose state started a search
 
+// Whether the op beginning on this thread runs inside another operator (not only in ranges).
+bool insideOperator();
+
 // Whether in-place op `fn` in the optimizer's phase is one to watch (above), and if so what its
-// first argument holds now, before it runs.
+// first argument holds now, before it runs. Not one a kernel runs inside an op: Adamax's
+// `torch.amax(norm_buf, 0, out=exp_inf)` fills its output with the reduction's identity, -inf,
+// before reducing into it (batch 38: every Adamax job's first step, an "origin" made of a
+// non-finite scalar).
 bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
   if (t_optimizer_steps == 0 || (t_optimizer_steps - 1) % kStateEvery != 0) return false;
-  if (!inPlaceOp(fumi::torch_compat::opName(fn))) return false;
+  if (!inPlaceOp(fumi::torch_compat::opName(fn)) || insideOperator()) return false;
   const char* phase = g_api->phase();
   if (!phase || std::strcmp(phase, "optimizer") != 0) return false;
   const auto inputs = fumi::torch_compat::inputsOf(fn);
@@ -4081,6 +4090,8 @@ const SharedEntry* enclosingOp() {
     if (t_shared[i - 1].facts.op) return &t_shared[i - 1];
   return nullptr;
 }
+
+bool insideOperator() { return enclosingOp() != nullptr; }
 
 void pushShared(const at::RecordFunction& fn, void* site, bool checkable, const SiteFacts& facts) {
   bool shared = false;  // ranges (autograd nodes, optimizer steps) have no inputs

@@ -2556,6 +2556,53 @@ class NanOrigin(unittest.TestCase):
         text = subprocess.run([FUMI, "report", r.dir], capture_output=True, text=True).stdout
         self.assertIn("1 the spread or gradient of a NaN/Inf origin", text)
 
+    def test_adamax_reducing_into_its_state_is_no_origin(self):
+        # Batch 38 (Glow): Adamax's `torch.amax(norm_buf, 0, out=exp_inf)` fills its output with
+        # the reduction's identity, -inf, before reducing into it. The optimizer's watched writes
+        # took that kernel's fill_ for an in-place write made of a non-finite scalar: an "origin"
+        # on every Adamax job's first step. Only the optimizer's own writes are watched.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            w = torch.nn.Parameter(torch.randn(12))
+            x = torch.randn(64, 12)
+            opt = torch.optim.Adamax([w], lr=1e-3)
+            for step in range(10):
+                opt.zero_grad()
+                loss = ((x * w).sum(1) - 1).pow(2).mean()
+                loss.backward()
+                opt.step()
+                print(loss.item())
+            ''')
+        r = self.program(code)
+        self.assertEqual(r.of("violation"), [])
+        self.assertEqual(r.of("nan_search"), [])
+
+    def test_a_non_finite_number_read_out_of_an_origin_is_its_spread(self):
+        # Batch 38 (FT-Transformer's target standardised by the std of an empty slice): the
+        # std's NaN, read out with .item(), scaled the targets, and the division was named a
+        # second origin, "made of a non-finite scalar argument". Soon after an origin such a
+        # number is its value.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            x = torch.randn(512, 8)
+            y = torch.randn(512)
+            y_mean, y_std = y[:384].mean().item(), y[384:384].std().item()
+            y = (y - y_mean) / y_std
+            model = torch.nn.Linear(8, 1)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            for i in range(0, 384, 128):
+                loss = torch.nn.functional.mse_loss(model(x[i:i + 128]).squeeze(1), y[i:i + 128])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                print(loss.item())
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["detail"]), ("aten::std.correction", "appeared"))
+
     def test_an_exception_without_nan_starts_no_search(self):
         # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
         r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"
