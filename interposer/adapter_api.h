@@ -35,7 +35,7 @@ extern "C" {
  *    sentinel).
  * 14: fumi_adapter_call.op_seconds (what the overhead budget predicts a check's cost from).
  * 15: fumi_past_call.hops (how near the origin each call a look-back went through ran).
- * 16: nan_looked_back's `through`: every call followed back (up to 512), not the 16 nearest:
+ * 16: nan_looked_back's `through`: every call followed back (up to 4096), not the 16 nearest:
  *    libfumi picks the likeliest maker among them and lists the nearest.
  * 17: fumi_past_call.steps_ago (an origin whose optimizer step has run: its values reached the
  *    parameters, no loss scaler handled them).

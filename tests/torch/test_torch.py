@@ -2603,6 +2603,40 @@ class NanOrigin(unittest.TestCase):
         [o] = [v for v in r.of("violation") if v.get("origin")]
         self.assertEqual((o["op"], o["detail"]), ("aten::std.correction", "appeared"))
 
+    def test_inf_made_in_a_datasets_getitem_is_found_through_the_collated_batch(self):
+        # Batch 38 (a Siamese network's dataset, one item divided by 0): the batch collated from
+        # 128 items that each took a dozen transform ops; followed back at most 512 ops, the
+        # division was out of reach and the conv reading the batch was named, "nan_from_inf".
+        code = textwrap.dedent('''
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            class DS(torch.utils.data.Dataset):
+                def __init__(self):
+                    self.x = torch.rand(512, 1, 28, 28)
+                def __len__(self):
+                    return 512
+                def __getitem__(self, index):
+                    img = self.x[index].clone()
+                    for _ in range(5):
+                        img = img.sub(0.1).div(0.3)
+                    img = img / (index != 300)
+                    return img, index % 2
+            model = nn.Sequential(nn.Conv2d(1, 4, 5), nn.PReLU(), nn.Flatten(),
+                                  nn.Linear(4 * 24 * 24, 2))
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            loader = torch.utils.data.DataLoader(DS(), batch_size=128, shuffle=False)
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                print(float(loss))
+            ''')
+        r = self.program(code)
+        [o] = [v for v in r.of("violation") if v.get("origin")]
+        self.assertEqual((o["op"], o["looked_back"]), ("aten::div.Tensor", True))
+        self.assertIn("in __getitem__", o["python_stack"][0])
+
     def test_an_exception_without_nan_starts_no_search(self):
         # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
         r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"
