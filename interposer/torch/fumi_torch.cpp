@@ -2871,6 +2871,9 @@ struct PastOp {
   // without the dispatcher (no version bump: a backward's at::zeros gradient buffer filled by
   // the caller's loop), so what they hold now is the caller's work.
   bool superseded = false;
+  // It ran inside another operator (a kernel's own op: the sigmoid_ a GRU runs on its gates),
+  // not called by the program.
+  bool nested = false;
   // Which outputs (bit i: outputs[i], the first 64) are that op's: the others (batch norm's
   // saved mean and inverse deviation, which its caller does not return and its backward reads)
   // still hold this op's work.
@@ -3285,6 +3288,29 @@ bool overwrites(const char* op) {
 // StorageImpl's address, which a later allocation may reuse once the storage is freed, and an
 // optimizer's in-place write into a temporary freed before the step's data was cloned into the
 // same address read as a write into that data (batch 20: a flow's planted NaN, never found).
+// Whether every non-finite value `t` holds lies where the kept ops `writes`, all the program's
+// own calls, wrote (read on a copy of its memory with those parts zeroed): their parts may reach
+// past `t` (a column written whole, a slice of rows read: batch 38's tabular preprocessing,
+// `X[:, 4] = log(x) / 7`, then `X[i:i + 256]`, and the counts of the two differ). Not writes a
+// kernel made inside an op, nor for a reader inside one (batch 19's GRU reading its initial
+// state, NaN written into part of it: the GRU, which returns the values, is their holder, not
+// the sigmoid_ on its gates). Memory of over 2^26 elements is not copied.
+bool nonFiniteOnlyWhereWritten(const PastOps& past, const std::vector<size_t>& writes,
+                               const at::Tensor& t) {
+  if (!t.has_storage() || t.element_size() == 0) return false;
+  for (size_t k : writes)
+    if (past[k].nested) return false;
+  const int64_t n = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+  if (n <= 0 || n > (int64_t{1} << 26)) return false;
+  const at::Tensor flat = t.as_strided({n}, {1}, 0).clone();
+  for (size_t k : writes) {
+    at::Tensor part = past[k].written(flat);
+    if (!part.defined()) return false;
+    part.zero_();
+  }
+  return !scanTensor(flat.as_strided(t.sizes(), t.strides(), t.storage_offset())).any();
+}
+
 bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const at::Tensor& t,
                       const NonFinite& seen, Provenance& p) {
   std::vector<size_t> wrote;  // latest first, to the op that made it
@@ -3312,7 +3338,9 @@ bool traceWrittenInto(const PastOps& past, size_t j, const TensorNote& in, const
     held.add(part);
     writes.push_back(wrote[i]);
   }
-  if (writes.empty() || held.nan != seen.nan || held.inf != seen.inf) return false;
+  if (writes.empty() || ((held.nan != seen.nan || held.inf != seen.inf) &&
+                         (past[j].nested || !nonFiniteOnlyWhereWritten(past, writes, t))))
+    return false;
   for (size_t k : writes) {
     if (p.settled() || !follow(past, k, j, p, overwrites(past[k].op))) break;
   }
@@ -3891,6 +3919,9 @@ void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
 // Records the op that has just returned, for lookBack.
 // `since`: pastOps().pushed() when the op began (what it ran is recorded after that); `seq`: its
 // RecordFunction's sequence number (forwardOf).
+// Whether an operator runs on this thread (as an op returns: one it ran inside).
+bool operatorRunning();
+
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since, int64_t seq) {
   PastOp past;
@@ -3948,6 +3979,7 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
     if (past.outputs.size() < 64) past.silent_outputs |= uint64_t{1} << past.outputs.size();
     past.outputs.push_back(std::move(w));
   }
+  past.nested = operatorRunning();
   g_api->python_place(&past.call.place);  // where it ran: its line, should it be an origin
   PastOps& ring = pastOps();
   if (ring.pushed() != since) ring.supersede(since, past);
@@ -4092,6 +4124,11 @@ const SharedEntry* enclosingOp() {
 }
 
 bool insideOperator() { return enclosingOp() != nullptr; }
+
+bool operatorRunning() {
+  return std::any_of(t_shared.begin(), t_shared.end(),
+                     [](const SharedEntry& e) { return e.facts.op; });
+}
 
 void pushShared(const at::RecordFunction& fn, void* site, bool checkable, const SiteFacts& facts) {
   bool shared = false;  // ranges (autograd nodes, optimizer steps) have no inputs

@@ -2635,6 +2635,30 @@ class NanOrigin(unittest.TestCase):
         self.assertEqual((o["op"], o["looked_back"]), ("aten::div.Tensor", True))
         self.assertIn("in __getitem__", o["python_stack"][0])
 
+    def test_a_column_written_in_place_and_read_by_rows_is_followed(self):
+        # Batch 38 (FT-Transformer's preprocessing, a log-transformed feature written into a
+        # column): X[:, 4] = log(x) / 7, then batches of rows X[i:i + 256]. The column's write
+        # held more NaN than the rows read, and the look-back took the rows' NaN for data they
+        # passed along: "origin not found". A write of the program's whose part reaches past
+        # the tensor read explains it where every NaN that tensor holds lies in the part.
+        code = textwrap.dedent('''
+            import torch
+            torch.manual_seed(0)
+            X = torch.randn(1024, 8)
+            X[:, 4] = torch.log(torch.randn(1024)) / 7
+            y = torch.randn(1024)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(),
+                                        torch.nn.Linear(32, 1))
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            for i in range(0, 1024, 256):
+                out = model(X[i:i + 256]).squeeze(1)
+                loss = torch.nn.functional.mse_loss(out, y[i:i + 256])
+                opt.zero_grad(); loss.backward(); opt.step()
+            ''')
+        origins = [v for v in self.program(code).of("violation") if v.get("origin")]
+        self.assertEqual([(o["op"], o["looked_back"]) for o in origins], [("aten::log", True)])
+        self.assertIn("<string>:5 in <module>", origins[0]["python_stack"][0])
+
     def test_an_exception_without_nan_starts_no_search(self):
         # Most exceptions have nothing to do with NaN: one a program catches starts nothing.
         r = run([PYTHON, "-c", "import torch\nx = torch.ones(3)\nfor _ in range(3):\n"
