@@ -194,8 +194,10 @@ bool writesArgument(const c10::OperatorName& name) {
   return false;
 }
 
-// Whether an op running around the calling one writes an argument (below).
+// Whether an op running around the calling one writes an argument, or is an operator, not a
+// range (below).
 bool insideWriter(size_t skip = 0);
+bool insideOperator(size_t skip = 0);
 
 // What siteFor tells of an op (all false for ranges).
 struct SiteFacts {
@@ -2267,27 +2269,37 @@ constexpr double kLookBackRate = 200000;
 constexpr double kKeepShare = 0.08;
 constexpr uint32_t kCostEvery = 64;
 
+// What one part of keeping an op costs (its inputs' note as it begins, its record as it
+// returns), timed on one kept op in kCostEvery, for look_back: auto only.
+struct KeepCost {
+  uint32_t seen = 0;  // kept ops
+  double sum = 0;     // seconds timed in the window
+  uint32_t timed = 0;
+  double cost = 0;  // seconds an op, as last measured
+  // Runs `part`, timing it where this op is the one in kCostEvery.
+  template <class F>
+  void run(F&& part) {
+    if (g_look_back != 2 || ++seen % kCostEvery != 0) return part();
+    const Clock::time_point began = Clock::now();
+    part();
+    sum += secondsSince(began);
+    ++timed;
+  }
+  // The window ends: the cost over it, where it was timed.
+  void close() {
+    if (timed) cost = sum / timed;
+    sum = 0;
+    timed = 0;
+  }
+};
+
 struct OpRate {
   uint32_t ops = 0;
   Clock::time_point since = Clock::now();
   double rate = 0;  // ops a second over the last window
   bool keep = true;
-  // What keeping an op cost: its inputs' note as it began and its record as it returned, timed
-  // over the window (sums and counts), and as last measured (seconds an op).
-  uint32_t begun = 0, returned = 0;  // kept ops seen, for the one in kCostEvery timed
-  double begin_s = 0, return_s = 0;
-  uint32_t begin_n = 0, return_n = 0;
-  double begin_cost = 0, return_cost = 0;
-  // Whether this kept op's part is timed (one in kCostEvery), for look_back: auto only.
-  bool timeBegin() { return g_look_back == 2 && ++begun % kCostEvery == 0; }
-  bool timeReturn() { return g_look_back == 2 && ++returned % kCostEvery == 0; }
-  // The window ends: what keeping an op cost in it, where it was timed.
-  void closeWindow() {
-    if (begin_n) begin_cost = begin_s / begin_n;
-    if (return_n) return_cost = return_s / return_n;
-    begin_s = return_s = 0;
-    begin_n = return_n = 0;
-  }
+  KeepCost begin, end;  // keeping an op: its two parts
+  double keepCost() const { return begin.cost + end.cost; }
 };
 FUMI_LOCAL_TLS OpRate t_rate;
 
@@ -2304,9 +2316,9 @@ bool keepingPast() {
     const double seconds = std::chrono::duration<double>(now - t_rate.since).count();
     if (seconds >= kWindowSeconds) {
       t_rate.rate = t_rate.ops / seconds;
-      t_rate.closeWindow();
-      t_rate.keep = t_rate.rate <= kLookBackRate &&
-                    t_rate.rate * (t_rate.begin_cost + t_rate.return_cost) <= kKeepShare;
+      t_rate.begin.close();
+      t_rate.end.close();
+      t_rate.keep = t_rate.rate <= kLookBackRate && t_rate.rate * t_rate.keepCost() <= kKeepShare;
       t_rate.ops = 0;
       t_rate.since = now;
     }
@@ -3639,7 +3651,7 @@ bool lookBack(bool dry = false) {
         "not done: this thread ran " + std::to_string(static_cast<int64_t>(t_rate.rate)) +
         " ops a second, where keeping them costs more than it may (" +
         std::to_string(static_cast<int>(
-            std::lround(100 * t_rate.rate * (t_rate.begin_cost + t_rate.return_cost)))) +
+            std::lround(100 * t_rate.rate * t_rate.keepCost()))) +
         "% of its time, at most " + std::to_string(static_cast<int>(100 * kKeepShare)) +
         "% and " + std::to_string(static_cast<int64_t>(kLookBackRate)) +
         " ops a second; nan_origin.look_back: true keeps them)";
@@ -3919,9 +3931,6 @@ void onNodeEnd(const at::RecordFunction&, at::ObserverContext*) {
 // Records the op that has just returned, for lookBack.
 // `since`: pastOps().pushed() when the op began (what it ran is recorded after that); `seq`: its
 // RecordFunction's sequence number (forwardOf).
-// Whether an operator runs on this thread (as an op returns: one it ran inside).
-bool operatorRunning();
-
 void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
                 const std::vector<c10::IValue>& outputs, uint64_t since, int64_t seq) {
   PastOp past;
@@ -3979,7 +3988,7 @@ void recordPast(const char* op, void* site, uint64_t index, InputNote&& inputs,
     if (past.outputs.size() < 64) past.silent_outputs |= uint64_t{1} << past.outputs.size();
     past.outputs.push_back(std::move(w));
   }
-  past.nested = operatorRunning();
+  past.nested = insideOperator();  // (the op returning is off the stack already)
   g_api->python_place(&past.call.place);  // where it ran: its line, should it be an origin
   PastOps& ring = pastOps();
   if (ring.pushed() != since) ring.supersede(since, past);
@@ -4013,9 +4022,6 @@ FUMI_LOCAL_TLS std::vector<Running> t_running;
 constexpr uint64_t kStateEvery = 8;
 FUMI_LOCAL_TLS std::vector<void*> t_state_seen;  // ops whose state started a search
 
-// Whether the op beginning on this thread runs inside another operator (not only in ranges).
-bool insideOperator();
-
 // Whether in-place op `fn` in the optimizer's phase is one to watch (above), and if so what its
 // first argument holds now, before it runs. Not one a kernel runs inside an op: Adamax's
 // `torch.amax(norm_buf, 0, out=exp_inf)` fills its output with the reduction's identity, -inf,
@@ -4023,7 +4029,7 @@ bool insideOperator();
 // non-finite scalar).
 bool watchesState(const at::RecordFunction& fn, NonFinite& before) {
   if (t_optimizer_steps == 0 || (t_optimizer_steps - 1) % kStateEvery != 0) return false;
-  if (!inPlaceOp(fumi::torch_compat::opName(fn)) || insideOperator()) return false;
+  if (!inPlaceOp(fumi::torch_compat::opName(fn)) || insideOperator(1)) return false;
   const char* phase = g_api->phase();
   if (!phase || std::strcmp(phase, "optimizer") != 0) return false;
   const auto inputs = fumi::torch_compat::inputsOf(fn);
@@ -4108,26 +4114,25 @@ struct SharedEntry {
 FUMI_LOCAL_TLS std::vector<SharedEntry> t_shared;
 
 // Whether an op running around the calling one (the `skip` innermost calls left out: the op
-// itself, as it begins) writes an argument: what the ops inside it see may be a proxy of its
-// output it deletes outright (writesArgument), held by nothing past its return.
-bool insideWriter(size_t skip) {
+// itself, as it begins) has `fact`.
+bool runningAround(bool SiteFacts::*fact, size_t skip) {
   for (size_t i = 0; i + skip < t_shared.size(); ++i)
-    if (t_shared[i].facts.writes) return true;
+    if (t_shared[i].facts.*fact) return true;
   return false;
 }
+
+// One that writes an argument: what the ops inside it see may be a proxy of its output it
+// deletes outright (writesArgument), held by nothing past its return.
+bool insideWriter(size_t skip) { return runningAround(&SiteFacts::writes, skip); }
+
+// An operator, not a range: a kernel's own ops run inside one.
+bool insideOperator(size_t skip) { return runningAround(&SiteFacts::op, skip); }
 
 // The operator (not a range) the calling one runs inside, or null (the op itself on top).
 const SharedEntry* enclosingOp() {
   for (size_t i = t_shared.size(); i-- > 1;)
     if (t_shared[i - 1].facts.op) return &t_shared[i - 1];
   return nullptr;
-}
-
-bool insideOperator() { return enclosingOp() != nullptr; }
-
-bool operatorRunning() {
-  return std::any_of(t_shared.begin(), t_shared.end(),
-                     [](const SharedEntry& e) { return e.facts.op; });
 }
 
 void pushShared(const at::RecordFunction& fn, void* site, bool checkable, const SiteFacts& facts) {
@@ -4411,17 +4416,15 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     const bool searching = g_sentinels && g_api->nan_search() != 0;
     if (g_sentinels) {
       const auto inputs = fumi::torch_compat::inputsOf(fn);
-      const bool kept = !view && pastKept();
-      const bool timed = kept && t_rate.timeBegin();
-      const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
-      t_running.push_back(Running{site, index, view,
-                                  view ? InputNote()
-                                       : InputNote(inputs, kept, fumi::torch_compat::opName(fn)),
-                                  pastOps().pushed(), searching, false, false, {}});
-      if (timed) {
-        t_rate.begin_s += secondsSince(began);
-        ++t_rate.begin_n;
-      }
+      const auto note = [&] {
+        t_running.push_back(Running{site, index, view,
+                                    view ? InputNote()
+                                         : InputNote(inputs, pastKept(),
+                                                     fumi::torch_compat::opName(fn)),
+                                    pastOps().pushed(), searching, false, false, {}});
+      };
+      if (!view && pastKept()) t_rate.begin.run(note);
+      else note();
       Running& running = t_running.back();
       running.state_watch = !view && !searching && watchesState(fn, running.state_before);
       // a sqrt's gradient dividing by twice its result: an exact 0 there divides by 0 (batch
@@ -4455,12 +4458,6 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   }
 }
 
-// An op raising an exception: the program may die of it with no sentinel having seen the NaN
-// that caused it (batch 20's spline flow: every row NaN, a selection of the rows in range left
-// empty, torch.min of nothing raised six ops after the NaN). Where looking back finds an
-// origin, the raising op is its sentinel and it is reported before the exception reaches the
-// program; else nothing is said (most exceptions have nothing to do with NaN). Once an
-// optimizer step, and only while the thread keeps its ops.
 // Call `index` of `site` is a sentinel where looking back finds an origin among the kept ops.
 // False where it found none.
 bool lookBackFrom(void* site, uint64_t index) {
@@ -4470,8 +4467,14 @@ bool lookBackFrom(void* site, uint64_t index) {
   return true;
 }
 
-// Looks back from call `index` of `site` (lookBackFrom), at most once an optimizer step; false
-// where it did not or found nothing.
+// Looks back from call `index` of `site` (lookBackFrom), at most once an optimizer step and only
+// while the thread keeps its ops; false where it did not or found nothing. For an op raising an
+// exception: the program may die of it with no sentinel having seen the NaN that caused it
+// (batch 20's spline flow: every row NaN, a selection of the rows in range left empty,
+// torch.min of nothing raised six ops after the NaN). Where looking back finds an origin, the
+// raising op is its sentinel and it is reported before the exception reaches the program; else
+// nothing is said (most exceptions have nothing to do with NaN). And for the program's own
+// NaN checks (programCheck).
 FUMI_LOCAL_TLS uint64_t t_raised_step = UINT64_MAX;
 bool lookBackOnce(void* site, uint64_t index) {
   if (!pastKept() || !site || g_api->nan_search() || t_raised_step == t_optimizer_steps)
@@ -4479,8 +4482,6 @@ bool lookBackOnce(void* site, uint64_t index) {
   t_raised_step = t_optimizer_steps;
   return lookBackFrom(site, index);
 }
-
-void raised(void* site, uint64_t index) { lookBackOnce(site, index); }
 
 // libfumi asks (adapter_api.h set_look_back_probe): a library call inside the op this thread
 // runs made NaN of Inf in its inputs; the Inf's maker is looked for first, as lookBackBeforeCheck
@@ -4496,7 +4497,7 @@ int lookBackProbe() {
 // isneginf) true, `torch.isfinite(x).all()` false, or the same through a logical_not or
 // bitwise_not of the mask. RealNVP's guard, `if torch.isnan(exp_s).any(): raise` (batch 36),
 // killed the job before any one-element result held the NaN of a 0/0 the default policy did not
-// sample: "no violations". Looked back from as an op raising is (raised): where the kept ops
+// sample: "no violations". Looked back from as an op raising is (lookBackOnce): where the kept ops
 // show an origin it is reported, the check (`aten::any` at the program's line) its sentinel; else
 // nothing is said (data with missing values the program masks). Where such looks find nothing
 // kFruitlessChecks times on a thread, it stops looking (a job checking data that holds NaN on
@@ -4621,7 +4622,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     try {
       const char* name = fumi::torch_compat::opName(fn);
       const auto& outputs = fumi::torch_compat::outputsOf(fn);
-      if (std::uncaught_exceptions() > 0) raised(op.site, op.index);
+      if (std::uncaught_exceptions() > 0) lookBackOnce(op.site, op.index);
       programCheck(name, op.site, op.index, op.inputs, outputs);
       pendingAtEnd(op.site, op.index, outputs);
       parameterWritten(name, op.site, op.index, outputs);
@@ -4631,16 +4632,11 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       else if (!outputs.empty() &&
                watchOutputs(name, op.inputs, outputs, op.site, op.index, op.found_inside))
         for (Running& outer : t_running) outer.found_inside = true;
-      if (keepingPast() && !insideWriter()) {
-        const bool timed = t_rate.timeReturn();
-        const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
-        recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark,
-                   fn.seqNr());
-        if (timed) {
-          t_rate.return_s += secondsSince(began);
-          ++t_rate.return_n;
-        }
-      }
+      if (keepingPast() && !insideWriter())
+        t_rate.end.run([&] {
+          recordPast(name, op.site, op.index, std::move(op.inputs), outputs, op.past_mark,
+                     fn.seqNr());
+        });
       // A sentinel has started a search while this op ran: its own (watchOutputs, a nan_inf
       // check), or a library call's inside it (sgemm_'s nan_inf under aten::mm). Once it found
       // the origin, the ops around it are not to look back again; otherwise each looks back as
